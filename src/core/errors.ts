@@ -1,0 +1,37 @@
+/** Base class: every error the library raises on purpose is one of these, with a message a user can act on. */
+export class AgentR1Error extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A name (scenario, policy, tool, split, backend) that is not one of the valid choices. */
+export class UnknownNameError extends AgentR1Error {
+  constructor(
+    readonly kind: string,
+    readonly value: string,
+    readonly choices: readonly string[],
+  ) {
+    super(`unknown ${kind} "${value}"; valid: ${choices.join(', ')}`);
+  }
+}
+
+/** Tool arguments that fail the tool's schema. */
+export class ToolArgumentsError extends AgentR1Error {}
+
+/** A tool that ran past its timeout. */
+export class ToolTimeoutError extends AgentR1Error {}
+
+/** A record line that cannot be parsed, fails its schema, or fails its checksum. */
+export class CorruptRecordError extends AgentR1Error {
+  constructor(
+    message: string,
+    readonly line?: number,
+  ) {
+    super(line === undefined ? message : `line ${line}: ${message}`);
+  }
+}
+
+/** A scenario that does not satisfy the scenario contract. */
+export class ScenarioError extends AgentR1Error {}

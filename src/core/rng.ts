@@ -1,0 +1,51 @@
+import { createHash } from 'node:crypto';
+import { xoroshiro128plus, unsafeUniformIntDistribution, type RandomGenerator } from 'pure-rand';
+
+/**
+ * A seeded random stream. Every random choice that can reach an episode record (sampling, world
+ * transitions, task generation) draws from one of these, never from Math.random.
+ */
+export interface Rng {
+  /** Uniform float in [0, 1). */
+  next(): number;
+  /** Uniform integer in [min, max] (both inclusive). */
+  int(min: number, max: number): number;
+  pick<T>(items: readonly T[]): T;
+  shuffle<T>(items: readonly T[]): T[];
+  /** True with probability p. */
+  chance(p: number): boolean;
+  /** The generator's state, so a stream can be saved and resumed exactly. */
+  state(): readonly number[];
+}
+
+/** A 32-bit seed derived from any list of parts (run seed, task id, sample index, stream name). */
+export function deriveSeed(...parts: Array<string | number>): number {
+  const digest = createHash('sha256').update(parts.map(String).join('\u0000')).digest();
+  return digest.readInt32LE(0);
+}
+
+export function createRng(seed: number | string | readonly number[]): Rng {
+  const gen: RandomGenerator = Array.isArray(seed)
+    ? xoroshiro128plus.fromState(seed as readonly number[])
+    : xoroshiro128plus(typeof seed === 'number' ? seed | 0 : deriveSeed(seed as string));
+  const int = (min: number, max: number) => unsafeUniformIntDistribution(min, max, gen);
+  const next = () => int(0, 2 ** 30 - 1) / 2 ** 30 + int(0, 2 ** 23 - 1) / 2 ** 53;
+  return {
+    next,
+    int,
+    pick: (items) => {
+      if (items.length === 0) throw new RangeError('pick from an empty list');
+      return items[int(0, items.length - 1)]!;
+    },
+    shuffle: (items) => {
+      const out = items.slice();
+      for (let i = out.length - 1; i > 0; i--) {
+        const j = int(0, i);
+        [out[i], out[j]] = [out[j]!, out[i]!];
+      }
+      return out;
+    },
+    chance: (p) => next() < p,
+    state: () => gen.getState(),
+  };
+}

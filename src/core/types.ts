@@ -1,0 +1,154 @@
+/**
+ * The vocabulary of the Agent-R1 formulation. Everything here is plain JSON data, so tasks, turns
+ * and records can cross worker threads and be written as JSONL unchanged.
+ */
+
+/** A JSON value, as records and tool outputs hold them. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** One task of a scenario: the user's request plus what the scenario needs to judge it. */
+export interface Task {
+  /** Unique within the scenario (across splits). */
+  id: string;
+  split: string;
+  /** The user's request, as the agent sees it. */
+  question: string;
+  /** A label for per-type metrics (question type, request kind). */
+  type?: string;
+  /** The reference answer, where the task has one. */
+  answer?: string;
+  /** Scenario-specific data (gold documents, expected database state); JSON only. */
+  meta?: { [key: string]: Json };
+}
+
+export type Role = 'system' | 'user' | 'assistant' | 'tool';
+
+/** A chat message; the episode's history as the policy sees it. */
+export interface Message {
+  role: Role;
+  content: string;
+}
+
+/** A tool call as the agent wrote it. Arguments are unvalidated until the tool runner checks them. */
+export interface ToolCall {
+  name: string;
+  arguments: { [key: string]: Json };
+}
+
+/** What an action text means, syntactically. */
+export type ParsedAction =
+  | { kind: 'tool_calls'; calls: ToolCall[] }
+  | { kind: 'answer'; text: string }
+  | { kind: 'invalid'; error: string };
+
+export type ToolErrorKind = 'unknown_tool' | 'bad_arguments' | 'tool_error' | 'timeout';
+
+/** What a tool call did: the Tool's raw result (or why it has none), before the ToolEnv interprets it. */
+export interface ToolResult {
+  name: string;
+  ok: boolean;
+  /** The result as text (JSON for structured outputs), cut to the runner's limit. */
+  content: string;
+  /** The structured output when the tool returned one (not cut). */
+  data?: Json;
+  truncated?: boolean;
+  error?: { kind: ToolErrorKind; message: string };
+}
+
+/** The ToolEnv's reading of one turn. */
+export interface StepResult {
+  /** The observation text appended to the history (null: nothing to say, e.g. after an answer). */
+  observation: string | null;
+  /** Process reward for this step. */
+  reward: number;
+  /** The task is over (e.g. the agent answered). */
+  done: boolean;
+  info?: { [key: string]: Json };
+}
+
+/** The ToolEnv's verdict at the end of an episode. */
+export interface Outcome {
+  reward: number;
+  success: boolean;
+  /** Scenario metrics for this episode (em, f1, …). */
+  metrics?: { [key: string]: number };
+}
+
+export type EndReason = 'answered' | 'max_turns' | 'max_tokens' | 'error';
+
+/** What the policy produced for one turn. Token ids and log-probs only when the policy has them. */
+export interface PolicyOutput {
+  text: string;
+  tokens?: number[];
+  logprobs?: number[];
+}
+
+/** One turn of an episode record. */
+export interface TurnRecord {
+  index: number;
+  text: string;
+  tokens?: number[];
+  logprobs?: number[];
+  /** The number of tokens this action counted against the budgets. */
+  tokenCount: number;
+  action: ParsedAction;
+  results: ToolResult[];
+  observation: string | null;
+  /** Observation token ids, when the policy tokenizes (the history is token ids end to end). */
+  observationTokens?: number[];
+  reward: number;
+  done: boolean;
+  info?: { [key: string]: Json };
+  /** Episode-machine states entered during this turn, in order. */
+  states: string[];
+}
+
+/** Budgets and limits of one episode. */
+export interface EpisodeConfig {
+  maxTurns: number;
+  maxTokensPerTurn: number;
+  maxTotalTokens: number;
+  toolTimeoutMs: number;
+  /** Tool output longer than this (characters) is cut, with a marker. */
+  maxToolOutputChars: number;
+}
+
+export const DEFAULT_EPISODE_CONFIG: EpisodeConfig = {
+  maxTurns: 10,
+  maxTokensPerTurn: 256,
+  maxTotalTokens: 4096,
+  toolTimeoutMs: 5000,
+  maxToolOutputChars: 2048,
+};
+
+export const RECORD_SCHEMA_VERSION = 1;
+
+/** One finished episode: everything replay needs, nothing that depends on timing. */
+export interface EpisodeRecord {
+  schema: number;
+  runId: string;
+  episodeId: string;
+  /** Position in the run (records are written in this order). */
+  index: number;
+  scenario: { id: string; version: string; options: { [key: string]: string } };
+  task: Task;
+  /** GRPO group key and the sample's index in it. */
+  group: string;
+  sample: number;
+  seed: number;
+  policy: { id: string; version: string };
+  config: EpisodeConfig;
+  prompt: Message[];
+  promptTokens?: number[];
+  turns: TurnRecord[];
+  answer: string | null;
+  outcome: Outcome;
+  processReward: number;
+  totalReward: number;
+  totalTokens: number;
+  status: 'ok' | 'error';
+  endReason: EndReason;
+  error?: string;
+  /** sha256 over the canonical JSON of every other field. */
+  checksum: string;
+}

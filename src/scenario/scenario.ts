@@ -1,0 +1,49 @@
+import type { AnyStateMachine } from 'xstate';
+import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
+import type { ToolEnv } from '../env/tool-env.ts';
+import type { Policy } from '../policy/policy.ts';
+import type { Tool } from '../tools/tool.ts';
+
+export interface TaskQuery {
+  split: string;
+  seed: number;
+  /** How many tasks; a scenario with a fixed set may return fewer. */
+  count: number;
+}
+
+export interface PolicyFactoryContext {
+  scenario: Scenario<any, any>;
+  seed: number;
+}
+
+export type PolicyFactory = (ctx: PolicyFactoryContext) => Policy | Promise<Policy>;
+
+/** Everything a scenario is: where tasks come from, what the agent can do, and what it means. */
+export interface Scenario<TTask extends Task = Task, TState = any> {
+  id: string;
+  version: string;
+  description: string;
+  splits: readonly string[];
+  /** Options the scenario was built with (e.g. `data` for the dataset scenarios); recorded for replay. */
+  options: { [key: string]: string };
+  tasks(query: TaskQuery): TTask[] | Promise<TTask[]>;
+  tools: readonly Tool<any, TState>[];
+  env: ToolEnv<TTask, TState>;
+  /** Scripted reference policies by name (expert, random, naive-rag, …). */
+  policies: { [name: string]: PolicyFactory };
+  /** The environment's own state machine, when it has one (drawn by the viewer and the docs). */
+  worldMachine?: AnyStateMachine;
+  /** Scenario defaults for the episode budgets. */
+  episode?: Partial<EpisodeConfig>;
+  /** Extra eval metrics over a set of records (e.g. per question type). */
+  summarize?(records: readonly EpisodeRecord[]): { [key: string]: unknown };
+}
+
+/** A scenario module's default export: the scenario, or a function of its options. */
+export type ScenarioDefinition =
+  | Scenario<any, any>
+  | ((options: { [key: string]: string }) => Scenario<any, any> | Promise<Scenario<any, any>>);
+
+export function defineScenario<T extends ScenarioDefinition>(definition: T): T {
+  return definition;
+}

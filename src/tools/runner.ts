@@ -1,0 +1,89 @@
+import { LRUCache } from 'lru-cache';
+import { z } from 'zod';
+import { canonicalJson } from '../core/canonical-json.ts';
+import type { Json, ToolCall, ToolErrorKind, ToolResult } from '../core/types.ts';
+import type { Tool, ToolContext } from './tool.ts';
+
+export interface ToolRunnerOptions {
+  timeoutMs: number;
+  maxOutputChars: number;
+  /** Shared result cache for cacheable tools; keyed by tool name + canonical arguments. */
+  cache?: LRUCache<string, { value: Json }>;
+}
+
+export function createToolCache(max = 10_000): LRUCache<string, { value: Json }> {
+  return new LRUCache<string, { value: Json }>({ max });
+}
+
+/**
+ * Runs tool calls for an episode: checks the tool exists and the arguments fit its schema, enforces
+ * the timeout, cuts long output. It never throws: every failure becomes an error result that the
+ * ToolEnv turns into an observation, so one bad call cannot end a rollout.
+ */
+export class ToolRunner {
+  private readonly byName: Map<string, Tool>;
+
+  constructor(
+    tools: readonly Tool[],
+    private readonly options: ToolRunnerOptions,
+  ) {
+    this.byName = new Map(tools.map((t) => [t.name, t]));
+  }
+
+  async run(call: ToolCall, ctx: Omit<ToolContext, 'signal'> & { signal?: AbortSignal }): Promise<ToolResult> {
+    const t = this.byName.get(call.name);
+    if (!t) {
+      const names = [...this.byName.keys()].join(', ') || '(none)';
+      return failure(call.name, 'unknown_tool', `unknown tool "${call.name}"; available tools: ${names}`);
+    }
+    const parsed = t.parameters.safeParse(call.arguments);
+    if (!parsed.success) {
+      return failure(call.name, 'bad_arguments', `invalid arguments for ${call.name}: ${z.prettifyError(parsed.error)}`);
+    }
+    const key = t.cacheable && this.options.cache ? `${t.name}\u0000${canonicalJson(parsed.data)}` : undefined;
+    const hit = key === undefined ? undefined : this.options.cache!.get(key);
+    if (hit) return this.success(t.name, hit.value);
+
+    const timeoutMs = t.timeoutMs ?? this.options.timeoutMs;
+    const controller = new AbortController();
+    const onOuterAbort = () => controller.abort(ctx.signal?.reason);
+    ctx.signal?.addEventListener('abort', onOuterAbort, { once: true });
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    });
+    try {
+      const work = Promise.resolve().then(() => t.execute(parsed.data, { ...ctx, signal: controller.signal }));
+      work.catch(() => {}); // a late rejection after a timeout must not become unhandled
+      const value = await Promise.race([work, timeout]);
+      if (value === 'timeout') {
+        controller.abort(new Error('timeout'));
+        return failure(t.name, 'timeout', `${t.name} timed out after ${timeoutMs} ms`);
+      }
+      if (key !== undefined) this.options.cache!.set(key, { value });
+      return this.success(t.name, value);
+    } catch (err) {
+      return failure(t.name, 'tool_error', `${t.name} failed: ${err instanceof Error ? err.message : String(err)}`);
+    } finally {
+      clearTimeout(timer);
+      ctx.signal?.removeEventListener('abort', onOuterAbort);
+    }
+  }
+
+  private success(name: string, raw: Json | undefined): ToolResult {
+    const value = raw === undefined ? null : raw;
+    const text = typeof value === 'string' ? value : JSON.stringify(value);
+    const result: ToolResult = { name, ok: true, content: text };
+    if (typeof value !== 'string') result.data = value;
+    const max = this.options.maxOutputChars;
+    if (text.length > max) {
+      result.content = `${text.slice(0, max)}… [truncated ${text.length - max} characters]`;
+      result.truncated = true;
+    }
+    return result;
+  }
+}
+
+function failure(name: string, kind: ToolErrorKind, message: string): ToolResult {
+  return { name, ok: false, content: message, error: { kind, message } };
+}
