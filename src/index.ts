@@ -1,0 +1,12 @@
+// The public API of agent-r1-ts. Each area adds its exports here (small additive edits).
+
+// RL: advantages, losses, KL, trajectories
+export { computeAdvantages, ADVANTAGE_ESTIMATORS } from './rl/advantages.ts';
+export type { AdvantageEstimator, AdvantageSequence, AdvantageOptions, AdvantageResult } from './rl/advantages.ts';
+export { ppoPolicyLoss, clippedValueLoss, aggregateLoss, clipByGlobalNorm, LOSS_AGGREGATIONS } from './rl/losses.ts';
+export type { LossAggregation, PolicyLossOptions } from './rl/losses.ts';
+export { klToken, klTensor, applyKlPenalty, KL_ESTIMATORS } from './rl/kl.ts';
+export type { KlEstimator } from './rl/kl.ts';
+export { buildTrajectory, buildTrajectories } from './rl/trajectory.ts';
+export type { TrainingSequence } from './rl/trajectory.ts';
+export { RlInputError, TrainingError } from './rl/errors.ts';
