@@ -74,7 +74,8 @@ export interface Outcome {
   metrics?: { [key: string]: number };
 }
 
-export type EndReason = 'answered' | 'max_turns' | 'max_tokens' | 'error';
+/** Why an episode ended: the agent answered, the environment said the task is over, a budget ran out, or an error. */
+export type EndReason = 'answered' | 'done' | 'max_turns' | 'max_tokens' | 'error';
 
 /** What the policy produced for one turn. Token ids and log-probs only when the policy has them. */
 export interface PolicyOutput {

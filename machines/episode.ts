@@ -1,0 +1,281 @@
+import { assign, fromPromise, setup } from 'xstate';
+import type {
+  EndReason,
+  EpisodeConfig,
+  Message,
+  Outcome,
+  ParsedAction,
+  PolicyOutput,
+  StepResult,
+  ToolCall,
+  ToolResult,
+  TurnRecord,
+} from '../src/core/types.ts';
+import { parseAction } from '../src/parse/parse-action.ts';
+
+/**
+ * One episode of the Agent-R1 MDP as a state machine:
+ *
+ *   generate → parseToolCall → execute → transition → reward → (generate | outcome → done)
+ *
+ * The machine owns the control flow and the budgets; what the policy says, what the tools do and
+ * what the ToolEnv makes of it are actors provided from outside (`machine.provide`), so the same
+ * machine runs live, under test with scripted actors, and in replay with recorded ones.
+ */
+
+export interface GenerateInput {
+  turn: number;
+  messages: readonly Message[];
+  tokens: readonly number[] | undefined;
+  maxTokens: number;
+}
+
+export interface TransitionInput {
+  turn: number;
+  action: ParsedAction;
+  results: ToolResult[];
+  history: readonly TurnRecord[];
+}
+
+/** A step result plus the observation's token ids, when the policy tokenizes. */
+export type TransitionOutput = StepResult & { observationTokens?: number[] };
+
+export interface OutcomeInput {
+  answer: string | null;
+  endReason: EndReason;
+  history: readonly TurnRecord[];
+}
+
+export interface EpisodeInput {
+  config: EpisodeConfig;
+  prompt: Message[];
+  promptTokens?: number[];
+}
+
+export interface EpisodeOutput {
+  turns: TurnRecord[];
+  answer: string | null;
+  outcome: Outcome;
+  totalTokens: number;
+  endReason: EndReason;
+  error: string | null;
+}
+
+/** Stand-in for a token count when a policy gives text only: UTF-8 bytes / 4, rounded up. */
+export function estimateTokens(text: string): number {
+  return Math.ceil(Buffer.byteLength(text, 'utf8') / 4);
+}
+
+interface PendingTurn {
+  output: PolicyOutput | null;
+  tokenCount: number;
+  action: ParsedAction | null;
+  results: ToolResult[];
+  step: TransitionOutput | null;
+  states: string[];
+}
+
+interface EpisodeContext {
+  config: EpisodeConfig;
+  messages: Message[];
+  tokens: number[] | undefined;
+  totalTokens: number;
+  turns: TurnRecord[];
+  pending: PendingTurn;
+  answer: string | null;
+  endReason: EndReason | null;
+  error: string | null;
+  outcome: Outcome | null;
+}
+
+const emptyTurn = (): PendingTurn => ({ output: null, tokenCount: 0, action: null, results: [], step: null, states: [] });
+
+const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+const notProvided = (name: string) =>
+  fromPromise<never, unknown>(async () => {
+    throw new Error(`episode machine: actor "${name}" was not provided`);
+  });
+
+export const episodeMachine = setup({
+  types: {
+    context: {} as EpisodeContext,
+    input: {} as EpisodeInput,
+    output: {} as EpisodeOutput,
+  },
+  actors: {
+    generate: notProvided('generate') as unknown as ReturnType<typeof fromPromise<PolicyOutput, GenerateInput>>,
+    execute: notProvided('execute') as unknown as ReturnType<typeof fromPromise<ToolResult[], { turn: number; calls: ToolCall[] }>>,
+    transition: notProvided('transition') as unknown as ReturnType<typeof fromPromise<TransitionOutput, TransitionInput>>,
+    outcome: notProvided('outcome') as unknown as ReturnType<typeof fromPromise<Outcome, OutcomeInput>>,
+  },
+  actions: {
+    /** Notes the state in the current turn's path (outcome and done belong to the last turn). */
+    enter: assign(({ context }, params: { state: string }) => {
+      const last = context.turns.at(-1);
+      if ((params.state === 'outcome' || params.state === 'done') && last) {
+        const turns = context.turns.slice(0, -1);
+        turns.push({ ...last, states: [...last.states, params.state] });
+        return { turns };
+      }
+      return { pending: { ...context.pending, states: [...context.pending.states, params.state] } };
+    }),
+    fail: assign(({ context }, params: { error: unknown }) => ({
+      endReason: 'error' as const,
+      error: context.error ?? errorText(params.error),
+    })),
+  },
+  guards: {
+    callsTools: ({ context }) => context.pending.action?.kind === 'tool_calls',
+    finished: ({ context }) => context.endReason !== null,
+  },
+}).createMachine({
+  id: 'episode',
+  context: ({ input }) => ({
+    config: input.config,
+    messages: input.prompt.slice(),
+    tokens: input.promptTokens?.slice(),
+    totalTokens: 0,
+    turns: [],
+    pending: emptyTurn(),
+    answer: null,
+    endReason: null,
+    error: null,
+    outcome: null,
+  }),
+  initial: 'generate',
+  states: {
+    generate: {
+      entry: { type: 'enter', params: { state: 'generate' } },
+      invoke: {
+        src: 'generate',
+        input: ({ context }) => ({
+          turn: context.turns.length,
+          messages: context.messages,
+          tokens: context.tokens,
+          maxTokens: Math.min(context.config.maxTokensPerTurn, context.config.maxTotalTokens - context.totalTokens),
+        }),
+        onDone: {
+          target: 'parseToolCall',
+          actions: assign(({ context, event }) => {
+            const output = event.output;
+            const tokenCount = output.tokens?.length ?? estimateTokens(output.text);
+            return { pending: { ...context.pending, output, tokenCount } };
+          }),
+        },
+        onError: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    parseToolCall: {
+      entry: [
+        { type: 'enter', params: { state: 'parseToolCall' } },
+        assign(({ context }) => {
+          const { output, tokenCount } = context.pending;
+          const limit = context.config.maxTokensPerTurn;
+          // A policy that ignored its per-turn budget gets the action refused, not silently cut.
+          const action: ParsedAction =
+            tokenCount > limit
+              ? { kind: 'invalid', error: `the action is ${tokenCount} tokens, over the per-turn limit of ${limit}` }
+              : parseAction(output!.text);
+          return { pending: { ...context.pending, action } };
+        }),
+      ],
+      always: [{ guard: 'callsTools', target: 'execute' }, { target: 'transition' }],
+    },
+    execute: {
+      entry: { type: 'enter', params: { state: 'execute' } },
+      invoke: {
+        src: 'execute',
+        input: ({ context }) => {
+          const action = context.pending.action!;
+          return { turn: context.turns.length, calls: action.kind === 'tool_calls' ? action.calls : [] };
+        },
+        onDone: {
+          target: 'transition',
+          actions: assign(({ context, event }) => ({ pending: { ...context.pending, results: event.output } })),
+        },
+        onError: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    transition: {
+      entry: { type: 'enter', params: { state: 'transition' } },
+      invoke: {
+        src: 'transition',
+        input: ({ context }) => ({
+          turn: context.turns.length,
+          action: context.pending.action!,
+          results: context.pending.results,
+          history: context.turns,
+        }),
+        onDone: {
+          target: 'reward',
+          actions: assign(({ context, event }) => ({ pending: { ...context.pending, step: event.output } })),
+        },
+        onError: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    reward: {
+      entry: [
+        { type: 'enter', params: { state: 'reward' } },
+        assign(({ context }) => {
+          const { output, tokenCount, action, results, step, states } = context.pending;
+          const turn: TurnRecord = {
+            index: context.turns.length,
+            text: output!.text,
+            tokenCount,
+            action: action!,
+            results,
+            observation: step!.observation,
+            reward: step!.reward,
+            done: step!.done,
+            states,
+          };
+          if (output!.tokens) turn.tokens = output!.tokens;
+          if (output!.logprobs) turn.logprobs = output!.logprobs;
+          if (step!.observationTokens) turn.observationTokens = step!.observationTokens;
+          if (step!.info) turn.info = step!.info;
+
+          const messages = [...context.messages, { role: 'assistant' as const, content: output!.text }];
+          if (step!.observation !== null) messages.push({ role: 'tool', content: step!.observation });
+          const tokens = context.tokens && [...context.tokens, ...(output!.tokens ?? []), ...(step!.observationTokens ?? [])];
+          const observationCount =
+            step!.observation === null ? 0 : (step!.observationTokens?.length ?? estimateTokens(step!.observation));
+          const totalTokens = context.totalTokens + tokenCount + observationCount;
+          const turns = [...context.turns, turn];
+          const answer = action!.kind === 'answer' ? action!.text : context.answer;
+
+          let endReason: EndReason | null = null;
+          if (action!.kind === 'answer') endReason = 'answered';
+          else if (step!.done) endReason = 'done';
+          else if (turns.length >= context.config.maxTurns) endReason = 'max_turns';
+          else if (totalTokens >= context.config.maxTotalTokens) endReason = 'max_tokens';
+          return { turns, messages, tokens, totalTokens, answer, endReason, pending: emptyTurn() };
+        }),
+      ],
+      always: [{ guard: 'finished', target: 'outcome' }, { target: 'generate' }],
+    },
+    outcome: {
+      entry: { type: 'enter', params: { state: 'outcome' } },
+      invoke: {
+        src: 'outcome',
+        input: ({ context }) => ({ answer: context.answer, endReason: context.endReason!, history: context.turns }),
+        onDone: { target: 'done', actions: assign({ outcome: ({ event }) => event.output }) },
+        onError: { target: 'done', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    done: {
+      type: 'final',
+      entry: { type: 'enter', params: { state: 'done' } },
+    },
+  },
+  output: ({ context }) => ({
+    turns: context.turns,
+    answer: context.answer,
+    outcome: context.outcome ?? { reward: 0, success: false },
+    totalTokens: context.totalTokens,
+    endReason: context.endReason ?? 'error',
+    error: context.error,
+  }),
+});
+
+export type EpisodeMachine = typeof episodeMachine;

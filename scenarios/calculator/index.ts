@@ -1,0 +1,97 @@
+import { z } from 'zod';
+import type { Task } from '../../src/core/types.ts';
+import { createRng } from '../../src/core/rng.ts';
+import type { ToolEnv } from '../../src/env/tool-env.ts';
+import { formatInvalidAction, formatResults, toolsSystemPrompt } from '../../src/env/observation.ts';
+import type { Policy } from '../../src/policy/policy.ts';
+import { defineScenario, type Scenario } from '../../src/scenario/scenario.ts';
+import { tool } from '../../src/tools/tool.ts';
+import { evaluateArithmetic, formatNumber } from './arithmetic.ts';
+import { calculatorTasks, SPLITS } from './tasks.ts';
+
+/** Reward weights: outcome 1 for the exact number; small process terms shape the format. */
+export const CALCULATOR_REWARDS = {
+  correct: 1,
+  /** An action that is neither a well-formed call nor an answer. */
+  invalidAction: -0.2,
+  /** A call the runner refused (unknown tool, bad arguments) or that failed. */
+  toolError: -0.1,
+};
+
+export const calculate = tool({
+  name: 'calculate',
+  description: 'Evaluate an arithmetic expression with + - * / ^ and parentheses.',
+  parameters: z.object({ expression: z.string().min(1).max(200).describe('for example "(3 + 4) * 2"') }),
+  cacheable: true,
+  execute: ({ expression }) => formatNumber(evaluateArithmetic(expression)),
+});
+
+const INSTRUCTIONS = 'Solve the word problem. Use the calculate tool for the arithmetic, then give the number as the answer.';
+
+const env: ToolEnv<Task> = {
+  prompt: (task, tools) => [
+    { role: 'system', content: toolsSystemPrompt(INSTRUCTIONS, tools) },
+    { role: 'user', content: task.question },
+  ],
+  step: ({ action, results }) => {
+    if (action.kind === 'invalid') {
+      return { observation: formatInvalidAction(action), reward: CALCULATOR_REWARDS.invalidAction, done: false };
+    }
+    if (action.kind === 'answer') return { observation: null, reward: 0, done: true };
+    const failed = results.filter((r) => !r.ok).length;
+    return { observation: formatResults(results), reward: failed * CALCULATOR_REWARDS.toolError, done: false };
+  },
+  outcome: ({ task, answer }) => {
+    const given = answer === null ? NaN : Number(answer.replace(/,/g, '').trim());
+    const success = answer !== null && answer.trim() !== '' && given === Number(task.answer);
+    return { reward: success ? CALCULATOR_REWARDS.correct : 0, success };
+  },
+};
+
+/** Calls the calculator with the task's expression, then answers with what it returned. */
+const expert: Policy = {
+  id: 'expert',
+  version: 'calculator-expert-1',
+  act: async ({ task, messages }) => {
+    const last = messages.at(-1);
+    if (last?.role === 'tool' && !last.content.startsWith('Error')) return { text: `<answer>${last.content}</answer>` };
+    const args = JSON.stringify({ name: 'calculate', arguments: { expression: task.meta?.expression } });
+    return { text: `<tool_call>${args}</tool_call>` };
+  },
+};
+
+/** Junk: half of its actions are malformed, the rest random calls and guesses. */
+const random: Policy = {
+  id: 'random',
+  version: 'calculator-random-1',
+  act: async ({ seed }) => {
+    const rng = createRng(seed);
+    const n = () => rng.int(0, 99);
+    const choices = [
+      () => `<tool_call>{"name": "calculate", "arguments": {"expression": "${n()} ${rng.pick(['+', '-', '*', '/'])} ${n()}"}}</tool_call>`,
+      () => `<answer>${n()}</answer>`,
+      () => `<tool_call>{"name": "calculate", "arguments": {"expression": "${n()} +"}}</tool_call>`,
+      () => `<tool_call>{"name": "calculate", "arguments": {"expr": "${n()}"}}</tool_call>`,
+      () => `<tool_call>{"name": "calculate", "arguments": {"expression": ${n()}</tool_call>`,
+      () => `<tool_call>{"name": "calculate", "arguments": {"expression": "${n()}"}}`,
+      () => `<tool_call>{"name": "abacus", "arguments": {}}</tool_call>`,
+      () => `I think the answer is ${n()}.`,
+      () => `<tool_call>{"arguments": {"expression": "1"}}</tool_call>`,
+      () => `<answer></answer>`,
+    ];
+    return { text: rng.pick(choices)() };
+  },
+};
+
+export default defineScenario({
+  id: 'calculator',
+  version: '1',
+  description: 'Arithmetic word problems with a safe calculate tool; outcome = the exact number.',
+  splits: SPLITS,
+  options: {},
+  tasks: ({ split, seed, count }) => calculatorTasks(split, seed, count),
+  tools: [calculate],
+  env,
+  policies: { expert: () => expert, random: () => random },
+  episode: { maxTurns: 4, maxTokensPerTurn: 96, maxTotalTokens: 512 },
+} satisfies Scenario);

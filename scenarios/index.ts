@@ -1,0 +1,9 @@
+import type { ScenarioDefinition } from '../src/scenario/scenario.ts';
+
+/**
+ * The built-in scenarios, loaded lazily so that listing them does not load every dependency.
+ * Each entry's module has a default export: a Scenario, or a function of the scenario's options.
+ */
+export const builtinScenarios: { [name: string]: () => Promise<{ default: ScenarioDefinition }> } = {
+  calculator: () => import('./calculator/index.ts'),
+};

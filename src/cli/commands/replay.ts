@@ -1,0 +1,82 @@
+import type { Command } from 'commander';
+import { builtinScenarios } from '../../../scenarios/index.ts';
+import type { EpisodeRecord } from '../../core/types.ts';
+import { readRecords } from '../../replay/jsonl.ts';
+import { replayRecord, type Divergence } from '../../replay/replay.ts';
+import { loadScenario } from '../../scenario/load.ts';
+import type { Scenario } from '../../scenario/scenario.ts';
+import { canonicalJson } from '../../core/canonical-json.ts';
+import { EXIT_FAILED, printJson } from '../common.ts';
+
+interface ReplayFlags {
+  episode?: string;
+  liveTools?: boolean;
+  json?: boolean;
+  quiet?: boolean;
+}
+
+const clip = (s: string, n = 300) => (s.length > n ? `${s.slice(0, n)}…` : s);
+
+/** An episode turn by turn, as the replay saw it. */
+export function formatEpisode(record: EpisodeRecord): string {
+  const lines = [`episode ${record.episodeId} (task ${record.task.id}, ${record.task.split})`, `  question: ${clip(record.task.question)}`];
+  for (const turn of record.turns) {
+    lines.push(`  turn ${turn.index} [${turn.states.join(' → ')}]`);
+    lines.push(`    action: ${clip(turn.text)}`);
+    for (const r of turn.results) lines.push(`    ${r.name} → ${r.ok ? 'ok' : r.error?.kind}: ${clip(r.content)}`);
+    if (turn.observation !== null) lines.push(`    observation: ${clip(turn.observation)}`);
+    lines.push(`    process reward: ${turn.reward}`);
+  }
+  lines.push(`  answer: ${record.answer ?? '(none)'} | outcome ${record.outcome.reward} (${record.outcome.success ? 'success' : 'fail'}) | total ${record.totalReward} | ended: ${record.endReason}`);
+  return lines.join('\n');
+}
+
+function formatDivergence(d: Divergence): string {
+  const where = d.turn === null ? 'episode' : `turn ${d.turn}`;
+  return `DIVERGED ${d.episodeId} at ${where}, field ${d.field}\n    expected: ${clip(canonicalJson(d.expected))}\n    actual:   ${clip(canonicalJson(d.actual))}`;
+}
+
+export function register(program: Command): void {
+  program
+    .command('replay')
+    .description('re-drive every recorded episode through the machine and verify each state, observation and reward')
+    .argument('<file>', 'an episodes.jsonl file')
+    .option('--episode <id>', 'only this episode')
+    .option('--live-tools', 're-execute the tools for real and report drift')
+    .option('--quiet', 'one verdict line per episode instead of the turn-by-turn view')
+    .option('--json', 'print {episodes, verified, diverged, corrupt} as the last stdout line')
+    .action(async (file: string, flags: ReplayFlags) => {
+      const scenarios = new Map<string, Promise<Scenario>>();
+      const counts = { episodes: 0, verified: 0, diverged: 0, corrupt: 0 };
+      const problems: Array<Divergence | { line: number; error: string }> = [];
+      const say = (text: string) => {
+        if (!flags.json) process.stdout.write(text + '\n');
+      };
+      for await (const item of readRecords(file)) {
+        if ('error' in item) {
+          counts.corrupt++;
+          problems.push({ line: item.line, error: item.error.message });
+          say(`CORRUPT ${item.error.message}`);
+          continue;
+        }
+        const record = item.record;
+        if (flags.episode && record.episodeId !== flags.episode) continue;
+        counts.episodes++;
+        const key = canonicalJson(record.scenario);
+        if (!scenarios.has(key)) scenarios.set(key, loadScenario(record.scenario.id, builtinScenarios, record.scenario.options));
+        const result = await replayRecord(record, await scenarios.get(key)!, { liveTools: flags.liveTools });
+        if (!flags.quiet) say(formatEpisode(record));
+        if (result.verified) {
+          counts.verified++;
+          say(`verified ${record.episodeId}`);
+        } else {
+          counts.diverged++;
+          problems.push(result.divergence!);
+          say(formatDivergence(result.divergence!));
+        }
+      }
+      if (flags.json) printJson({ ...counts, problems });
+      else process.stdout.write(`\n${counts.episodes} episodes: ${counts.verified} verified, ${counts.diverged} diverged, ${counts.corrupt} corrupt lines\n`);
+      if (counts.diverged > 0 || counts.corrupt > 0) process.exitCode = EXIT_FAILED;
+    });
+}

@@ -1,0 +1,101 @@
+import { writeFileSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import cliProgress from 'cli-progress';
+import { resolvePolicy } from '../../policy/resolve.ts';
+import { rollout } from '../../rollout/rollout.ts';
+import type { RolloutSummary } from '../../rollout/summary.ts';
+import { RecordWriter } from '../../replay/jsonl.ts';
+import { checkSplit, formatSummary, integer, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+
+export interface RolloutFlags {
+  scenario: string;
+  split: string;
+  policy: string;
+  episodes: number;
+  seed: number;
+  group: number;
+  concurrency: number;
+  data?: string;
+  out?: string;
+  json?: boolean;
+}
+
+/** Options shared by `rollout` and `eval`. */
+export function rolloutOptions(command: Command, policyRequired: boolean, defaultSplit: string): Command {
+  command
+    .requiredOption('--scenario <name>', 'scenario name or folder')
+    .option('--split <split>', 'task split', defaultSplit)
+    .option('--episodes <n>', 'number of episodes', positiveInt, 100)
+    .option('--seed <n>', 'run seed', integer, 0)
+    .option('--group <g>', 'samples per task (GRPO groups)', positiveInt, 1)
+    .option('--concurrency <n>', 'episodes in flight at once', positiveInt, 8)
+    .option('--data <path>', 'dataset file, for the dataset scenarios')
+    .option('--json', 'print the summary as JSON on the last stdout line');
+  if (policyRequired) command.requiredOption('--policy <name>', 'reference policy name or ckpt:DIR');
+  else command.option('--policy <name>', 'reference policy name or ckpt:DIR', 'expert');
+  return command;
+}
+
+/** Runs a rollout with a progress bar on stderr; writes records to `out` when given. */
+export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSummary> {
+  const scenario = await scenarioFromFlags(flags);
+  checkSplit(scenario, flags.split);
+  const policy = await resolvePolicy(flags.policy, scenario, flags.seed);
+  const writer = flags.out ? new RecordWriter(join(flags.out, 'episodes.jsonl')) : undefined;
+  const bar = new cliProgress.SingleBar(
+    { stream: process.stderr, format: 'episodes {bar} {value}/{total} | mean reward {reward} | ETA {eta}s', hideCursor: false },
+    cliProgress.Presets.shades_classic,
+  );
+  const controller = new AbortController();
+  const onSigint = () => controller.abort();
+  process.once('SIGINT', onSigint);
+  let rewardSum = 0;
+  let count = 0;
+  bar.start(flags.episodes, 0, { reward: '-' });
+  try {
+    const { summary } = await rollout({
+      scenario,
+      policy,
+      split: flags.split,
+      episodes: flags.episodes,
+      seed: flags.seed,
+      group: flags.group,
+      concurrency: flags.concurrency,
+      signal: controller.signal,
+      onRecord: (record) => {
+        writer?.write(record);
+        rewardSum += record.totalReward;
+        count++;
+        bar.update(count, { reward: (rewardSum / count).toFixed(3) });
+      },
+    });
+    if (flags.out) {
+      mkdirSync(flags.out, { recursive: true });
+      writeFileSync(join(flags.out, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
+    }
+    return summary;
+  } finally {
+    bar.stop();
+    writer?.close();
+    process.off('SIGINT', onSigint);
+  }
+}
+
+export function register(program: Command): void {
+  rolloutOptions(program.command('rollout').description('run episodes and write DIR/episodes.jsonl and DIR/summary.json'), false, 'train')
+    .option('--out <dir>', 'output directory')
+    .action(async (flags: RolloutFlags) => {
+      const out = flags.out ?? join('runs', `${flags.scenario.replace(/[^\w-]/g, '_')}-${flags.policy.replace(/[^\w-]/g, '_')}-${flags.seed}`);
+      const summary = await runRolloutCommand({ ...flags, out });
+      const brief = {
+        episodes: summary.episodes,
+        meanReward: summary.meanReward,
+        successRate: summary.successRate,
+        failed: summary.failed,
+        byEndReason: summary.byEndReason,
+      };
+      if (flags.json) printJson({ ...brief, out });
+      else process.stdout.write(`${formatSummary(brief)}\nrecords: ${join(out, 'episodes.jsonl')}\n`);
+    });
+}

@@ -1,0 +1,61 @@
+import { InvalidArgumentError } from 'commander';
+import { UnknownNameError } from '../core/errors.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
+import { loadScenario } from '../scenario/load.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+
+/** Exit codes: 0 success, 1 a check failed (replay diverged), 2 bad usage (unknown name or flag). */
+export const EXIT_FAILED = 1;
+export const EXIT_USAGE = 2;
+
+export function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+export function integer(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');
+  return n;
+}
+
+/** Loads a scenario by built-in name or folder, with the options given on the command line. */
+export function scenarioFromFlags(flags: { scenario: string; data?: string }): Promise<Scenario> {
+  return loadScenario(flags.scenario, builtinScenarios, flags.data ? { data: flags.data } : {});
+}
+
+/** Rejects a split the scenario does not have, listing the ones it does. */
+export function checkSplit(scenario: Scenario, split: string): void {
+  if (!scenario.splits.includes(split)) {
+    throw new UnknownNameError(`split of scenario ${scenario.id}`, split, scenario.splits);
+  }
+}
+
+/** Prints the last stdout line of a --json command. */
+export function printJson(value: unknown): void {
+  process.stdout.write(JSON.stringify(value) + '\n');
+}
+
+const fmt = (v: unknown) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : JSON.stringify(v));
+
+/** A summary as aligned `key  value` lines, with nested per-key tables (byType) as columns. */
+export function formatSummary(summary: Record<string, unknown>): string {
+  const lines: string[] = [];
+  const tables: [string, Record<string, Record<string, unknown>>][] = [];
+  for (const [key, value] of Object.entries(summary)) {
+    if (value && typeof value === 'object' && !Array.isArray(value) && Object.values(value).every((v) => v && typeof v === 'object')) {
+      tables.push([key, value as Record<string, Record<string, unknown>>]);
+    } else {
+      lines.push(`${key.padEnd(16)} ${fmt(value)}`);
+    }
+  }
+  for (const [key, rows] of tables) {
+    const columns = [...new Set(Object.values(rows).flatMap((r) => Object.keys(r)))];
+    const names = Object.keys(rows);
+    const width = Math.max(key.length, ...names.map((n) => n.length)) + 2;
+    lines.push('', key.padEnd(width) + columns.map((c) => c.padStart(8)).join(''));
+    for (const name of names) lines.push(name.padEnd(width) + columns.map((c) => fmt(rows[name]![c] ?? '').padStart(8)).join(''));
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,37 @@
+import { Command, CommanderError } from 'commander';
+import { AgentR1Error, UnknownNameError } from '../core/errors.ts';
+import { EXIT_USAGE } from './common.ts';
+import { register as registerScenarios } from './commands/scenarios.ts';
+import { register as registerRollout } from './commands/rollout.ts';
+import { register as registerEval } from './commands/eval.ts';
+import { register as registerReplay } from './commands/replay.ts';
+import { register as registerStart } from './commands/start.ts';
+
+const program = new Command('agent-r1')
+  .description('Train, simulate, evaluate and replay LLM agents with multi-turn RL (the Agent-R1 formulation).')
+  .showHelpAfterError()
+  .showSuggestionAfterError()
+  .exitOverride();
+
+for (const register of [registerStart, registerScenarios, registerRollout, registerEval, registerReplay]) register(program);
+
+// Every subcommand inherits the strictness: an unknown flag is an error, not silently ignored.
+for (const command of program.commands) command.exitOverride().showHelpAfterError();
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) {
+    // Help and version are "errors" to commander; they exit 0.
+    process.exit(err.exitCode === 0 ? 0 : EXIT_USAGE);
+  }
+  if (err instanceof UnknownNameError) {
+    process.stderr.write(`error: ${err.message}\n`);
+    process.exit(EXIT_USAGE);
+  }
+  if (err instanceof AgentR1Error) {
+    process.stderr.write(`error: ${err.message}\n`);
+    process.exit(1);
+  }
+  throw err;
+}

@@ -1,0 +1,56 @@
+import { closeSync, createReadStream, mkdirSync, openSync, writeSync, fsyncSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { EpisodeRecord } from '../core/types.ts';
+import { CorruptRecordError } from '../core/errors.ts';
+import { parseRecordLine, serializeRecord } from './record.ts';
+
+export type RecordLine = { line: number; record: EpisodeRecord } | { line: number; error: CorruptRecordError };
+
+/** Reads an episodes.jsonl file line by line; a corrupt line is reported, and reading goes on. */
+export async function* readRecords(path: string): AsyncGenerator<RecordLine> {
+  const lines = createInterface({ input: createReadStream(path, 'utf8'), crlfDelay: Infinity });
+  let line = 0;
+  for await (const text of lines) {
+    line++;
+    if (text.trim() === '') continue;
+    try {
+      yield { line, record: parseRecordLine(text, line) };
+    } catch (err) {
+      yield { line, error: err instanceof CorruptRecordError ? err : new CorruptRecordError(String(err), line) };
+    }
+  }
+}
+
+/** Reads every valid record of a file, in file order, and the corrupt lines apart. */
+export async function loadRecords(path: string): Promise<{ records: EpisodeRecord[]; corrupt: CorruptRecordError[] }> {
+  const records: EpisodeRecord[] = [];
+  const corrupt: CorruptRecordError[] = [];
+  for await (const item of readRecords(path)) {
+    if ('record' in item) records.push(item.record);
+    else corrupt.push(item.error);
+  }
+  return { records, corrupt };
+}
+
+/**
+ * Appends whole lines with synchronous writes, so that an interrupted run leaves a valid JSONL
+ * file holding every record written before the interruption.
+ */
+export class RecordWriter {
+  private readonly fd: number;
+
+  constructor(path: string) {
+    mkdirSync(dirname(path), { recursive: true });
+    this.fd = openSync(path, 'w');
+  }
+
+  write(record: EpisodeRecord): void {
+    writeSync(this.fd, serializeRecord(record) + '\n');
+  }
+
+  close(): void {
+    fsyncSync(this.fd);
+    closeSync(this.fd);
+  }
+}

@@ -1,0 +1,109 @@
+import type { EpisodeRecord, PolicyOutput, ToolResult } from '../core/types.ts';
+import { AgentR1Error } from '../core/errors.ts';
+import { canonicalJson } from '../core/canonical-json.ts';
+import { driveEpisode } from '../rollout/drive-episode.ts';
+import { buildRecord } from '../rollout/run-episode.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import { ToolRunner } from '../tools/runner.ts';
+
+/** The first place where a replay differs from its record. */
+export interface Divergence {
+  episodeId: string;
+  /** The turn index, or null for episode-level fields. */
+  turn: number | null;
+  field: string;
+  expected: unknown;
+  actual: unknown;
+}
+
+export interface ReplayResult {
+  episodeId: string;
+  verified: boolean;
+  divergence?: Divergence;
+  /** The replayed record (equal to the input when verified). */
+  replayed?: EpisodeRecord;
+}
+
+export interface ReplayOptions {
+  /** Re-execute the tools for real instead of feeding back the recorded results; differences are drift. */
+  liveTools?: boolean;
+}
+
+const TURN_FIELDS = ['states', 'action', 'results', 'observation', 'reward', 'done', 'info', 'tokenCount', 'text'] as const;
+const EPISODE_FIELDS = ['answer', 'outcome', 'processReward', 'totalReward', 'totalTokens', 'endReason', 'status', 'error'] as const;
+
+/**
+ * Re-drives the episode machine from a record: the recorded policy outputs (and, unless liveTools,
+ * the recorded tool results) go back in; the ToolEnv runs for real; every state, observation and
+ * reward must come out as recorded.
+ */
+export async function replayRecord(record: EpisodeRecord, scenario: Scenario, options: ReplayOptions = {}): Promise<ReplayResult> {
+  if (scenario.id !== record.scenario.id) {
+    throw new AgentR1Error(`record ${record.episodeId} is from scenario ${record.scenario.id}, not ${scenario.id}`);
+  }
+  const runner = options.liveTools
+    ? new ToolRunner(scenario.tools, { timeoutMs: record.config.toolTimeoutMs, maxOutputChars: record.config.maxToolOutputChars })
+    : undefined;
+  const driven = await driveEpisode(scenario, record.task, record.seed, record.config, {
+    encode: record.promptTokens
+      ? {
+          prompt: () => record.promptTokens!,
+          observation: () => [],
+        }
+      : undefined,
+    act: async (input) => recordedOutput(record, input.turn),
+    execute: async (call, ctx): Promise<ToolResult> => {
+      if (runner) return runner.run(call, { task: record.task, rng: ctx.rng, state: ctx.state, signal: ctx.signal });
+      const recorded = record.turns[ctx.turn]?.results[ctx.callIndex];
+      if (!recorded) throw new AgentR1Error(`turn ${ctx.turn} calls a tool the record has no result for (call ${ctx.callIndex + 1})`);
+      return recorded;
+    },
+  });
+  // Observation tokens are the policy's tokenizer's business; the record's own stand in for them.
+  for (const turn of driven.turns) {
+    const recorded = record.turns[turn.index]?.observationTokens;
+    if (recorded) turn.observationTokens = recorded;
+  }
+  const replayed = buildRecord(
+    { scenario, task: record.task, policy: record.policy as never, seed: record.seed, group: record.group, runId: record.runId },
+    { episodeId: record.episodeId, index: record.index, sample: record.sample, config: record.config },
+    driven,
+  );
+  const divergence = firstDivergence(record, replayed);
+  return divergence ? { episodeId: record.episodeId, verified: false, divergence, replayed } : { episodeId: record.episodeId, verified: true, replayed };
+}
+
+function recordedOutput(record: EpisodeRecord, turn: number): PolicyOutput {
+  const t = record.turns[turn];
+  if (!t) throw new AgentR1Error(`the replay reached turn ${turn}, but the record has ${record.turns.length} turns`);
+  const out: PolicyOutput = { text: t.text };
+  if (t.tokens) out.tokens = t.tokens;
+  if (t.logprobs) out.logprobs = t.logprobs;
+  return out;
+}
+
+/** Equal as written to a record (so 0 and -0, or a missing and an undefined field, are equal). */
+const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
+
+/** The first field, in turn order, where two records differ. */
+export function firstDivergence(expected: EpisodeRecord, actual: EpisodeRecord): Divergence | undefined {
+  const id = expected.episodeId;
+  const turns = Math.max(expected.turns.length, actual.turns.length);
+  for (let i = 0; i < turns; i++) {
+    const e = expected.turns[i];
+    const a = actual.turns[i];
+    if (!e || !a) return { episodeId: id, turn: i, field: 'turn', expected: e ? 'present' : 'absent', actual: a ? 'present' : 'absent' };
+    for (const field of TURN_FIELDS) {
+      if (!same(e[field], a[field])) return { episodeId: id, turn: i, field, expected: e[field], actual: a[field] };
+    }
+  }
+  for (const field of EPISODE_FIELDS) {
+    if (!same(expected[field], actual[field])) {
+      return { episodeId: id, turn: null, field, expected: expected[field], actual: actual[field] };
+    }
+  }
+  if (expected.checksum !== actual.checksum) {
+    return { episodeId: id, turn: null, field: 'checksum', expected: expected.checksum, actual: actual.checksum };
+  }
+  return undefined;
+}
