@@ -1,0 +1,40 @@
+import type { Message } from '../../core/types.ts';
+import type { PolicyEncoding } from '../policy.ts';
+import type { Tokenizer } from './tokenizer.ts';
+
+/**
+ * The chat template, as token ids (the history is never rendered to text and re-encoded):
+ *
+ *   <|system|> content <|end|> <|user|> content <|end|> … <|assistant|>
+ *   [action tokens, generated] <|end|> <|tool|> <tool_response> text </tool_response> <|end|> <|assistant|>
+ *   … [final action] <|end|> <|eos|>
+ *
+ * Roles and turn ends are control tokens that text can never produce, so a message cannot forge a turn.
+ */
+export function chatEncoding(tok: Tokenizer): PolicyEncoding & { action(text: string): number[] } {
+  const role = (r: Message['role']) => tok.special(`<|${r}|>`);
+  const end = tok.special('<|end|>');
+  const assistant = tok.special('<|assistant|>');
+  return {
+    prompt(messages: readonly Message[]): number[] {
+      const out: number[] = [];
+      for (const m of messages) {
+        out.push(role(m.role));
+        tok.encode(m.content).forEach((id) => out.push(id));
+        out.push(end);
+      }
+      out.push(assistant);
+      return out;
+    },
+    observation(text: string): number[] {
+      return [end, role('tool'), tok.special('<tool_response>'), ...tok.encode(text), tok.special('</tool_response>'), end, assistant];
+    },
+    end(): number[] {
+      return [end, tok.eos];
+    },
+    /** An action's text as the model would have produced it (for SFT on scripted policies' records). */
+    action(text: string): number[] {
+      return tok.encode(text);
+    },
+  };
+}

@@ -1,0 +1,209 @@
+import * as tf from '@tensorflow/tfjs';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+import { AgentR1Error } from '../../core/errors.ts';
+import { canonicalJson } from '../../core/canonical-json.ts';
+import type { Json } from '../../core/types.ts';
+import { GPTModel, parseModelConfig, type ModelConfig } from './model.ts';
+import { Tokenizer, type TokenizerJSON } from './tokenizer.ts';
+import type { BatchPolicy } from '../policy.ts';
+
+/**
+ * Checkpoints: a directory with `model.json` (format, model config, tokenizer, weight specs, the
+ * content hash, free-form metadata) and `weights.bin` (the weights, float32, in the model's fixed
+ * order). Written through a tfjs IOHandler of our own (no tfjs-node needed), into a temporary
+ * sibling directory that is then renamed into place, so a reader never sees half a checkpoint.
+ */
+export const CHECKPOINT_FORMAT = 'agent-r1-gpt';
+export const CHECKPOINT_VERSION = 1;
+
+export class CheckpointError extends AgentR1Error {}
+
+export interface Checkpoint {
+  model: GPTModel;
+  tokenizer: Tokenizer;
+  /** sha256 over the config, tokenizer and weights: the policy version in records. */
+  hash: string;
+  meta: { [key: string]: Json };
+}
+
+interface ModelJson {
+  format: string;
+  version: number;
+  hash: string;
+  modelConfig: ModelConfig;
+  tokenizer: TokenizerJSON;
+  weightSpecs: tf.io.WeightsManifestEntry[];
+  weightsFile: string;
+  meta: { [key: string]: Json };
+}
+
+/** sha256 of the config, tokenizer and weight bytes (the order of namedWeights). */
+export function contentHash(config: ModelConfig, tokenizer: TokenizerJSON, weights: ArrayBuffer | Uint8Array): string {
+  const h = createHash('sha256');
+  h.update(canonicalJson({ config, tokenizer }));
+  h.update(weights instanceof Uint8Array ? weights : new Uint8Array(weights));
+  return h.digest('hex');
+}
+
+/** The model's content hash without writing it anywhere. */
+export async function modelHash(model: GPTModel, tokenizer: Tokenizer): Promise<string> {
+  const { data } = await tf.io.encodeWeights(model.namedWeights().map(([name, tensor]) => ({ name, tensor })));
+  return contentHash(model.config, tokenizer.toJSON(), concat(data));
+}
+
+function concat(data: ArrayBuffer | ArrayBuffer[]): Uint8Array {
+  if (!Array.isArray(data)) return new Uint8Array(data);
+  const total = data.reduce((n, b) => n + b.byteLength, 0);
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const b of data) {
+    out.set(new Uint8Array(b), at);
+    at += b.byteLength;
+  }
+  return out;
+}
+
+/**
+ * A tfjs IOHandler for a checkpoint directory: `save` writes model.json + weights.bin atomically,
+ * `load` reads them back. The model topology slot carries our own config and tokenizer.
+ */
+export function checkpointIO(dir: string): tf.io.IOHandler {
+  const target = resolve(dir);
+  return {
+    async save(artifacts: tf.io.ModelArtifacts): Promise<tf.io.SaveResult> {
+      const extra = artifacts.modelTopology as unknown as { modelConfig: ModelConfig; tokenizer: TokenizerJSON; meta?: { [key: string]: Json } };
+      const weights = concat(artifacts.weightData as ArrayBuffer | ArrayBuffer[]);
+      const json: ModelJson = {
+        format: CHECKPOINT_FORMAT,
+        version: CHECKPOINT_VERSION,
+        hash: contentHash(extra.modelConfig, extra.tokenizer, weights),
+        modelConfig: extra.modelConfig,
+        tokenizer: extra.tokenizer,
+        weightSpecs: artifacts.weightSpecs ?? [],
+        weightsFile: 'weights.bin',
+        meta: extra.meta ?? {},
+      };
+      await mkdir(dirname(target), { recursive: true });
+      const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
+      await mkdir(tmp);
+      try {
+        await writeFile(join(tmp, 'weights.bin'), weights);
+        await writeFile(join(tmp, 'model.json'), JSON.stringify(json, null, 1) + '\n');
+        // rename() cannot replace a non-empty directory: move the old one aside first.
+        const exists = await stat(target).then(() => true, () => false);
+        const old = `${tmp}.old`;
+        if (exists) await rename(target, old);
+        await rename(tmp, target);
+        if (exists) await rm(old, { recursive: true, force: true });
+      } catch (error) {
+        await rm(tmp, { recursive: true, force: true });
+        throw error;
+      }
+      return {
+        modelArtifactsInfo: {
+          dateSaved: new Date(0),
+          modelTopologyType: 'JSON',
+          weightDataBytes: weights.byteLength,
+        },
+      };
+    },
+    async load(): Promise<tf.io.ModelArtifacts> {
+      const file = join(target, 'model.json');
+      const text = await readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
+        throw new CheckpointError(`cannot read checkpoint ${file}: ${error.code ?? error.message}`);
+      });
+      let json: ModelJson;
+      try {
+        json = JSON.parse(text) as ModelJson;
+      } catch (error) {
+        throw new CheckpointError(`${file} is not JSON: ${(error as Error).message}`);
+      }
+      if (json?.format !== CHECKPOINT_FORMAT || json.version !== CHECKPOINT_VERSION) {
+        throw new CheckpointError(`${file} is not an ${CHECKPOINT_FORMAT} v${CHECKPOINT_VERSION} checkpoint`);
+      }
+      if (!Array.isArray(json.weightSpecs) || typeof json.weightsFile !== 'string' || json.weightsFile.includes('/')) {
+        throw new CheckpointError(`${file} has no valid weight specs / weights file`);
+      }
+      const data = await readFile(join(target, json.weightsFile)).catch((error: NodeJS.ErrnoException) => {
+        throw new CheckpointError(`cannot read ${json.weightsFile} of ${target}: ${error.code ?? error.message}`);
+      });
+      const weightData = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
+      return {
+        modelTopology: { modelConfig: json.modelConfig, tokenizer: json.tokenizer, meta: json.meta, hash: json.hash } as unknown as object,
+        weightSpecs: json.weightSpecs,
+        weightData,
+        format: CHECKPOINT_FORMAT,
+      };
+    },
+  };
+}
+
+/** Saves model + tokenizer (+ metadata such as the SFT run's settings) to `dir`, atomically. Returns the content hash. */
+export async function saveCheckpoint(
+  dir: string,
+  model: GPTModel,
+  tokenizer: Tokenizer,
+  meta: { [key: string]: Json } = {},
+): Promise<string> {
+  if (model.config.vocabSize !== tokenizer.vocabSize) {
+    throw new CheckpointError(`model vocabulary (${model.config.vocabSize}) and tokenizer (${tokenizer.vocabSize}) differ`);
+  }
+  const { data, specs } = await tf.io.encodeWeights(model.namedWeights().map(([name, tensor]) => ({ name, tensor })));
+  await checkpointIO(dir).save!({
+    modelTopology: { modelConfig: model.config, tokenizer: tokenizer.toJSON(), meta } as unknown as object,
+    weightSpecs: specs,
+    weightData: data,
+  });
+  return contentHash(model.config, tokenizer.toJSON(), concat(data));
+}
+
+/** Loads a checkpoint and verifies its content hash (a corrupted weights file is an error). */
+export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
+  const artifacts = await checkpointIO(dir).load!();
+  const top = artifacts.modelTopology as unknown as { modelConfig: unknown; tokenizer: TokenizerJSON; meta: { [key: string]: Json }; hash: string };
+  const config = (() => {
+    try {
+      return parseModelConfig(top.modelConfig);
+    } catch (error) {
+      throw new CheckpointError(`checkpoint ${dir}: ${(error as Error).message}`);
+    }
+  })();
+  const tokenizer = new Tokenizer(top.tokenizer);
+  const bytes = new Uint8Array(artifacts.weightData as ArrayBuffer);
+  const hash = contentHash(config, tokenizer.toJSON(), bytes);
+  if (hash !== top.hash) throw new CheckpointError(`checkpoint ${dir}: content hash mismatch (stored ${top.hash.slice(0, 12)}, computed ${hash.slice(0, 12)})`);
+  if (config.vocabSize !== tokenizer.vocabSize) {
+    throw new CheckpointError(`checkpoint ${dir}: model vocabulary (${config.vocabSize}) and tokenizer (${tokenizer.vocabSize}) differ`);
+  }
+  let named: tf.NamedTensorMap;
+  try {
+    named = tf.io.decodeWeights(artifacts.weightData as ArrayBuffer, artifacts.weightSpecs ?? []);
+  } catch (error) {
+    throw new CheckpointError(`checkpoint ${dir}: cannot decode weights: ${(error as Error).message}`);
+  }
+  const weights = new Map(Object.entries(named));
+  try {
+    const model = new GPTModel(config, 0, weights);
+    return { model, tokenizer, hash, meta: top.meta ?? {} };
+  } finally {
+    for (const t of weights.values()) t.dispose();
+  }
+}
+
+/** The `ckpt:DIR` policy: what resolvePolicy dynamic-imports. Its version is the content hash. */
+export async function loadCheckpointPolicy(dir: string, options: { backend?: string } = {}): Promise<BatchPolicy> {
+  const { initBackend } = await import('./backend.ts');
+  await initBackend(options.backend);
+  const ckpt = await loadCheckpoint(dir);
+  const { TfjsPolicy } = await import('./tfjs-policy.ts');
+  return new TfjsPolicy({ id: `ckpt:${dir}`, version: ckpt.hash, model: ckpt.model, tokenizer: ckpt.tokenizer, sampling: samplingFromMeta(ckpt.meta) });
+}
+
+function samplingFromMeta(meta: { [key: string]: Json }): { temperature?: number; topK?: number; topP?: number } {
+  const s = meta.sampling;
+  if (s === null || typeof s !== 'object' || Array.isArray(s)) return {};
+  const pick = (k: string) => (typeof s[k] === 'number' ? (s[k] as number) : undefined);
+  return Object.fromEntries(Object.entries({ temperature: pick('temperature'), topK: pick('topK'), topP: pick('topP') }).filter(([, v]) => v !== undefined));
+}

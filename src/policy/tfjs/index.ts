@@ -1,0 +1,48 @@
+/**
+ * The tfjs policy: the API the trainers (SFT, RL) use. Stable: add, do not change.
+ *
+ *   await initBackend();                              // once: tfjs-node-gpu → tfjs-node → wasm → cpu
+ *   const model = new GPTModel({vocabSize, ...DEFAULT_MODEL_CONFIG}, seed);
+ *   const opt = new AdamW(model.trainableVariables, {lr: 1e-3, warmupSteps: 20, totalSteps: 500, clipNorm: 1});
+ *   const {tokens, mask} = padBatch(seqs, tokenizer.pad, masks);          // [B, T] int32, [B, T] float
+ *   const stats = opt.minimize(() => {
+ *     const s = scoreSequences(model, {tokens});     // logprobs / values / entropy, all [B, T]
+ *     return maskedNll(s.logprobs, mask);            // or a PPO/GRPO loss built from s
+ *   });                                              // → {loss, gradNorm, lr, step}
+ *   const hash = await saveCheckpoint(dir, model, tokenizer, meta);       // atomic; hash = policy version
+ *   const {model, tokenizer, hash} = await loadCheckpoint(dir);
+ *   const policy = new TfjsPolicy({id, version: hash, model, tokenizer}); // a BatchPolicy for rollouts
+ *
+ * Alignment of scoreSequences: index t is about token t (log π(token t | tokens < t), the value of
+ * the state before it, the entropy of its distribution); index 0 is 0. `model.forward(tokens)` gives
+ * the raw logits [B, T, V] and values [B, T] for anything else. Both work inside tf.variableGrads.
+ * After a weight update, call `policy.clearCache()` (cached keys/values belong to the old weights).
+ */
+export { initBackend, backendInfo, BACKEND_NAMES, type BackendInfo } from './backend.ts';
+export {
+  GPTModel,
+  DEFAULT_MODEL_CONFIG,
+  parseModelConfig,
+  modelConfigSchema,
+  ModelError,
+  type ModelConfig,
+  type ForwardOptions,
+  type ForwardResult,
+  type LayerKV,
+} from './model.ts';
+export { scoreSequences, padBatch, type ScoreBatch, type ScoreResult } from './score.ts';
+export { AdamW, scheduleLr, maskedNll, TrainStepError, type AdamWOptions, type StepStats } from './train-step.ts';
+export {
+  saveCheckpoint,
+  loadCheckpoint,
+  loadCheckpointPolicy,
+  checkpointIO,
+  contentHash,
+  modelHash,
+  CheckpointError,
+  type Checkpoint,
+} from './checkpoint.ts';
+export { Tokenizer, trainTokenizer, SPECIAL_TOKENS, TokenizerError, type TokenizerJSON } from './tokenizer.ts';
+export { chatEncoding } from './chat-template.ts';
+export { generate, sampleToken, disposeCache, GenerateError, type GenerateRow, type GenerateResult, type GenerateOptions, type SamplingOptions, type RowCache } from './generate.ts';
+export { TfjsPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';

@@ -1,0 +1,280 @@
+import * as tf from '@tensorflow/tfjs';
+import { z } from 'zod';
+import { AgentR1Error } from '../../core/errors.ts';
+import { createRng } from '../../core/rng.ts';
+
+/**
+ * A small GPT: decoder-only, pre-LN, causal multi-head self-attention, GELU MLP, learned positions,
+ * token embedding tied to the output head, plus a scalar value head (for PPO).
+ *
+ * Written for tfjs-wasm speed: every matmul is 2-D or batched rank-3/4 (the wasm kernels are
+ * patched in backend.ts), attention tensors stay at rank ≤ 4, and the embedding is a one-hot
+ * matmul so training needs no gather gradient.
+ */
+export const modelConfigSchema = z.object({
+  vocabSize: z.number().int().min(2),
+  dModel: z.number().int().min(4),
+  nLayers: z.number().int().min(1),
+  nHeads: z.number().int().min(1),
+  contextLength: z.number().int().min(2),
+  /** Hidden width of the MLP (default 4 × dModel). */
+  dMlp: z.number().int().min(1),
+});
+export type ModelConfig = z.infer<typeof modelConfigSchema>;
+
+export const DEFAULT_MODEL_CONFIG: Omit<ModelConfig, 'vocabSize'> = {
+  dModel: 96,
+  nLayers: 2,
+  nHeads: 4,
+  contextLength: 512,
+  dMlp: 384,
+};
+
+export class ModelError extends AgentR1Error {}
+
+export function parseModelConfig(config: unknown): ModelConfig {
+  const parsed = modelConfigSchema.safeParse(config);
+  if (!parsed.success) throw new ModelError(`bad model config: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (parsed.data.dModel % parsed.data.nHeads !== 0) {
+    throw new ModelError(`dModel (${parsed.data.dModel}) must be divisible by nHeads (${parsed.data.nHeads})`);
+  }
+  return parsed.data;
+}
+
+interface LayerParams {
+  ln1g: tf.Variable;
+  ln1b: tf.Variable;
+  wq: tf.Variable;
+  wk: tf.Variable;
+  wv: tf.Variable;
+  bq: tf.Variable;
+  bk: tf.Variable;
+  bv: tf.Variable;
+  wo: tf.Variable;
+  bo: tf.Variable;
+  ln2g: tf.Variable;
+  ln2b: tf.Variable;
+  w1: tf.Variable;
+  b1: tf.Variable;
+  w2: tf.Variable;
+  b2: tf.Variable;
+}
+
+/** Per-layer keys and values of the tokens seen so far: [B, H, T, dh] each. */
+export interface LayerKV {
+  k: tf.Tensor4D;
+  v: tf.Tensor4D;
+}
+
+export interface ForwardOptions {
+  /** Positions of the input tokens, [B, T] int32 (default 0..T-1 for every row). */
+  positions?: tf.Tensor2D;
+  /** Keys/values of earlier tokens per layer; the new tokens attend to them. */
+  past?: readonly LayerKV[];
+  /**
+   * Additive attention mask [B, 1, Tq, Tpast + Tq] (0 = attend, -1e9 = not). Default: causal over
+   * the new tokens, everything in `past` visible.
+   */
+  mask?: tf.Tensor4D;
+  /** Return each layer's keys/values (past concatenated with the new ones). */
+  returnKV?: boolean;
+}
+
+export interface ForwardResult {
+  /** [B, T, V] */
+  logits: tf.Tensor3D;
+  /** [B, T] */
+  values: tf.Tensor2D;
+  kv?: LayerKV[];
+}
+
+const NEG = -1e9;
+let nextModelId = 0;
+
+/**
+ * The model. `forward(tokens)` is differentiable with respect to `trainableVariables`, so it can be
+ * used inside `tf.variableGrads` / `optimizer.minimize` (see train-step.ts).
+ */
+export class GPTModel {
+  readonly config: ModelConfig;
+  readonly tokEmb: tf.Variable;
+  readonly posEmb: tf.Variable;
+  readonly layers: LayerParams[];
+  readonly lnfG: tf.Variable;
+  readonly lnfB: tf.Variable;
+  readonly valueW: tf.Variable;
+  readonly valueB: tf.Variable;
+  private causalCache = new Map<number, tf.Tensor2D>();
+  private readonly named: Array<[string, tf.Variable]> = [];
+
+  /** Builds a model with weights initialized from `seed` (GPT-2 style: N(0, 0.02), residual projections scaled by 1/√(2L)). */
+  constructor(config: ModelConfig, seed = 0, weights?: Map<string, tf.Tensor>) {
+    this.config = parseModelConfig(config);
+    const { vocabSize: V, dModel: d, nLayers: L, contextLength: C, dMlp: M } = this.config;
+    const rng = createRng(seed);
+    // tfjs variable names are global: prefix them so several models can coexist.
+    const uid = `gpt${nextModelId++}/`;
+    const take = (name: string, shape: number[], init: 'normal' | 'zeros' | 'ones', std = 0.02): tf.Variable => {
+      const v = create(name, shape, init, std);
+      this.named.push([name, v]);
+      return v;
+    };
+    const create = (name: string, shape: number[], init: 'normal' | 'zeros' | 'ones', std: number): tf.Variable => {
+      const given = weights?.get(name);
+      if (weights) {
+        if (!given) throw new ModelError(`checkpoint has no weight "${name}"`);
+        if (given.shape.join(',') !== shape.join(',')) {
+          throw new ModelError(`weight "${name}" has shape [${given.shape}], the config needs [${shape}]`);
+        }
+        return tf.variable(given, true, uid + name);
+      }
+      const size = shape.reduce((a, b) => a * b, 1);
+      const data = new Float32Array(size);
+      if (init === 'ones') data.fill(1);
+      else if (init === 'normal') {
+        for (let i = 0; i < size; i += 2) {
+          // Box-Muller from the seeded stream, so the same seed gives the same initial weights.
+          const u = Math.max(rng.next(), 1e-12);
+          const v = rng.next();
+          const r = Math.sqrt(-2 * Math.log(u)) * std;
+          data[i] = r * Math.cos(2 * Math.PI * v);
+          if (i + 1 < size) data[i + 1] = r * Math.sin(2 * Math.PI * v);
+        }
+      }
+      return tf.variable(tf.tensor(data, shape), true, uid + name);
+    };
+    const residStd = 0.02 / Math.sqrt(2 * L);
+    this.tokEmb = take('tok_emb', [V, d], 'normal');
+    this.posEmb = take('pos_emb', [C, d], 'normal', 0.01);
+    this.layers = [];
+    for (let l = 0; l < L; l++) {
+      const p = `h${l}.`;
+      this.layers.push({
+        ln1g: take(p + 'ln1.g', [d], 'ones'),
+        ln1b: take(p + 'ln1.b', [d], 'zeros'),
+        wq: take(p + 'attn.wq', [d, d], 'normal'),
+        wk: take(p + 'attn.wk', [d, d], 'normal'),
+        wv: take(p + 'attn.wv', [d, d], 'normal'),
+        bq: take(p + 'attn.bq', [d], 'zeros'),
+        bk: take(p + 'attn.bk', [d], 'zeros'),
+        bv: take(p + 'attn.bv', [d], 'zeros'),
+        wo: take(p + 'attn.wo', [d, d], 'normal', residStd),
+        bo: take(p + 'attn.bo', [d], 'zeros'),
+        ln2g: take(p + 'ln2.g', [d], 'ones'),
+        ln2b: take(p + 'ln2.b', [d], 'zeros'),
+        w1: take(p + 'mlp.w1', [d, M], 'normal'),
+        b1: take(p + 'mlp.b1', [M], 'zeros'),
+        w2: take(p + 'mlp.w2', [M, d], 'normal', residStd),
+        b2: take(p + 'mlp.b2', [d], 'zeros'),
+      });
+    }
+    this.lnfG = take('lnf.g', [d], 'ones');
+    this.lnfB = take('lnf.b', [d], 'zeros');
+    this.valueW = take('value.w', [d, 1], 'zeros');
+    this.valueB = take('value.b', [1], 'zeros');
+  }
+
+  /** Weights by name, in a fixed order (the checkpoint order). */
+  namedWeights(): Array<[string, tf.Variable]> {
+    return this.named.slice();
+  }
+
+  get trainableVariables(): tf.Variable[] {
+    return this.namedWeights().map(([, v]) => v);
+  }
+
+  parameterCount(): number {
+    return this.trainableVariables.reduce((n, v) => n + v.size, 0);
+  }
+
+  /** Bytes of keys+values one token occupies in the KV cache. */
+  kvBytesPerToken(): number {
+    return this.config.nLayers * 2 * this.config.dModel * 4;
+  }
+
+  /**
+   * tokens [B, T] int32 → logits [B, T, V] and values [B, T]. With no options: positions 0..T-1,
+   * causal attention (training and scoring; right padding does not affect earlier positions).
+   */
+  forward(tokens: tf.Tensor2D, options: ForwardOptions = {}): ForwardResult {
+    const { vocabSize: V, dModel: d, nHeads: H, contextLength: C } = this.config;
+    const [B, T] = tokens.shape;
+    const pastLen = options.past?.[0]?.k.shape[2] ?? 0;
+    if (!options.positions && T > C) throw new ModelError(`sequence of ${T} tokens is longer than the context (${C})`);
+    const dh = d / H;
+    const kvOut: LayerKV[] = [];
+    const [logits, values] = tf.tidy(() => {
+      const flat = tokens.reshape([B * T]);
+      const onehot = tf.oneHot(flat, V).toFloat();
+      let x = tf.matMul(onehot, this.tokEmb) as tf.Tensor2D; // [B*T, d]
+      const pos = options.positions
+        ? (tf.gather(this.posEmb, options.positions.reshape([B * T]).clipByValue(0, C - 1)) as tf.Tensor2D)
+        : (this.posEmb.slice([0, 0], [T, d]).tile([B, 1]) as tf.Tensor2D);
+      x = x.add(pos);
+      const mask = options.mask ?? (this.causal(T, pastLen).reshape([1, 1, T, pastLen + T]) as tf.Tensor4D);
+      const scale = 1 / Math.sqrt(dh);
+      this.layers.forEach((p, l) => {
+        const h = layerNorm(x, p.ln1g, p.ln1b);
+        const heads = (w: tf.Variable, b: tf.Variable) =>
+          tf.matMul(h, w).add(b).reshape([B, T, H, dh]).transpose([0, 2, 1, 3]) as tf.Tensor4D;
+        let k = heads(p.wk, p.bk);
+        let v = heads(p.wv, p.bv);
+        const q = heads(p.wq, p.bq);
+        const past = options.past?.[l];
+        if (past) {
+          k = tf.concat([past.k, k], 2);
+          v = tf.concat([past.v, v], 2);
+        }
+        if (options.returnKV) {
+          kvOut.push({ k: tf.keep(k), v: tf.keep(v) });
+        }
+        const scores = tf.matMul(q, k, false, true).mul(scale).add(mask); // [B, H, T, Tk]
+        const att = tf.softmax(scores);
+        const ctx = tf.matMul(att, v).transpose([0, 2, 1, 3]).reshape([B * T, d]);
+        x = x.add(tf.matMul(ctx, p.wo).add(p.bo));
+        const h2 = layerNorm(x, p.ln2g, p.ln2b);
+        x = x.add(tf.matMul(gelu(tf.matMul(h2, p.w1).add(p.b1)), p.w2).add(p.b2));
+      });
+      const hf = layerNorm(x, this.lnfG, this.lnfB);
+      const lg = tf.matMul(hf, this.tokEmb, false, true).reshape([B, T, V]) as tf.Tensor3D;
+      const vl = tf.matMul(hf, this.valueW).add(this.valueB).reshape([B, T]) as tf.Tensor2D;
+      return [lg, vl] as const;
+    });
+    return options.returnKV ? { logits, values, kv: kvOut } : { logits, values };
+  }
+
+  /** Additive causal mask [T, past + T]: every past key visible, new keys causally. */
+  private causal(T: number, past: number): tf.Tensor2D {
+    const key = T * 100_003 + past;
+    let m = this.causalCache.get(key);
+    if (!m) {
+      const data = new Float32Array(T * (past + T));
+      for (let i = 0; i < T; i++) for (let j = past + i + 1; j < past + T; j++) data[i * (past + T) + j] = NEG;
+      m = tf.keep(tf.tensor2d(data, [T, past + T]));
+      if (this.causalCache.size > 64) {
+        for (const t of this.causalCache.values()) t.dispose();
+        this.causalCache.clear();
+      }
+      this.causalCache.set(key, m);
+    }
+    return m;
+  }
+
+  dispose(): void {
+    for (const v of this.trainableVariables) v.dispose();
+    for (const t of this.causalCache.values()) t.dispose();
+    this.causalCache.clear();
+  }
+}
+
+function layerNorm(x: tf.Tensor2D, g: tf.Tensor, b: tf.Tensor): tf.Tensor2D {
+  const { mean, variance } = tf.moments(x, -1, true);
+  return x.sub(mean).mul(tf.rsqrt(variance.add(1e-5))).mul(g).add(b) as tf.Tensor2D;
+}
+
+const GELU_C = Math.sqrt(2 / Math.PI);
+function gelu(x: tf.Tensor): tf.Tensor {
+  return x.mul(0.5).mul(tf.tanh(x.add(x.mul(x).mul(x).mul(0.044715)).mul(GELU_C)).add(1));
+}
+
+export { NEG as MASK_VALUE };

@@ -1,0 +1,95 @@
+import { LRUCache } from 'lru-cache';
+import type { PolicyOutput } from '../../core/types.ts';
+import type { BatchPolicy, PolicyEncoding, PolicyRequest } from '../policy.ts';
+import { chatEncoding } from './chat-template.ts';
+import { disposeCache, generate, type RowCache, type SamplingOptions } from './generate.ts';
+import type { GPTModel } from './model.ts';
+import type { Tokenizer } from './tokenizer.ts';
+
+export interface TfjsPolicyOptions {
+  id: string;
+  /** The checkpoint's content hash (or any tag for an unsaved model). */
+  version: string;
+  model: GPTModel;
+  tokenizer: Tokenizer;
+  sampling?: SamplingOptions;
+  /** Bytes of KV cache kept across turns, over all episodes (default 256 MiB). */
+  cacheBytes?: number;
+}
+
+/**
+ * The tfjs GPT as a BatchPolicy. Requests carry the whole history as ids (`req.tokens`, built with
+ * `encode`); each episode's KV cache survives between its turns in an lru-cache bounded by bytes,
+ * so a new turn only prefills the observation. Each request samples from a stream seeded by
+ * `req.seed`, so its action does not depend on the rest of the batch.
+ */
+export class TfjsPolicy implements BatchPolicy {
+  readonly id: string;
+  readonly version: string;
+  readonly encode: PolicyEncoding;
+  readonly model: GPTModel;
+  readonly tokenizer: Tokenizer;
+  sampling: SamplingOptions;
+  private readonly caches: LRUCache<string, RowCache>;
+  private readonly stopTokens: Set<number>;
+  private readonly eosTokens: Set<number>;
+
+  constructor(options: TfjsPolicyOptions) {
+    this.id = options.id;
+    this.version = options.version;
+    this.model = options.model;
+    this.tokenizer = options.tokenizer;
+    this.sampling = options.sampling ?? {};
+    this.encode = chatEncoding(options.tokenizer);
+    this.caches = new LRUCache<string, RowCache>({
+      maxSize: options.cacheBytes ?? 256 * 1024 * 1024,
+      sizeCalculation: (c) => Math.max(1, c.bytes),
+      dispose: (c) => disposeCache(c),
+    });
+    const t = options.tokenizer;
+    this.stopTokens = new Set([t.special('</tool_call>'), t.special('</answer>')]);
+    this.eosTokens = new Set([t.eos, t.special('<|end|>')]);
+  }
+
+  async act(request: PolicyRequest): Promise<PolicyOutput> {
+    return (await this.actBatch([request]))[0]!;
+  }
+
+  async actBatch(requests: readonly PolicyRequest[]): Promise<PolicyOutput[]> {
+    const rows = requests.map((r) => {
+      const tokens = r.tokens ?? this.encode.prompt(r.messages);
+      // Take the cache out: generate returns a new one, and a stale one must not be disposed under it.
+      const cache = this.caches.get(r.episodeId);
+      if (cache) this.caches.delete(r.episodeId);
+      return { tokens, seed: r.seed, maxTokens: r.maxTokens, cache, episodeId: r.episodeId };
+    });
+    try {
+      const results = generate(this.model, rows, {
+        sampling: this.sampling,
+        stopTokens: this.stopTokens,
+        eosTokens: this.eosTokens,
+        keepCache: true,
+        pad: this.tokenizer.pad,
+      });
+      return results.map((res, i) => {
+        if (res.cache) this.caches.set(rows[i]!.episodeId, res.cache);
+        return { text: this.tokenizer.decode(res.tokens), tokens: res.tokens, logprobs: res.logprobs };
+      });
+    } finally {
+      for (const r of rows) disposeCache(r.cache);
+    }
+  }
+
+  release(episodeId: string): void {
+    this.caches.delete(episodeId);
+  }
+
+  /** Drops every cached episode (e.g. after the weights change). */
+  clearCache(): void {
+    this.caches.clear();
+  }
+
+  get cachedBytes(): number {
+    return this.caches.calculatedSize;
+  }
+}
