@@ -1,0 +1,262 @@
+import { rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { createRng, deriveSeed } from '../core/rng.ts';
+import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
+import { rollout } from '../rollout/rollout.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import { AdamW } from './adamw.ts';
+import type { TrainConfig } from './config.ts';
+import { TrainingError } from './errors.ts';
+import {
+  appendJsonl,
+  prepareRunDir,
+  readLatest,
+  truncateJsonl,
+  writeCheckpoint,
+  writeFileAtomic,
+} from './run-dir.ts';
+import type { TrainablePolicy } from './trainable.ts';
+import { buildTrajectories } from './trajectory.ts';
+import { updateOnBatch, type Scorer, type UpdateMetrics } from './update.ts';
+
+export interface StepMetrics extends UpdateMetrics {
+  kind: 'step';
+  /** Updates done after this step (1-based). */
+  step: number;
+  /** The policy version that produced this step's episodes. */
+  policyVersion: string;
+  episodes: number;
+  failed: number;
+  /** Episodes left out of training (failed, untokenized), with their reasons counted. */
+  skipped: number;
+  reward: number;
+  success: number;
+  meanTurns: number;
+  /** Mean of each outcome metric the scenario reports (em, f1, …). */
+  outcome: { [key: string]: number };
+  rolloutTokens: number;
+  /** Wall-clock figures: they vary between runs and are kept apart from everything else. */
+  time: { rolloutS: number; updateS: number; tokensPerS: number };
+}
+
+export interface EvalMetrics {
+  kind: 'eval';
+  step: number;
+  split: string;
+  policyVersion: string;
+  episodes: number;
+  reward: number;
+  success: number;
+  outcome: { [key: string]: number };
+  summary: { [key: string]: unknown };
+  time: { evalS: number };
+}
+
+export interface TrainOptions {
+  scenario: Scenario;
+  model: TrainablePolicy;
+  config: TrainConfig;
+  outDir: string;
+  resume?: boolean;
+  /** What the model was initialised from (recorded in config.json). */
+  init?: string;
+  episode?: Partial<EpisodeConfig>;
+  /** Greedy (0) or sampled evals. */
+  evalTemperature?: number;
+  onStep?(metrics: StepMetrics): void;
+  onEval?(metrics: EvalMetrics): void;
+  onCheckpoint?(dir: string, step: number): void;
+  /** Stops after the current step (with a checkpoint). */
+  signal?: AbortSignal;
+  /** Stop after this step even if config.steps is larger (tests: interrupt a run at a known point). */
+  stopAfter?: number;
+}
+
+export interface TrainResult {
+  steps: StepMetrics[];
+  evals: EvalMetrics[];
+  finalDir: string;
+  lastStep: number;
+}
+
+// rollout() (src/rollout/rollout.ts) spins forever when onRecord is absent: `onRecord?.(records[emitted++])`
+// skips the increment along with the call. Always passing one sidesteps it.
+const noop = () => {};
+
+const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
+
+/** Mean of every numeric outcome metric over the records (em, f1, …). */
+export function outcomeMeans(records: readonly EpisodeRecord[]): { [key: string]: number } {
+  const sums: { [key: string]: number[] } = {};
+  for (const r of records) {
+    for (const [k, v] of Object.entries(r.outcome.metrics ?? {})) if (Number.isFinite(v)) (sums[k] ??= []).push(v);
+  }
+  return Object.fromEntries(Object.entries(sums).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => [k, mean(v)]));
+}
+
+/**
+ * The training tasks of step s: a walk through seeded permutations of the task pool, so every task
+ * is seen once per pass and a resumed run draws exactly the batches an uninterrupted one would.
+ */
+export function batchTasks(pool: readonly Task[], config: TrainConfig, step: number): Task[] {
+  const out: Task[] = [];
+  const perms = new Map<number, Task[]>();
+  for (let k = 0; k < config.tasksPerStep; k++) {
+    const pos = step * config.tasksPerStep + k;
+    const pass = Math.floor(pos / pool.length);
+    let perm = perms.get(pass);
+    if (!perm) {
+      perm = createRng(deriveSeed(config.seed, 'task-pass', pass)).shuffle(pool);
+      perms.set(pass, perm);
+    }
+    out.push(perm[pos % pool.length]!);
+  }
+  return out;
+}
+
+async function evaluate(opts: TrainOptions, step: number): Promise<EvalMetrics> {
+  const { scenario, model, config } = opts;
+  const t0 = performance.now();
+  const policy = model.policy({ temperature: opts.evalTemperature ?? 0 });
+  const { records, summary } = await rollout({
+    scenario,
+    policy,
+    split: config.evalSplit,
+    episodes: config.evalEpisodes,
+    seed: deriveSeed(config.seed, 'eval'),
+    concurrency: config.concurrency,
+    config: opts.episode,
+    onRecord: noop,
+  });
+  return {
+    kind: 'eval',
+    step,
+    split: config.evalSplit,
+    policyVersion: policy.version,
+    episodes: records.length,
+    reward: summary.meanReward,
+    success: summary.successRate,
+    outcome: outcomeMeans(records),
+    summary,
+    time: { evalS: (performance.now() - t0) / 1000 },
+  };
+}
+
+/**
+ * The RL loop: { rollouts of `group` samples per task → advantages → update epochs } × steps, with
+ * an eval on the dev split every `evalEvery` steps, metrics and records appended per step, and
+ * atomic checkpoints every `checkpointEvery` steps. Everything random is derived from
+ * (seed, step), and the model and optimizer state are restored exactly, so `resume` reproduces
+ * an uninterrupted run.
+ */
+export async function train(opts: TrainOptions): Promise<TrainResult> {
+  const { scenario, model, config, outDir } = opts;
+  const runConfig = {
+    config,
+    scenario: { id: scenario.id, version: scenario.version, options: scenario.options },
+    init: opts.init ?? null,
+    episode: opts.episode ?? {},
+    evalTemperature: opts.evalTemperature ?? 0,
+  };
+  await prepareRunDir(outDir, runConfig, opts.resume ?? false);
+  const optimizer = new AdamW(model.variables, { lr: config.lr, weightDecay: config.weightDecay });
+  const ref: (Scorer & { dispose(): void }) | null = config.klMode !== 'none' && config.klCoef > 0 ? await model.freeze() : null;
+  const metricsPath = join(outDir, 'metrics.jsonl');
+  const episodesPath = join(outDir, 'episodes.jsonl');
+  const episodesPerStep = config.tasksPerStep * config.group;
+  let start = 0;
+  const latest = opts.resume ? await readLatest(outDir) : null;
+  if (latest) {
+    const dir = join(outDir, latest.dir);
+    await model.load(join(dir, 'policy'));
+    model.weightsChanged();
+    await optimizer.load(dir);
+    start = latest.step;
+  }
+  if (opts.resume) {
+    // Whatever came after the checkpoint is redone, exactly as it was.
+    await truncateJsonl(metricsPath, (row) => row.step <= start);
+    await truncateJsonl(episodesPath, (row) => row.index < start * episodesPerStep);
+  }
+  const pool = await scenario.tasks({ split: config.trainSplit, seed: config.seed, count: config.taskPool });
+  if (pool.length === 0) throw new TrainingError(`scenario ${scenario.id} has no tasks in split "${config.trainSplit}"`);
+
+  const steps: StepMetrics[] = [];
+  const evals: EvalMetrics[] = [];
+  const doEval = async (step: number) => {
+    const e = await evaluate(opts, step);
+    evals.push(e);
+    await appendJsonl(metricsPath, [e]);
+    opts.onEval?.(e);
+  };
+  if (start === 0 && config.evalEvery > 0) await doEval(0);
+
+  const last = Math.min(config.steps, opts.stopAfter ?? config.steps);
+  let step = start;
+  try {
+    for (let s = start; s < last; s++) {
+      const t0 = performance.now();
+      const policy = model.policy({ temperature: config.temperature });
+      const { records } = await rollout({
+        scenario,
+        policy,
+        split: config.trainSplit,
+        episodes: episodesPerStep,
+        group: config.group,
+        seed: deriveSeed(config.seed, 'rollout', s),
+        tasks: batchTasks(pool, config, s),
+        indexOffset: s * episodesPerStep,
+        concurrency: config.concurrency,
+        config: opts.episode,
+        onRecord: noop,
+      });
+      const t1 = performance.now();
+      const { sequences, skipped } = buildTrajectories(records);
+      const update = updateOnBatch(model, ref, optimizer, config, sequences, deriveSeed(config.seed, 'minibatch', s));
+      const t2 = performance.now();
+      const rolloutTokens = sequences.reduce((a, q) => a + q.mask.reduce((x, y) => x + y, 0), 0);
+      const metrics: StepMetrics = {
+        kind: 'step',
+        step: s + 1,
+        policyVersion: policy.version,
+        episodes: records.length,
+        failed: records.filter((r) => r.status === 'error').length,
+        skipped: skipped.length,
+        reward: mean(records.map((r) => r.totalReward)),
+        success: mean(records.map((r) => (r.outcome.success ? 1 : 0))),
+        meanTurns: mean(records.map((r) => r.turns.length)),
+        outcome: outcomeMeans(records),
+        rolloutTokens,
+        ...update,
+        time: { rolloutS: (t1 - t0) / 1000, updateS: (t2 - t1) / 1000, tokensPerS: rolloutTokens / ((t2 - t0) / 1000) },
+      };
+      await appendJsonl(episodesPath, records);
+      await appendJsonl(metricsPath, [metrics]);
+      steps.push(metrics);
+      opts.onStep?.(metrics);
+      step = s + 1;
+      if (config.evalEvery > 0 && step % config.evalEvery === 0) await doEval(step);
+      if (step % config.checkpointEvery === 0 || step === last || opts.signal?.aborted) await checkpoint(step);
+      if (opts.signal?.aborted) break;
+    }
+  } finally {
+    ref?.dispose();
+    optimizer.dispose();
+  }
+  if (step === config.steps && config.evalEvery > 0 && step % config.evalEvery !== 0) await doEval(step);
+  const finalDir = join(outDir, 'final');
+  await model.save(`${finalDir}.tmp`);
+  await rm(finalDir, { recursive: true, force: true });
+  await rename(`${finalDir}.tmp`, finalDir);
+  return { steps, evals, finalDir, lastStep: step };
+
+  async function checkpoint(at: number) {
+    const dir = await writeCheckpoint(outDir, at, async (tmp) => {
+      await model.save(join(tmp, 'policy'));
+      await optimizer.save(tmp);
+      await writeFileAtomic(join(tmp, 'trainer.json'), JSON.stringify({ step: at, version: model.version() }));
+    });
+    opts.onCheckpoint?.(dir, at);
+  }
+}

@@ -1,0 +1,218 @@
+import * as tf from '@tensorflow/tfjs';
+import { createRng } from '../core/rng.ts';
+import { computeAdvantages } from './advantages.ts';
+import { TrainingError } from './errors.ts';
+import type { AdamW } from './adamw.ts';
+import { ESTIMATOR_OF, type TrainConfig } from './config.ts';
+import { applyKlPenalty, klTensor } from './kl.ts';
+import { aggregateLoss, clipByGlobalNorm, clippedValueLoss, ppoPolicyLoss } from './losses.ts';
+import type { ScoreOutput, TrainablePolicy } from './trainable.ts';
+import type { TrainingSequence } from './trajectory.ts';
+
+/** Scores sequences without gradients, in chunks; returns plain per-token arrays. */
+export interface Scorer {
+  score: TrainablePolicy['score'];
+}
+
+export interface UpdateMetrics {
+  /** Sequences trained on, and their action tokens. */
+  sequences: number;
+  actionTokens: number;
+  /** Sequences dropped for being longer than the model's context. */
+  tooLong: number;
+  policyLoss: number;
+  valueLoss: number | null;
+  /** Mean KL(π ‖ ref) estimate over action tokens at rollout time (null without a reference). */
+  kl: number | null;
+  /** Mean entropy over action tokens at rollout time. */
+  entropy: number;
+  clipFraction: number;
+  dualClipFraction: number;
+  /** mean(old − new log-prob) over the minibatches: how far the updates moved the policy. */
+  approxKl: number;
+  /** Mean and max global grad norm (before clipping) over the optimizer steps. */
+  gradNorm: number;
+  gradNormMax: number;
+  /** Optimizer steps skipped for a non-finite gradient. */
+  skippedSteps: number;
+  optimizerSteps: number;
+  advantageMean: number;
+  advantageAbsMean: number;
+}
+
+/** Pad length: the longest row rounded up to a multiple of 16, so minibatch shapes repeat. */
+export function padLength(rows: readonly (readonly number[])[], maxLength: number): number {
+  const longest = rows.reduce((a, r) => Math.max(a, r.length), 1);
+  return Math.min(maxLength, Math.ceil(longest / 16) * 16);
+}
+
+function padRows(rows: readonly (readonly number[])[], length: number): number[][] {
+  return rows.map((r) => {
+    const out = r.slice(0, length);
+    while (out.length < length) out.push(0);
+    return out;
+  });
+}
+
+/** Per-token outputs of a scorer over many sequences, `chunk` rows per forward pass, no gradients. */
+export function scoreAll(
+  scorer: Scorer & { maxLength: number },
+  seqs: readonly TrainingSequence[],
+  chunk: number,
+  want: { values?: boolean; entropy?: boolean },
+): { logprobs: number[][]; values: number[][] | null; entropy: number[][] | null } {
+  const logprobs: number[][] = [];
+  const values: number[][] = [];
+  const entropy: number[][] = [];
+  for (let start = 0; start < seqs.length; start += chunk) {
+    const part = seqs.slice(start, start + chunk);
+    const rows = part.map((s) => s.tokens);
+    const length = padLength(rows, scorer.maxLength);
+    const out: ScoreOutput = scorer.score({ tokens: rows, length, values: want.values, entropy: want.entropy });
+    try {
+      const lp = out.logprobs.arraySync();
+      const v = want.values && out.values ? out.values.arraySync() : null;
+      const e = want.entropy && out.entropy ? out.entropy.arraySync() : null;
+      part.forEach((s, i) => {
+        logprobs.push(lp[i]!.slice(0, s.tokens.length));
+        if (v) values.push(v[i]!.slice(0, s.tokens.length));
+        if (e) entropy.push(e[i]!.slice(0, s.tokens.length));
+      });
+    } finally {
+      tf.dispose([out.logprobs, out.values, out.entropy].filter((x): x is tf.Tensor2D => x !== undefined));
+    }
+  }
+  return { logprobs, values: want.values ? values : null, entropy: want.entropy ? entropy : null };
+}
+
+function maskedMeanOf(rows: readonly (readonly number[])[], masks: readonly (readonly number[])[]): number {
+  let sum = 0;
+  let n = 0;
+  rows.forEach((r, i) => r.forEach((x, t) => {
+    if (masks[i]![t] === 1) {
+      sum += x;
+      n++;
+    }
+  }));
+  return n === 0 ? 0 : sum / n;
+}
+
+const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
+
+/**
+ * One rollout batch's update: score with the current (rollout-time) weights for the old log-probs,
+ * values and entropy; the reference's log-probs for KL; token rewards (KL penalty when it goes into
+ * the reward); advantages; then `epochs` passes of shuffled minibatches, one optimizer step each.
+ * `shuffleSeed` fixes the minibatch order, so a resumed run repeats it exactly.
+ */
+export function updateOnBatch(
+  model: TrainablePolicy,
+  ref: Scorer | null,
+  optimizer: AdamW,
+  config: TrainConfig,
+  allSeqs: readonly TrainingSequence[],
+  shuffleSeed: number,
+): UpdateMetrics {
+  const seqs = allSeqs.filter((s) => s.tokens.length <= model.maxLength);
+  const tooLong = allSeqs.length - seqs.length;
+  const usePpoValue = config.algo === 'ppo';
+  if (usePpoValue && !model.hasValueHead) {
+    throw new TrainingError('PPO needs a model with a value head');
+  }
+  const empty: UpdateMetrics = {
+    sequences: 0, actionTokens: 0, tooLong, policyLoss: 0, valueLoss: null, kl: null, entropy: 0, clipFraction: 0,
+    dualClipFraction: 0, approxKl: 0, gradNorm: 0, gradNormMax: 0, skippedSteps: 0, optimizerSteps: 0, advantageMean: 0, advantageAbsMean: 0,
+  };
+  if (seqs.length === 0) return empty;
+  const masks = seqs.map((s) => s.mask);
+  const chunk = config.minibatch;
+  const old = scoreAll(model, seqs, chunk, { values: usePpoValue, entropy: true });
+  const useKl = config.klMode !== 'none' && config.klCoef > 0 && ref !== null;
+  const refLp = useKl ? scoreAll({ ...ref, maxLength: model.maxLength }, seqs, chunk, {}).logprobs : null;
+
+  // Token rewards, with the KL penalty folded in when it goes into the reward.
+  let klPerToken: number[][] | null = null;
+  const rewards = seqs.map((s, i) => {
+    if (!refLp) return s.rewards.slice();
+    const r = applyKlPenalty(s.rewards, old.logprobs[i]!, refLp[i]!, s.mask, config.klMode === 'reward' ? config.klCoef : 0, config.klEstimator);
+    (klPerToken ??= []).push(r.kl);
+    return r.rewards;
+  });
+  const adv = computeAdvantages(
+    ESTIMATOR_OF[config.algo],
+    seqs.map((s, i) => ({ rewards: rewards[i]!, mask: s.mask, group: s.group, ...(old.values ? { values: old.values[i]!.map((v, t) => (s.mask[t] ? v : 0)) } : {}) })),
+    { gamma: config.gamma, lambda: config.lambda, normByStd: config.normByStd },
+  );
+
+  const rng = createRng(shuffleSeed);
+  const stats = { pg: [] as number[], vf: [] as number[], clip: [] as number[], dual: [] as number[], akl: [] as number[], gn: [] as number[] };
+  let skipped = 0;
+  for (let epoch = 0; epoch < config.epochs; epoch++) {
+    const order = rng.shuffle(seqs.map((_, i) => i));
+    for (let start = 0; start < order.length; start += config.minibatch) {
+      const idx = order.slice(start, start + config.minibatch);
+      const rows = idx.map((i) => seqs[i]!.tokens);
+      const length = padLength(rows, model.maxLength);
+      const pick = (src: readonly (readonly number[])[]) => tf.tensor2d(padRows(idx.map((i) => src[i]!), length), [idx.length, length], 'float32');
+      const mask = pick(masks);
+      const oldLp = pick(old.logprobs);
+      const advT = pick(adv.map((a) => a.advantages));
+      const refT = refLp && config.klMode === 'loss' ? pick(refLp) : null;
+      const retT = usePpoValue ? pick(adv.map((a) => a.returns!)) : null;
+      const oldV = usePpoValue ? pick(old.values!) : null;
+      const kept: tf.Scalar[] = [];
+      const { value, grads } = tf.variableGrads(() => {
+        const out = model.score({ tokens: rows, length, values: usePpoValue, entropy: config.entropyCoef > 0 });
+        const pg = ppoPolicyLoss(
+          { logprobs: out.logprobs, oldLogprobs: oldLp, advantages: advT, mask },
+          { clipLow: config.clipLow, clipHigh: config.clipHigh, dualClip: config.dualClip, aggregation: config.aggregation },
+        );
+        let loss: tf.Scalar = pg.loss;
+        kept.push(tf.keep(pg.loss), tf.keep(pg.clipFraction), tf.keep(pg.dualClipFraction), tf.keep(pg.approxKl));
+        if (config.entropyCoef > 0 && out.entropy) {
+          loss = tf.sub(loss, tf.mul(config.entropyCoef, aggregateLoss(out.entropy, mask, config.aggregation)));
+        }
+        if (refT) {
+          loss = tf.add(loss, tf.mul(config.klCoef, aggregateLoss(klTensor(out.logprobs, refT, config.klEstimator), mask, config.aggregation)));
+        }
+        if (retT && oldV && out.values) {
+          const vl = clippedValueLoss({ values: out.values, oldValues: oldV, returns: retT, mask }, { clipRange: config.valueClip, aggregation: config.aggregation });
+          kept.push(tf.keep(vl.loss));
+          loss = tf.add(loss, tf.mul(config.valueCoef, vl.loss));
+        }
+        return loss;
+      }, model.variables);
+      const clipped = clipByGlobalNorm(grads, config.maxGradNorm);
+      if (Number.isFinite(clipped.norm)) optimizer.step(clipped.grads);
+      else skipped++;
+      const [pgL, clipF, dualF, aklV, vfL] = kept.map((k) => k.dataSync()[0]!);
+      stats.pg.push(pgL!);
+      stats.clip.push(clipF!);
+      stats.dual.push(dualF!);
+      stats.akl.push(aklV!);
+      if (vfL !== undefined) stats.vf.push(vfL);
+      stats.gn.push(clipped.norm);
+      tf.dispose([value, ...Object.values(clipped.grads), ...kept, mask, oldLp, advT, ...[refT, retT, oldV].filter((x): x is tf.Tensor2D => x !== null)]);
+    }
+  }
+  model.weightsChanged();
+  const advRows = adv.map((a) => a.advantages);
+  return {
+    sequences: seqs.length,
+    actionTokens: masks.reduce((a, m) => a + m.reduce((x, y) => x + y, 0), 0),
+    tooLong,
+    policyLoss: mean(stats.pg),
+    valueLoss: usePpoValue ? mean(stats.vf) : null,
+    kl: klPerToken ? maskedMeanOf(klPerToken, masks) : null,
+    entropy: maskedMeanOf(old.entropy!, masks),
+    clipFraction: mean(stats.clip),
+    dualClipFraction: mean(stats.dual),
+    approxKl: mean(stats.akl),
+    gradNorm: mean(stats.gn.filter(Number.isFinite)),
+    gradNormMax: stats.gn.reduce((a, b) => Math.max(a, b), 0),
+    skippedSteps: skipped,
+    optimizerSteps: stats.gn.length - skipped,
+    advantageMean: maskedMeanOf(advRows, masks),
+    advantageAbsMean: maskedMeanOf(advRows.map((r) => r.map(Math.abs)), masks),
+  };
+}

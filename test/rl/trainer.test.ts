@@ -1,0 +1,121 @@
+import test from 'ava';
+import { mkdtemp, readFile, readdir } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { resolveConfig, type TrainConfig } from '../../src/rl/config.ts';
+import { train, type StepMetrics } from '../../src/rl/trainer.ts';
+import { TrainingError } from '../../src/rl/errors.ts';
+import { BigramPolicy, toyScenario } from './toy.ts';
+
+const tmp = () => mkdtemp(join(tmpdir(), 'agent-r1-train-'));
+
+const toyConfig = (over: Partial<TrainConfig> = {}): TrainConfig =>
+  resolveConfig({
+    algo: 'grpo',
+    seed: 7,
+    steps: 10,
+    tasksPerStep: 8,
+    group: 4,
+    minibatch: 32,
+    epochs: 1,
+    lr: 1,
+    evalEvery: 5,
+    evalEpisodes: 32,
+    checkpointEvery: 5,
+    taskPool: 64,
+    ...over,
+  });
+
+const withoutTime = (rows: unknown[]) => rows.map((r) => ({ ...(r as object), time: undefined }));
+const readJsonl = async (p: string) => (await readFile(p, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+
+test('a seeded GRPO run on the toy scenario raises the mean reward', async (t) => {
+  const out = await tmp();
+  const model = new BigramPolicy();
+  const result = await train({ scenario: toyScenario(), model, config: toyConfig(), outDir: out });
+  const rewards = result.steps.map((s) => s.reward);
+  t.log('reward per step', rewards.map((r) => r.toFixed(2)).join(' '));
+  t.log('dev success at eval steps', result.evals.map((e) => `${e.step}:${e.success.toFixed(2)}`).join(' '));
+  const first = (rewards[0]! + rewards[1]!) / 2;
+  const last = (rewards.at(-1)! + rewards.at(-2)!) / 2;
+  t.true(last > first + 0.4, `reward ${first} → ${last}`);
+  t.true(result.evals.at(-1)!.success > result.evals[0]!.success);
+  // every step's records carry the policy version that produced them, and it changes with each update
+  const records = await readJsonl(join(out, 'episodes.jsonl'));
+  t.is(records.length, 10 * 32);
+  const versions = result.steps.map((s) => s.policyVersion);
+  t.is(new Set(versions).size, versions.length);
+  records.forEach((r, i) => t.is(r.policy.version, versions[Math.floor(i / 32)]));
+  // metrics file: one eval at 0, 5, 10 and one line per step
+  const metrics = await readJsonl(join(out, 'metrics.jsonl'));
+  t.deepEqual(metrics.filter((m) => m.kind === 'eval').map((m) => m.step), [0, 5, 10]);
+  t.deepEqual(metrics.filter((m) => m.kind === 'step').map((m) => m.step), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+  const m: StepMetrics = metrics.find((x) => x.kind === 'step');
+  for (const k of ['reward', 'success', 'kl', 'entropy', 'clipFraction', 'gradNorm', 'policyLoss'] as const) t.is(typeof m[k], 'number', k);
+  t.is(typeof m.time.tokensPerS, 'number');
+  t.true(existsSync(join(out, 'final', 'toy.json')));
+  t.deepEqual(JSON.parse(await readFile(join(out, 'latest.json'), 'utf8')), { step: 10, dir: join('checkpoints', 'step-000010') });
+  t.deepEqual((await readdir(join(out, 'checkpoints'))).sort(), ['step-000005', 'step-000010']);
+  // the same directory again without --resume is refused
+  await t.throwsAsync(train({ scenario: toyScenario(), model, config: toyConfig(), outDir: out }), { instanceOf: TrainingError, message: /--resume/ });
+});
+
+test('resume after 2 steps gives the same metrics at step 4 as an uninterrupted run', async (t) => {
+  const config = toyConfig({ steps: 4, evalEvery: 2, checkpointEvery: 10 });
+  const a = await tmp();
+  await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: a });
+  const b = await tmp();
+  const first = await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: b, stopAfter: 2 });
+  t.is(first.lastStep, 2);
+  // a fresh model object (as after a crash): everything comes from the checkpoint
+  const resumed = await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: b, resume: true });
+  t.deepEqual(resumed.steps.map((s) => s.step), [3, 4]);
+  const ma = withoutTime(await readJsonl(join(a, 'metrics.jsonl')));
+  const mb = withoutTime(await readJsonl(join(b, 'metrics.jsonl')));
+  t.deepEqual(mb, ma);
+  t.is(await readFile(join(b, 'episodes.jsonl'), 'utf8'), await readFile(join(a, 'episodes.jsonl'), 'utf8'));
+  // resuming with another config is refused
+  await t.throwsAsync(
+    train({ scenario: toyScenario(), model: new BigramPolicy(), config: { ...config, lr: 0.1 }, outDir: b, resume: true }),
+    { instanceOf: TrainingError, message: /another config/ },
+  );
+});
+
+test('a rollout batch where some episodes failed still trains on the rest', async (t) => {
+  const out = await tmp();
+  const result = await train({
+    scenario: toyScenario({ failEvery: 2 }),
+    model: new BigramPolicy(),
+    config: toyConfig({ steps: 2, evalEvery: 0 }),
+    outDir: out,
+  });
+  for (const s of result.steps) {
+    t.true(s.failed > 0, 'some episodes failed');
+    t.is(s.skipped, s.failed);
+    t.is(s.sequences, s.episodes - s.failed);
+    t.true(s.optimizerSteps > 0);
+  }
+});
+
+for (const algo of ['ppo', 'reinforce++', 'rloo'] as const) {
+  test(`${algo} trains on the toy scenario`, async (t) => {
+    const result = await train({
+      scenario: toyScenario(),
+      model: new BigramPolicy(),
+      config: toyConfig({ algo, steps: 14, evalEvery: 0, lr: algo === 'reinforce++' ? 0.3 : 1 }),
+      outDir: await tmp(),
+    });
+    const r = result.steps.map((s) => s.reward);
+    t.log(algo, r.map((x) => x.toFixed(2)).join(' '));
+    const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    t.true(avg(r.slice(-4)) > avg(r.slice(0, 2)) + 0.1);
+    if (algo === 'ppo') t.is(typeof result.steps[0]!.valueLoss, 'number');
+  });
+}
+
+test('bad training configs are refused with a readable error', (t) => {
+  t.throws(() => resolveConfig({ algo: 'dpo' }), { instanceOf: TrainingError, message: /unknown algorithm "dpo"/ });
+  t.throws(() => resolveConfig({ algo: 'grpo', lr: -1 }), { instanceOf: TrainingError, message: /lr/ });
+  t.throws(() => resolveConfig({ algo: 'grpo', group: 0 }), { instanceOf: TrainingError, message: /group/ });
+});
