@@ -6,4 +6,5 @@ import type { ScenarioDefinition } from '../src/scenario/scenario.ts';
  */
 export const builtinScenarios: { [name: string]: () => Promise<{ default: ScenarioDefinition }> } = {
   calculator: () => import('./calculator/index.ts'),
+  'support-desk': () => import('./support-desk/index.ts'),
 };

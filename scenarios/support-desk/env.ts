@@ -1,0 +1,110 @@
+import type { Json, Message, StepResult, Task, ToolResult, TurnRecord } from '../../src/core/types.ts';
+import type { ToolEnv } from '../../src/env/tool-env.ts';
+import { syncEffects, withoutEffects } from '../../src/scenario/effects.ts';
+import type { OpenAITool } from '../../src/tools/tool.ts';
+import { digestDb, TODAY } from './db.ts';
+import { ACTING_TOOLS, IDENTIFY_TOOLS, RULES } from './tools.ts';
+import { applyEffect, createDeskState, disposeDeskState, type DeskEffect, type DeskState } from './world.ts';
+
+/** Process reward for identifying the customer before reading or changing anything. */
+export const IDENTIFY_REWARD = 0.1;
+/** Penalty for each request the store's policy refused. */
+export const VIOLATION_PENALTY = 0.2;
+/** Penalty for an action that is neither a well-formed tool call nor an answer. */
+export const FORMAT_PENALTY = 0.1;
+/** Penalty for each call that failed (unknown tool, bad arguments, tool error). */
+export const CALL_ERROR_PENALTY = 0.05;
+
+export function systemPrompt(tools: readonly OpenAITool[]): string {
+  return [
+    'You are a customer support agent for an online store. Today is ' + TODAY + '.',
+    'Store policy (requests that break it are refused):',
+    ...Object.values(RULES).map((r) => `- ${r}`),
+    '- Refunds go to the order\'s original payment method.',
+    '- If the policy does not allow a request, do not attempt it: explain why in your answer.',
+    '',
+    'Tools:',
+    JSON.stringify(tools),
+    '',
+    'Call a tool with <tool_call>{"name": "...", "arguments": {...}}</tool_call>. When the request is handled',
+    '(or cannot be), reply to the customer with <answer>...</answer>.',
+  ].join('\n');
+}
+
+function renderResult(result: ToolResult): string {
+  if (!result.ok) return `[${result.name}] error: ${result.content}`;
+  const shown = result.data !== undefined && !result.truncated ? JSON.stringify(withoutEffects(result.data)) : result.content;
+  return `[${result.name}] ${shown}`;
+}
+
+function dataOf(result: ToolResult): { [key: string]: Json } {
+  const d = result.data;
+  return d !== null && typeof d === 'object' && !Array.isArray(d) ? d : {};
+}
+
+function identifies(result: ToolResult): boolean {
+  return result.ok && IDENTIFY_TOOLS.has(result.name) && dataOf(result)['found'] === true;
+}
+
+/** The step's reading of its results: refusals, and whether the customer was identified before acting. */
+export function judgeResults(history: readonly TurnRecord[], results: readonly ToolResult[]) {
+  const earlier = history.flatMap((t) => t.results);
+  let identified = earlier.some(identifies);
+  let acted = earlier.some((r) => ACTING_TOOLS.has(r.name));
+  let identifiedFirst = false;
+  const violations: Array<{ tool: string; rule: string }> = [];
+  let callErrors = 0;
+  for (const result of results) {
+    if (!result.ok) callErrors += 1;
+    const data = dataOf(result);
+    if (data['refused'] === true) violations.push({ tool: result.name, rule: String(data['rule']) });
+    if (identifies(result) && !identified && !acted) identifiedFirst = true;
+    if (identifies(result)) identified = true;
+    if (ACTING_TOOLS.has(result.name)) acted = true;
+  }
+  return { identifiedFirst, violations, callErrors };
+}
+
+export const supportDeskEnv: ToolEnv<Task, DeskState> = {
+  init: () => createDeskState(),
+  dispose: (state) => disposeDeskState(state),
+  prompt: (task, tools): Message[] => [
+    { role: 'system', content: systemPrompt(tools) },
+    { role: 'user', content: task.question },
+  ],
+  step: ({ state, action, results, history }): StepResult => {
+    // In replay the tools did not run: bring the database and the order machines up to date.
+    syncEffects<DeskEffect & { seq: number }>(state, results, (e) => applyEffect(state, e));
+    if (action.kind === 'answer') return { observation: null, reward: 0, done: true };
+    if (action.kind === 'invalid') {
+      return {
+        observation: `Error: ${action.error}. Call a tool with <tool_call>{"name": ..., "arguments": {...}}</tool_call> or reply with <answer>...</answer>.`,
+        reward: -FORMAT_PENALTY,
+        done: false,
+        info: { format_error: true },
+      };
+    }
+    const { identifiedFirst, violations, callErrors } = judgeResults(history, results);
+    const reward = (identifiedFirst ? IDENTIFY_REWARD : 0) - VIOLATION_PENALTY * violations.length - CALL_ERROR_PENALTY * callErrors;
+    const info: { [key: string]: Json } = {};
+    if (violations.length > 0) info['violations'] = violations;
+    if (identifiedFirst) info['identified_first'] = true;
+    if (callErrors > 0) info['call_errors'] = callErrors;
+    return {
+      observation: results.map(renderResult).join('\n'),
+      reward: Math.round(reward * 1e6) / 1e6,
+      done: false,
+      ...(Object.keys(info).length > 0 ? { info } : {}),
+    };
+  },
+  outcome: ({ task, state, history }) => {
+    const match = digestDb(state.db) === task.meta?.['expectedDigest'];
+    const violations = history.reduce((n, t) => n + (Array.isArray(t.info?.['violations']) ? (t.info!['violations'] as Json[]).length : 0), 0);
+    const identifiedFirst = history.some((t) => t.info?.['identified_first'] === true);
+    return {
+      reward: match ? 1 : 0,
+      success: match,
+      metrics: { db_match: match ? 1 : 0, violations, identified_first: identifiedFirst ? 1 : 0 },
+    };
+  },
+};

@@ -1,0 +1,122 @@
+import type { AnyStateMachine, AnyStateNode } from 'xstate';
+
+/**
+ * Draws an XState v5 machine as a Mermaid `stateDiagram-v2`, read from the machine's own state
+ * nodes (never drawn by hand), so the docs and the viewer always show the machine that runs.
+ *
+ * - compound states become `state X { … }` blocks with their initial state marked `[*] --> …`;
+ * - parallel regions are separated by `--`;
+ * - final states get `X --> [*]`;
+ * - each transition is labelled with its event (`done(actor)` / `error(actor)` for invoked actors,
+ *   `always` for eventless ones) and its guard in brackets; targetless transitions are self-loops.
+ */
+export function machineToMermaid(machine: AnyStateMachine): string {
+  const lines = ['stateDiagram-v2'];
+  const root = machine.root;
+  const transitionsByBlock = new Map<AnyStateNode, string[]>();
+  for (const node of allNodes(root)) {
+    for (const edge of edgesOf(node)) {
+      const block = lowestCompoundAncestor(edge.from, edge.to, root);
+      const list = transitionsByBlock.get(block) ?? [];
+      list.push(`${nodeId(edge.from)} --> ${nodeId(edge.to)}${edge.label ? ` : ${edge.label}` : ''}`);
+      transitionsByBlock.set(block, list);
+    }
+  }
+  emitChildren(root, '  ', lines, transitionsByBlock);
+  return lines.join('\n') + '\n';
+}
+
+interface Edge {
+  from: AnyStateNode;
+  to: AnyStateNode;
+  label: string;
+}
+
+function emitChildren(node: AnyStateNode, indent: string, lines: string[], edges: Map<AnyStateNode, string[]>): void {
+  const children = Object.values(node.states) as AnyStateNode[];
+  if (node.type === 'parallel') {
+    // Each region is drawn as its own composite, separated by Mermaid's concurrency marker.
+    children.forEach((region, i) => {
+      if (i > 0) lines.push(`${indent}--`);
+      emitNode(region, indent, lines, edges);
+    });
+  } else {
+    const initial = node.type === 'compound' ? node.initial?.target?.[0] : undefined;
+    if (initial) lines.push(`${indent}[*] --> ${nodeId(initial)}`);
+    for (const child of children) emitNode(child, indent, lines, edges);
+  }
+  for (const edge of edges.get(node) ?? []) lines.push(`${indent}${edge}`);
+}
+
+function emitNode(node: AnyStateNode, indent: string, lines: string[], edges: Map<AnyStateNode, string[]>): void {
+  const id = nodeId(node);
+  if (id !== node.key) lines.push(`${indent}state "${node.key}" as ${id}`);
+  if (node.type === 'compound' || node.type === 'parallel') {
+    lines.push(`${indent}state ${id} {`);
+    emitChildren(node, indent + '  ', lines, edges);
+    lines.push(`${indent}}`);
+  } else if (id === node.key) {
+    lines.push(`${indent}${id}`);
+  }
+  if (node.type === 'final') lines.push(`${indent}${id} --> [*]`);
+}
+
+function* allNodes(node: AnyStateNode): Generator<AnyStateNode> {
+  yield node;
+  for (const child of Object.values(node.states) as AnyStateNode[]) yield* allNodes(child);
+}
+
+function edgesOf(node: AnyStateNode): Edge[] {
+  const edges: Edge[] = [];
+  const add = (eventLabel: string, transitions: readonly any[] | undefined) => {
+    for (const t of transitions ?? []) {
+      const guard = guardName(t.guard);
+      const label = [eventLabel, guard ? `[${guard}]` : ''].filter(Boolean).join(' ');
+      const targets: AnyStateNode[] = t.target?.length ? t.target : [node];
+      for (const to of targets) edges.push({ from: node, to, label });
+    }
+  };
+  for (const [eventType, transitions] of node.transitions) add(eventLabel(eventType), transitions);
+  add('always', node.always);
+  return edges;
+}
+
+function eventLabel(eventType: string): string {
+  const done = /^xstate\.done\.actor\.(.+)$/.exec(eventType);
+  if (done) return `done(${shortActorId(done[1]!)})`;
+  const error = /^xstate\.error\.actor\.(.+)$/.exec(eventType);
+  if (error) return `error(${shortActorId(error[1]!)})`;
+  if (eventType === '*') return 'any event';
+  return eventType;
+}
+
+/** Invoked actors without an explicit id get `0.machine.state` ids; the last part reads better. */
+function shortActorId(id: string): string {
+  const parts = id.split('.');
+  return /^\d+$/.test(parts[0] ?? '') ? parts[parts.length - 1]! : id;
+}
+
+function guardName(guard: unknown): string | undefined {
+  if (guard === undefined || guard === null) return undefined;
+  if (typeof guard === 'string') return guard;
+  if (typeof guard === 'function') return guard.name && guard.name !== 'guard' ? guard.name : 'guard';
+  if (typeof guard === 'object' && 'type' in guard && typeof (guard as { type: unknown }).type === 'string') {
+    return (guard as { type: string }).type;
+  }
+  return 'guard';
+}
+
+/** Mermaid ids must be unique and plain, so nested states are named by their whole path. */
+function nodeId(node: AnyStateNode): string {
+  return node.path.map((p: string) => p.replace(/[^A-Za-z0-9_]/g, '_')).join('__') || 'root';
+}
+
+function lowestCompoundAncestor(a: AnyStateNode, b: AnyStateNode, root: AnyStateNode): AnyStateNode {
+  const ancestors = new Set<AnyStateNode>();
+  for (let n: AnyStateNode | undefined = a.parent; n; n = n.parent) ancestors.add(n);
+  for (let n: AnyStateNode | undefined = b.parent; n; n = n.parent) {
+    // A transition into a parallel region belongs to the region's block, not between regions.
+    if (ancestors.has(n) && n.type !== 'parallel') return n;
+  }
+  return root;
+}
