@@ -1,16 +1,15 @@
 import * as tf from '@tensorflow/tfjs';
 import { createRng, type Rng } from '../../core/rng.ts';
 import { AgentR1Error } from '../../core/errors.ts';
-import { MASK_VALUE, type GPTModel, type LayerKV } from './model.ts';
+import type { GPTModel, RowKV } from './model.ts';
 
 /**
  * Batched incremental decoding with a KV cache.
  *
  * Every row prefills only the tokens its cache does not hold, then all rows decode one token per
- * step. Rows have their own positions and key-validity masks, so rows of different lengths share
- * a batch; padded keys get an additive −1e9 and contribute exact zeros, so a row's logits do not
- * depend on its neighbours. Each row samples from its own PRNG stream (seeded by the row's seed),
- * so its tokens are the same alone or in any batch. Finished rows leave the batch.
+ * step (GPTModel.forwardRows: dense layers batched over the packed rows, attention per row on the
+ * row's own keys, so a row's logits are bit-identical alone or in any batch). Each row samples
+ * from its own PRNG stream (seeded by the row's seed). Finished rows leave the batch.
  */
 export interface SamplingOptions {
   /** 0 = greedy. Default 1. */
@@ -25,8 +24,8 @@ export interface SamplingOptions {
 export interface RowCache {
   /** The token ids whose keys/values `kv` holds, in order. */
   tokens: number[];
-  /** Per layer, [1, H, tokens.length, dh]. */
-  kv: LayerKV[];
+  /** Per layer: keys transposed [H, dh, T] and values [H, T, dh]. */
+  kv: RowKV;
   bytes: number;
 }
 
@@ -76,12 +75,11 @@ interface Active {
   row: GenerateRow;
   rng: Rng;
   out: GenerateResult;
-  /** Next position to feed. */
-  pos: number;
   /** Tokens fed so far (for the cache). */
   fed: number[];
-  /** Valid keys in the current batch key layout. */
-  valid: boolean[];
+  /** The row's keys/values so far, and whether generate created them (and so must free them). */
+  kv?: RowKV;
+  ownsKv: boolean;
   limit: number;
 }
 
@@ -101,14 +99,14 @@ export function generate(model: GPTModel, rows: readonly GenerateRow[], options:
       out.stop = row.maxTokens === 0 ? 'length' : 'context';
       return;
     }
-    active.push({ index, row, rng: createRng(row.seed), out, pos: 0, fed: [], valid: [], limit });
+    active.push({ index, row, rng: createRng(row.seed), out, fed: [], ownsKv: false, limit });
   });
   if (active.length === 0) return results;
   if (options.useCache === false) {
     decodeUncached(model, active, options, pad);
     return results;
   }
-  decodeCached(model, active, options, pad);
+  decodeCached(model, active, options);
   return results;
 }
 
@@ -119,108 +117,57 @@ function usableCache(row: GenerateRow): RowCache | undefined {
   return c;
 }
 
-function decodeCached(model: GPTModel, rowsIn: Active[], options: GenerateOptions, pad: number): void {
-  const { nLayers: L } = model.config;
-  let rows = rowsIn;
-  // ---- prefill: each row feeds the tokens its cache lacks.
-  const caches = rows.map((a) => usableCache(a.row));
-  const cached = caches.map((c) => c?.tokens.length ?? 0);
-  const fresh = rows.map((a, i) => a.row.tokens.slice(cached[i]));
-  const P = Math.max(...cached);
-  const N = Math.max(...fresh.map((f) => f.length));
-  const B = rows.length;
-  const ids = new Int32Array(B * N).fill(pad);
-  const positions = new Int32Array(B * N);
-  const maskData = new Float32Array(B * N * (P + N)).fill(MASK_VALUE);
-  rows.forEach((a, b) => {
-    ids.set(fresh[b]!, b * N);
-    for (let i = 0; i < N; i++) {
-      positions[b * N + i] = cached[b]! + Math.min(i, fresh[b]!.length - 1);
-      const base = (b * N + i) * (P + N);
-      for (let j = 0; j < cached[b]!; j++) maskData[base + j] = 0;
-      for (let j = 0; j <= i; j++) maskData[base + P + j] = 0;
-    }
-    a.valid = [...Array(P).keys()].map((j) => j < cached[b]!).concat([...Array(N).keys()].map((j) => j < fresh[b]!.length));
+function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions): void {
+  // Each row feeds what its cache lacks (first step) or its last sampled token (later steps).
+  let feed = rows.map((a) => {
+    const cache = usableCache(a.row);
+    a.kv = cache?.kv;
+    a.ownsKv = false;
     a.fed = a.row.tokens.slice();
-    a.pos = a.row.tokens.length;
-    a.out.prefilled = fresh[b]!.length;
+    a.out.prefilled = a.row.tokens.length - (cache?.tokens.length ?? 0);
+    return a.row.tokens.slice(cache?.tokens.length ?? 0);
   });
-  let kv: LayerKV[];
-  let last: Float32Array[];
-  {
-    const past =
-      P === 0
-        ? undefined
-        : tf.tidy(() =>
-            [...Array(L).keys()].map((l) => {
-              const stack = (which: 'k' | 'v') =>
-                tf.concat(
-                  caches.map((c, b) => {
-                    const t = c ? c.kv[l]![which] : null;
-                    const len = cached[b]!;
-                    const { nHeads: H, dModel: d } = model.config;
-                    if (!t) return tf.zeros([1, H, P, d / H]);
-                    return len === P ? t : t.pad([[0, 0], [0, 0], [0, P - len], [0, 0]]);
-                  }),
-                  0,
-                ) as tf.Tensor4D;
-              return { k: stack('k'), v: stack('v') };
-            }),
-          );
-    const input = tf.tensor2d(ids, [B, N], 'int32');
-    const pos = tf.tensor2d(positions, [B, N], 'int32');
-    const mask = tf.tensor4d(maskData, [B, 1, N, P + N]);
-    const res = model.forward(input, { positions: pos, past, mask, returnKV: true });
-    kv = res.kv!;
-    const rowsIdx = rows.map((_, b) => b * N + fresh[b]!.length - 1);
-    last = pickRows(res.logits, rowsIdx);
-    res.logits.dispose();
-    res.values.dispose();
-    for (const t of [input, pos, mask]) t.dispose();
-    if (past) for (const p of past) tf.dispose([p.k, p.v]);
-  }
-  // ---- decode
-  for (;;) {
-    const next: number[] = [];
-    const keep: number[] = [];
-    rows.forEach((a, b) => {
-      const token = sampleInto(a, last[b]!, options);
-      if (finished(a, token, options)) {
-        if (options.keepCache) a.out.cache = extractRow(kv, b, a.valid, a.fed);
-      } else {
-        keep.push(b);
-        next.push(token);
-      }
-    });
-    if (keep.length === 0) break;
-    if (keep.length < rows.length) {
-      const idx = tf.tensor1d(keep, 'int32');
-      const compact = kv.map(({ k, v }) => ({ k: tf.gather(k, idx, 0) as tf.Tensor4D, v: tf.gather(v, idx, 0) as tf.Tensor4D }));
-      idx.dispose();
-      for (const p of kv) tf.dispose([p.k, p.v]);
-      kv = compact;
-      rows = keep.map((b) => rows[b]!);
+  let live = rows;
+  try {
+    while (live.length > 0) {
+      const { logits, caches } = model.forwardRows(live.map((a, i) => ({ tokens: feed[i]!, past: a.kv })));
+      const data = logits.dataSync() as Float32Array;
+      const V = logits.shape[1];
+      logits.dispose();
+      const next: Active[] = [];
+      const nextFeed: number[][] = [];
+      live.forEach((a, i) => {
+        if (a.ownsKv) disposeKV(a.kv);
+        a.kv = caches[i];
+        a.ownsKv = true;
+        const token = sampleInto(a, data.slice(i * V, (i + 1) * V), options);
+        if (finished(a, token, options)) {
+          if (options.keepCache) {
+            a.out.cache = { tokens: a.fed.slice(), kv: a.kv!, bytes: kvBytes(a.kv!) };
+            a.ownsKv = false;
+          }
+        } else {
+          a.fed.push(token);
+          next.push(a);
+          nextFeed.push([token]);
+        }
+      });
+      for (const a of live) if (!next.includes(a) && a.ownsKv) disposeKV(a.kv);
+      live = next;
+      feed = nextFeed;
     }
-    const K = rows[0]!.valid.length;
-    const stepMask = new Float32Array(rows.length * (K + 1));
-    rows.forEach((a, b) => {
-      for (let j = 0; j < K; j++) if (!a.valid[j]) stepMask[b * (K + 1) + j] = MASK_VALUE;
-      a.valid.push(true);
-    });
-    const input = tf.tensor2d(Int32Array.from(next), [rows.length, 1], 'int32');
-    const pos = tf.tensor2d(Int32Array.from(rows.map((a) => a.pos)), [rows.length, 1], 'int32');
-    const mask = tf.tensor4d(stepMask, [rows.length, 1, 1, K + 1]);
-    const res = model.forward(input, { positions: pos, past: kv, mask, returnKV: true });
-    rows.forEach((a, b) => {
-      a.fed.push(next[b]!);
-      a.pos++;
-    });
-    for (const p of kv) tf.dispose([p.k, p.v]);
-    kv = res.kv!;
-    last = pickRows(res.logits, rows.map((_, b) => b));
-    tf.dispose([res.logits, res.values, input, pos, mask]);
+  } catch (error) {
+    for (const a of live) if (a.ownsKv) disposeKV(a.kv);
+    throw error;
   }
-  for (const p of kv) tf.dispose([p.k, p.v]);
+}
+
+function disposeKV(kv: RowKV | undefined): void {
+  if (kv) for (const l of kv) tf.dispose([l.kT, l.v]);
+}
+
+function kvBytes(kv: RowKV): number {
+  return kv.reduce((n, l) => n + (l.kT.size + l.v.size) * 4, 0);
 }
 
 function decodeUncached(model: GPTModel, rowsIn: Active[], options: GenerateOptions, pad: number): void {
@@ -279,25 +226,8 @@ function finished(a: Active, token: number, options: GenerateOptions): boolean {
   return false;
 }
 
-function extractRow(kv: LayerKV[], b: number, valid: boolean[], fed: number[]): RowCache {
-  const keep = valid.flatMap((ok, j) => (ok ? [j] : []));
-  if (keep.length !== fed.length) throw new GenerateError(`internal: ${keep.length} valid keys for ${fed.length} fed tokens`);
-  const idx = tf.tensor1d(keep, 'int32');
-  const layers = kv.map(({ k, v }) =>
-    tf.tidy(() => {
-      const [, H, K, dh] = k.shape;
-      const one = (t: tf.Tensor4D) => tf.gather(t.slice([b, 0, 0, 0], [1, H, K, dh]), idx, 2) as tf.Tensor4D;
-      return { k: one(k), v: one(v) };
-    }),
-  );
-  idx.dispose();
-  const bytes = layers.reduce((n, l) => n + (l.k.size + l.v.size) * 4, 0);
-  return { tokens: fed.slice(), kv: layers, bytes };
-}
-
 export function disposeCache(cache: RowCache | undefined): void {
-  if (!cache) return;
-  for (const l of cache.kv) tf.dispose([l.k, l.v]);
+  if (cache) disposeKV(cache.kv);
 }
 
 /**

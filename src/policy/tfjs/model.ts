@@ -66,6 +66,20 @@ export interface LayerKV {
   v: tf.Tensor4D;
 }
 
+/** One row's cache for one layer: keys transposed [H, dh, T] (so QKᵀ needs no transpose) and values [H, T, dh]. */
+export interface RowLayerKV {
+  kT: tf.Tensor3D;
+  v: tf.Tensor3D;
+}
+/** A row's cache: one entry per layer. */
+export type RowKV = RowLayerKV[];
+
+/** One row of an incremental step: new tokens on top of an optional cache. */
+export interface RowStep {
+  tokens: readonly number[];
+  past?: RowKV;
+}
+
 export interface ForwardOptions {
   /** Positions of the input tokens, [B, T] int32 (default 0..T-1 for every row). */
   positions?: tf.Tensor2D;
@@ -241,6 +255,73 @@ export class GPTModel {
       return [lg, vl] as const;
     });
     return options.returnKV ? { logits, values, kv: kvOut } : { logits, values };
+  }
+
+  /**
+   * Incremental forward for generation: each row feeds its new tokens on top of its own cache.
+   * Rows are packed (no padding) for the dense layers; attention runs per row on that row's own
+   * keys, so every shape a row's arithmetic sees depends on that row alone and its logits are
+   * bit-identical whatever else is in the batch. Returns the logits of each row's last new token
+   * ([R, V]) and each row's cache extended by its new tokens (the inputs' caches are not disposed).
+   */
+  forwardRows(rows: readonly RowStep[]): { logits: tf.Tensor2D; caches: RowKV[] } {
+    const { vocabSize: V, dModel: d, nHeads: H, contextLength: C } = this.config;
+    const dh = d / H;
+    const lens = rows.map((r) => r.tokens.length);
+    const pasts = rows.map((r) => (r.past ? r.past[0]!.v.shape[1] : 0));
+    rows.forEach((r, i) => {
+      if (lens[i]! === 0) throw new ModelError(`row ${i} has no new tokens`);
+      if (pasts[i]! + lens[i]! > C) throw new ModelError(`row ${i}: ${pasts[i]! + lens[i]!} tokens exceed the context (${C})`);
+    });
+    const S = lens.reduce((a, b) => a + b, 0);
+    const flat = new Int32Array(S);
+    const pos = new Int32Array(S);
+    const lastIdx = new Int32Array(rows.length);
+    let off = 0;
+    rows.forEach((r, i) => {
+      flat.set(r.tokens, off);
+      for (let j = 0; j < lens[i]!; j++) pos[off + j] = pasts[i]! + j;
+      off += lens[i]!;
+      lastIdx[i] = off - 1;
+    });
+    const caches: RowKV[] = rows.map(() => []);
+    const logits = tf.tidy(() => {
+      const onehot = tf.oneHot(tf.tensor1d(flat, 'int32'), V).toFloat();
+      let x = tf.matMul(onehot, this.tokEmb).add(tf.gather(this.posEmb, tf.tensor1d(pos, 'int32'))) as tf.Tensor2D;
+      const scale = 1 / Math.sqrt(dh);
+      this.layers.forEach((p, l) => {
+        const h = layerNorm(x, p.ln1g, p.ln1b);
+        const split = (w: tf.Variable, b: tf.Variable) => tf.matMul(h, w).add(b).reshape([S, H, dh]);
+        const q = split(p.wq, p.bq).mul(scale).transpose([1, 0, 2]) as tf.Tensor3D; // [H, S, dh]
+        const kT = split(p.wk, p.bk).transpose([1, 2, 0]) as tf.Tensor3D; // [H, dh, S]
+        const v = split(p.wv, p.bv).transpose([1, 0, 2]) as tf.Tensor3D; // [H, S, dh]
+        const outs: tf.Tensor3D[] = [];
+        let at = 0;
+        rows.forEach((r, i) => {
+          const n = lens[i]!;
+          const past = r.past?.[l];
+          const qi = q.slice([0, at, 0], [H, n, dh]);
+          let ki = kT.slice([0, 0, at], [H, dh, n]);
+          let vi = v.slice([0, at, 0], [H, n, dh]);
+          if (past) {
+            ki = tf.concat([past.kT, ki], 2);
+            vi = tf.concat([past.v, vi], 1);
+          }
+          caches[i]!.push({ kT: tf.keep(ki), v: tf.keep(vi) });
+          let scores = tf.matMul(qi, ki); // [H, n, past + n]
+          if (n > 1) scores = scores.add(this.causal(n, pasts[i]!));
+          outs.push(tf.matMul(tf.softmax(scores), vi) as tf.Tensor3D);
+          at += n;
+        });
+        const ctx = (outs.length === 1 ? outs[0]! : tf.concat(outs, 1)).transpose([1, 0, 2]).reshape([S, d]);
+        x = x.add(tf.matMul(ctx, p.wo).add(p.bo));
+        const h2 = layerNorm(x, p.ln2g, p.ln2b);
+        x = x.add(tf.matMul(gelu(tf.matMul(h2, p.w1).add(p.b1)), p.w2).add(p.b2));
+      });
+      const last = layerNorm(tf.gather(x, tf.tensor1d(lastIdx, 'int32')) as tf.Tensor2D, this.lnfG, this.lnfB);
+      return tf.matMul(last, this.tokEmb, false, true) as tf.Tensor2D;
+    });
+    return { logits, caches };
   }
 
   /** Additive causal mask [T, past + T]: every past key visible, new keys causally. */

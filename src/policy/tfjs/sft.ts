@@ -1,0 +1,179 @@
+import * as tf from '@tensorflow/tfjs';
+import { AgentR1Error } from '../../core/errors.ts';
+import { createRng } from '../../core/rng.ts';
+import type { EpisodeRecord, Json } from '../../core/types.ts';
+import type { PolicyEncoding } from '../policy.ts';
+import { chatEncoding } from './chat-template.ts';
+import type { SamplingOptions } from './generate.ts';
+import { DEFAULT_MODEL_CONFIG, GPTModel, type ModelConfig } from './model.ts';
+import { padBatch, scoreSequences } from './score.ts';
+import { AdamW, maskedNll, type StepStats } from './train-step.ts';
+import { TfjsPolicy } from './tfjs-policy.ts';
+import { trainTokenizer, type Tokenizer } from './tokenizer.ts';
+import { modelHash } from './checkpoint.ts';
+
+/**
+ * Behaviour cloning on episode records: the loss is the negative log-likelihood of the agent's own
+ * tokens only (prompt, tool responses and template tokens have mask 0).
+ */
+export class SftError extends AgentR1Error {}
+
+export interface TrainingSequence {
+  tokens: number[];
+  /** 1 on the agent's own (generated) tokens. */
+  mask: number[];
+}
+
+/**
+ * Token sequences from records, built exactly as live play builds the history: the prompt, each
+ * action, its observation in the chat template (or the end tokens after the last action).
+ * Records of a tokenizing policy carry token ids; scripted policies' records have text only, which
+ * is encoded here (`useRecordTokens: false` forces that, e.g. when the ids came from another tokenizer).
+ */
+export function sequencesFromRecords(
+  records: readonly EpisodeRecord[],
+  encoding: PolicyEncoding & { action(text: string): number[] },
+  options: { useRecordTokens?: boolean; contextLength?: number; onlySuccessful?: boolean } = {},
+): TrainingSequence[] {
+  const useIds = options.useRecordTokens ?? false;
+  const out: TrainingSequence[] = [];
+  for (const r of records) {
+    if (options.onlySuccessful && !r.outcome.success) continue;
+    const tokens = useIds && r.promptTokens ? r.promptTokens.slice() : encoding.prompt(r.prompt);
+    const mask = tokens.map(() => 0);
+    const push = (ids: readonly number[], m: number) => {
+      for (const id of ids) {
+        tokens.push(id);
+        mask.push(m);
+      }
+    };
+    r.turns.forEach((turn, i) => {
+      push(useIds && turn.tokens ? turn.tokens : encoding.action(turn.text), 1);
+      if (turn.observation !== null) {
+        push(useIds && turn.observationTokens ? turn.observationTokens : encoding.observation(turn.observation), 0);
+      } else if (i === r.turns.length - 1 && encoding.end) push(encoding.end(), 0);
+    });
+    if (options.contextLength && tokens.length > options.contextLength) {
+      tokens.length = options.contextLength;
+      mask.length = options.contextLength;
+    }
+    if (mask.some((m) => m === 1)) out.push({ tokens, mask });
+  }
+  return out;
+}
+
+/** Every text of the records, for training the tokenizer (prompts, actions, observations). */
+export function recordTexts(records: readonly EpisodeRecord[]): string[] {
+  const texts: string[] = [];
+  for (const r of records) {
+    for (const m of r.prompt) texts.push(m.content);
+    for (const t of r.turns) {
+      texts.push(t.text);
+      if (t.observation !== null) texts.push(t.observation);
+    }
+  }
+  return texts;
+}
+
+export interface SftOptions {
+  records: readonly EpisodeRecord[];
+  /** A tokenizer to use; otherwise one is trained on the records (vocabSize). */
+  tokenizer?: Tokenizer;
+  vocabSize?: number;
+  model?: Partial<Omit<ModelConfig, 'vocabSize'>>;
+  seed?: number;
+  /** Optimizer steps (default: epochs over the data). */
+  steps?: number;
+  epochs?: number;
+  batchSize?: number;
+  lr?: number;
+  warmupSteps?: number;
+  weightDecay?: number;
+  clipNorm?: number;
+  /** Called after every step (the CLI draws its progress bar from it). */
+  onStep?: (stats: StepStats & { tokensPerSecond: number; totalSteps: number; tokens: number }) => void;
+}
+
+export interface SftResult {
+  model: GPTModel;
+  tokenizer: Tokenizer;
+  steps: number;
+  finalLoss: number;
+  /** Mean loss over the last 10% of steps. */
+  tailLoss: number;
+  sequences: number;
+  trainTokens: number;
+  seconds: number;
+}
+
+/** Trains a fresh model (and tokenizer, unless given) on the records. Deterministic for a seed. */
+export function trainSft(options: SftOptions): SftResult {
+  const seed = options.seed ?? 0;
+  if (options.records.length === 0) throw new SftError('no records to train on');
+  const tokenizer = options.tokenizer ?? trainTokenizer(recordTexts(options.records), { vocabSize: options.vocabSize ?? 512 });
+  const config: ModelConfig = { ...DEFAULT_MODEL_CONFIG, ...options.model, vocabSize: tokenizer.vocabSize };
+  if (options.model?.dModel && !options.model.dMlp) config.dMlp = 4 * config.dModel;
+  const encoding = chatEncoding(tokenizer);
+  const sequences = sequencesFromRecords(options.records, encoding, { contextLength: config.contextLength, onlySuccessful: true });
+  if (sequences.length === 0) throw new SftError('no successful records with agent tokens to train on');
+  const model = new GPTModel(config, seed);
+  const batchSize = Math.max(1, options.batchSize ?? 16);
+  const perEpoch = Math.ceil(sequences.length / batchSize);
+  const steps = options.steps ?? perEpoch * (options.epochs ?? 3);
+  if (!(steps >= 1)) throw new SftError(`steps must be ≥ 1, got ${steps}`);
+  const opt = new AdamW(model.trainableVariables, {
+    lr: options.lr ?? 3e-3,
+    warmupSteps: options.warmupSteps ?? Math.min(20, Math.ceil(steps / 10)),
+    totalSteps: steps,
+    weightDecay: options.weightDecay ?? 0.01,
+    clipNorm: options.clipNorm ?? 1,
+  });
+  const rng = createRng(seed);
+  let order: number[] = [];
+  const losses: number[] = [];
+  let trainTokens = 0;
+  const start = performance.now();
+  try {
+    for (let s = 0; s < steps; s++) {
+      if (order.length < batchSize) order = order.concat(rng.shuffle([...sequences.keys()]));
+      const batch = order.splice(0, batchSize).map((i) => sequences[i]!);
+      const { tokens, mask } = padBatch(
+        batch.map((b) => b.tokens),
+        tokenizer.pad,
+        batch.map((b) => b.mask),
+      );
+      const t0 = performance.now();
+      const stats = opt.minimize(() => maskedNll(scoreSequences(model, { tokens }).logprobs, mask!));
+      const ms = performance.now() - t0;
+      const n = tokens.shape[0] * tokens.shape[1];
+      trainTokens += n;
+      tf.dispose([tokens, mask!]);
+      losses.push(stats.loss);
+      options.onStep?.({ ...stats, tokensPerSecond: (n / ms) * 1000, totalSteps: steps, tokens: trainTokens });
+    }
+  } finally {
+    opt.dispose();
+  }
+  const tail = losses.slice(-Math.max(1, Math.floor(losses.length / 10)));
+  return {
+    model,
+    tokenizer,
+    steps,
+    finalLoss: losses.at(-1)!,
+    tailLoss: tail.reduce((a, b) => a + b, 0) / tail.length,
+    sequences: sequences.length,
+    trainTokens,
+    seconds: (performance.now() - start) / 1000,
+  };
+}
+
+/** A policy over a trained (possibly unsaved) model; its version is the model's content hash. */
+export async function policyFromModel(
+  model: GPTModel,
+  tokenizer: Tokenizer,
+  options: { id?: string; sampling?: SamplingOptions } = {},
+): Promise<TfjsPolicy> {
+  return new TfjsPolicy({ id: options.id ?? 'tfjs', version: await modelHash(model, tokenizer), model, tokenizer, sampling: options.sampling });
+}
+
+export type SftMeta = { [key: string]: Json };
