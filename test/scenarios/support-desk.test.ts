@@ -1,0 +1,228 @@
+import test from 'ava';
+import { createActor } from 'xstate';
+import { createRng } from '../../src/core/rng.ts';
+import type { Json, Message, Task } from '../../src/core/types.ts';
+import type { Policy } from '../../src/policy/policy.ts';
+import { replayRecord } from '../../src/replay/replay.ts';
+import { rollout } from '../../src/rollout/rollout.ts';
+import { runEpisode } from '../../src/rollout/run-episode.ts';
+import { ToolRunner } from '../../src/tools/runner.ts';
+import supportDesk from '../../scenarios/support-desk/index.ts';
+import { digestDb, getOrder, openCopy } from '../../scenarios/support-desk/db.ts';
+import { VIOLATION_PENALTY } from '../../scenarios/support-desk/env.ts';
+import { orderMachine } from '../../scenarios/support-desk/order-machine.ts';
+import { expertAction } from '../../scenarios/support-desk/policies.ts';
+import { generateTasks } from '../../scenarios/support-desk/tasks.ts';
+import { createDeskState, disposeDeskState, type DeskState } from '../../scenarios/support-desk/world.ts';
+
+const scenario = supportDesk;
+// rollout() hands records on through onRecord; always pass one (see the report on rollout.ts).
+const sink = () => {};
+
+function runner() {
+  return new ToolRunner(scenario.tools, { timeoutMs: 1000, maxOutputChars: 4096 });
+}
+
+async function callTool(state: DeskState, name: string, args: { [k: string]: Json }, task?: Task) {
+  return runner().run({ name, arguments: args }, { task: task ?? ({ id: 't', split: 'dev', question: '' } as Task), rng: createRng(1), state });
+}
+
+function firstTask(type: string, split = 'dev'): Task {
+  const task = generateTasks(split, 1, 200).find((t) => t.type === type);
+  if (!task) throw new Error(`no ${type} task`);
+  return task;
+}
+
+test('the order machine allows cancelling only before shipping and returns only within 30 days', (t) => {
+  const actor = createActor(orderMachine, { input: {} }).start();
+  t.true(actor.getSnapshot().can({ type: 'CANCEL' }));
+  t.true(actor.getSnapshot().can({ type: 'CHANGE_ADDRESS' }));
+  actor.send({ type: 'PROCESS' });
+  actor.send({ type: 'SHIP' });
+  t.is(actor.getSnapshot().value, 'shipped');
+  t.false(actor.getSnapshot().can({ type: 'CANCEL' }));
+  t.false(actor.getSnapshot().can({ type: 'CHANGE_ADDRESS' }));
+  actor.send({ type: 'DELIVER', day: 100 });
+  t.true(actor.getSnapshot().can({ type: 'RETURN', today: 130 }));
+  t.false(actor.getSnapshot().can({ type: 'RETURN', today: 131 }));
+  actor.send({ type: 'RETURN', today: 131 });
+  t.is(actor.getSnapshot().value, 'delivered', 'a late return does not happen');
+  actor.send({ type: 'RETURN', today: 110 });
+  t.is(actor.getSnapshot().value, 'returned');
+  t.is(actor.getSnapshot().status, 'done');
+});
+
+test('the database is generated deterministically and each copy is private', (t) => {
+  const a = openCopy();
+  const b = openCopy();
+  t.is(digestDb(a), digestDb(b));
+  const counts = a.prepare('SELECT status, COUNT(*) AS n FROM orders GROUP BY status').all() as Array<{ status: string; n: number }>;
+  t.deepEqual(counts.map((c) => c.status).sort(), ['cancelled', 'delivered', 'pending', 'processed', 'returned', 'shipped']);
+  a.prepare("UPDATE orders SET status = 'cancelled'").run();
+  t.not(digestDb(a), digestDb(b));
+  t.is(getOrder(a, '#W1000')!.status, 'cancelled');
+  t.true((b.prepare("SELECT COUNT(*) AS n FROM orders WHERE status != 'cancelled'").get() as { n: number }).n > 0);
+  a.close();
+  b.close();
+});
+
+test('tasks are seeded, split by customer, and name the expected final state', (t) => {
+  const one = generateTasks('train', 5, 40);
+  t.deepEqual(generateTasks('train', 5, 40), one);
+  t.notDeepEqual(generateTasks('train', 6, 40).map((x) => x.id), one.map((x) => x.id));
+  const customers = (split: string) => new Set(generateTasks(split, 1, 100).map((x) => (x.meta!['expected'] as any)?.order?.customer_id).filter(Boolean));
+  const train = customers('train');
+  for (const c of customers('test')) t.false(train.has(c), `customer ${c} in both train and test`);
+  const types = new Set(generateTasks('dev', 1, 200).map((x) => x.type));
+  t.deepEqual([...types].sort(), ['address', 'address_refused', 'cancel', 'cancel_refused', 'return', 'return_refused']);
+  t.regex(String(one[0]!.meta!['expectedDigest']), /^[0-9a-f]{64}$/);
+  t.throws(() => generateTasks('nope', 1, 1), { message: /no split "nope"; valid: train, dev, test/ });
+  t.throws(() => generateTasks('dev', 1, -1), { message: /non-negative integer/ });
+});
+
+test('writes before identification, and on another customer\'s order, are refused', async (t) => {
+  const state = createDeskState();
+  try {
+    const before = digestDb(state.db);
+    const early = await callTool(state, 'cancel_order', { order_id: '#W1000', reason: 'other' });
+    t.like(early.data as object, { refused: true, rule: 'identify_first' });
+    const who = await callTool(state, 'find_customer_by_email', { email: 'nobody@example.com' });
+    t.like(who.data as object, { found: false });
+    const task = firstTask('cancel');
+    const req = task.meta!['request'] as any;
+    const owner = getOrder(state.db, req.order_id)!.customer_id;
+    const other = state.db.prepare('SELECT * FROM customers WHERE id != ? LIMIT 1').get(owner) as any;
+    const found = await callTool(state, 'find_customer_by_name_zip', { first_name: other.first_name, last_name: other.last_name, zip: other.zip });
+    t.like(found.data as object, { found: true, customer_id: other.id });
+    const foreign = await callTool(state, 'cancel_order', { order_id: req.order_id, reason: 'other' });
+    t.like(foreign.data as object, { refused: true, rule: 'own_orders_only' });
+    const details = await callTool(state, 'get_customer_details', { customer_id: owner });
+    t.like(details.data as object, { refused: true, rule: 'own_orders_only' });
+    t.is(digestDb(state.db), before, 'nothing was written');
+  } finally {
+    disposeDeskState(state);
+  }
+});
+
+test('malformed tool arguments are rejected with a clear error and nothing is written', async (t) => {
+  const state = createDeskState();
+  try {
+    const before = digestDb(state.db);
+    const zip = await callTool(state, 'find_customer_by_name_zip', { first_name: 'A', last_name: 'B', zip: '12' });
+    t.false(zip.ok);
+    t.is(zip.error?.kind, 'bad_arguments');
+    t.regex(zip.content, /5-digit zip/);
+    const reason = await callTool(state, 'cancel_order', { order_id: '#W1000', reason: 'because' });
+    t.is(reason.error?.kind, 'bad_arguments');
+    const items = await callTool(state, 'return_items', { order_id: '#W1000', item_ids: [] });
+    t.is(items.error?.kind, 'bad_arguments');
+    t.is(digestDb(state.db), before);
+  } finally {
+    disposeDeskState(state);
+  }
+});
+
+test('the expert solves at least 99% of 240 dev requests through rollout()', async (t) => {
+  const policy = await scenario.policies['expert']!({ scenario, seed: 1 });
+  const { records, summary } = await rollout({ scenario, policy, split: 'dev', episodes: 240, seed: 11, onRecord: sink });
+  t.is(records.length, 240);
+  t.true(summary.successRate >= 0.99, `expert success ${summary.successRate}`);
+  t.is((summary as any).violationsPerEpisode, 0);
+  t.is((summary as any).identifiedFirstRate, 1);
+  t.log(`expert dev success ${summary.successRate}, mean reward ${summary.meanReward}, mean turns ${summary.meanTurns}`);
+});
+
+test('a rule violation is refused, penalized and recorded, and the database is unchanged', async (t) => {
+  const task = firstTask('cancel_refused');
+  const policy = await scenario.policies['reckless']!({ scenario, seed: 1 });
+  const record = await runEpisode({ scenario, task, policy, seed: 3 });
+  const turn = record.turns[0]!;
+  t.like(turn.results[0]!.data as object, { refused: true, rule: 'identify_first' });
+  t.deepEqual(turn.info?.['violations'], [{ tool: 'cancel_order', rule: 'identify_first' }]);
+  t.is(turn.reward, -VIOLATION_PENALTY);
+  t.regex(turn.observation!, /Refused \(identify_first\)/);
+  t.is(record.outcome.metrics?.['violations'], 1);
+  t.true(record.outcome.success, 'the forbidden write did not happen, so the database is as expected');
+  t.is(record.totalReward, 1 - VIOLATION_PENALTY);
+
+  // Identified, but the order has shipped: the world machine says no.
+  const state = createDeskState();
+  try {
+    const req = task.meta!['request'] as any;
+    await callTool(state, Object.keys(req.identify).includes('email') ? 'find_customer_by_email' : 'find_customer_by_name_zip', req.identify);
+    const refused = await callTool(state, 'cancel_order', { order_id: req.order_id, reason: 'other' });
+    t.like(refused.data as object, { refused: true, rule: 'cancel_before_shipping' });
+  } finally {
+    disposeDeskState(state);
+  }
+});
+
+test('the identify-first process reward is paid only when the customer is identified before acting', async (t) => {
+  const task = firstTask('cancel');
+  const expert = await runEpisode({ scenario, task, policy: await scenario.policies['expert']!({ scenario, seed: 1 }), seed: 1 });
+  t.is(expert.turns[0]!.info?.['identified_first'], true);
+  t.true(expert.turns[0]!.reward > 0);
+  t.is(expert.outcome.metrics?.['identified_first'], 1);
+  const reckless = await runEpisode({ scenario, task, policy: await scenario.policies['reckless']!({ scenario, seed: 1 }), seed: 1 });
+  t.is(reckless.outcome.metrics?.['identified_first'], 0);
+  t.false(reckless.outcome.success);
+});
+
+/**
+ * Two episodes on the same order, interleaved: each writes, waits for the other to write, then
+ * reads the order again. Each must see its own write and not the other's.
+ */
+test('two concurrent episodes writing the same order see only their own writes', async (t) => {
+  const cancel = generateTasks('dev', 1, 300).find((x) => x.type === 'cancel')!;
+  const orderId = (cancel.meta!['request'] as any).order_id;
+  const address = generateTasks('dev', 1, 300).find((x) => x.type === 'address' && (x.meta!['request'] as any).order_id === orderId)!;
+  t.truthy(address, 'an address task on the same order');
+  let release!: () => void;
+  const bothWrote = new Promise<void>((r) => (release = r));
+  let writes = 0;
+  const interleaved = (name: string): Policy => ({
+    id: name,
+    version: '1',
+    act: async ({ task, messages }) => {
+      const rereads = messages.filter((m: Message) => m.role === 'tool' && m.content.startsWith('[get_order_details]')).length;
+      const wrote = messages.some((m: Message) => m.role === 'tool' && /^\[(cancel_order|change_shipping_address)\]/.test(m.content));
+      if (wrote && rereads === 1) {
+        if (++writes === 2) release();
+        await bothWrote;
+        return { text: `<tool_call>${JSON.stringify({ name: 'get_order_details', arguments: { order_id: orderId } })}</tool_call>` };
+      }
+      if (rereads === 2) return { text: '<answer>done</answer>' };
+      return expertAction(task, messages);
+    },
+  });
+  const [a, b] = await Promise.all([
+    runEpisode({ scenario, task: cancel, policy: interleaved('a'), seed: 1 }),
+    runEpisode({ scenario, task: address, policy: interleaved('b'), seed: 2 }),
+  ]);
+  const lastOrder = (r: typeof a) => JSON.parse(r.turns.at(-2)!.observation!.replace(/^\[get_order_details\] /, ''));
+  const newAddress = (address.meta!['request'] as any).address;
+  t.is(lastOrder(a).status, 'cancelled');
+  t.notDeepEqual(lastOrder(a).shipping_address, newAddress, 'the cancelling episode does not see the address change');
+  t.not(lastOrder(b).status, 'cancelled', 'the address episode does not see the cancellation');
+  t.deepEqual(lastOrder(b).shipping_address, newAddress);
+  t.true(a.outcome.success);
+  t.true(b.outcome.success);
+});
+
+test('support-desk records replay exactly, with the writes re-applied from the record', async (t) => {
+  const policy = await scenario.policies['expert']!({ scenario, seed: 1 });
+  const { records } = await rollout({ scenario, policy, split: 'test', episodes: 30, seed: 5, onRecord: sink });
+  const reckless = await scenario.policies['reckless']!({ scenario, seed: 1 });
+  const more = await rollout({ scenario, policy: reckless, split: 'test', episodes: 10, seed: 5, onRecord: sink });
+  for (const record of [...records, ...more.records]) {
+    const result = await replayRecord(record, scenario);
+    t.true(result.verified, `${record.episodeId}: ${JSON.stringify(result.divergence)}`);
+  }
+  // A tampered write (a different order cancelled in the record) is caught by the outcome.
+  const write = records.find((r) => r.task.type === 'cancel')!;
+  const tampered = structuredClone(write);
+  const turn = tampered.turns.find((x) => x.results[0]?.name === 'cancel_order')!;
+  (turn.results[0]!.data as any).effects[0].order_id = '#W1000';
+  const result = await replayRecord(tampered, scenario);
+  t.false(result.verified);
+});
