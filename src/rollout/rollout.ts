@@ -98,7 +98,10 @@ export async function rollout(options: RolloutOptions): Promise<{ records: Episo
       records[at] = record;
       ready[at] = true;
       // Hand records on in episode order, whatever order they finish in.
-      while (emitted < plan.length && ready[emitted]) options.onRecord?.(records[emitted++]!);
+      while (emitted < plan.length && ready[emitted]) {
+        const record = records[emitted++]!;
+        options.onRecord?.(record);
+      }
     }
   };
   const concurrency = Math.max(1, Math.min(options.concurrency ?? 8, plan.length));

@@ -1,0 +1,44 @@
+import test from 'ava';
+import { cli } from '../helpers/cli.ts';
+
+test('eval --json prints the summary as the last stdout line', (t) => {
+  const r = cli(['eval', '--scenario', 'calculator', '--policy', 'expert', '--episodes', '50', '--json']);
+  t.is(r.code, 0, r.stderr);
+  const s = r.lastJson();
+  t.is(s.episodes, 50);
+  t.true(s.successRate >= 0.99);
+  t.is(s.failed, 0);
+  t.deepEqual(s.byEndReason, { answered: 50 });
+  t.is(s.meanTurns, 2);
+});
+
+test('the random calculator policy mostly fails', (t) => {
+  const r = cli(['eval', '--scenario', 'calculator', '--policy', 'random', '--episodes', '50', '--json']);
+  t.is(r.code, 0, r.stderr);
+  t.true(r.lastJson().successRate < 0.2);
+});
+
+const usageErrors: Array<[string, string[], RegExp]> = [
+  ['an unknown scenario', ['eval', '--scenario', 'nope', '--policy', 'expert'], /unknown scenario "nope"; valid: calculator/],
+  ['an unknown policy', ['eval', '--scenario', 'calculator', '--policy', 'nope'], /unknown policy "nope"; valid: expert, random, ckpt:DIR/],
+  ['an unknown split', ['eval', '--scenario', 'calculator', '--policy', 'expert', '--split', 'nope'], /unknown split of scenario calculator "nope"; valid: train, dev, test/],
+  ['an unknown flag', ['eval', '--scenario', 'calculator', '--policy', 'expert', '--bogus'], /unknown option '--bogus'[\s\S]*--episodes <n>/],
+  ['a bad number', ['rollout', '--scenario', 'calculator', '--episodes', 'many'], /expected a positive integer/],
+  ['an unknown command', ['fly'], /unknown command 'fly'/],
+];
+
+for (const [what, args, pattern] of usageErrors) {
+  test(`${what}: a message listing the valid choices, exit 2`, (t) => {
+    const r = cli(args);
+    t.is(r.code, 2);
+    t.regex(r.stderr, pattern);
+  });
+}
+
+test('scenarios lists calculator with its tools and splits', (t) => {
+  const r = cli(['scenarios', '--json']);
+  t.is(r.code, 0, r.stderr);
+  const calc = r.lastJson().find((s: { name: string }) => s.name === 'calculator');
+  t.deepEqual(calc.tools, ['calculate']);
+  t.deepEqual(calc.splits, ['train', 'dev', 'test']);
+});

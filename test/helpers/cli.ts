@@ -1,0 +1,14 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
+
+/** Runs the real CLI (bin/agent-r1.js) in a child process. */
+export function cli(args: string[], options: { cwd?: string; timeout?: number } = {}) {
+  const result = spawnSync(process.execPath, [`${repoRoot}/bin/agent-r1.js`, ...args], {
+    cwd: options.cwd ?? repoRoot,
+    encoding: 'utf8',
+    timeout: options.timeout ?? 120_000,
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr, lastJson: () => JSON.parse(result.stdout.trim().split('\n').at(-1)!) };
+}

@@ -1,0 +1,161 @@
+import test from 'ava';
+import { runEpisode } from '../../src/rollout/run-episode.ts';
+import type { Policy } from '../../src/policy/policy.ts';
+import { call, FORMAT_PENALTY, scripted, toyScenario } from '../helpers/toy-scenario.ts';
+
+const task = { id: 'toy-0', split: 'train', question: 'say 42', answer: '42' };
+
+async function play(texts: string[] | Policy, episode = {}) {
+  const policy = Array.isArray(texts) ? scripted(texts) : texts;
+  return runEpisode({ scenario: toyScenario(episode), task, policy, seed: 1 });
+}
+
+test('an answer at the first turn ends the episode with the outcome reward', async (t) => {
+  const r = await play(['<answer>42</answer>']);
+  t.is(r.endReason, 'answered');
+  t.is(r.turns.length, 1);
+  t.deepEqual(r.turns[0]!.states, ['generate', 'parseToolCall', 'transition', 'reward', 'outcome', 'done']);
+  t.true(r.outcome.success);
+  t.is(r.totalReward, 1);
+  t.is(r.answer, '42');
+});
+
+test('tool call then answer: the tool result is the observation, process reward on the tool turn', async (t) => {
+  const r = await play([call('echo', { text: 'hi' }), '<answer>42</answer>']);
+  t.is(r.turns.length, 2);
+  t.deepEqual(r.turns[0]!.states, ['generate', 'parseToolCall', 'execute', 'transition', 'reward']);
+  t.is(r.turns[0]!.observation, 'hi');
+  t.is(r.turns[0]!.reward, 0.1);
+  t.is(r.processReward, 0.1);
+  t.is(r.totalReward, 1.1);
+  t.deepEqual(r.prompt.map((m) => m.role), ['system', 'user']);
+});
+
+test('the history given to the policy holds every action and observation', async (t) => {
+  const seen: string[][] = [];
+  const policy: Policy = {
+    id: 'p',
+    version: '1',
+    act: async ({ turn, messages }) => {
+      seen.push(messages.map((m) => `${m.role}:${m.content}`));
+      return { text: turn === 0 ? call('echo', { text: 'obs' }) : '<answer>42</answer>' };
+    },
+  };
+  await play(policy);
+  t.deepEqual(seen[1], ['system:toy', 'user:say 42', `assistant:${call('echo', { text: 'obs' })}`, 'tool:obs']);
+});
+
+test('max turns ends the episode', async (t) => {
+  const r = await play([call('echo', { text: 'a' })], { maxTurns: 3 });
+  t.is(r.endReason, 'max_turns');
+  t.is(r.turns.length, 3);
+  t.false(r.outcome.success);
+  t.is(r.turns.at(-1)!.states.at(-1), 'done');
+});
+
+test('the total token budget ends the episode', async (t) => {
+  const r = await play([call('echo', { text: 'a'.repeat(40) })], { maxTotalTokens: 60, maxTurns: 50 });
+  t.is(r.endReason, 'max_tokens');
+  t.true(r.totalTokens >= 60);
+  t.true(r.turns.length < 50);
+});
+
+test('an action over the per-turn token budget is refused with a format penalty', async (t) => {
+  const r = await play([`<answer>${'4'.repeat(400)}</answer>`, '<answer>42</answer>'], { maxTokensPerTurn: 20 });
+  t.is(r.turns[0]!.action.kind, 'invalid');
+  t.regex(r.turns[0]!.observation!, /over the per-turn limit of 20/);
+  t.is(r.turns[0]!.reward, FORMAT_PENALTY);
+  t.is(r.endReason, 'answered');
+});
+
+test('the policy is told how many tokens it may generate', async (t) => {
+  const budgets: number[] = [];
+  const policy: Policy = {
+    id: 'p',
+    version: '1',
+    act: async ({ maxTokens }) => {
+      budgets.push(maxTokens);
+      return { text: call('echo', { text: 'abcd' }), tokens: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] };
+    },
+  };
+  await play(policy, { maxTokensPerTurn: 16, maxTotalTokens: 40, maxTurns: 10 });
+  t.is(budgets[0], 16);
+  t.true(budgets.every((b) => b <= 16));
+  t.true(budgets.at(-1)! < 16);
+});
+
+for (const [name, text, pattern] of [
+  ['invalid JSON', '<tool_call>{"name": "echo", </tool_call>', /invalid JSON/],
+  ['an unclosed tag', '<tool_call>{"name": "echo", "arguments": {"text": "a"}}', /unclosed <tool_call>/],
+  ['no action at all', 'I am thinking', /neither a <tool_call> nor an <answer>/],
+  ['a missing name', '<tool_call>{"arguments": {}}</tool_call>', /no "name"/],
+] as const) {
+  test(`${name}: an error observation naming the problem, a format penalty, and the episode goes on`, async (t) => {
+    const r = await play([text, '<answer>42</answer>']);
+    t.is(r.turns[0]!.action.kind, 'invalid');
+    t.regex(r.turns[0]!.observation!, pattern);
+    t.is(r.turns[0]!.reward, FORMAT_PENALTY);
+    t.is(r.endReason, 'answered');
+    t.true(r.outcome.success);
+  });
+}
+
+for (const [name, text, kind, pattern] of [
+  ['an unknown tool', call('abacus'), 'unknown_tool', /unknown tool "abacus"; available tools: echo, boom, hang, big, roll/],
+  ['arguments failing the schema', call('echo', { txt: 1 }), 'bad_arguments', /invalid arguments for echo/],
+  ['a tool that throws', call('boom'), 'tool_error', /boom failed: kaboom/],
+  ['a tool that hangs', call('hang'), 'timeout', /hang timed out after 50 ms/],
+] as const) {
+  test(`${name}: an error result and observation, and the episode goes on`, async (t) => {
+    const r = await play([text, '<answer>42</answer>']);
+    const result = r.turns[0]!.results[0]!;
+    t.false(result.ok);
+    t.is(result.error!.kind, kind);
+    t.regex(r.turns[0]!.observation!, pattern);
+    t.is(r.endReason, 'answered');
+    t.true(r.outcome.success);
+  });
+}
+
+test('a hanging tool costs its timeout, not more', async (t) => {
+  const start = Date.now();
+  await play([call('hang'), '<answer>42</answer>']);
+  t.true(Date.now() - start < 1000);
+});
+
+test('oversized tool output is cut with a marker', async (t) => {
+  const r = await play([call('big', { n: 5000 }), '<answer>42</answer>']);
+  const result = r.turns[0]!.results[0]!;
+  t.true(result.truncated);
+  t.true(result.content.startsWith('x'.repeat(100)));
+  t.regex(result.content, /… \[truncated 4900 characters\]$/);
+  t.is(r.turns[0]!.observation, result.content);
+});
+
+test('several calls in one turn run in order and each gets its result', async (t) => {
+  const r = await play([call('echo', { text: 'one' }) + call('boom') + call('echo', { text: 'two' }), '<answer>42</answer>']);
+  t.deepEqual(r.turns[0]!.results.map((x) => x.ok), [true, false, true]);
+  t.regex(r.turns[0]!.observation!, /\[1\] echo: one\n\[2\] boom: Error: boom failed: kaboom\n\[3\] echo: two/);
+});
+
+test('a policy that fails ends the episode with reason error, and the record says why', async (t) => {
+  const policy: Policy = {
+    id: 'p',
+    version: '1',
+    act: async () => {
+      throw new Error('policy server down');
+    },
+  };
+  const r = await play(policy);
+  t.is(r.endReason, 'error');
+  t.is(r.status, 'error');
+  t.is(r.error, 'policy server down');
+});
+
+test('stochastic tools draw from the episode world stream: same seed same world, other seed other world', async (t) => {
+  const scenario = toyScenario({ maxTurns: 8 });
+  const roll = (seed: number) => runEpisode({ scenario, task, policy: scripted([call('roll')]), seed });
+  const rolls = async (seed: number) => (await roll(seed)).turns.map((x) => x.observation).join(',');
+  t.is(await rolls(1), await rolls(1));
+  t.not(await rolls(1), await rolls(2));
+});
