@@ -80,10 +80,6 @@ export interface TrainResult {
   lastStep: number;
 }
 
-// rollout() (src/rollout/rollout.ts) spins forever when onRecord is absent: `onRecord?.(records[emitted++])`
-// skips the increment along with the call. Always passing one sidesteps it.
-const noop = () => {};
-
 const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
 
 /** Mean of every numeric outcome metric over the records (em, f1, …). */
@@ -127,7 +123,6 @@ async function evaluate(opts: TrainOptions, step: number): Promise<EvalMetrics> 
     seed: deriveSeed(config.seed, 'eval'),
     concurrency: config.concurrency,
     config: opts.episode,
-    onRecord: noop,
   });
   return {
     kind: 'eval',
@@ -209,7 +204,6 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         indexOffset: s * episodesPerStep,
         concurrency: config.concurrency,
         config: opts.episode,
-        onRecord: noop,
       });
       const t1 = performance.now();
       const { sequences, skipped } = buildTrajectories(records);

@@ -1,0 +1,206 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { InvalidArgumentError, type Command } from 'commander';
+import cliProgress from 'cli-progress';
+import { initBackend } from '../../policy/tfjs/backend.ts';
+import { resolvePolicy } from '../../policy/resolve.ts';
+import { ALGORITHMS, resolveConfig, type TrainConfig } from '../../rl/config.ts';
+import { TrainingError } from '../../rl/errors.ts';
+import { KL_ESTIMATORS } from '../../rl/kl.ts';
+import { readLatest } from '../../rl/run-dir.ts';
+import { GptTrainable } from '../../rl/tfjs-trainable.ts';
+import { train, type EvalMetrics, type StepMetrics } from '../../rl/trainer.ts';
+import { sftWarmStart } from '../../rl/warm-start.ts';
+import { integer, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+
+interface TrainFlags {
+  scenario: string;
+  algo: string;
+  out: string;
+  init?: string;
+  resume?: boolean;
+  seed: number;
+  steps?: number;
+  tasksPerStep?: number;
+  group?: number;
+  epochs?: number;
+  minibatch?: number;
+  lr?: number;
+  klMode?: 'none' | 'reward' | 'loss';
+  klCoef?: number;
+  klEstimator?: 'k1' | 'k2' | 'k3';
+  entropyCoef?: number;
+  temperature?: number;
+  evalEvery?: number;
+  evalEpisodes?: number;
+  checkpointEvery?: number;
+  demoPolicy: string;
+  demoEpisodes: number;
+  sftSteps: number;
+  dModel: number;
+  layers: number;
+  context: number;
+  vocab: number;
+  backend?: string;
+  data?: string;
+  json?: boolean;
+}
+
+function number(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n)) throw new InvalidArgumentError('expected a number');
+  return n;
+}
+
+const f3 = (x: number | null | undefined) => (x === null || x === undefined ? '-' : x.toFixed(3));
+
+/**
+ * The model to train: a checkpoint (`--init ckpt:DIR`), the run's own latest checkpoint or warm
+ * start on `--resume`, or a fresh SFT warm start on demonstrations (saved to OUT/warm-start).
+ */
+async function initialModel(flags: TrainFlags, scenario: Awaited<ReturnType<typeof scenarioFromFlags>>, log: (s: string) => void) {
+  if (flags.init) {
+    if (!flags.init.startsWith('ckpt:')) throw new TrainingError(`--init must be ckpt:DIR, got "${flags.init}"`);
+    return { model: await GptTrainable.fromCheckpoint(flags.init.slice(5)), init: flags.init };
+  }
+  const warm = join(flags.out, 'warm-start');
+  if (flags.resume) {
+    const latest = await readLatest(flags.out);
+    if (latest) return { model: await GptTrainable.fromCheckpoint(join(flags.out, latest.dir, 'policy')), init: `warm-start:${flags.demoPolicy}` };
+    if (existsSync(join(warm, 'model.json'))) return { model: await GptTrainable.fromCheckpoint(warm), init: `warm-start:${flags.demoPolicy}` };
+  }
+  const demoPolicy = await resolvePolicy(flags.demoPolicy, scenario, flags.seed);
+  log(`warm start: SFT on ${flags.demoEpisodes} ${flags.demoPolicy} demonstrations, ${flags.sftSteps} steps`);
+  const bar = new cliProgress.SingleBar(
+    { stream: process.stderr, format: 'sft {bar} {value}/{total} | loss {loss} | {tps} tok/s | ETA {eta}s', hideCursor: false },
+    cliProgress.Presets.shades_classic,
+  );
+  bar.start(flags.sftSteps, 0, { loss: '-', tps: '-' });
+  const ws = await sftWarmStart({
+    scenario,
+    demoPolicy,
+    episodes: flags.demoEpisodes,
+    seed: flags.seed,
+    steps: flags.sftSteps,
+    vocabSize: flags.vocab,
+    model: { dModel: flags.dModel, nLayers: flags.layers, contextLength: flags.context },
+    onStep: (s) => bar.update(s.step, { loss: s.loss.toFixed(3), tps: s.tokensPerS.toFixed(0) }),
+  });
+  bar.stop();
+  await ws.trainable.save(warm);
+  log(`warm start: ${ws.parameters} parameters, ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% successful), loss ${ws.finalLoss.toFixed(3)}, ${ws.seconds.toFixed(0)} s → ${warm}`);
+  return { model: ws.trainable, init: `warm-start:${flags.demoPolicy}` };
+}
+
+export async function runTrainCommand(flags: TrainFlags): Promise<{ steps: StepMetrics[]; evals: EvalMetrics[]; finalDir: string }> {
+  const log = (s: string) => process.stderr.write(s + '\n');
+  const info = await initBackend(flags.backend);
+  log(`backend: ${info.name} (${info.reason})`);
+  const scenario = await scenarioFromFlags(flags);
+  const config: TrainConfig = resolveConfig({
+    algo: flags.algo,
+    seed: flags.seed,
+    steps: flags.steps,
+    tasksPerStep: flags.tasksPerStep,
+    group: flags.group,
+    epochs: flags.epochs,
+    minibatch: flags.minibatch,
+    lr: flags.lr,
+    klMode: flags.klMode,
+    klCoef: flags.klCoef,
+    klEstimator: flags.klEstimator,
+    entropyCoef: flags.entropyCoef,
+    temperature: flags.temperature,
+    evalEvery: flags.evalEvery,
+    evalEpisodes: flags.evalEpisodes,
+    checkpointEvery: flags.checkpointEvery,
+  });
+  const { model, init } = await initialModel(flags, scenario, log);
+  const bar = new cliProgress.SingleBar(
+    {
+      stream: process.stderr,
+      format: `${config.algo} {bar} {value}/{total} | reward {reward} | EM {em} | KL {kl} | {tps} tok/s | ETA {eta}s`,
+      hideCursor: false,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  const controller = new AbortController();
+  const onSigint = () => controller.abort();
+  process.once('SIGINT', onSigint);
+  const startStep = flags.resume ? ((await readLatest(flags.out))?.step ?? 0) : 0;
+  bar.start(config.steps, startStep, { reward: '-', em: '-', kl: '-', tps: '-' });
+  try {
+    const result = await train({
+      scenario,
+      model,
+      config,
+      outDir: flags.out,
+      resume: flags.resume,
+      init,
+      signal: controller.signal,
+      onStep: (m) =>
+        bar.update(m.step, {
+          reward: f3(m.reward),
+          em: f3(m.outcome.em ?? m.success),
+          kl: f3(m.kl),
+          tps: m.time.tokensPerS.toFixed(0),
+        }),
+      onEval: (e) => bar.update({ em: `${f3(e.outcome.em ?? e.success)} (${e.split})` }),
+    });
+    return result;
+  } finally {
+    bar.stop();
+    process.off('SIGINT', onSigint);
+  }
+}
+
+export function register(program: Command): void {
+  program
+    .command('train')
+    .description('RL-train a tfjs policy on a scenario (SFT warm start or --init ckpt:DIR, then PPO/GRPO/REINFORCE++/RLOO)')
+    .requiredOption('--scenario <name>', 'scenario name or folder')
+    .requiredOption('--algo <algo>', `algorithm: ${ALGORITHMS.join(', ')}`)
+    .requiredOption('--out <dir>', 'run directory (metrics.jsonl, episodes.jsonl, checkpoints/, final/)')
+    .option('--init <ckpt:DIR>', 'start from this checkpoint instead of an SFT warm start')
+    .option('--resume', 'continue the run in --out exactly where its last checkpoint left it')
+    .option('--seed <n>', 'run seed', integer, 1)
+    .option('--steps <n>', 'RL steps (rollout batches)', positiveInt)
+    .option('--tasks-per-step <n>', 'tasks per rollout batch', positiveInt)
+    .option('--group <g>', 'samples per task', positiveInt)
+    .option('--epochs <n>', 'passes over each rollout batch', positiveInt)
+    .option('--minibatch <n>', 'sequences per optimizer step', positiveInt)
+    .option('--lr <x>', 'learning rate', number)
+    .option('--kl-mode <mode>', 'KL to the initial policy: none, reward or loss')
+    .option('--kl-coef <x>', 'KL coefficient', number)
+    .option('--kl-estimator <k>', `KL estimator: ${KL_ESTIMATORS.join(', ')}`)
+    .option('--entropy-coef <x>', 'entropy bonus coefficient', number)
+    .option('--temperature <x>', 'sampling temperature of rollouts', number)
+    .option('--eval-every <k>', 'eval on dev every k steps (0: only at the end)', integer)
+    .option('--eval-episodes <n>', 'dev episodes per eval', positiveInt)
+    .option('--checkpoint-every <k>', 'checkpoint every k steps', positiveInt)
+    .option('--demo-policy <name>', 'warm start: the demonstration policy', 'noisy-expert')
+    .option('--demo-episodes <n>', 'warm start: demonstrations', positiveInt, 600)
+    .option('--sft-steps <n>', 'warm start: SFT steps', positiveInt, 120)
+    .option('--d-model <n>', 'warm start: model width', positiveInt, 96)
+    .option('--layers <n>', 'warm start: transformer layers', positiveInt, 2)
+    .option('--context <n>', 'warm start: context length', positiveInt, 768)
+    .option('--vocab <n>', 'warm start: tokenizer vocabulary', positiveInt, 768)
+    .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
+    .option('--data <path>', 'dataset file, for the dataset scenarios')
+    .option('--json', 'print the last step and eval as JSON on the last stdout line')
+    .action(async (flags: TrainFlags) => {
+      const result = await runTrainCommand(flags);
+      const last = result.steps.at(-1);
+      const lastEval = result.evals.at(-1);
+      if (flags.json) printJson({ out: flags.out, lastStep: last ?? null, lastEval: lastEval ?? null, final: result.finalDir });
+      else {
+        const lines = [
+          `steps ${result.steps.length ? `${result.steps[0]!.step}-${last!.step}` : 'none'}; reward ${f3(result.steps[0]?.reward)} → ${f3(last?.reward)}`,
+          ...(lastEval ? [`dev (step ${lastEval.step}): EM ${f3(lastEval.outcome.em ?? lastEval.success)}, reward ${f3(lastEval.reward)}`] : []),
+          `metrics: ${join(flags.out, 'metrics.jsonl')}`,
+          `policy: ckpt:${result.finalDir}`,
+        ];
+        process.stdout.write(lines.join('\n') + '\n');
+      }
+    });
+}

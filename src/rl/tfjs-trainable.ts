@@ -1,0 +1,134 @@
+import * as tf from '@tensorflow/tfjs';
+import type { Json } from '../core/types.ts';
+import type { Policy } from '../policy/policy.ts';
+import { contentHash, loadCheckpoint, saveCheckpoint } from '../policy/tfjs/checkpoint.ts';
+import { GPTModel } from '../policy/tfjs/model.ts';
+import { padBatch, scoreSequences } from '../policy/tfjs/score.ts';
+import { TfjsPolicy } from '../policy/tfjs/tfjs-policy.ts';
+import type { Tokenizer } from '../policy/tfjs/tokenizer.ts';
+import { batchingPolicy } from './batching-policy.ts';
+import { TrainingError } from './errors.ts';
+import type { SamplingOptions, ScoreOutput, ScoreRequest, TrainablePolicy } from './trainable.ts';
+
+/**
+ * The tfjs GPT policy (src/policy/tfjs) as the trainer's TrainablePolicy. Its version is the same
+ * content hash a checkpoint of these weights gets, so a record's policy version names the
+ * checkpoint that can replay it.
+ */
+export class GptTrainable implements TrainablePolicy {
+  readonly maxLength: number;
+  readonly hasValueHead = true;
+  private hash = '';
+  private readonly policies = new Map<string, { inner: TfjsPolicy; outer: Policy }>();
+
+  constructor(
+    readonly model: GPTModel,
+    readonly tokenizer: Tokenizer,
+    readonly options: { id?: string; meta?: { [key: string]: Json }; scoreTemperature?: number; maxBatch?: number } = {},
+  ) {
+    this.maxLength = model.config.contextLength;
+    this.weightsChanged();
+  }
+
+  /** Loads a checkpoint directory (`--init ckpt:DIR`). */
+  static async fromCheckpoint(dir: string, options: { id?: string } = {}): Promise<GptTrainable> {
+    const ckpt = await loadCheckpoint(dir);
+    return new GptTrainable(ckpt.model, ckpt.tokenizer, { id: options.id, meta: ckpt.meta });
+  }
+
+  get variables(): tf.Variable[] {
+    return this.model.trainableVariables;
+  }
+
+  score(req: ScoreRequest): ScoreOutput {
+    const { tokens } = padBatch(req.tokens, this.tokenizer.pad, undefined, req.length);
+    try {
+      const out = scoreSequences(this.model, { tokens }, { temperature: this.options.scoreTemperature });
+      if (!req.values) out.values.dispose();
+      if (!req.entropy) out.entropy.dispose();
+      return {
+        logprobs: out.logprobs,
+        ...(req.values ? { values: out.values } : {}),
+        ...(req.entropy ? { entropy: out.entropy } : {}),
+      };
+    } finally {
+      tokens.dispose();
+    }
+  }
+
+  policy(sampling: SamplingOptions): Policy {
+    const key = `${this.hash}:${sampling.temperature}:${sampling.topK ?? 0}:${sampling.topP ?? 1}`;
+    let p = this.policies.get(key);
+    if (!p) {
+      const inner = new TfjsPolicy({
+        id: this.options.id ?? 'rl',
+        version: this.hash,
+        model: this.model,
+        tokenizer: this.tokenizer,
+        sampling: { temperature: sampling.temperature, topK: sampling.topK, topP: sampling.topP },
+      });
+      p = { inner, outer: batchingPolicy(inner, this.options.maxBatch ?? 64) };
+      this.policies.set(key, p);
+    }
+    return p.outer;
+  }
+
+  weightsChanged(): void {
+    // Same bytes and order as saveCheckpoint's encodeWeights (float32, namedWeights order).
+    const parts = this.model.namedWeights().map(([, v]) => {
+      if (v.dtype !== 'float32') throw new TrainingError(`weight ${v.name} is ${v.dtype}; expected float32`);
+      const d = v.dataSync() as Float32Array;
+      return new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+    });
+    const bytes = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+    let at = 0;
+    for (const p of parts) {
+      bytes.set(p, at);
+      at += p.byteLength;
+    }
+    this.hash = contentHash(this.model.config, this.tokenizer.toJSON(), bytes);
+    // Old policies hold KV caches computed with the old weights.
+    for (const p of this.policies.values()) p.inner.clearCache();
+    this.policies.clear();
+  }
+
+  version(): string {
+    return this.hash;
+  }
+
+  async save(dir: string): Promise<void> {
+    const hash = await saveCheckpoint(dir, this.model, this.tokenizer, { ...(this.options.meta ?? {}) });
+    if (hash !== this.hash) throw new TrainingError(`checkpoint hash ${hash.slice(0, 12)} differs from the policy version ${this.hash.slice(0, 12)}`);
+  }
+
+  async load(dir: string): Promise<void> {
+    const ckpt = await loadCheckpoint(dir);
+    try {
+      const mine = this.model.namedWeights();
+      const theirs = ckpt.model.namedWeights();
+      if (mine.length !== theirs.length) throw new TrainingError(`checkpoint ${dir} has another architecture`);
+      mine.forEach(([name, v], i) => {
+        const [otherName, w] = theirs[i]!;
+        if (name !== otherName || v.shape.join(',') !== w.shape.join(',')) {
+          throw new TrainingError(`checkpoint ${dir}: weight ${otherName} [${w.shape}] does not fit ${name} [${v.shape}]`);
+        }
+        v.assign(w);
+      });
+    } finally {
+      ckpt.model.dispose();
+    }
+    this.weightsChanged();
+  }
+
+  async freeze() {
+    const weights = new Map<string, tf.Tensor>(this.model.namedWeights().map(([name, v]) => [name, v.clone()]));
+    const frozen = new GPTModel(this.model.config, 0, weights);
+    for (const t of weights.values()) t.dispose();
+    const copy = new GptTrainable(frozen, this.tokenizer, this.options);
+    return {
+      maxLength: copy.maxLength,
+      score: (r: ScoreRequest) => copy.score(r),
+      dispose: () => frozen.dispose(),
+    };
+  }
+}
