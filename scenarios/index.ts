@@ -6,5 +6,10 @@ import type { ScenarioDefinition } from '../src/scenario/scenario.ts';
  */
 export const builtinScenarios: { [name: string]: () => Promise<{ default: ScenarioDefinition }> } = {
   calculator: () => import('./calculator/index.ts'),
+  'multihop-qa': () => import('./multihop-qa/index.ts'),
+  hotpotqa: () => import('./hotpotqa/index.ts'),
+  '2wiki': () => import('./2wiki/index.ts'),
+  musique: () => import('./musique/index.ts'),
   'support-desk': () => import('./support-desk/index.ts'),
+  gridworld: () => import('./gridworld/index.ts'),
 };

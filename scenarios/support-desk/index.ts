@@ -26,7 +26,7 @@ function summarize(records: readonly EpisodeRecord[]) {
   };
 }
 
-export default defineScenario({
+const scenario: Scenario<Task, DeskState> = {
   id: 'support-desk',
   version: '1',
   description:
@@ -41,4 +41,6 @@ export default defineScenario({
   worldMachine: orderMachine,
   episode: { maxTurns: 10, maxTokensPerTurn: 256, maxTotalTokens: 4096 },
   summarize,
-} satisfies Scenario<Task, DeskState>);
+};
+
+export default defineScenario(scenario);

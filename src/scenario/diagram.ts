@@ -22,7 +22,14 @@ export function machineToMermaid(machine: AnyStateMachine): string {
       transitionsByBlock.set(block, list);
     }
   }
-  emitChildren(root, '  ', lines, transitionsByBlock);
+  if (root.type === 'parallel') {
+    // Mermaid draws concurrent regions only inside a composite state: wrap them in the machine.
+    lines.push(`  state ${machine.id.replace(/[^A-Za-z0-9_]/g, '_')} {`);
+    emitChildren(root, '    ', lines, transitionsByBlock);
+    lines.push('  }');
+  } else {
+    emitChildren(root, '  ', lines, transitionsByBlock);
+  }
   return lines.join('\n') + '\n';
 }
 
@@ -96,10 +103,21 @@ function shortActorId(id: string): string {
   return /^\d+$/.test(parts[0] ?? '') ? parts[parts.length - 1]! : id;
 }
 
+/** A guard in words: named guards by name, xstate's and/or/not/stateIn spelled out. */
 function guardName(guard: unknown): string | undefined {
   if (guard === undefined || guard === null) return undefined;
   if (typeof guard === 'string') return guard;
-  if (typeof guard === 'function') return guard.name && guard.name !== 'guard' ? guard.name : 'guard';
+  if (typeof guard === 'function') {
+    const g = guard as { name: string; guards?: unknown[]; stateValue?: unknown };
+    if (g.name === 'stateIn' && g.stateValue !== undefined) {
+      // '#machine.a.b' → 'in a.b' ('#' would start an entity code in Mermaid).
+      const target = typeof g.stateValue === 'string' ? g.stateValue.replace(/^#[^.]*\./, '') : JSON.stringify(g.stateValue);
+      return `in ${target}`;
+    }
+    if ((g.name === 'and' || g.name === 'or') && Array.isArray(g.guards)) return g.guards.map(guardName).join(` ${g.name} `);
+    if (g.name === 'not' && Array.isArray(g.guards)) return `not ${guardName(g.guards[0])}`;
+    return g.name && g.name !== 'guard' ? g.name : 'guard';
+  }
   if (typeof guard === 'object' && 'type' in guard && typeof (guard as { type: unknown }).type === 'string') {
     return (guard as { type: string }).type;
   }

@@ -1,0 +1,65 @@
+import type { Json, StepResult, Task, ToolResult } from '../../src/core/types.ts';
+import type { ToolEnv } from '../../src/env/tool-env.ts';
+import { formatInvalidAction, toolsSystemPrompt } from '../../src/env/observation.ts';
+import { effectsOf, syncEffects, withoutEffects } from '../../src/scenario/effects.ts';
+import { applyGridEffect, createGridState, view, type GridEffect, type GridState } from './world.ts';
+
+/** Process rewards for progress: the key picked up, the door opened (each happens once). */
+export const GRID_REWARDS = { key: 0.2, door: 0.2, invalidAction: -0.1, failedCall: -0.05, escaped: 1 };
+
+const INSTRUCTIONS =
+  'You explore a grid dungeon with tools. Each turn, call one tool. The game ends when you reach the exit or fall into a pit.';
+
+function render(result: ToolResult): string {
+  if (!result.ok) return `[${result.name}] error: ${result.content}`;
+  return `[${result.name}] ${result.data !== undefined && !result.truncated ? JSON.stringify(withoutEffects(result.data)) : result.content}`;
+}
+
+/** The world transitions a turn's results carry, as events. */
+function eventsOf(results: readonly ToolResult[]) {
+  return results.flatMap((r) => effectsOf(r).map((e) => (e as unknown as GridEffect).event));
+}
+
+export const gridEnv: ToolEnv<Task, GridState> = {
+  init: (task) => createGridState(task),
+  dispose: (state) => {
+    state.world.stop();
+  },
+  prompt: (task, tools) => [
+    { role: 'system', content: toolsSystemPrompt(INSTRUCTIONS, tools) },
+    { role: 'user', content: task.question },
+  ],
+  step: ({ state, action, results }): StepResult => {
+    // In replay the tools did not run: send the recorded events to the world machine.
+    syncEffects<GridEffect & { seq: number }>(state, results, (e) => applyGridEffect(state, e));
+    const v = view(state);
+    const done = v.fell || v.escaped;
+    if (action.kind === 'answer') return { observation: null, reward: 0, done: true };
+    if (action.kind === 'invalid') return { observation: formatInvalidAction(action), reward: GRID_REWARDS.invalidAction, done };
+    const events = eventsOf(results);
+    const key = events.some((e) => e.type === 'PICK_UP');
+    const door = events.some((e) => e.type === 'UNLOCK' && e.success);
+    const failed = results.filter((r) => !r.ok).length;
+    const reward = (key ? GRID_REWARDS.key : 0) + (door ? GRID_REWARDS.door : 0) + failed * GRID_REWARDS.failedCall;
+    const info: { [key: string]: Json } = { position: v.position };
+    if (key) info['key'] = true;
+    if (door) info['door'] = true;
+    if (v.fell) info['fell'] = true;
+    if (v.escaped) info['escaped'] = true;
+    return { observation: results.map(render).join('\n'), reward: Math.round(reward * 1e6) / 1e6, done, info };
+  },
+  outcome: ({ state }) => {
+    const v = view(state);
+    return {
+      reward: v.escaped ? GRID_REWARDS.escaped : 0,
+      success: v.escaped,
+      metrics: {
+        escaped: Number(v.escaped),
+        fell: Number(v.fell),
+        key: Number(v.has_key),
+        door: Number(v.door_open),
+        moves: state.world.getSnapshot().context.moves,
+      },
+    };
+  },
+};
