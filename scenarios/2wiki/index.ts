@@ -1,0 +1,5 @@
+import { defineScenario } from '../../src/scenario/scenario.ts';
+import { createDatasetScenario } from '../qa-datasets/scenario.ts';
+
+/** The 2wiki dataset as a scenario; options: data (the dataset file, required), split (default test), rewards. */
+export default defineScenario((options: { [key: string]: string }) => createDatasetScenario('2wiki', options));

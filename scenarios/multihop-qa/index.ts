@@ -1,0 +1,90 @@
+import { z } from 'zod';
+import { UnknownNameError } from '../../src/core/errors.ts';
+import { defineScenario, type Scenario } from '../../src/scenario/scenario.ts';
+import { createQaEnv, parseRewardOption, type QaTask } from './env.ts';
+import { DEFAULT_NOISY_RATES, qaPolicies } from './policies.ts';
+import { sampleTasks, WORLD_SPLITS, worldTasks, type WorldTasks } from './questions.ts';
+import { createCorpus, type SearchCorpus } from './search.ts';
+import { searchTool, type QaState } from './search-tool.ts';
+import { summarizeQa } from './summarize.ts';
+import { generateWorld, WORLD_SIZES, type World } from './world.ts';
+
+export const MULTIHOP_QA_VERSION = '1.0.0';
+
+/** Scenario options (all strings, as the CLI passes them). */
+const optionsSchema = z
+  .object({
+    seed: z.string().regex(/^-?\d+$/, 'seed must be an integer').default('1'),
+    size: z.enum(Object.keys(WORLD_SIZES) as [string, ...string[]]).default('small'),
+    /** JSON object overriding reward weights, e.g. {"goldDocument":0.2}. */
+    rewards: z.string().optional(),
+    /** Per-episode error rates of the noisy-expert policy. */
+    noisyEarly: z.string().regex(/^(0(\.\d+)?|1(\.0+)?)$/, 'a probability in [0, 1]').optional(),
+    noisyDistractor: z.string().regex(/^(0(\.\d+)?|1(\.0+)?)$/, 'a probability in [0, 1]').optional(),
+  })
+  .strict();
+
+export interface WorldBundle {
+  world: World;
+  corpus: SearchCorpus;
+  tasks: WorldTasks;
+}
+
+// Worker threads load the scenario themselves; generating a world takes milliseconds, but keep one
+// per (seed, size) per thread.
+const bundles = new Map<string, WorldBundle>();
+
+export function loadWorld(seed: number, size: string): WorldBundle {
+  const key = `${seed}|${size}`;
+  let bundle = bundles.get(key);
+  if (!bundle) {
+    const world = generateWorld(seed, size);
+    bundle = { world, corpus: createCorpus(`world:${world.hash}`, world.documents), tasks: worldTasks(world) };
+    bundles.set(key, bundle);
+  }
+  return bundle;
+}
+
+/**
+ * The generated multi-hop QA world: encyclopedia documents about people, films, novels, companies,
+ * cities and countries, searched with BM25, with HotpotQA/2Wiki-style questions in train/dev/test
+ * and MuSiQue-style 3-4 hop chains in ood.
+ */
+export function createMultihopQaScenario(options: { [key: string]: string } = {}): Scenario<QaTask, QaState> {
+  const parsed = optionsSchema.safeParse(options);
+  if (!parsed.success) throw new Error(`multihop-qa options: ${z.prettifyError(parsed.error)}`);
+  const opts = parsed.data;
+  const seed = Number(opts.seed);
+  const { world, corpus, tasks } = loadWorld(seed, opts.size);
+  const corpusFor = () => corpus;
+  const rates = {
+    early: opts.noisyEarly === undefined ? DEFAULT_NOISY_RATES.early : Number(opts.noisyEarly),
+    distractor: opts.noisyDistractor === undefined ? DEFAULT_NOISY_RATES.distractor : Number(opts.noisyDistractor),
+  };
+  const recorded: { [key: string]: string } = { seed: opts.seed, size: opts.size };
+  if (opts.rewards !== undefined) recorded.rewards = opts.rewards;
+  if (opts.noisyEarly !== undefined) recorded.noisyEarly = opts.noisyEarly;
+  if (opts.noisyDistractor !== undefined) recorded.noisyDistractor = opts.noisyDistractor;
+  const counts = WORLD_SPLITS.map((s) => `${s} ${tasks[s].length}`).join(', ');
+  return {
+    id: 'multihop-qa',
+    // the world's content hash is part of the version: records say exactly which world they saw
+    version: `${MULTIHOP_QA_VERSION}+world.${world.hash}`,
+    description:
+      `Multi-hop QA over a generated encyclopedia (seed ${seed}, size ${opts.size}: ${world.entities.length} documents, ` +
+      `world hash ${world.hash}; tasks: ${counts}). One tool: BM25 search.`,
+    splits: WORLD_SPLITS,
+    options: recorded,
+    tasks({ split, seed: taskSeed, count }) {
+      if (!(WORLD_SPLITS as readonly string[]).includes(split)) throw new UnknownNameError('split', split, WORLD_SPLITS);
+      return sampleTasks(tasks[split as keyof WorldTasks], taskSeed, count, `multihop-qa:${split}`);
+    },
+    tools: [searchTool],
+    env: createQaEnv({ corpusFor, rewards: parseRewardOption(opts.rewards) }),
+    policies: qaPolicies(corpusFor, rates),
+    episode: { maxTurns: 8 },
+    summarize: summarizeQa,
+  };
+}
+
+export default defineScenario((options: { [key: string]: string }) => createMultihopQaScenario(options));

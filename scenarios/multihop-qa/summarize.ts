@@ -1,0 +1,55 @@
+import type { EpisodeRecord } from '../../src/core/types.ts';
+
+export type QaTypeStats = {
+  n: number;
+  em: number;
+  f1: number;
+  meanTurns: number;
+  meanReward: number;
+};
+
+export type QaSummary = {
+  em: number;
+  f1: number;
+  byType: { [type: string]: QaTypeStats };
+};
+
+function stats(records: readonly EpisodeRecord[]): QaTypeStats {
+  const n = records.length;
+  const mean = (f: (r: EpisodeRecord) => number) => (n === 0 ? 0 : records.reduce((a, r) => a + f(r), 0) / n);
+  return {
+    n,
+    em: mean((r) => r.outcome.metrics?.em ?? 0),
+    f1: mean((r) => r.outcome.metrics?.f1 ?? 0),
+    meanTurns: mean((r) => r.turns.length),
+    meanReward: mean((r) => r.totalReward),
+  };
+}
+
+/** EM and F1 over all records and per question type (records without a type count as "other"). */
+export function summarizeQa(records: readonly EpisodeRecord[]): QaSummary {
+  const groups = new Map<string, EpisodeRecord[]>();
+  for (const r of records) {
+    const type = r.task.type ?? 'other';
+    if (!groups.has(type)) groups.set(type, []);
+    groups.get(type)!.push(r);
+  }
+  const byType: { [type: string]: QaTypeStats } = {};
+  for (const type of [...groups.keys()].sort()) byType[type] = stats(groups.get(type)!);
+  const all = stats(records);
+  return { em: all.em, f1: all.f1, byType };
+}
+
+/** A fixed-width table, one row per type and then "all" (the CLI's formatSummary prints byType itself). */
+export function formatQaTable(all: QaTypeStats, byType: { [type: string]: QaTypeStats }): string[] {
+  const rows = [...Object.entries(byType), ['all', all] as const];
+  const width = Math.max(4, ...rows.map(([t]) => t.length));
+  const line = (t: string, n: string, em: string, f1: string, turns: string, reward: string) =>
+    `${t.padEnd(width)}  ${n.padStart(5)}  ${em.padStart(6)}  ${f1.padStart(6)}  ${turns.padStart(6)}  ${reward.padStart(7)}`;
+  return [
+    line('type', 'n', 'EM', 'F1', 'turns', 'reward'),
+    ...rows.map(([t, s]) =>
+      line(t, String(s.n), s.em.toFixed(3), s.f1.toFixed(3), s.meanTurns.toFixed(2), s.meanReward.toFixed(3)),
+    ),
+  ];
+}
