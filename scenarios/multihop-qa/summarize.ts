@@ -4,8 +4,10 @@ export type QaTypeStats = {
   n: number;
   em: number;
   f1: number;
-  meanTurns: number;
-  meanReward: number;
+  /** Mean turns per episode (short names: the CLI prints these as columns). */
+  turns: number;
+  /** Mean total reward per episode. */
+  reward: number;
 };
 
 export type QaSummary = {
@@ -21,8 +23,8 @@ function stats(records: readonly EpisodeRecord[]): QaTypeStats {
     n,
     em: mean((r) => r.outcome.metrics?.em ?? 0),
     f1: mean((r) => r.outcome.metrics?.f1 ?? 0),
-    meanTurns: mean((r) => r.turns.length),
-    meanReward: mean((r) => r.totalReward),
+    turns: mean((r) => r.turns.length),
+    reward: mean((r) => r.totalReward),
   };
 }
 
@@ -49,7 +51,7 @@ export function formatQaTable(all: QaTypeStats, byType: { [type: string]: QaType
   return [
     line('type', 'n', 'EM', 'F1', 'turns', 'reward'),
     ...rows.map(([t, s]) =>
-      line(t, String(s.n), s.em.toFixed(3), s.f1.toFixed(3), s.meanTurns.toFixed(2), s.meanReward.toFixed(3)),
+      line(t, String(s.n), s.em.toFixed(3), s.f1.toFixed(3), s.turns.toFixed(2), s.reward.toFixed(3)),
     ),
   ];
 }
