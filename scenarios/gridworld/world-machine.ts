@@ -30,11 +30,27 @@ function destination(context: GridContext, direction: Direction, doorOpen: boole
 
 const alive = stateIn('#grid.agent.exploring');
 
+/**
+ * The world a machine started without input runs in (as `scenario check` and the viewer start it):
+ * a two-room dungeon with the key, the door and the exit in a row.
+ */
+export const DEMO_LAYOUT: Layout = {
+  width: 7,
+  height: 3,
+  rows: ['#######', '#.KD.G#', '#######'],
+  start: { x: 1, y: 1 },
+  key: { x: 2, y: 1 },
+  door: { x: 3, y: 1 },
+  goal: { x: 5, y: 1 },
+  slip: 0,
+  unlock: 1,
+};
+
 export const gridMachine = setup({
   types: {
     context: {} as GridContext,
     events: {} as GridEvent,
-    input: {} as { layout: Layout },
+    input: {} as { layout?: Layout } | undefined,
   },
   actions: {
     moveWithDoorLocked: assign(({ context, event }) =>
@@ -56,7 +72,10 @@ export const gridMachine = setup({
 }).createMachine({
   id: 'grid',
   type: 'parallel',
-  context: ({ input }) => ({ layout: input.layout, position: input.layout.start, moves: 0 }),
+  context: ({ input }) => {
+    const layout = input?.layout ?? DEMO_LAYOUT;
+    return { layout, position: layout.start, moves: 0 };
+  },
   states: {
     agent: {
       initial: 'exploring',

@@ -8,6 +8,7 @@ import { register as registerReplay } from './commands/replay.ts';
 import { register as registerStart } from './commands/start.ts';
 import { register as registerSft } from './commands/sft.ts';
 import { register as registerTrain } from './commands/train.ts';
+import { register as registerScenarioCheck } from './commands/scenario-check.ts';
 
 const program = new Command('agent-r1')
   .description('Train, simulate, evaluate and replay LLM agents with multi-turn RL (the Agent-R1 formulation).')
@@ -15,7 +16,7 @@ const program = new Command('agent-r1')
   .showSuggestionAfterError()
   .exitOverride();
 
-for (const register of [registerStart, registerScenarios, registerRollout, registerEval, registerReplay, registerTrain, registerSft]) register(program);
+for (const register of [registerStart, registerScenarios, registerRollout, registerEval, registerReplay, registerTrain, registerSft, registerScenarioCheck]) register(program);
 
 // Every subcommand inherits the strictness: an unknown flag is an error, not silently ignored.
 for (const command of program.commands) command.exitOverride().showHelpAfterError();

@@ -1,0 +1,30 @@
+import type { Command } from 'commander';
+import { checkScenarioDir } from '../../scenario/check.ts';
+import { EXIT_USAGE, integer, positiveInt, printJson } from '../common.ts';
+
+/** `agent-r1 scenario check DIR`: every problem of a user's scenario folder; exit 2 when there is one. */
+export function register(program: Command): void {
+  const scenario = program.command('scenario').description('work with a scenario folder of your own');
+  scenario
+    .command('check')
+    .description('load DIR/index.ts and name every problem: missing or ill-typed exports, invalid tool schemas, a world machine that does not start, a reference policy that cannot finish an episode')
+    .argument('<dir>', 'the scenario folder (with an index.ts whose default export is the scenario)')
+    .option('--timeout <ms>', 'the most time one policy episode may take', positiveInt, 10_000)
+    .option('--seed <n>', 'seed of the tasks and episodes the check runs', integer, 0)
+    .option('--json', 'print {problems, checked} as JSON on the last line')
+    .exitOverride()
+    .showHelpAfterError()
+    .action(async (dir: string, flags: { timeout: number; seed: number; json?: boolean }) => {
+      const { problems, checked } = await checkScenarioDir(dir, { episodeTimeoutMs: flags.timeout, seed: flags.seed });
+      if (flags.json) {
+        printJson({ dir, ok: problems.length === 0, problems, checked });
+      } else {
+        const out = process.stdout;
+        out.write(problems.length === 0 ? `${dir}: no problems\n` : `${dir}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n`);
+        for (const p of problems) out.write(`  ✗ ${p.where} [${p.kind}]: ${p.message}\n`);
+        for (const c of checked) out.write(`  ✓ ${c}\n`);
+      }
+      // A policy that hung is still pending: exit now rather than wait on it.
+      process.exit(problems.length === 0 ? 0 : EXIT_USAGE);
+    });
+}
