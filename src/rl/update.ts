@@ -5,7 +5,7 @@ import { TrainingError } from './errors.ts';
 import type { AdamW } from './adamw.ts';
 import { ESTIMATOR_OF, type TrainConfig } from './config.ts';
 import { applyKlPenalty, klTensor } from './kl.ts';
-import { aggregateLoss, clipByGlobalNorm, clippedValueLoss, ppoPolicyLoss } from './losses.ts';
+import { aggregateLoss, clipByGlobalNorm, clippedValueLoss, maskedMean, policyGradientLoss, ppoPolicyLoss } from './losses.ts';
 import type { ScoreOutput, TrainablePolicy } from './trainable.ts';
 import type { TrainingSequence } from './trajectory.ts';
 
@@ -22,9 +22,9 @@ export interface UpdateMetrics {
   tooLong: number;
   policyLoss: number;
   valueLoss: number | null;
-  /** Mean KL(π ‖ ref) estimate over action tokens at rollout time (null without a reference). */
+  /** Mean KL(π ‖ ref) estimate over action tokens (null without a reference). */
   kl: number | null;
-  /** Mean entropy over action tokens at rollout time. */
+  /** Mean entropy of the policy over action tokens (first epoch's forward passes). */
   entropy: number;
   clipFraction: number;
   dualClipFraction: number;
@@ -112,6 +112,7 @@ export function updateOnBatch(
   config: TrainConfig,
   allSeqs: readonly TrainingSequence[],
   shuffleSeed: number,
+  options: { recomputeOld?: boolean } = {},
 ): UpdateMetrics {
   const seqs = allSeqs.filter((s) => s.tokens.length <= model.maxLength);
   const tooLong = allSeqs.length - seqs.length;
@@ -126,26 +127,31 @@ export function updateOnBatch(
   if (seqs.length === 0) return empty;
   const masks = seqs.map((s) => s.mask);
   const chunk = config.minibatch;
-  const old = scoreAll(model, seqs, chunk, { values: usePpoValue, entropy: true });
+  // One update on the whole batch, on-policy: the ratio is exactly 1 at that single step, so the
+  // PPO surrogate's gradient is the policy gradient −A·∇logπ and the separate "old log-prob"
+  // forward pass (verl's recompute) would only reproduce the current log-probs. Skip it.
+  const onPolicy =
+    !options.recomputeOld && config.epochs === 1 && seqs.length <= config.minibatch && !usePpoValue && config.klMode !== 'reward';
+  const old = onPolicy ? null : scoreAll(model, seqs, chunk, { values: usePpoValue, entropy: false });
   const useKl = config.klMode !== 'none' && config.klCoef > 0 && ref !== null;
   const refLp = useKl ? scoreAll({ ...ref, maxLength: model.maxLength }, seqs, chunk, {}).logprobs : null;
 
   // Token rewards, with the KL penalty folded in when it goes into the reward.
-  let klPerToken: number[][] | null = null;
+  let rewardKl: number[][] | null = null;
   const rewards = seqs.map((s, i) => {
-    if (!refLp) return s.rewards.slice();
-    const r = applyKlPenalty(s.rewards, old.logprobs[i]!, refLp[i]!, s.mask, config.klMode === 'reward' ? config.klCoef : 0, config.klEstimator);
-    (klPerToken ??= []).push(r.kl);
+    if (!refLp || config.klMode !== 'reward') return s.rewards.slice();
+    const r = applyKlPenalty(s.rewards, old!.logprobs[i]!, refLp[i]!, s.mask, config.klCoef, config.klEstimator);
+    (rewardKl ??= []).push(r.kl);
     return r.rewards;
   });
   const adv = computeAdvantages(
     ESTIMATOR_OF[config.algo],
-    seqs.map((s, i) => ({ rewards: rewards[i]!, mask: s.mask, group: s.group, ...(old.values ? { values: old.values[i]!.map((v, t) => (s.mask[t] ? v : 0)) } : {}) })),
+    seqs.map((s, i) => ({ rewards: rewards[i]!, mask: s.mask, group: s.group, ...(old?.values ? { values: old.values[i]!.map((v, t) => (s.mask[t] ? v : 0)) } : {}) })),
     { gamma: config.gamma, lambda: config.lambda, normByStd: config.normByStd },
   );
 
   const rng = createRng(shuffleSeed);
-  const stats = { pg: [] as number[], vf: [] as number[], clip: [] as number[], dual: [] as number[], akl: [] as number[], gn: [] as number[] };
+  const stats = { pg: [] as number[], vf: [] as number[], clip: [] as number[], dual: [] as number[], akl: [] as number[], gn: [] as number[], ent: [] as number[], kl: [] as number[] };
   let skipped = 0;
   for (let epoch = 0; epoch < config.epochs; epoch++) {
     const order = rng.shuffle(seqs.map((_, i) => i));
@@ -155,29 +161,37 @@ export function updateOnBatch(
       const length = padLength(rows, model.maxLength);
       const pick = (src: readonly (readonly number[])[]) => tf.tensor2d(padRows(idx.map((i) => src[i]!), length), [idx.length, length], 'float32');
       const mask = pick(masks);
-      const oldLp = pick(old.logprobs);
+      const oldLp = old ? pick(old.logprobs) : null;
       const advT = pick(adv.map((a) => a.advantages));
       const refT = refLp && config.klMode === 'loss' ? pick(refLp) : null;
       const retT = usePpoValue ? pick(adv.map((a) => a.returns!)) : null;
-      const oldV = usePpoValue ? pick(old.values!) : null;
-      const kept: tf.Scalar[] = [];
+      const oldV = usePpoValue ? pick(old!.values!) : null;
+      const metric: { [k: string]: tf.Scalar } = {};
       const { value, grads } = tf.variableGrads(() => {
-        const out = model.score({ tokens: rows, length, values: usePpoValue, entropy: config.entropyCoef > 0 });
-        const pg = ppoPolicyLoss(
-          { logprobs: out.logprobs, oldLogprobs: oldLp, advantages: advT, mask },
-          { clipLow: config.clipLow, clipHigh: config.clipHigh, dualClip: config.dualClip, aggregation: config.aggregation },
-        );
-        let loss: tf.Scalar = pg.loss;
-        kept.push(tf.keep(pg.loss), tf.keep(pg.clipFraction), tf.keep(pg.dualClipFraction), tf.keep(pg.approxKl));
-        if (config.entropyCoef > 0 && out.entropy) {
-          loss = tf.sub(loss, tf.mul(config.entropyCoef, aggregateLoss(out.entropy, mask, config.aggregation)));
+        const out = model.score({ tokens: rows, length, values: usePpoValue, entropy: true });
+        let loss: tf.Scalar;
+        if (oldLp) {
+          const pg = ppoPolicyLoss(
+            { logprobs: out.logprobs, oldLogprobs: oldLp, advantages: advT, mask },
+            { clipLow: config.clipLow, clipHigh: config.clipHigh, dualClip: config.dualClip, aggregation: config.aggregation },
+          );
+          loss = pg.loss;
+          Object.assign(metric, { pg: tf.keep(pg.loss), clip: tf.keep(pg.clipFraction), dual: tf.keep(pg.dualClipFraction), akl: tf.keep(pg.approxKl) });
+        } else {
+          loss = policyGradientLoss({ logprobs: out.logprobs, advantages: advT, mask }, config.aggregation);
+          // the PPO objective's value at ratio 1
+          metric.pg = tf.keep(aggregateLoss(tf.neg(advT), mask, config.aggregation));
         }
+        metric.ent = tf.keep(maskedMean(out.entropy!, mask));
+        if (config.entropyCoef > 0) loss = tf.sub(loss, tf.mul(config.entropyCoef, aggregateLoss(out.entropy!, mask, config.aggregation)));
         if (refT) {
-          loss = tf.add(loss, tf.mul(config.klCoef, aggregateLoss(klTensor(out.logprobs, refT, config.klEstimator), mask, config.aggregation)));
+          const kl = klTensor(out.logprobs, refT, config.klEstimator);
+          metric.kl = tf.keep(maskedMean(kl, mask));
+          loss = tf.add(loss, tf.mul(config.klCoef, aggregateLoss(kl, mask, config.aggregation)));
         }
         if (retT && oldV && out.values) {
           const vl = clippedValueLoss({ values: out.values, oldValues: oldV, returns: retT, mask }, { clipRange: config.valueClip, aggregation: config.aggregation });
-          kept.push(tf.keep(vl.loss));
+          metric.vf = tf.keep(vl.loss);
           loss = tf.add(loss, tf.mul(config.valueCoef, vl.loss));
         }
         return loss;
@@ -185,14 +199,16 @@ export function updateOnBatch(
       const clipped = clipByGlobalNorm(grads, config.maxGradNorm);
       if (Number.isFinite(clipped.norm)) optimizer.step(clipped.grads);
       else skipped++;
-      const [pgL, clipF, dualF, aklV, vfL] = kept.map((k) => k.dataSync()[0]!);
-      stats.pg.push(pgL!);
-      stats.clip.push(clipF!);
-      stats.dual.push(dualF!);
-      stats.akl.push(aklV!);
-      if (vfL !== undefined) stats.vf.push(vfL);
+      const read = (k: string) => (metric[k] ? metric[k]!.dataSync()[0]! : undefined);
+      stats.pg.push(read('pg')!);
+      stats.clip.push(read('clip') ?? 0);
+      stats.dual.push(read('dual') ?? 0);
+      stats.akl.push(read('akl') ?? 0);
+      if (epoch === 0) stats.ent.push(read('ent')!);
+      if (epoch === 0 && metric.kl) stats.kl.push(read('kl')!);
+      if (metric.vf) stats.vf.push(read('vf')!);
       stats.gn.push(clipped.norm);
-      tf.dispose([value, ...Object.values(clipped.grads), ...kept, mask, oldLp, advT, ...[refT, retT, oldV].filter((x): x is tf.Tensor2D => x !== null)]);
+      tf.dispose([value, ...Object.values(clipped.grads), ...Object.values(metric), mask, advT, ...[oldLp, refT, retT, oldV].filter((x): x is tf.Tensor2D => x !== null)]);
     }
   }
   model.weightsChanged();
@@ -203,8 +219,8 @@ export function updateOnBatch(
     tooLong,
     policyLoss: mean(stats.pg),
     valueLoss: usePpoValue ? mean(stats.vf) : null,
-    kl: klPerToken ? maskedMeanOf(klPerToken, masks) : null,
-    entropy: maskedMeanOf(old.entropy!, masks),
+    kl: rewardKl ? maskedMeanOf(rewardKl, masks) : stats.kl.length ? mean(stats.kl) : null,
+    entropy: mean(stats.ent),
     clipFraction: mean(stats.clip),
     dualClipFraction: mean(stats.dual),
     approxKl: mean(stats.akl),

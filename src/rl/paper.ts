@@ -1,0 +1,205 @@
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { deriveSeed } from '../core/rng.ts';
+import type { EpisodeRecord } from '../core/types.ts';
+import type { Policy } from '../policy/policy.ts';
+import { rollout } from '../rollout/rollout.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import { resolveConfig, type Algorithm, type TrainConfig } from './config.ts';
+import { writeFileAtomic } from './run-dir.ts';
+import { GptTrainable } from './tfjs-trainable.ts';
+import { train, type EvalMetrics, type StepMetrics } from './trainer.ts';
+import { sftWarmStart, type WarmStartOptions } from './warm-start.ts';
+
+/**
+ * The paper's comparison in miniature: Naive RAG (one retrieval, then read), Base Tool Call (the
+ * SFT warm start, no RL) and RL-trained agents, all evaluated greedily on the same `test` and `ood`
+ * episodes. Used by `npm start` and bench/paper-table.ts.
+ */
+
+export interface MethodScore {
+  method: string;
+  split: string;
+  episodes: number;
+  em: number;
+  f1: number;
+  /** EM per question type. */
+  byType: { [type: string]: { n: number; em: number; f1: number } };
+  meanTurns: number;
+}
+
+export interface PaperEvent {
+  phase: 'baseline' | 'warm-start' | 'sft-step' | 'rl-step' | 'rl-eval' | 'eval';
+  message?: string;
+  step?: StepMetrics;
+  eval?: EvalMetrics;
+  sft?: { step: number; steps: number; loss: number; tokensPerS: number };
+  algo?: Algorithm;
+}
+
+export interface PaperOptions {
+  scenario: Scenario;
+  seed: number;
+  algos: readonly Algorithm[];
+  outDir: string;
+  warmStart: Omit<WarmStartOptions, 'scenario' | 'demoPolicy' | 'seed' | 'onStep'> & { demoPolicy: string };
+  /** RL settings on top of each algorithm's defaults (steps, group, lr, …). */
+  rl: Partial<Omit<TrainConfig, 'algo' | 'seed'>>;
+  /** Episodes per evaluation split. */
+  evalEpisodes: { test: number; ood: number };
+  evalSplits?: readonly string[];
+  onEvent?(event: PaperEvent): void;
+}
+
+export interface PaperResult {
+  scores: MethodScore[];
+  /** dev EM vs step, per algorithm (from the trainer's evals). */
+  curves: { algo: Algorithm; step: number; em: number; reward: number }[];
+  /** Mean training reward per step, per algorithm. */
+  rewards: { algo: Algorithm; step: number; reward: number }[];
+  warmStart: { sequences: number; demoSuccess: number; steps: number; finalLoss: number; seconds: number; parameters: number; dir: string };
+  runDirs: { [algo: string]: string };
+  seconds: { [phase: string]: number };
+}
+
+const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
+
+export function scoreRecords(method: string, split: string, records: readonly EpisodeRecord[]): MethodScore {
+  const em = (r: EpisodeRecord) => r.outcome.metrics?.em ?? (r.outcome.success ? 1 : 0);
+  const f1 = (r: EpisodeRecord) => r.outcome.metrics?.f1 ?? em(r);
+  const types = new Map<string, EpisodeRecord[]>();
+  for (const r of records) {
+    const t = r.task.type ?? 'other';
+    if (!types.has(t)) types.set(t, []);
+    types.get(t)!.push(r);
+  }
+  const byType = Object.fromEntries(
+    [...types.keys()].sort().map((t) => {
+      const rs = types.get(t)!;
+      return [t, { n: rs.length, em: mean(rs.map(em)), f1: mean(rs.map(f1)) }];
+    }),
+  );
+  return {
+    method,
+    split,
+    episodes: records.length,
+    em: mean(records.map(em)),
+    f1: mean(records.map(f1)),
+    byType,
+    meanTurns: mean(records.map((r) => r.turns.length)),
+  };
+}
+
+/** Greedy evaluation on fixed episodes: every method sees the same tasks with the same seeds. */
+export async function evaluateMethod(scenario: Scenario, method: string, policy: Policy, split: string, episodes: number, seed: number): Promise<MethodScore> {
+  const { records } = await rollout({ scenario, policy, split, episodes, seed: deriveSeed(seed, 'paper-eval', split), concurrency: 32 });
+  return scoreRecords(method, split, records);
+}
+
+export const METHOD_NAMES: Record<Algorithm | 'naive-rag' | 'base', string> = {
+  'naive-rag': 'Naive RAG',
+  base: 'Base Tool Call',
+  ppo: 'PPO',
+  grpo: 'GRPO',
+  'reinforce++': 'REINFORCE++',
+  rloo: 'RLOO',
+};
+
+export async function runPaper(options: PaperOptions): Promise<PaperResult> {
+  const { scenario, seed } = options;
+  const emit = (e: PaperEvent) => options.onEvent?.(e);
+  const splits = options.evalSplits ?? ['test', 'ood'];
+  const count = (split: string) => (split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test);
+  const seconds: { [phase: string]: number } = {};
+  const scores: MethodScore[] = [];
+  await mkdir(options.outDir, { recursive: true });
+  let t = performance.now();
+  const lap = (phase: string) => {
+    const now = performance.now();
+    seconds[phase] = (seconds[phase] ?? 0) + (now - t) / 1000;
+    t = now;
+  };
+
+  const naive = scenario.policies['naive-rag'];
+  if (naive) {
+    const policy = await naive({ scenario, seed });
+    for (const split of splits) scores.push(await evaluateMethod(scenario, METHOD_NAMES['naive-rag'], policy, split, count(split), seed));
+    emit({ phase: 'baseline', message: 'Naive RAG evaluated' });
+  }
+  lap('naive-rag');
+
+  const demoFactory = scenario.policies[options.warmStart.demoPolicy];
+  if (!demoFactory) throw new Error(`scenario ${scenario.id} has no "${options.warmStart.demoPolicy}" policy for the warm start`);
+  const ws = await sftWarmStart({
+    ...options.warmStart,
+    scenario,
+    demoPolicy: await demoFactory({ scenario, seed }),
+    seed,
+    onStep: (s) => emit({ phase: 'sft-step', sft: s }),
+  });
+  const warmDir = join(options.outDir, 'warm-start');
+  await ws.trainable.save(warmDir);
+  lap('warm-start');
+  emit({ phase: 'warm-start', message: `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}` });
+  for (const split of splits) {
+    scores.push(await evaluateMethod(scenario, METHOD_NAMES.base, ws.trainable.policy({ temperature: 0 }), split, count(split), seed));
+  }
+  lap('eval-base');
+  emit({ phase: 'eval', message: 'Base Tool Call evaluated' });
+
+  const curves: PaperResult['curves'] = [];
+  const rewards: PaperResult['rewards'] = [];
+  const runDirs: { [algo: string]: string } = {};
+  for (const algo of options.algos) {
+    const model = await GptTrainable.fromCheckpoint(warmDir, { id: `rl-${algo}` });
+    const outDir = join(options.outDir, algo);
+    runDirs[algo] = outDir;
+    const config = resolveConfig({ ...options.rl, algo, seed });
+    const result = await train({
+      scenario,
+      model,
+      config,
+      outDir,
+      init: `ckpt:${warmDir}`,
+      onStep: (m) => emit({ phase: 'rl-step', step: m, algo }),
+      onEval: (e) => emit({ phase: 'rl-eval', eval: e, algo }),
+    });
+    for (const e of result.evals) curves.push({ algo, step: e.step, em: e.outcome.em ?? e.success, reward: e.reward });
+    for (const s of result.steps) rewards.push({ algo, step: s.step, reward: s.reward });
+    lap(`train-${algo}`);
+    for (const split of splits) {
+      scores.push(await evaluateMethod(scenario, METHOD_NAMES[algo], model.policy({ temperature: 0 }), split, count(split), seed));
+    }
+    lap(`eval-${algo}`);
+    model.model.dispose();
+  }
+  ws.trainable.model.dispose();
+  const result: PaperResult = {
+    scores,
+    curves,
+    rewards,
+    warmStart: { sequences: ws.sequences, demoSuccess: ws.demoSuccess, steps: ws.steps, finalLoss: ws.finalLoss, seconds: ws.seconds, parameters: ws.parameters, dir: warmDir },
+    runDirs,
+    seconds,
+  };
+  await writeFileAtomic(join(options.outDir, 'paper.json'), JSON.stringify(result, null, 2) + '\n');
+  return result;
+}
+
+/** The table: one row per method, EM per type on test, EM/F1 overall on test, EM/F1 on ood. */
+export function formatPaperTable(scores: readonly MethodScore[]): string {
+  const methods = [...new Set(scores.map((s) => s.method))];
+  const get = (m: string, split: string) => scores.find((s) => s.method === m && s.split === split);
+  const types = [...new Set(scores.filter((s) => s.split === 'test').flatMap((s) => Object.keys(s.byType)))].sort();
+  const head = ['method', ...types.map((t) => `test:${t}`), 'test EM', 'test F1', 'ood EM', 'ood F1'];
+  const pct = (x: number | undefined) => (x === undefined ? '-' : (100 * x).toFixed(1));
+  const rows = methods.map((m) => {
+    const test = get(m, 'test');
+    const ood = get(m, 'ood');
+    return [m, ...types.map((t) => pct(test?.byType[t]?.em)), pct(test?.em), pct(test?.f1), pct(ood?.em), pct(ood?.f1)];
+  });
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}

@@ -1,0 +1,49 @@
+import test from 'ava';
+import * as tf from '@tensorflow/tfjs';
+import { AdamW } from '../../src/rl/adamw.ts';
+import { resolveConfig } from '../../src/rl/config.ts';
+import { updateOnBatch } from '../../src/rl/update.ts';
+import type { TrainingSequence } from '../../src/rl/trajectory.ts';
+import { ANS, BigramPolicy, BOS, OBS, PEEK } from './toy.ts';
+
+const seq = (tokens: number[], mask: number[], reward: number, group: string): TrainingSequence => {
+  const rewards = tokens.map(() => 0);
+  rewards[mask.lastIndexOf(1)] = reward;
+  return { episodeId: group + reward, group, sample: 0, tokens, mask, rewards, sampleLogprobs: tokens.map(() => 0), promptLength: 1, totalReward: reward, success: reward > 0, metrics: {}, policyVersion: '' };
+};
+
+const batch = [
+  seq([BOS, PEEK, OBS[2]!, ANS[2]!], [0, 1, 0, 1], 1, 'a'),
+  seq([BOS, ANS[0]!], [0, 1], 0, 'a'),
+  seq([BOS, PEEK, OBS[1]!, ANS[3]!], [0, 1, 0, 1], 0, 'b'),
+  seq([BOS, PEEK, OBS[1]!, ANS[1]!], [0, 1, 0, 1], 1, 'b'),
+];
+
+test('the on-policy shortcut gives the same update as recomputing old log-probs', (t) => {
+  const config = resolveConfig({ algo: 'grpo', seed: 1, minibatch: 8, lr: 0.1, klMode: 'none', klCoef: 0 });
+  const run = (recomputeOld: boolean) => {
+    const init = tf.randomNormal([12, 12], 0, 0.5, 'float32', 3);
+    const m = new BigramPolicy(tf.variable(init), tf.variable(tf.zeros([12, 1])));
+    const opt = new AdamW(m.variables, { lr: 0.1 });
+    const metrics = updateOnBatch(m, null, opt, config, batch, 5, { recomputeOld });
+    return { w: Array.from(m.logits.dataSync()), metrics };
+  };
+  const a = run(false);
+  const b = run(true);
+  a.w.forEach((x, i) => t.true(Math.abs(x - b.w[i]!) < 1e-6, `weight ${i}: ${x} vs ${b.w[i]}`));
+  t.true(Math.abs(a.metrics.policyLoss - b.metrics.policyLoss) < 1e-6);
+  t.true(Math.abs(a.metrics.entropy - b.metrics.entropy) < 1e-5);
+  t.is(b.metrics.clipFraction, 0);
+  t.is(a.metrics.optimizerSteps, 1);
+  // winners gain probability
+  t.true(a.metrics.gradNorm > 0);
+});
+
+test('sequences longer than the context are dropped and counted, not truncated', (t) => {
+  const config = resolveConfig({ algo: 'rloo', seed: 1, minibatch: 8, lr: 0.1, klMode: 'none', klCoef: 0 });
+  const m = new BigramPolicy();
+  const long = seq(new Array(40).fill(PEEK), new Array(40).fill(1), 1, 'b');
+  const metrics = updateOnBatch(m, null, new AdamW(m.variables, { lr: 0.1 }), config, [...batch, long], 1);
+  t.is(metrics.tooLong, 1);
+  t.is(metrics.sequences, 4);
+});
