@@ -14,6 +14,12 @@ export function positiveInt(value: string): number {
   return n;
 }
 
+export function nonNegativeInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
+  return n;
+}
+
 export function integer(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');

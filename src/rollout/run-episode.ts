@@ -20,6 +20,8 @@ export interface RunEpisodeOptions {
   config?: Partial<EpisodeConfig>;
   toolCache?: LRUCache<string, { value: Json }>;
   signal?: AbortSignal;
+  /** Accumulates the time spent inside tools (for the rollout's time shares). */
+  metrics?: { toolMs: number };
 }
 
 /** The seed of one episode: a function of the run seed, the task and the sample index only. */
@@ -59,7 +61,14 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
           maxTokens: input.maxTokens,
           signal: outer ? AbortSignal.any([signal, outer]) : signal,
         }),
-      execute: (call, ctx) => runner.run(call, { task, rng: ctx.rng, state: ctx.state, signal: ctx.signal }),
+      execute: async (call, ctx) => {
+        const start = performance.now();
+        try {
+          return await runner.run(call, { task, rng: ctx.rng, state: ctx.state, signal: ctx.signal });
+        } finally {
+          if (options.metrics) options.metrics.toolMs += performance.now() - start;
+        }
+      },
     });
     return buildRecord(options, { episodeId, index, sample, config }, driven);
   } finally {

@@ -6,7 +6,10 @@ import { resolvePolicy } from '../../policy/resolve.ts';
 import { rollout } from '../../rollout/rollout.ts';
 import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../replay/jsonl.ts';
-import { checkSplit, formatSummary, integer, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+import type { EpisodeRecord } from '../../core/types.ts';
+import { checkSplit, formatSummary, integer, nonNegativeInt, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+import { parallelRollout } from '../../rollout/parallel-rollout.ts';
+import { availableParallelism } from 'node:os';
 
 export interface RolloutFlags {
   scenario: string;
@@ -16,6 +19,8 @@ export interface RolloutFlags {
   seed: number;
   group: number;
   concurrency: number;
+  workers: number;
+  maxBatch: number;
   data?: string;
   out?: string;
   json?: boolean;
@@ -29,7 +34,9 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
     .option('--episodes <n>', 'number of episodes', positiveInt, 100)
     .option('--seed <n>', 'run seed', integer, 0)
     .option('--group <g>', 'samples per task (GRPO groups)', positiveInt, 1)
-    .option('--concurrency <n>', 'episodes in flight at once', positiveInt, 8)
+    .option('--concurrency <n>', 'episodes in flight at once per worker (scripted policies)', positiveInt, 8)
+    .option('--workers <w>', 'worker threads (0: run in this thread)', nonNegativeInt, availableParallelism())
+    .option('--max-batch <b>', 'most episodes in one policy batch (model policies)', positiveInt, 32)
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--json', 'print the summary as JSON on the last stdout line');
   if (policyRequired) command.requiredOption('--policy <name>', 'reference policy name or ckpt:DIR');
@@ -44,32 +51,51 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
   const policy = await resolvePolicy(flags.policy, scenario, flags.seed);
   const writer = flags.out ? new RecordWriter(join(flags.out, 'episodes.jsonl')) : undefined;
   const bar = new cliProgress.SingleBar(
-    { stream: process.stderr, format: 'episodes {bar} {value}/{total} | mean reward {reward} | ETA {eta}s', hideCursor: false },
+    {
+      stream: process.stderr,
+      format: 'episodes {bar} {value}/{total} | mean reward {reward} | {tps} tok/s | ETA {eta}s',
+      hideCursor: false,
+    },
     cliProgress.Presets.shades_classic,
   );
   const controller = new AbortController();
   const onSigint = () => controller.abort();
   process.once('SIGINT', onSigint);
+  const started = performance.now();
   let rewardSum = 0;
   let count = 0;
-  bar.start(flags.episodes, 0, { reward: '-' });
+  let tokens = 0;
+  bar.start(flags.episodes, 0, { reward: '-', tps: '0' });
+  const onRecord = (record: EpisodeRecord) => {
+    writer?.write(record);
+    rewardSum += record.totalReward;
+    count++;
+    tokens += record.turns.reduce((n, t) => n + (t.tokens?.length ?? 0), 0);
+    const tps = (tokens / (performance.now() - started)) * 1000;
+    bar.update(count, { reward: (rewardSum / count).toFixed(3), tps: tps.toFixed(0) });
+  };
+  const common = {
+    scenario,
+    policy,
+    split: flags.split,
+    episodes: flags.episodes,
+    seed: flags.seed,
+    group: flags.group,
+    signal: controller.signal,
+    onRecord,
+  };
   try {
-    const { summary } = await rollout({
-      scenario,
-      policy,
-      split: flags.split,
-      episodes: flags.episodes,
-      seed: flags.seed,
-      group: flags.group,
-      concurrency: flags.concurrency,
-      signal: controller.signal,
-      onRecord: (record) => {
-        writer?.write(record);
-        rewardSum += record.totalReward;
-        count++;
-        bar.update(count, { reward: (rewardSum / count).toFixed(3) });
-      },
-    });
+    const { summary } =
+      flags.workers === 0
+        ? await rollout({ ...common, concurrency: flags.concurrency })
+        : await parallelRollout({
+            ...common,
+            workers: flags.workers,
+            maxBatch: flags.maxBatch,
+            perWorkerConcurrency: 'actBatch' in policy ? undefined : flags.concurrency,
+            scenarioSource: flags.scenario,
+          });
+    if (controller.signal.aborted) process.stderr.write(`\ninterrupted: ${count} finished episodes written\n`);
     if (flags.out) {
       mkdirSync(flags.out, { recursive: true });
       writeFileSync(join(flags.out, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
@@ -94,6 +120,7 @@ export function register(program: Command): void {
         successRate: summary.successRate,
         failed: summary.failed,
         byEndReason: summary.byEndReason,
+        ...('throughput' in summary ? { throughput: summary.throughput } : {}),
       };
       if (flags.json) printJson({ ...brief, out });
       else process.stdout.write(`${formatSummary(brief)}\nrecords: ${join(out, 'episodes.jsonl')}\n`);

@@ -1,0 +1,8 @@
+// Piscina loads this plain-JS entry; it registers the TypeScript loader in the worker thread before
+// importing the real worker, so workers run the .ts sources whatever the parent was started with.
+import { register } from 'tsx/esm/api';
+
+register();
+const { default: run } = await import('./rollout.ts');
+
+export default run;
