@@ -1,0 +1,100 @@
+/**
+ * The paper's table in miniature: Naive RAG, Base Tool Call (the SFT warm start) and PPO, GRPO,
+ * REINFORCE++, RLOO from that warm start, same budget each, on multihop-qa `test` (per question
+ * type and overall) and `ood`, mean ± std over seeds; plus the learning curves (dev EM vs RL step)
+ * as an SVG rendered with Vega-Lite.
+ *
+ *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--quick] [--out runs/paper] [--json]
+ *
+ * Writes OUT/table.md, OUT/learning-curves.svg, OUT/results.json, and one run directory per seed.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { builtinScenarios } from '../scenarios/index.ts';
+import { initBackend } from '../src/policy/tfjs/backend.ts';
+import { ALGORITHMS, type Algorithm } from '../src/rl/config.ts';
+import { learningCurvesSvg, type CurvePoint } from '../src/rl/learning-curves.ts';
+import { METHOD_NAMES, runPaper, type MethodScore, type PaperResult } from '../src/rl/paper.ts';
+import { loadScenario } from '../src/scenario/load.ts';
+import { startBudget } from '../src/cli/commands/start.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    seeds: { type: 'string', default: '1,2,3' },
+    algos: { type: 'string', default: ALGORITHMS.join(',') },
+    out: { type: 'string', default: 'runs/paper' },
+    quick: { type: 'boolean', default: false },
+    backend: { type: 'string' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const seeds = args.seeds!.split(',').map(Number);
+if (seeds.some((s) => !Number.isInteger(s))) throw new Error(`--seeds must be integers, got ${args.seeds}`);
+const algos = args.algos!.split(',') as Algorithm[];
+for (const a of algos) if (!(ALGORITHMS as readonly string[]).includes(a)) throw new Error(`unknown algorithm ${a}; valid: ${ALGORITHMS.join(', ')}`);
+
+const info = await initBackend(args.backend);
+const log = (s: string) => process.stderr.write(s + '\n');
+log(`backend ${info.name}; seeds ${seeds.join(',')}; algorithms ${algos.join(',')}${args.quick ? ' (quick budget)' : ''}`);
+const budget = startBudget(args.quick!);
+const results: { seed: number; result: PaperResult }[] = [];
+const t0 = performance.now();
+for (const seed of seeds) {
+  // The world is part of the seed too: each seed is a different generated encyclopedia.
+  const scenario = await loadScenario('multihop-qa', builtinScenarios, { seed: String(seed) });
+  const result = await runPaper({
+    scenario,
+    seed,
+    algos,
+    outDir: join(args.out!, `seed-${seed}`),
+    ...budget,
+    onEvent: (e) => {
+      if (e.message) log(`[seed ${seed}] ${e.message}`);
+      if (e.step) log(`[seed ${seed}] ${e.algo} step ${e.step.step}: reward ${e.step.reward.toFixed(3)} EM ${(e.step.outcome.em ?? e.step.success).toFixed(3)}`);
+    },
+  });
+  results.push({ seed, result });
+  log(`[seed ${seed}] done at ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+const std = (xs: number[]) => (xs.length < 2 ? 0 : Math.sqrt(xs.reduce((a, x) => a + (x - mean(xs)) ** 2, 0) / (xs.length - 1)));
+const cell = (xs: number[]) => (xs.length === 0 ? '-' : `${(100 * mean(xs)).toFixed(1)} ± ${(100 * std(xs)).toFixed(1)}`);
+
+const methods = [METHOD_NAMES['naive-rag'], METHOD_NAMES.base, ...algos.map((a) => METHOD_NAMES[a])];
+const all = results.flatMap((r) => r.result.scores);
+const pick = (m: string, split: string) => all.filter((s: MethodScore) => s.method === m && s.split === split);
+const types = [...new Set(all.filter((s) => s.split === 'test').flatMap((s) => Object.keys(s.byType)))].sort();
+const head = ['method', ...types.map((t) => `test ${t} EM`), 'test EM', 'test F1', 'ood EM', 'ood F1'];
+const rows = methods.map((m) => [
+  m,
+  ...types.map((t) => cell(pick(m, 'test').flatMap((s) => (s.byType[t] ? [s.byType[t]!.em] : [])))),
+  cell(pick(m, 'test').map((s) => s.em)),
+  cell(pick(m, 'test').map((s) => s.f1)),
+  cell(pick(m, 'ood').map((s) => s.em)),
+  cell(pick(m, 'ood').map((s) => s.f1)),
+]);
+const table = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+
+// Learning curves: dev EM per eval step, mean ± std over seeds.
+const points: CurvePoint[] = [];
+for (const algo of algos) {
+  const steps = [...new Set(results.flatMap((r) => r.result.curves.filter((c) => c.algo === algo).map((c) => c.step)))].sort((a, b) => a - b);
+  for (const step of steps) {
+    const ems = results.flatMap((r) => r.result.curves.filter((c) => c.algo === algo && c.step === step).map((c) => c.em));
+    points.push({ series: METHOD_NAMES[algo], step, value: mean(ems), spread: std(ems) });
+  }
+}
+await mkdir(args.out!, { recursive: true });
+const svg = await learningCurvesSvg(points, { title: `multihop-qa: dev EM vs RL step (mean ± std over ${seeds.length} seeds)`, yTitle: 'dev EM' });
+await writeFile(join(args.out!, 'learning-curves.svg'), svg);
+const seconds = (performance.now() - t0) / 1000;
+const note =
+  `seeds ${seeds.join(', ')}; ${budget.rl.steps} RL steps × ${budget.rl.tasksPerStep} tasks × group ${budget.rl.group} per algorithm; ` +
+  `warm start ${budget.warmStart.steps} SFT steps on ${budget.warmStart.episodes} noisy-expert demonstrations; ` +
+  `test ${budget.evalEpisodes.test} / ood ${budget.evalEpisodes.ood} episodes, greedy; ${seconds.toFixed(0)} s on backend ${info.name}`;
+await writeFile(join(args.out!, 'table.md'), `${table}\n\n${note}\n`);
+await writeFile(join(args.out!, 'results.json'), JSON.stringify({ seeds, algos, budget, seconds, results }, null, 2) + '\n');
+process.stdout.write(`${table}\n\n${note}\nfiles: ${join(args.out!, 'table.md')}, ${join(args.out!, 'learning-curves.svg')}\n`);
+if (args.json) process.stdout.write(JSON.stringify({ rows: Object.fromEntries(rows.map((r) => [r[0], r.slice(1)])), seconds }) + '\n');
