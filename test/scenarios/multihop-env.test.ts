@@ -1,6 +1,6 @@
 import test from 'ava';
 import { createRng } from '../../src/core/rng.ts';
-import type { ToolResult, TurnRecord } from '../../src/core/types.ts';
+import type { Json, ToolResult, TurnRecord } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { runEpisode } from '../../src/rollout/run-episode.ts';
@@ -134,7 +134,8 @@ test('the search tool: arguments checked by its schema, k bounded, needs the epi
   t.is((ok.data as { results: unknown[] }).results.length, 1);
   const def = await runner.run({ name: 'search', arguments: { query: 'letter' } }, ctx);
   t.is((def.data as { k: number }).k, DEFAULT_TOP_K);
-  for (const args of [{ query: '' }, { query: 'x', k: 0 }, { query: 'x', k: 11 }, { query: 'x', k: 1.5 }, { query: 'x', extra: 1 }, {}]) {
+  const bads: Array<{ [key: string]: Json }> = [{ query: '' }, { query: 'x', k: 0 }, { query: 'x', k: 11 }, { query: 'x', k: 1.5 }, { query: 'x', extra: 1 }, {}];
+  for (const args of bads) {
     const bad = await runner.run({ name: 'search', arguments: args }, ctx);
     t.is(bad.error?.kind, 'bad_arguments', JSON.stringify(args));
   }
