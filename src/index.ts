@@ -10,3 +10,7 @@ export type { KlEstimator } from './rl/kl.ts';
 export { buildTrajectory, buildTrajectories } from './rl/trajectory.ts';
 export type { TrainingSequence } from './rl/trajectory.ts';
 export { RlInputError, TrainingError } from './rl/errors.ts';
+
+// QA metrics (HotpotQA's official normalization, EM and F1)
+export { normalizeAnswer, exactMatch, f1Score, f1Detail, qaScores } from './env/qa-metrics.ts';
+export type { F1Detail } from './env/qa-metrics.ts';
