@@ -45,12 +45,7 @@ export async function replayRecord(record: EpisodeRecord, scenario: Scenario, op
     ? new ToolRunner(scenario.tools, { timeoutMs: record.config.toolTimeoutMs, maxOutputChars: record.config.maxToolOutputChars })
     : undefined;
   const driven = await driveEpisode(scenario, record.task, record.seed, record.config, {
-    encode: record.promptTokens
-      ? {
-          prompt: () => record.promptTokens!,
-          observation: () => [],
-        }
-      : undefined,
+    encode: record.promptTokens ? recordedEncoding(record) : undefined,
     act: async (input) => recordedOutput(record, input.turn),
     execute: async (call, ctx): Promise<ToolResult> => {
       if (runner) return runner.run(call, { task: record.task, rng: ctx.rng, state: ctx.state, signal: ctx.signal });
@@ -59,11 +54,6 @@ export async function replayRecord(record: EpisodeRecord, scenario: Scenario, op
       return recorded;
     },
   });
-  // Observation tokens are the policy's tokenizer's business; the record's own stand in for them.
-  for (const turn of driven.turns) {
-    const recorded = record.turns[turn.index]?.observationTokens;
-    if (recorded) turn.observationTokens = recorded;
-  }
   const replayed = buildRecord(
     { scenario, task: record.task, policy: record.policy as never, seed: record.seed, group: record.group, runId: record.runId },
     { episodeId: record.episodeId, index: record.index, sample: record.sample, config: record.config },
@@ -71,6 +61,16 @@ export async function replayRecord(record: EpisodeRecord, scenario: Scenario, op
   );
   const divergence = firstDivergence(record, replayed);
   return divergence ? { episodeId: record.episodeId, verified: false, divergence, replayed } : { episodeId: record.episodeId, verified: true, replayed };
+}
+
+/** The record's own token ids stand in for the policy's tokenizer: observations come in turn order. */
+function recordedEncoding(record: EpisodeRecord) {
+  const observed = record.turns.filter((t) => t.observation !== null);
+  let next = 0;
+  return {
+    prompt: () => record.promptTokens!,
+    observation: () => observed[next++]?.observationTokens ?? [],
+  };
 }
 
 function recordedOutput(record: EpisodeRecord, turn: number): PolicyOutput {

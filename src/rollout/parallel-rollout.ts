@@ -82,6 +82,9 @@ export async function parallelRollout(options: ParallelRolloutOptions): Promise<
     maxThreads: workers,
     // Workers must hear the policy server between tasks (see DESIGN.md pitfalls).
     atomics: 'disabled',
+    // Episodes are mostly waiting (on tools, on the policy server): a worker runs several tasks at
+    // once, so a slow chunk does not hold back the ones queued behind it.
+    concurrentTasksPerWorker: 4,
     idleTimeout: 60_000,
   });
   // Piscina 5.3 can raise a pool-level error when a task is aborted early; the task's own rejection reports it.

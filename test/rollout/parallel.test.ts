@@ -1,0 +1,92 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import test from 'ava';
+import calculator from '../../scenarios/calculator/index.ts';
+import { parallelRollout } from '../../src/rollout/parallel-rollout.ts';
+import { rollout } from '../../src/rollout/rollout.ts';
+import { serializeRecord } from '../../src/replay/record.ts';
+import { replayRecord } from '../../src/replay/replay.ts';
+import { loadScenario } from '../../src/scenario/load.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
+import type { EpisodeRecord } from '../../src/core/types.ts';
+
+const FAULTY = fileURLToPath(new URL('../fixtures/faulty', import.meta.url));
+const calc = calculator as Exclude<typeof calculator, Function>;
+const bytes = (records: EpisodeRecord[]) => records.map(serializeRecord).join('\n');
+const call = (name: string, args: object = {}) => `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;
+
+test('scripted policy: byte-identical records with 1, 2 and 4 workers, and in one thread', async (t) => {
+  const policy = await calc.policies.random!({ scenario: calc, seed: 0 });
+  const options = { scenario: calc, policy, split: 'train', episodes: 48, seed: 11 };
+  const single = bytes((await rollout(options)).records);
+  for (const workers of [1, 2, 4]) {
+    const { records } = await parallelRollout({ ...options, workers });
+    t.is(records.length, 48);
+    t.is(bytes(records), single, `${workers} workers`);
+  }
+});
+
+async function faulty(scripts: string[][]) {
+  const markers = mkdtempSync(join(tmpdir(), 'agent-r1-markers-'));
+  return loadScenario(FAULTY, builtinScenarios, { markers, scripts: JSON.stringify(scripts) });
+}
+
+for (const [how, toolName] of [
+  ['process.exit', 'exit'],
+  ['an uncaught error', 'throw-later'],
+] as const) {
+  test(`a worker that dies by ${how} loses nothing: its episodes rerun from their seeds and all verify`, async (t) => {
+    const scripts = Array.from({ length: 12 }, (_, i) =>
+      i === 5 ? [call('echo', { text: 'a' }), call(toolName, { marker: 'm' }), '<answer>ok</answer>'] : [call('echo', { text: String(i) }), '<answer>ok</answer>'],
+    );
+    const scenario = await faulty(scripts);
+    const policy = await scenario.policies.script!({ scenario, seed: 0 });
+    const result = await parallelRollout({ scenario, policy, split: 'train', episodes: 12, seed: 3, workers: 2, scenarioSource: FAULTY });
+    t.is(result.records.length, 12);
+    t.deepEqual(result.records.map((r) => r.index), [...Array(12).keys()]);
+    t.true(result.summary.throughput.crashes >= 1);
+    t.true(result.records.every((r) => r.status === 'ok' && r.outcome.success));
+    t.is(result.records[5]!.turns[1]!.observation, 'survived');
+    for (const record of result.records) t.true((await replayRecord(record, scenario)).verified);
+  });
+}
+
+test('an episode whose worker dies on every attempt is recorded as an error, and the run still finishes', async (t) => {
+  const scripts = [[call('exit', { marker: 'a' })], ['<answer>ok</answer>']];
+  const scenario = await faulty(scripts);
+  // Each attempt needs a fresh marker to die again: give the episode more markers than attempts by
+  // never creating them — an unwritable markers dir would fail differently, so use maxAttempts 1.
+  const policy = await scenario.policies.script!({ scenario, seed: 0 });
+  const result = await parallelRollout({ scenario, policy, split: 'train', episodes: 4, seed: 3, workers: 2, scenarioSource: FAULTY, maxAttempts: 1 });
+  t.is(result.records.length, 4);
+  const crashed = result.records.filter((r) => r.status === 'error');
+  t.is(crashed.length, 1);
+  t.regex(crashed[0]!.error!, /worker crashed on every attempt/);
+  t.is(crashed[0]!.endReason, 'error');
+});
+
+test('a hanging tool times out without holding up the other episodes', async (t) => {
+  const scripts = Array.from({ length: 8 }, (_, i) => (i === 0 ? [call('hang'), '<answer>ok</answer>'] : ['<answer>ok</answer>']));
+  const scenario = await faulty(scripts);
+  const policy = await scenario.policies.script!({ scenario, seed: 0 });
+  const finishedAt: number[] = [];
+  const result = await parallelRollout({
+    scenario,
+    policy,
+    split: 'train',
+    episodes: 8,
+    seed: 1,
+    workers: 1,
+    perWorkerConcurrency: 8,
+    scenarioSource: FAULTY,
+    onProgress: () => finishedAt.push(performance.now()),
+  });
+  const hang = result.records[0]!;
+  t.is(hang.turns[0]!.results[0]!.error!.kind, 'timeout');
+  t.true(hang.outcome.success);
+  // The seven others finished before the hanging one's timeout ran out.
+  t.true(finishedAt[6]! < finishedAt[7]!);
+  t.true(finishedAt[7]! - finishedAt[6]! > 150);
+});
