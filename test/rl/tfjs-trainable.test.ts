@@ -1,0 +1,62 @@
+import test from 'ava';
+import * as tf from '@tensorflow/tfjs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadCheckpoint } from '../../src/policy/tfjs/checkpoint.ts';
+import { GPTModel } from '../../src/policy/tfjs/model.ts';
+import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
+import { AdamW } from '../../src/rl/adamw.ts';
+import { resolveConfig } from '../../src/rl/config.ts';
+import { GptTrainable } from '../../src/rl/tfjs-trainable.ts';
+import { updateOnBatch } from '../../src/rl/update.ts';
+import type { TrainingSequence } from '../../src/rl/trajectory.ts';
+
+const tokenizer = trainTokenizer(['search the answer', '<tool_call>{"name": "search"}</tool_call>', '<answer>yes</answer>'], { vocabSize: 300 });
+const tiny = (seed: number) =>
+  new GptTrainable(new GPTModel({ vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 32, dMlp: 32 }, seed), tokenizer);
+
+test('the GPT adapter: version = checkpoint hash; save → load restores the weights and the version', async (t) => {
+  const a = tiny(1);
+  const b = tiny(2);
+  t.not(a.version(), b.version());
+  const dir = join(await mkdtemp(join(tmpdir(), 'gpt-trainable-')), 'ckpt');
+  await a.save(dir);
+  t.is((await loadCheckpoint(dir)).hash, a.version());
+  await b.load(dir);
+  t.is(b.version(), a.version());
+  t.is(b.policy({ temperature: 1 }).version, a.version());
+  const rows = [tokenizer.encode('search the answer'), tokenizer.encode('yes')];
+  const sa = a.score({ tokens: rows, length: 16, entropy: true });
+  const sb = b.score({ tokens: rows, length: 16, entropy: true });
+  t.deepEqual(sa.logprobs.shape, [2, 16]);
+  t.is(sa.values, undefined);
+  t.deepEqual(Array.from(sa.logprobs.dataSync()), Array.from(sb.logprobs.dataSync()));
+  tf.dispose([sa.logprobs, sa.entropy!, sb.logprobs, sb.entropy!]);
+});
+
+test('an RL update on the GPT changes the weights, the version, and raises the rewarded sequence’s log-prob', (t) => {
+  const m = tiny(3);
+  const v0 = m.version();
+  const good = tokenizer.encode('<answer>yes</answer>');
+  const bad = tokenizer.encode('<answer>no</answer>');
+  const seq = (tokens: number[], reward: number): TrainingSequence => {
+    const toks = [tokenizer.special('<|assistant|>'), ...tokens];
+    const mask = toks.map((_, i) => (i === 0 ? 0 : 1));
+    const rewards = toks.map((_, i) => (i === toks.length - 1 ? reward : 0));
+    return { episodeId: String(reward), group: 'g', sample: 0, tokens: toks, mask, rewards, sampleLogprobs: toks.map(() => 0), promptLength: 1, totalReward: reward, success: reward > 0, metrics: {}, policyVersion: v0 };
+  };
+  const batch = [seq(good, 1), seq(bad, 0)];
+  const logp = () => {
+    const s = m.score({ tokens: [batch[0]!.tokens], length: 16 });
+    const x = (s.logprobs.arraySync() as number[][])[0]!.reduce((a, b) => a + b, 0);
+    s.logprobs.dispose();
+    return x;
+  };
+  const before = logp();
+  const config = resolveConfig({ algo: 'grpo', seed: 1, minibatch: 8, lr: 1e-2, klMode: 'none', klCoef: 0 });
+  const opt = new AdamW(m.variables, { lr: 1e-2 });
+  for (let i = 0; i < 3; i++) updateOnBatch(m, null, opt, config, batch, i);
+  t.not(m.version(), v0);
+  t.true(logp() > before, `${before} → ${logp()}`);
+});
