@@ -1,3 +1,4 @@
+import { canonicalJson } from '../../src/core/canonical-json.ts';
 import type { Json, StepResult, Task, ToolResult } from '../../src/core/types.ts';
 import type { ToolEnv } from '../../src/env/tool-env.ts';
 import { formatInvalidAction, toolsSystemPrompt } from '../../src/env/observation.ts';
@@ -12,7 +13,7 @@ const INSTRUCTIONS =
 
 function render(result: ToolResult): string {
   if (!result.ok) return `[${result.name}] error: ${result.content}`;
-  return `[${result.name}] ${result.data !== undefined && !result.truncated ? JSON.stringify(withoutEffects(result.data)) : result.content}`;
+  return `[${result.name}] ${result.data !== undefined && !result.truncated ? canonicalJson(withoutEffects(result.data)) : result.content}`;
 }
 
 /** The world transitions a turn's results carry, as events. */

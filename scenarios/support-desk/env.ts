@@ -1,3 +1,4 @@
+import { canonicalJson } from '../../src/core/canonical-json.ts';
 import type { Json, Message, StepResult, Task, ToolResult, TurnRecord } from '../../src/core/types.ts';
 import type { ToolEnv } from '../../src/env/tool-env.ts';
 import { syncEffects, withoutEffects } from '../../src/scenario/effects.ts';
@@ -33,7 +34,7 @@ export function systemPrompt(tools: readonly OpenAITool[]): string {
 
 function renderResult(result: ToolResult): string {
   if (!result.ok) return `[${result.name}] error: ${result.content}`;
-  const shown = result.data !== undefined && !result.truncated ? JSON.stringify(withoutEffects(result.data)) : result.content;
+  const shown = result.data !== undefined && !result.truncated ? canonicalJson(withoutEffects(result.data)) : result.content;
   return `[${result.name}] ${shown}`;
 }
 

@@ -7,15 +7,15 @@ import { generateTasks, SPLITS } from './tasks.ts';
 import { supportDeskTools } from './tools.ts';
 import type { DeskState } from './world.ts';
 
-/** Per request type: success rate and rule violations per episode. */
+/** Per request type: episodes, success rate and rule violations per episode. */
 function summarize(records: readonly EpisodeRecord[]) {
-  const byType: { [type: string]: { episodes: number; successRate: number; violationsPerEpisode: number } } = {};
+  const byType: { [type: string]: { n: number; success: number; violations: number } } = {};
   for (const type of [...new Set(records.map((r) => r.task.type ?? 'unknown'))].sort()) {
     const rs = records.filter((r) => (r.task.type ?? 'unknown') === type);
     byType[type] = {
-      episodes: rs.length,
-      successRate: rs.filter((r) => r.outcome.success).length / rs.length,
-      violationsPerEpisode: rs.reduce((s, r) => s + (r.outcome.metrics?.['violations'] ?? 0), 0) / rs.length,
+      n: rs.length,
+      success: rs.filter((r) => r.outcome.success).length / rs.length,
+      violations: rs.reduce((s, r) => s + (r.outcome.metrics?.['violations'] ?? 0), 0) / rs.length,
     };
   }
   const n = Math.max(1, records.length);

@@ -138,3 +138,16 @@ function lowestCompoundAncestor(a: AnyStateNode, b: AnyStateNode, root: AnyState
   }
   return root;
 }
+
+/**
+ * Rewrites the generated diagrams of a Markdown page: every ```mermaid block right after a
+ * `<!-- diagram: NAME -->` line gets `diagrams[NAME]`. Unknown names are an error, so a renamed
+ * machine cannot leave a stale picture behind.
+ */
+export function replaceDiagramBlocks(markdown: string, diagrams: { [name: string]: string }): string {
+  return markdown.replace(/<!-- diagram: ([\w-]+) -->\n```mermaid\n[\s\S]*?```/g, (_block, name: string) => {
+    const diagram = diagrams[name];
+    if (diagram === undefined) throw new RangeError(`no diagram named "${name}"; known: ${Object.keys(diagrams).join(', ')}`);
+    return `<!-- diagram: ${name} -->\n\`\`\`mermaid\n${diagram}\`\`\``;
+  });
+}

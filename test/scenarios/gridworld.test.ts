@@ -2,6 +2,7 @@ import test from 'ava';
 import { createActor } from 'xstate';
 import { createRng } from '../../src/core/rng.ts';
 import type { Json, Task } from '../../src/core/types.ts';
+import { parseRecordLine, serializeRecord } from '../../src/replay/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { runEpisode } from '../../src/rollout/run-episode.ts';
@@ -162,7 +163,9 @@ test('the world\'s transitions differ across seeds and replay exactly', async (t
   t.true(new Set(paths).size > 1, 'different seeds, different slips');
   const again = await runEpisode({ scenario, task: task!, policy, seed: 1 });
   t.is(again.checksum, records[0]!.checksum, 'same seed, same episode');
-  for (const record of records) {
+  for (const original of records) {
+    // Through the JSONL line format, as `agent-r1 replay FILE` reads it (canonical JSON: keys sorted).
+    const record = parseRecordLine(serializeRecord(original));
     const result = await replayRecord(record, scenario);
     t.true(result.verified, JSON.stringify(result.divergence));
     const live = await replayRecord(record, scenario, { liveTools: true });

@@ -3,6 +3,7 @@ import { createActor } from 'xstate';
 import { createRng } from '../../src/core/rng.ts';
 import type { Json, Message, Task } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';
+import { parseRecordLine, serializeRecord } from '../../src/replay/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { runEpisode } from '../../src/rollout/run-episode.ts';
@@ -214,7 +215,9 @@ test('support-desk records replay exactly, with the writes re-applied from the r
   const { records } = await rollout({ scenario, policy, split: 'test', episodes: 30, seed: 5, onRecord: sink });
   const reckless = await scenario.policies['reckless']!({ scenario, seed: 1 });
   const more = await rollout({ scenario, policy: reckless, split: 'test', episodes: 10, seed: 5, onRecord: sink });
-  for (const record of [...records, ...more.records]) {
+  for (const live of [...records, ...more.records]) {
+    // Through the JSONL line format, as `agent-r1 replay FILE` reads it (canonical JSON: keys sorted).
+    const record = parseRecordLine(serializeRecord(live));
     const result = await replayRecord(record, scenario);
     t.true(result.verified, `${record.episodeId}: ${JSON.stringify(result.divergence)}`);
   }
