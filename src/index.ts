@@ -10,6 +10,17 @@ export type { KlEstimator } from './rl/kl.ts';
 export { buildTrajectory, buildTrajectories } from './rl/trajectory.ts';
 export type { TrainingSequence } from './rl/trajectory.ts';
 export { RlInputError, TrainingError } from './rl/errors.ts';
+// RL: the training loop
+export { train, batchTasks } from './rl/trainer.ts';
+export type { TrainOptions, TrainResult, StepMetrics, EvalMetrics } from './rl/trainer.ts';
+export { resolveConfig, defaultConfig, ALGORITHMS } from './rl/config.ts';
+export type { TrainConfig, Algorithm } from './rl/config.ts';
+export { updateOnBatch } from './rl/update.ts';
+export type { TrainablePolicy, ScoreOutput, ScoreRequest } from './rl/trainable.ts';
+export { GptTrainable } from './rl/tfjs-trainable.ts';
+export { sftWarmStart } from './rl/warm-start.ts';
+export { runPaper, formatPaperTable } from './rl/paper.ts';
+export { learningCurvesSvg } from './rl/learning-curves.ts';
 
 // QA metrics (HotpotQA's official normalization, EM and F1)
 export { normalizeAnswer, exactMatch, f1Score, f1Detail, qaScores } from './env/qa-metrics.ts';
