@@ -25,3 +25,10 @@ export { learningCurvesSvg } from './rl/learning-curves.ts';
 // QA metrics (HotpotQA's official normalization, EM and F1)
 export { normalizeAnswer, exactMatch, f1Score, f1Detail, qaScores } from './env/qa-metrics.ts';
 export type { F1Detail } from './env/qa-metrics.ts';
+
+// Scenarios: checks, diagrams of machines, the effects log for exact replay
+export { checkScenario, checkScenarioDir, checkScenarioModule, checkTools } from './scenario/check.ts';
+export type { ScenarioProblem, ProblemKind, CheckOptions, CheckResult } from './scenario/check.ts';
+export { machineToMermaid, replaceDiagramBlocks } from './scenario/diagram.ts';
+export { commitEffect, syncEffects, effectsOf, withoutEffects } from './scenario/effects.ts';
+export type { Effect, EffectLog } from './scenario/effects.ts';

@@ -83,16 +83,19 @@ function edgesOf(node: AnyStateNode): Edge[] {
       for (const to of targets) edges.push({ from: node, to, label });
     }
   };
-  for (const [eventType, transitions] of node.transitions) add(eventLabel(eventType), transitions);
+  // Invoked actors are named by their source (`done(load)`), not by their generated id.
+  const sources = new Map<string, string>();
+  for (const inv of node.invoke) sources.set(inv.id, typeof inv.src === 'string' ? inv.src : inv.id);
+  for (const [eventType, transitions] of node.transitions) add(eventLabel(eventType, sources), transitions);
   add('always', node.always);
   return edges;
 }
 
-function eventLabel(eventType: string): string {
+function eventLabel(eventType: string, sources: Map<string, string>): string {
   const done = /^xstate\.done\.actor\.(.+)$/.exec(eventType);
-  if (done) return `done(${shortActorId(done[1]!)})`;
+  if (done) return `done(${sources.get(done[1]!) ?? shortActorId(done[1]!)})`;
   const error = /^xstate\.error\.actor\.(.+)$/.exec(eventType);
-  if (error) return `error(${shortActorId(error[1]!)})`;
+  if (error) return `error(${sources.get(error[1]!) ?? shortActorId(error[1]!)})`;
   if (eventType === '*') return 'any event';
   return eventType;
 }
@@ -141,13 +144,14 @@ function lowestCompoundAncestor(a: AnyStateNode, b: AnyStateNode, root: AnyState
 
 /**
  * Rewrites the generated diagrams of a Markdown page: every ```mermaid block right after a
- * `<!-- diagram: NAME -->` line gets `diagrams[NAME]`. Unknown names are an error, so a renamed
- * machine cannot leave a stale picture behind.
+ * `<!-- diagram: NAME -->` line gets `diagrams[NAME]` (indented like the marker, so blocks inside
+ * list items work). Unknown names are an error, so a renamed machine cannot leave a stale picture.
  */
 export function replaceDiagramBlocks(markdown: string, diagrams: { [name: string]: string }): string {
-  return markdown.replace(/<!-- diagram: ([\w-]+) -->\n```mermaid\n[\s\S]*?```/g, (_block, name: string) => {
+  return markdown.replace(/^( *)<!-- diagram: ([\w-]+) -->\n\1```mermaid\n(?:[\s\S]*?\n)?\1```/gm, (_block, indent: string, name: string) => {
     const diagram = diagrams[name];
     if (diagram === undefined) throw new RangeError(`no diagram named "${name}"; known: ${Object.keys(diagrams).join(', ')}`);
-    return `<!-- diagram: ${name} -->\n\`\`\`mermaid\n${diagram}\`\`\``;
+    const body = diagram.split('\n').filter((line, i, all) => i < all.length - 1 || line !== '').map((line) => indent + line).join('\n');
+    return `${indent}<!-- diagram: ${name} -->\n${indent}\`\`\`mermaid\n${body}\n${indent}\`\`\``;
   });
 }
