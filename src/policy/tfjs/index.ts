@@ -16,6 +16,9 @@
  * Alignment of scoreSequences: index t is about token t (log π(token t | tokens < t), the value of
  * the state before it, the entropy of its distribution); index 0 is 0. `model.forward(tokens)` gives
  * the raw logits [B, T, V] and values [B, T] for anything else. Both work inside tf.variableGrads.
+ * `scoreTokens(model, tokens, select)` scores only chosen positions (flat b·T + t, e.g. from
+ * maskedIndices(actionMasks, T)) and skips the output head elsewhere: use it when the agent's
+ * tokens are a small part of the sequence.
  * After a weight update, call `policy.clearCache()` (cached keys/values belong to the old weights).
  */
 export { initBackend, backendInfo, BACKEND_NAMES, type BackendInfo } from './backend.ts';
@@ -30,7 +33,7 @@ export {
   type ForwardResult,
   type LayerKV,
 } from './model.ts';
-export { scoreSequences, padBatch, type ScoreBatch, type ScoreResult } from './score.ts';
+export { scoreSequences, scoreTokens, maskedIndices, padBatch, type ScoreBatch, type ScoreResult } from './score.ts';
 export { AdamW, scheduleLr, maskedNll, TrainStepError, type AdamWOptions, type StepStats } from './train-step.ts';
 export {
   saveCheckpoint,

@@ -47,6 +47,46 @@ export function scoreSequences(model: GPTModel, batch: ScoreBatch, options: { te
   });
 }
 
+/**
+ * Scores only selected tokens: `select` lists flat indices b·T + t (t ≥ 1) of the tokens to score
+ * (e.g. the action tokens). Same alignment as scoreSequences, outputs [N] in `select` order. The
+ * output head and softmax run on those N positions only, which is most of the cost when the agent's
+ * tokens are a small part of the sequence (SFT, RL losses). Differentiable.
+ */
+export function scoreTokens(model: GPTModel, tokens: tf.Tensor2D, select: readonly number[]): { logprobs: tf.Tensor1D; values: tf.Tensor1D; entropy: tf.Tensor1D } {
+  const [B, T] = tokens.shape;
+  const V = model.config.vocabSize;
+  const prev = new Int32Array(select.length);
+  select.forEach((i, j) => {
+    if (!Number.isInteger(i) || i < 0 || i >= B * T || i % T === 0) throw new RangeError(`select[${j}] = ${i} is not a token index in 1..T-1 of some row (T = ${T})`);
+    prev[j] = i - 1;
+  });
+  const targetIds = tf.tidy(() => tf.gather(tokens.reshape([B * T]), tf.tensor1d(Int32Array.from(select), 'int32')));
+  try {
+    return tf.tidy(() => {
+      const h = model.hiddenStates(tokens);
+      const picked = tf.gather(h, tf.tensor1d(prev, 'int32')) as tf.Tensor2D; // states that predict the selected tokens
+      const logp = tf.logSoftmax(model.logitsOf(picked));
+      return {
+        logprobs: logp.mul(tf.oneHot(targetIds as tf.Tensor1D, V).toFloat()).sum(-1) as tf.Tensor1D,
+        values: model.valuesOf(picked),
+        entropy: logp.exp().mul(logp).sum(-1).neg() as tf.Tensor1D,
+      };
+    });
+  } finally {
+    targetIds.dispose();
+  }
+}
+
+/** Flat indices (b·T + t) of the positions where a [B][T] mask is 1, for scoreTokens. */
+export function maskedIndices(masks: readonly (readonly number[])[], T: number): number[] {
+  const out: number[] = [];
+  masks.forEach((m, b) => m.forEach((x, t) => {
+    if (x && t > 0) out.push(b * T + t);
+  }));
+  return out;
+}
+
 /** Pads token sequences to one [B, T] int32 tensor (right padding with `pad`), plus a [B, T] mask tensor when masks are given. */
 export function padBatch(
   sequences: readonly (readonly number[])[],

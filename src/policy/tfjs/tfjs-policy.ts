@@ -44,7 +44,10 @@ export class TfjsPolicy implements BatchPolicy {
     this.caches = new LRUCache<string, RowCache>({
       maxSize: options.cacheBytes ?? 256 * 1024 * 1024,
       sizeCalculation: (c) => Math.max(1, c.bytes),
-      dispose: (c) => disposeCache(c),
+      // A cache taken out for a turn (delete) is freed by actBatch itself once the turn is done.
+      dispose: (c, _key, reason) => {
+        if (reason !== 'delete') disposeCache(c);
+      },
     });
     const t = options.tokenizer;
     this.stopTokens = new Set([t.special('</tool_call>'), t.special('</answer>')]);
@@ -81,12 +84,14 @@ export class TfjsPolicy implements BatchPolicy {
   }
 
   release(episodeId: string): void {
+    const cache = this.caches.get(episodeId);
     this.caches.delete(episodeId);
+    disposeCache(cache);
   }
 
   /** Drops every cached episode (e.g. after the weights change). */
   clearCache(): void {
-    this.caches.clear();
+    for (const key of [...this.caches.keys()]) this.release(key);
   }
 
   get cachedBytes(): number {

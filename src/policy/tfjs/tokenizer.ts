@@ -47,7 +47,7 @@ export interface TokenizerJSON {
 
 // Single digits (numbers are copied digit by digit, and unseen numbers stay learnable), words with
 // an optional leading space, punctuation runs with an optional leading space, whitespace.
-const CHUNK = /\p{N}| ?\p{L}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+/gu;
+const CHUNK = /\p{N}| ?[^\s\p{N}]+|\s+(?!\S)|\s+/gu;
 
 export class Tokenizer {
   readonly specials: readonly string[];

@@ -1,0 +1,118 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { InvalidArgumentError, type Command } from 'commander';
+import cliProgress from 'cli-progress';
+import { resolvePolicy } from '../../policy/resolve.ts';
+import { initBackend } from '../../policy/tfjs/backend.ts';
+import { runSft } from '../../policy/tfjs/sft.ts';
+import { checkSplit, formatSummary, integer, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+
+interface SftFlags {
+  scenario: string;
+  policy: string;
+  episodes: number;
+  seed: number;
+  out: string;
+  steps?: number;
+  batchSize: number;
+  lr: number;
+  vocabSize: number;
+  dModel: number;
+  layers: number;
+  heads: number;
+  context: number;
+  evalEpisodes: number;
+  temperature: number;
+  backend?: string;
+  data?: string;
+  json?: boolean;
+}
+
+const positiveNumber = (v: string): number => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a positive number');
+  return n;
+};
+
+export function register(program: Command): void {
+  program
+    .command('sft')
+    .description("behaviour cloning: collect a reference policy's episodes, train the tfjs GPT on them, save a checkpoint, evaluate on the dev split")
+    .requiredOption('--scenario <name>', 'scenario name or folder')
+    .requiredOption('--out <dir>', 'checkpoint directory (written atomically)')
+    .option('--policy <name>', 'reference policy to clone', 'expert')
+    .option('--episodes <n>', 'training episodes to collect', positiveInt, 400)
+    .option('--seed <n>', 'seed (data, init, batches)', integer, 0)
+    .option('--steps <n>', 'optimizer steps (default: 3 epochs)', positiveInt)
+    .option('--batch-size <n>', 'sequences per step', positiveInt, 16)
+    .option('--lr <x>', 'peak learning rate', positiveNumber, 3e-3)
+    .option('--vocab-size <n>', 'tokenizer vocabulary (specials + 256 bytes + merges)', positiveInt, 512)
+    .option('--d-model <n>', 'model width', positiveInt, 64)
+    .option('--layers <n>', 'transformer layers', positiveInt, 2)
+    .option('--heads <n>', 'attention heads', positiveInt, 4)
+    .option('--context <n>', 'context length (tokens)', positiveInt, 512)
+    .option('--eval-episodes <n>', 'dev-split episodes to evaluate at the end (0: none)', integer, 100)
+    .option('--temperature <x>', 'sampling temperature of the trained policy (0: greedy)', (v: string) => { const n = Number(v); if (!(n >= 0)) throw new InvalidArgumentError('expected a number ≥ 0'); return n; }, 1)
+    .option('--backend <name>', 'tensorflow-gpu | tensorflow | wasm | cpu (default: the best that loads)')
+    .option('--data <path>', 'dataset file, for the dataset scenarios')
+    .option('--json', 'print the result as JSON on the last stdout line')
+    .action(async (flags: SftFlags) => {
+      const backend = await initBackend(flags.backend);
+      process.stderr.write(`backend: ${backend.name} (${backend.reason})\n`);
+      const scenario = await scenarioFromFlags(flags);
+      checkSplit(scenario, 'train');
+      const teacher = await resolvePolicy(flags.policy, scenario, flags.seed);
+      const bar = new cliProgress.SingleBar(
+        { stream: process.stderr, format: '{phase} {bar} {value}/{total} | {info} | ETA {eta}s', hideCursor: false },
+        cliProgress.Presets.shades_classic,
+      );
+      let barOn = false;
+      const result = await runSft({
+        scenario,
+        teacher,
+        episodes: flags.episodes,
+        seed: flags.seed,
+        out: flags.out,
+        evalEpisodes: flags.evalEpisodes,
+        sampling: { temperature: flags.temperature },
+        train: {
+          steps: flags.steps,
+          batchSize: flags.batchSize,
+          lr: flags.lr,
+          vocabSize: flags.vocabSize,
+          model: { dModel: flags.dModel, nLayers: flags.layers, nHeads: flags.heads, contextLength: flags.context },
+          onStep: (s) => {
+            if (!barOn) {
+              bar.start(s.totalSteps, 0, { phase: 'sft ', info: '' });
+              barOn = true;
+            }
+            bar.update(s.step, { phase: 'sft ', info: `loss ${s.loss.toFixed(3)} | ${Math.round(s.tokensPerSecond)} tok/s | lr ${s.lr.toExponential(1)}` });
+          },
+        },
+        onPhase: (phase, detail) => {
+          if (barOn) {
+            bar.stop();
+            barOn = false;
+          }
+          if (phase === 'eval') {
+            bar.start(detail.episodes as number, 0, { phase: 'eval', info: `split ${detail.split}` });
+            barOn = true;
+          } else if (phase !== 'train') process.stderr.write(`${phase}: ${JSON.stringify(detail)}\n`);
+          else process.stderr.write(`train: ${detail.records} episodes (teacher success ${(detail.teacherSuccess as number).toFixed(3)})\n`);
+        },
+        onEvalRecord: (done) => bar.update(done),
+      });
+      if (barOn) bar.stop();
+      const { policy, ...summary } = result;
+      mkdirSync(flags.out, { recursive: true });
+      writeFileSync(join(flags.out, 'sft.json'), JSON.stringify({ ...summary, backend: backend.name }, null, 2) + '\n');
+      if (flags.json) printJson({ ...summary, backend: backend.name });
+      else {
+        process.stdout.write(
+          `saved ${flags.out} (version ${result.hash.slice(0, 12)}, ${policy.model.parameterCount()} parameters, ${result.steps} steps, ` +
+            `${result.seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)})\n`,
+        );
+        if (result.eval) process.stdout.write(formatSummary(result.eval) + '\n');
+      }
+    });
+}
