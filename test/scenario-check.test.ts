@@ -75,9 +75,6 @@ test('agent-r1 scenario check exits 2 and prints each problem; 0 on a good scena
   t.is(bad.code, 2, bad.stderr);
   t.regex(bad.stdout, /14 problems/);
   t.regex(bad.stdout, /✗ policies\.stuck \[policy\]/);
-  const json = cli(['scenario', 'check', BROKEN, '--timeout', '300', '--json']);
-  t.is(json.code, 2);
-  t.is(json.lastJson().problems.length, 14);
   const good = cli(['scenario', 'check', 'scenarios/support-desk', '--json']);
   t.is(good.code, 0, good.stderr);
   t.like(good.lastJson(), { ok: true, problems: [] });
