@@ -7,12 +7,16 @@ export interface QaState {
   corpus: SearchCorpus;
 }
 
-export const searchArguments = z
-  .object({
-    query: z.string().trim().min(1, 'query must not be empty').max(500),
-    k: z.number().int().min(1).max(MAX_TOP_K).optional(),
-  })
-  .strict();
+function argumentsSchema(maxK: number) {
+  return z
+    .object({
+      query: z.string().trim().min(1, 'query must not be empty').max(500),
+      k: z.number().int().min(1).max(maxK).optional(),
+    })
+    .strict();
+}
+
+export const searchArguments = argumentsSchema(MAX_TOP_K);
 
 export type SearchArguments = z.infer<typeof searchArguments>;
 
@@ -24,18 +28,25 @@ export type SearchOutput = {
 };
 
 /**
- * BM25 search over the episode's corpus. Not `cacheable` through the runner: the runner's key is
- * the arguments alone, but the answer also depends on the corpus (per world, or per dataset task),
- * so the corpus keeps its own cache keyed by (corpus id, query, k).
+ * BM25 search over the episode's corpus, top k ≤ maxK. Not `cacheable` through the runner: the
+ * runner's key is the arguments alone, but the answer also depends on the corpus (per world, or
+ * per dataset task), so the corpus keeps its own cache keyed by (corpus id, query, k).
  */
-export const searchTool = tool({
-  name: 'search',
-  description: `Search the encyclopedia. Returns the top k documents (default ${DEFAULT_TOP_K}) with their titles and text.`,
-  parameters: searchArguments,
-  execute(args: SearchArguments, ctx): SearchOutput {
-    const state = ctx.state as QaState | undefined;
-    if (!state?.corpus) throw new Error('no corpus for this episode (the QA env did not initialise it)');
-    const k = args.k ?? DEFAULT_TOP_K;
-    return { query: args.query, k, results: state.corpus.search(args.query, k) };
-  },
-});
+export function createSearchTool(maxK: number = MAX_TOP_K) {
+  return tool({
+    name: 'search',
+    description: `Search the encyclopedia. Returns the top k documents (default ${DEFAULT_TOP_K}, at most ${maxK}) with their titles and text.`,
+    parameters: argumentsSchema(maxK),
+    execute(args: SearchArguments, ctx): SearchOutput {
+      const state = ctx.state as QaState | undefined;
+      if (!state?.corpus) throw new Error('no corpus for this episode (the QA env did not initialise it)');
+      const k = args.k ?? DEFAULT_TOP_K;
+      // copies: the cached hits must not be shared with records that others may hold on to
+      const results = state.corpus.search(args.query, k).map((h) => ({ id: h.id, title: h.title, text: h.text }));
+      return { query: args.query, k, results };
+    },
+  });
+}
+
+/** The search tool of the generated world (k up to 10). */
+export const searchTool = createSearchTool();

@@ -9,11 +9,19 @@ import { createQaEnv, parseRewardOption, type QaTask } from '../multihop-qa/env.
 import { qaPolicies } from '../multihop-qa/policies.ts';
 import { sampleTasks } from '../multihop-qa/questions.ts';
 import { createCorpus, type SearchCorpus } from '../multihop-qa/search.ts';
-import { searchTool, type QaState } from '../multihop-qa/search-tool.ts';
+import { createSearchTool, type QaState } from '../multihop-qa/search-tool.ts';
 import { summarizeQa } from '../multihop-qa/summarize.ts';
 import { DATASET_LOADERS, DatasetFormatError, parseJsonOrJsonl, type DatasetItem, type DatasetName } from './loaders.ts';
 
 export const QA_DATASETS_VERSION = '1.0.0';
+
+/**
+ * The most documents one search may return here. A dataset item has only 10 (HotpotQA, 2Wiki) or
+ * 20 (MuSiQue) paragraphs: with k = 10 one search would show them all and there would be no
+ * multi-hop retrieval left to learn.
+ */
+export const DATASET_MAX_TOP_K = 5;
+const datasetSearchTool = createSearchTool(DATASET_MAX_TOP_K);
 
 const DESCRIPTIONS: Record<DatasetName, string> = {
   hotpotqa: 'HotpotQA (distractor setting; CC BY-SA 4.0): bridge and comparison questions over 10 paragraphs each',
@@ -99,7 +107,7 @@ export function createDatasetScenario(dataset: DatasetName, options: { [key: str
       if (split !== opts.split) throw new UnknownNameError('split', split, [opts.split]);
       return sampleTasks(pool, seed, count, `${dataset}:${split}`);
     },
-    tools: [searchTool],
+    tools: [datasetSearchTool],
     env: createQaEnv({ corpusFor, rewards: parseRewardOption(opts.rewards) }),
     policies: qaPolicies(corpusFor),
     episode: { maxTurns: 8, maxToolOutputChars: 4096 },

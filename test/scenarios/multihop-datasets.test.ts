@@ -7,6 +7,9 @@ import { builtinScenarios } from '../../scenarios/index.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
 import { resolvePolicy } from '../../src/policy/resolve.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
+import { replayRecord } from '../../src/replay/replay.ts';
+import { createRng } from '../../src/core/rng.ts';
+import { ToolRunner } from '../../src/tools/runner.ts';
 import { createDatasetScenario } from '../../scenarios/qa-datasets/scenario.ts';
 import { hotpotqaItems, musiqueItems, parseJsonOrJsonl, twoWikiItems } from '../../scenarios/qa-datasets/loaders.ts';
 
@@ -116,4 +119,16 @@ test('dataset scenario options: data is required, the file must exist, split nam
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+withData('dataset episodes replay exactly; a dataset search returns at most 5 paragraphs', async (t) => {
+  const scenario = createDatasetScenario('musique', { data: FILES.musique });
+  const { records } = await rollout({ scenario, policy: await resolvePolicy('expert', scenario, 0), split: 'test', episodes: 3, seed: 2 });
+  for (const r of records) t.true((await replayRecord(r, scenario)).verified, r.episodeId);
+  const [task] = await scenario.tasks({ split: 'test', seed: 0, count: 1 });
+  const state = await scenario.env.init!(task!, { rng: createRng(0) });
+  const runner = new ToolRunner(scenario.tools, { timeoutMs: 1000, maxOutputChars: 100_000 });
+  const ctx = { task: task!, rng: createRng(0), state };
+  t.is(((await runner.run({ name: 'search', arguments: { query: 'the', k: 5 } }, ctx)).data as { results: unknown[] }).results.length, 5);
+  t.is((await runner.run({ name: 'search', arguments: { query: 'the', k: 6 } }, ctx)).error?.kind, 'bad_arguments');
 });

@@ -4,6 +4,9 @@ import { createMultihopQaScenario, loadWorld } from '../../scenarios/multihop-qa
 import { QUESTION_TYPES, WORLD_SPLITS } from '../../scenarios/multihop-qa/questions.ts';
 import { createCorpus } from '../../scenarios/multihop-qa/search.ts';
 import { generateWorld } from '../../scenarios/multihop-qa/world.ts';
+import { summarizeQa } from '../../scenarios/multihop-qa/summarize.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
+import { loadScenario } from '../../src/scenario/load.ts';
 
 test('same seed, same world: byte-identical documents and hash; another seed, another world', (t) => {
   const a = generateWorld(7, 'tiny');
@@ -128,4 +131,13 @@ test('search: BM25 over titles and text, top-k, results cached per (corpus, quer
   t.deepEqual(two.search('Kessel (film)', 1).map((h) => h.id), ['z']);
   t.is(one.search('Kessel (film)', 1), one.search('Kessel (film)', 1), 'cached (same array)');
   t.throws(() => createCorpus('dup', [docs[0]!, docs[0]!]), { message: /duplicate document id "a"/ });
+});
+
+test('loads by name through the registry with its options, which the records carry', async (t) => {
+  const s = await loadScenario('multihop-qa', builtinScenarios, { size: 'tiny', seed: '2' });
+  t.is(s.id, 'multihop-qa');
+  t.deepEqual(s.options, { seed: '2', size: 'tiny' });
+  t.deepEqual(s.splits, ['train', 'dev', 'test', 'ood']);
+  t.deepEqual(Object.keys(s.policies).sort(), ['expert', 'naive-rag', 'noisy-expert']);
+  t.deepEqual(summarizeQa([]), { em: 0, f1: 0, byType: {} });
 });
