@@ -1,7 +1,7 @@
 import test from 'ava';
 import { createActor } from 'xstate';
 import { createRng } from '../../src/core/rng.ts';
-import type { Json, Message, Task } from '../../src/core/types.ts';
+import type { EpisodeRecord, Json, Message, Task } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import { parseRecordLine, serializeRecord } from '../../src/replay/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
@@ -181,8 +181,8 @@ test('two concurrent episodes writing the same order see only their own writes',
   let release!: () => void;
   const bothWrote = new Promise<void>((r) => (release = r));
   let writes = 0;
-  const interleaved = (name: string): Policy => ({
-    id: name,
+  const interleaved: Policy = {
+    id: 'interleaved',
     version: '1',
     act: async ({ task, messages }) => {
       const rereads = messages.filter((m: Message) => m.role === 'tool' && m.content.startsWith('[get_order_details]')).length;
@@ -195,12 +195,12 @@ test('two concurrent episodes writing the same order see only their own writes',
       if (rereads === 2) return { text: '<answer>done</answer>' };
       return expertAction(task, messages);
     },
+  };
+  const { records } = await rollout({
+    scenario, policy: interleaved, split: 'dev', episodes: 2, seed: 1, concurrency: 2, tasks: [cancel, address], onRecord: sink,
   });
-  const [a, b] = await Promise.all([
-    runEpisode({ scenario, task: cancel, policy: interleaved('a'), seed: 1 }),
-    runEpisode({ scenario, task: address, policy: interleaved('b'), seed: 2 }),
-  ]);
-  const lastOrder = (r: typeof a) => JSON.parse(r.turns.at(-2)!.observation!.replace(/^\[get_order_details\] /, ''));
+  const [a, b] = records as [EpisodeRecord, EpisodeRecord];
+  const lastOrder = (r: EpisodeRecord) => JSON.parse(r.turns.at(-2)!.observation!.replace(/^\[get_order_details\] /, ''));
   const newAddress = (address.meta!['request'] as any).address;
   t.is(lastOrder(a).status, 'cancelled');
   t.notDeepEqual(lastOrder(a).shipping_address, newAddress, 'the cancelling episode does not see the address change');
