@@ -6,6 +6,8 @@ import { register as registerRollout } from './commands/rollout.ts';
 import { register as registerEval } from './commands/eval.ts';
 import { register as registerReplay } from './commands/replay.ts';
 import { register as registerStart } from './commands/start.ts';
+import { register as registerView } from './commands/view.ts';
+import { register as registerReport } from './commands/report.ts';
 import { register as registerSft } from './commands/sft.ts';
 import { register as registerTrain } from './commands/train.ts';
 import { register as registerScenarioCheck } from './commands/scenario-check.ts';
@@ -16,7 +18,7 @@ const program = new Command('agent-r1')
   .showSuggestionAfterError()
   .exitOverride();
 
-for (const register of [registerStart, registerScenarios, registerRollout, registerEval, registerReplay, registerTrain, registerSft, registerScenarioCheck]) register(program);
+for (const register of [registerStart, registerScenarios, registerRollout, registerEval, registerReplay, registerView, registerReport, registerTrain, registerSft, registerScenarioCheck]) register(program);
 
 // Every subcommand inherits the strictness: an unknown flag is an error, not silently ignored.
 for (const command of program.commands) command.exitOverride().showHelpAfterError();

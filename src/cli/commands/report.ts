@@ -1,0 +1,25 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { Command } from 'commander';
+import { buildReport } from '../../view/report.ts';
+
+interface ReportFlags {
+  out?: string;
+  replay: boolean;
+}
+
+export function register(program: Command): void {
+  program
+    .command('report')
+    .description('write one self-contained HTML report of a run (curves as inline SVG, tables, best/median/worst episodes)')
+    .argument('<dir>', 'run directory')
+    .option('--out <file>', 'output file (default DIR/report.html)')
+    .option('--no-replay', 'do not replay the example episodes')
+    .action(async (dir: string, flags: ReportFlags) => {
+      const out = flags.out ?? join(dir, 'report.html');
+      const report = await buildReport(dir, { replay: flags.replay });
+      mkdirSync(dirname(out), { recursive: true });
+      writeFileSync(out, report);
+      process.stdout.write(`report: ${out} (${(Buffer.byteLength(report) / 1024).toFixed(0)} KiB)\n`);
+    });
+}

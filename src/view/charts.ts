@@ -1,0 +1,85 @@
+import * as vega from 'vega';
+import { compile, type TopLevelSpec } from 'vega-lite';
+import { trusted, type Html } from './html.ts';
+import type { MetricRow } from './run-dir.ts';
+
+export interface MetricSeries {
+  run: string;
+  rows: readonly MetricRow[];
+}
+
+export interface Chart {
+  field: string;
+  svg: Html;
+}
+
+/** Renders a Vega-Lite spec to an SVG string in Node, headless (no DOM, no canvas, no network). */
+export async function renderSvg(spec: TopLevelSpec): Promise<Html> {
+  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
+  try {
+    return trusted(await view.toSVG());
+  } finally {
+    view.finalize();
+  }
+}
+
+/** Every numeric field across the runs, in first-seen order (the set is the trainer's, not ours). */
+export function metricFields(series: readonly MetricSeries[]): string[] {
+  const fields: string[] = [];
+  const seen = new Set<string>();
+  for (const s of series) {
+    for (const row of s.rows) {
+      for (const k of Object.keys(row)) {
+        if (k !== 'step' && !seen.has(k)) {
+          seen.add(k);
+          fields.push(k);
+        }
+      }
+    }
+  }
+  return fields;
+}
+
+/** One line chart per metric against step, the runs overlaid in colours when there are several. */
+export async function metricCharts(series: readonly MetricSeries[], options: { width?: number; height?: number } = {}): Promise<Chart[]> {
+  const multi = series.filter((s) => s.rows.length > 0).length > 1;
+  const charts: Chart[] = [];
+  for (const field of metricFields(series)) {
+    const values = series.flatMap((s) => s.rows.filter((r) => typeof r[field] === 'number').map((r) => ({ run: s.run, step: r.step, value: r[field]! })));
+    const spec: TopLevelSpec = {
+      $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+      title: { text: field, anchor: 'start', fontSize: 13 },
+      width: options.width ?? 300,
+      height: options.height ?? 140,
+      data: { values },
+      mark: { type: 'line', point: values.length <= 60 ? { size: 18 } : false, strokeWidth: 1.8 },
+      encoding: {
+        x: { field: 'step', type: 'quantitative', title: 'step' },
+        y: { field: 'value', type: 'quantitative', title: null, scale: { zero: false } },
+        ...(multi ? { color: { field: 'run', type: 'nominal', title: 'run', legend: { orient: 'bottom' } } } : {}),
+      },
+      config: { background: 'white', view: { stroke: '#dde2e8' } },
+    };
+    charts.push({ field, svg: await renderSvg(spec) });
+  }
+  return charts;
+}
+
+/** A histogram of episode rewards, one colour per run when there are several. */
+export async function rewardHistogram(series: readonly { run: string; rewards: readonly number[] }[]): Promise<Html> {
+  const values = series.flatMap((s) => s.rewards.map((reward) => ({ run: s.run, reward })));
+  const multi = series.length > 1;
+  return renderSvg({
+    title: { text: 'episode total reward', anchor: 'start', fontSize: 13 },
+    width: 300,
+    height: 140,
+    data: { values },
+    mark: { type: 'bar', opacity: multi ? 0.6 : 1 },
+    encoding: {
+      x: { field: 'reward', type: 'quantitative', bin: { maxbins: 30 }, title: 'total reward' },
+      y: { aggregate: 'count', type: 'quantitative', title: 'episodes', stack: multi ? null : undefined },
+      ...(multi ? { color: { field: 'run', type: 'nominal', legend: { orient: 'bottom' } } } : {}),
+    },
+    config: { background: 'white', view: { stroke: '#dde2e8' } },
+  });
+}
