@@ -5,7 +5,11 @@ import { episodeMachine } from '../../machines/episode.ts';
 import { DOC, updateScenariosDoc } from '../../docs/update-scenarios-doc.ts';
 import { gridMachine } from '../../scenarios/gridworld/world-machine.ts';
 import { orderMachine } from '../../scenarios/support-desk/order-machine.ts';
+import { parseRecordLine, serializeRecord } from '../../src/replay/record.ts';
+import { replayRecord } from '../../src/replay/replay.ts';
+import { rollout } from '../../src/rollout/rollout.ts';
 import { checkScenarioDir } from '../../src/scenario/check.ts';
+import type { Scenario } from '../../src/scenario/scenario.ts';
 import { machineToMermaid, replaceDiagramBlocks } from '../../src/scenario/diagram.ts';
 
 test('the diagram has every state and every transition of the machine', (t) => {
@@ -98,4 +102,10 @@ test('the guide\'s example is a working scenario in under 100 lines', async (t) 
   const { problems, checked } = await checkScenarioDir('docs/examples/tiny-desk');
   t.deepEqual(problems, []);
   t.true(checked.some((c) => /policies.expert: finished \(answered\)/.test(c)));
+  // Its effects log makes replay exact: the cancellations are re-applied from the records.
+  const tiny: Scenario = (await import('../../docs/examples/tiny-desk/index.ts')).default;
+  const policy = await tiny.policies.expert!({ scenario: tiny, seed: 0 });
+  const { records, summary } = await rollout({ scenario: tiny, policy, split: 'test', episodes: 12, seed: 2, onRecord: () => {} });
+  t.is(summary.successRate, 1);
+  for (const r of records) t.true((await replayRecord(parseRecordLine(serializeRecord(r)), tiny)).verified, r.episodeId);
 });
