@@ -1,0 +1,237 @@
+import test from 'ava';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'node:http';
+import { setup } from 'xstate';
+import calculator from '../../scenarios/calculator/index.ts';
+import { episodeMachine } from '../../machines/episode.ts';
+import type { EpisodeRecord } from '../../src/core/types.ts';
+import { canonicalJson } from '../../src/core/canonical-json.ts';
+import { serializeRecord } from '../../src/replay/record.ts';
+import { rollout } from '../../src/rollout/rollout.ts';
+import type { Scenario } from '../../src/scenario/scenario.ts';
+import { groupAdvantages } from '../../src/view/advantages.ts';
+import { pathMarks, renderDiagram } from '../../src/view/diagram-svg.ts';
+import { EpisodeIndex } from '../../src/view/episode-index.ts';
+import { RunDirError, ViewRequestError } from '../../src/view/errors.ts';
+import { escapeHtml, html } from '../../src/view/html.ts';
+import { layerNodes, machineGraph } from '../../src/view/machine-graph.ts';
+import { episodePath, worldPath } from '../../src/view/pages/episode.ts';
+import { parseEpisodeQuery } from '../../src/view/pages/run.ts';
+import { buildReport, pickExamples } from '../../src/view/report.ts';
+import { parseMetrics, readRunDir, runNames } from '../../src/view/run-dir.ts';
+import { startViewer } from '../../src/view/server.ts';
+import { renderTokens } from '../../src/view/tokens.ts';
+
+const scenario = calculator as unknown as Scenario;
+let records: EpisodeRecord[] = [];
+
+test.before(async () => {
+  const policy = await scenario.policies.random!({ scenario, seed: 3 });
+  records = (await rollout({ scenario, policy, split: 'train', episodes: 12, seed: 3, group: 4 })).records;
+});
+
+function runDir(lines: string[], extra: Record<string, string> = {}): string {
+  const dir = mkdtempSync(join(tmpdir(), 'view-unit-'));
+  writeFileSync(join(dir, 'episodes.jsonl'), lines.map((l) => l + '\n').join(''));
+  for (const [name, text] of Object.entries(extra)) writeFileSync(join(dir, name), text);
+  return dir;
+}
+
+test('html escapes every interpolated value, but not nested fragments', (t) => {
+  const evil = '<script>alert(1)</script><img src=x onerror="x()">\'&';
+  const out = html`<p title="${evil}">${evil}${html`<b>${evil}</b>`}</p>`.value;
+  t.false(out.includes('<script>'));
+  t.false(out.includes('<img'));
+  t.true(out.includes('<b>&lt;script&gt;'));
+  t.is(escapeHtml(`"'&<>`), '&quot;&#39;&amp;&lt;&gt;');
+});
+
+test('the episode machine graph is read from its definition', (t) => {
+  const g = machineGraph(episodeMachine);
+  t.deepEqual(
+    g.nodes.map((n) => n.id),
+    Object.keys(episodeMachine.root.states),
+  );
+  t.is(g.initial, 'generate');
+  const edge = (from: string, to: string) => g.edges.find((e) => e.from === from && e.to === to);
+  t.deepEqual(edge('parseToolCall', 'execute')?.labels, ['always [callsTools]']);
+  t.deepEqual(edge('reward', 'generate')?.labels, ['always']);
+  t.truthy(edge('generate', 'outcome'));
+  t.true(g.nodes.find((n) => n.id === 'done')!.final);
+  const layers = layerNodes(g);
+  t.true(layers.get('generate')! < layers.get('reward')! && layers.get('reward')! < layers.get('done')!);
+});
+
+test('the diagram marks the visited states and the transitions taken', (t) => {
+  const g = machineGraph(episodeMachine);
+  const record = records.find((r) => r.turns.some((turn) => turn.states.includes('execute')))!;
+  const marks = pathMarks(g, episodePath(record));
+  const svg = renderDiagram(g, marks).value;
+  const visited = [...svg.matchAll(/class="node visited" data-state="([^"]+)" data-visits="(\d+)"/g)].map((m) => [m[1], Number(m[2])]);
+  const expected = new Map<string, number>();
+  for (const s of episodePath(record)) expected.set(s, (expected.get(s) ?? 0) + 1);
+  t.deepEqual(Object.fromEntries(visited), Object.fromEntries(expected));
+  t.true(svg.includes('class="edge taken" data-from="reward" data-to="generate"') === record.turns.length > 1);
+});
+
+test('a world machine with nested and parallel states is drawn; its states are found in tool results', (t) => {
+  const world = setup({}).createMachine({
+    id: 'door',
+    type: 'parallel',
+    states: {
+      lock: { initial: 'locked', states: { locked: { on: { UNLOCK: 'open' } }, open: { type: 'final' } } },
+      light: { initial: 'off', states: { off: { on: { FLIP: 'on' } }, on: { on: { FLIP: 'off' } } } },
+    },
+  });
+  const g = machineGraph(world);
+  t.deepEqual(g.nodes.map((n) => n.id).sort(), ['light.off', 'light.on', 'lock.locked', 'lock.open']);
+  t.deepEqual(g.edges.find((e) => e.from === 'lock.locked')?.to, 'lock.open');
+  const record = { turns: [{ ...records[0]!.turns[0]!, results: [{ name: 'x', ok: true, content: '', data: { door: { state: 'open' }, status: 'nope' } }] }] };
+  t.deepEqual(worldPath(record, g), ['open']);
+  const svg = renderDiagram(g, pathMarks(g, worldPath(record, g))).value;
+  t.regex(svg, /class="node visited" data-state="lock.open"/);
+});
+
+test('metrics.jsonl: every numeric field is a curve; bad lines are reported and skipped', (t) => {
+  const { rows, fields, warnings } = parseMetrics('{"step":0,"reward":1,"kl":0.1,"note":"x"}\nnot json\n{"reward":2}\n\n{"step":1,"clipFraction":0.2,"bad":null}\n');
+  t.deepEqual(fields, ['reward', 'kl', 'clipFraction']);
+  t.deepEqual(rows, [{ step: 0, reward: 1, kl: 0.1 }, { step: 1, clipFraction: 0.2 }]);
+  t.deepEqual(warnings, ['metrics.jsonl line 2: not valid JSON', 'metrics.jsonl line 3: needs an object with a numeric "step"']);
+});
+
+test('run directories: missing, empty and malformed ones get clear errors', (t) => {
+  t.throws(() => readRunDir('/no/such/run'), { instanceOf: RunDirError, message: /does not exist/ });
+  const empty = mkdtempSync(join(tmpdir(), 'view-empty-'));
+  t.throws(() => readRunDir(empty), { instanceOf: RunDirError, message: /not a run directory/ });
+  const dir = runDir([serializeRecord(records[0]!)], { 'summary.json': '[1,2]', 'eval-test.json': '{"em": 0.5}', 'eval-bad.json': '{' });
+  mkdirSync(join(dir, 'ckpt-10'));
+  writeFileSync(join(dir, 'ckpt-10', 'tokenizer.json'), '{}');
+  const info = readRunDir(dir);
+  t.is(info.summary, undefined);
+  t.deepEqual(info.evals, [{ file: 'eval-test.json', data: { em: 0.5 } }]);
+  t.is(info.warnings.length, 2);
+  t.deepEqual(info.checkpoints, ['ckpt-10']);
+  t.is(info.tokenizerPath, join(dir, 'ckpt-10', 'tokenizer.json'));
+  t.deepEqual(runNames(['a/run', 'b/run', 'c/other']), ['run', 'run-2', 'other']);
+});
+
+test('the index pages, filters and searches; corrupt lines are counted, appended lines picked up', (t) => {
+  const lines = records.map(serializeRecord);
+  const tampered = serializeRecord({ ...records[1]!, totalReward: 99 });
+  const dir = runDir([...lines.slice(0, 3), 'not json', tampered, ...lines.slice(3)]);
+  const index = EpisodeIndex.open(join(dir, 'episodes.jsonl'));
+  t.is(index.size, records.length + 1);
+  t.deepEqual(index.corrupt.map((c) => c.line), [4]);
+  // The tampered line is listed (its summary parses) but refused when read: its checksum fails.
+  t.throws(() => index.read(3), { message: /checksum/ });
+  t.is(canonicalJson(index.read(0)), canonicalJson(records[0]));
+  const answered = index.filter({ endReason: 'answered' }).map((e) => e.episodeId);
+  t.deepEqual(answered, [...records.slice(0, 3), records[1]!, ...records.slice(3)].filter((r) => r.endReason === 'answered').map((r) => r.episodeId));
+  // Search is a case-insensitive substring of the generated text: exactly the episodes containing it.
+  const needle = records[5]!.turns[0]!.text.slice(0, 40).toUpperCase();
+  const inFile = [...records.slice(0, 3), records[1]!, ...records.slice(3)];
+  const contains = (r: EpisodeRecord) => r.turns.some((x) => x.text.toUpperCase().includes(needle));
+  t.deepEqual(
+    index.filter({ q: needle }).map((e) => e.ordinal),
+    inFile.flatMap((r, i) => (contains(r) ? [i] : [])),
+  );
+  t.true(index.filter({ q: needle }).some((e) => e.episodeId === records[5]!.episodeId));
+  t.deepEqual(index.filter({ minReward: 1, maxReward: 0 }), []);
+  // A writer mid-append: the unfinished line waits, the finished one is indexed.
+  appendFileSync(join(dir, 'episodes.jsonl'), lines[0]!.slice(0, 50));
+  index.refresh();
+  t.is(index.size, records.length + 1);
+  appendFileSync(join(dir, 'episodes.jsonl'), lines[0]!.slice(50) + '\n');
+  index.refresh();
+  t.is(index.size, records.length + 2);
+  t.is(canonicalJson(index.read(records.length + 1)), canonicalJson(records[0]));
+  t.throws(() => EpisodeIndex.open(join(dir, 'nope.jsonl')), { instanceOf: RunDirError });
+});
+
+test('episode queries: bad numbers, pages and unknown parameters are rejected', (t) => {
+  t.deepEqual(parseEpisodeQuery(new URLSearchParams('split=train&minReward=-0.5&success=yes&q=&page=2')), {
+    split: 'train',
+    minReward: -0.5,
+    success: true,
+    page: 2,
+  } as never);
+  t.throws(() => parseEpisodeQuery(new URLSearchParams('minReward=abc')), { instanceOf: ViewRequestError, message: /expected a number/ });
+  t.throws(() => parseEpisodeQuery(new URLSearchParams('page=0')), { instanceOf: ViewRequestError, message: /page/ });
+  t.throws(() => parseEpisodeQuery(new URLSearchParams('sucess=yes')), { instanceOf: ViewRequestError });
+  t.throws(() => parseEpisodeQuery(new URLSearchParams('success=maybe')), { instanceOf: ViewRequestError });
+});
+
+test('GRPO advantages for display are (r − mean)/(std + 1e-6) over the group', (t) => {
+  const rs = [1, 0, 0, 1].map((totalReward) => ({ totalReward, turns: [] }));
+  const adv = groupAdvantages(rs).map((a) => a.advantage);
+  const std = Math.sqrt((4 * 0.25) / 3);
+  t.deepEqual(adv.map((a) => +a.toFixed(9)), [0.5, -0.5, -0.5, 0.5].map((x) => +(x / (std + 1e-6)).toFixed(9)));
+  t.deepEqual(groupAdvantages([{ totalReward: 0.7, turns: [] }]), [{ advantage: 0.7 / (1 + 1e-6), recorded: false }]);
+});
+
+test('example episodes are the best, median and worst by total reward', (t) => {
+  const es = [0.5, 1, -1, 0.2, 0.9].map((totalReward, ordinal) => ({ ordinal, totalReward }) as never);
+  t.deepEqual(pickExamples(es), [
+    { label: 'best', ordinal: 1 },
+    { label: 'median', ordinal: 0 },
+    { label: 'worst', ordinal: 2 },
+  ]);
+  t.deepEqual(pickExamples([]), []);
+});
+
+test('tokens are coloured by log-prob and shown as escaped text', (t) => {
+  const out = renderTokens([5, 6], [-0.01, -3], (id) => (id === 5 ? '<b>' : 'x')).value;
+  t.true(out.includes('&lt;b&gt;'));
+  t.regex(out, /logprob -3\.0000/);
+  t.regex(renderTokens([7], undefined).value, /⟨7⟩/);
+});
+
+test('the report is one self-contained file and refuses a directory with nothing to report', async (t) => {
+  const dir = runDir(records.map(serializeRecord), { 'metrics.jsonl': '{"step":0,"reward":0.1}\n{"step":1,"reward":0.4}\n' });
+  const report = await buildReport(dir);
+  t.regex(report, /<svg/);
+  t.false(/<script|src="http|href="http(?!:\/\/www\.w3\.org)/.test(report.replace(/xmlns(:xlink)?="http:\/\/www\.w3\.org[^"]*"/g, '')));
+  t.is((report.match(/data-example="/g) ?? []).length, 3);
+  const empty = mkdtempSync(join(tmpdir(), 'view-nothing-'));
+  writeFileSync(join(empty, 'metrics.jsonl'), '');
+  await t.throwsAsync(buildReport(empty), { instanceOf: RunDirError, message: /nothing to report/ });
+});
+
+function get(url: string, path: string, headers: Record<string, string> = {}, method = 'GET'): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url + path, { method, headers }, (res) => {
+      let body = '';
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode!, body, headers: res.headers }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('the server: loopback only, GET only, clear 400/404s, no script allowed by its CSP', async (t) => {
+  const dir = runDir(records.map(serializeRecord));
+  const viewer = await startViewer({ dirs: [dir] });
+  try {
+    t.regex(viewer.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    const page = await get(viewer.url, '/run/0');
+    t.is(page.status, 200);
+    t.regex(String(page.headers['content-security-policy']), /default-src 'none'/);
+    t.is((await get(viewer.url, '/')).status, 302);
+    t.is((await get(viewer.url, '/run/0', { host: 'attacker.example' })).status, 421);
+    t.is((await get(viewer.url, '/run/0', {}, 'POST')).status, 405);
+    t.is((await get(viewer.url, '/run/7')).status, 404);
+    t.is((await get(viewer.url, '/run/0/episode/999')).status, 404);
+    const bad = await get(viewer.url, '/run/0?minReward=%3Cscript%3E');
+    t.is(bad.status, 400);
+    t.false(bad.body.includes('<script>'));
+    const api = JSON.parse((await get(viewer.url, '/api/run/0/episodes?endReason=answered')).body);
+    t.is(api.total, records.filter((r) => r.endReason === 'answered').length);
+    t.is(canonicalJson(JSON.parse((await get(viewer.url, '/api/run/0/episode/2')).body)), canonicalJson(records[2]));
+  } finally {
+    await viewer.close();
+  }
+  t.throws(() => readFileSync(join(dir, 'nope')));
+});
