@@ -1,0 +1,130 @@
+import { z } from 'zod';
+
+/**
+ * The OpenAI chat-completions wire format: the request schema the server validates (zod 4) and the
+ * message shapes both the server and the external-policy client speak. Unknown request fields are
+ * ignored (clients send many optional ones), known ones are checked.
+ */
+
+export interface OpenAIToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** A chat message, normalized: text content only, `developer` read as `system`. */
+export type OpenAIMessage =
+  | { role: 'system' | 'user'; content: string }
+  | { role: 'assistant'; content: string | null; tool_calls?: OpenAIToolCall[] }
+  | { role: 'tool'; content: string; tool_call_id: string };
+
+export type AssistantMessage = Extract<OpenAIMessage, { role: 'assistant' }>;
+
+/** Text content: a string, or an array of text parts (other part types are refused). */
+const textContent = z.union([
+  z.string(),
+  z.array(z.object({ type: z.literal('text', { error: 'only text content parts are supported' }), text: z.string() })),
+]);
+
+const toolCallSchema = z.object({
+  id: z.string().min(1),
+  type: z.literal('function'),
+  function: z.object({ name: z.string().min(1), arguments: z.string() }),
+});
+
+const messageSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.enum(['system', 'developer', 'user']), content: textContent, name: z.string().optional() }),
+  z.object({
+    role: z.literal('assistant'),
+    content: textContent.nullish(),
+    tool_calls: z.array(toolCallSchema).nullish(),
+    name: z.string().optional(),
+  }),
+  z.object({ role: z.literal('tool'), content: textContent, tool_call_id: z.string().min(1) }),
+]);
+
+const toolSchema = z.object({
+  type: z.literal('function'),
+  function: z.object({
+    name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'a tool name is 1-64 letters, digits, _ or -'),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+  }),
+});
+
+const toolChoiceSchema = z.union([
+  z.enum(['none', 'auto', 'required']),
+  z.object({ type: z.literal('function'), function: z.object({ name: z.string().min(1) }) }),
+]);
+
+export const chatCompletionRequestSchema = z
+  .object({
+    model: z.string().min(1),
+    messages: z.array(messageSchema).min(1, 'messages must hold at least one message'),
+    tools: z.array(toolSchema).nullish(),
+    tool_choice: toolChoiceSchema.nullish(),
+    temperature: z.number().min(0).max(2).nullish(),
+    top_p: z.number().gt(0).max(1).nullish(),
+    max_tokens: z.number().int().positive().nullish(),
+    max_completion_tokens: z.number().int().positive().nullish(),
+    stop: z.union([z.string(), z.array(z.string()).max(4)]).nullish(),
+    seed: z.number().int().min(-(2 ** 31)).max(2 ** 32 - 1).nullish(),
+    stream: z.boolean().nullish(),
+    stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
+    n: z.literal(1, { error: 'only n = 1 is supported' }).nullish(),
+    logprobs: z.boolean().nullish(),
+    top_logprobs: z.literal(0, { error: 'top_logprobs is not supported (only 0)' }).nullish(),
+    /** vLLM's extension: `logprobs.content[].token` as `token_id:N`. */
+    return_tokens_as_token_ids: z.boolean().nullish(),
+  })
+  .refine((b) => !b.tool_choice || typeof b.tool_choice === 'string' || (b.tools ?? []).some((t) => t.function.name === (b.tool_choice as { function: { name: string } }).function.name), {
+    message: 'tool_choice names a function that is not in tools',
+    path: ['tool_choice'],
+  });
+
+export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
+
+type RawMessage = z.infer<typeof messageSchema>;
+
+function text(content: z.infer<typeof textContent> | null | undefined): string | null {
+  if (content === null || content === undefined) return null;
+  return typeof content === 'string' ? content : content.map((p) => p.text).join('');
+}
+
+/** A validated request's messages in the normalized form. */
+export function normalizeMessages(messages: readonly RawMessage[]): OpenAIMessage[] {
+  return messages.map((m): OpenAIMessage => {
+    if (m.role === 'assistant') {
+      const calls = m.tool_calls ?? [];
+      return calls.length > 0 ? { role: 'assistant', content: text(m.content), tool_calls: calls } : { role: 'assistant', content: text(m.content) };
+    }
+    if (m.role === 'tool') return { role: 'tool', content: text(m.content) ?? '', tool_call_id: m.tool_call_id };
+    return { role: m.role === 'developer' ? 'system' : m.role, content: text(m.content) ?? '' };
+  });
+}
+
+export type FinishReason = 'stop' | 'length' | 'tool_calls';
+
+export interface TokenLogprob {
+  token: string;
+  logprob: number;
+  bytes: number[];
+  top_logprobs: never[];
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  system_fingerprint: string;
+  choices: Array<{
+    index: number;
+    message: AssistantMessage & { refusal: null };
+    finish_reason: FinishReason;
+    logprobs: { content: TokenLogprob[]; refusal: null } | null;
+    /** The generated token ids (vLLM's `return_token_ids` field); clients that do not know it ignore it. */
+    token_ids?: number[];
+  }>;
+  usage: { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+}
