@@ -2,7 +2,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { deriveSeed } from '../core/rng.ts';
-import type { EpisodeRecord } from '../core/types.ts';
+import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { Scenario } from '../scenario/scenario.ts';
@@ -49,6 +49,8 @@ export interface PaperOptions {
   /** Episodes per evaluation split. */
   evalEpisodes: { test: number; ood: number };
   evalSplits?: readonly string[];
+  /** Episode budget overrides for every rollout (demonstrations, training, evaluation). */
+  episode?: Partial<EpisodeConfig>;
   onEvent?(event: PaperEvent): void;
 }
 
@@ -92,8 +94,16 @@ export function scoreRecords(method: string, split: string, records: readonly Ep
 }
 
 /** Greedy evaluation on fixed episodes: every method sees the same tasks with the same seeds. */
-export async function evaluateMethod(scenario: Scenario, method: string, policy: Policy, split: string, episodes: number, seed: number): Promise<MethodScore> {
-  const { records } = await rollout({ scenario, policy, split, episodes, seed: deriveSeed(seed, 'paper-eval', split), concurrency: 32 });
+export async function evaluateMethod(
+  scenario: Scenario,
+  method: string,
+  policy: Policy,
+  split: string,
+  episodes: number,
+  seed: number,
+  episode?: Partial<EpisodeConfig>,
+): Promise<MethodScore> {
+  const { records } = await rollout({ scenario, policy, split, episodes, seed: deriveSeed(seed, 'paper-eval', split), concurrency: 32, config: episode });
   return scoreRecords(method, split, records);
 }
 
@@ -124,7 +134,7 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
   const naive = scenario.policies['naive-rag'];
   if (naive) {
     const policy = await naive({ scenario, seed });
-    for (const split of splits) scores.push(await evaluateMethod(scenario, METHOD_NAMES['naive-rag'], policy, split, count(split), seed));
+    for (const split of splits) scores.push(await evaluateMethod(scenario, METHOD_NAMES['naive-rag'], policy, split, count(split), seed, options.episode));
     emit({ phase: 'baseline', message: 'Naive RAG evaluated' });
   }
   lap('naive-rag');
@@ -133,6 +143,7 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
   if (!demoFactory) throw new Error(`scenario ${scenario.id} has no "${options.warmStart.demoPolicy}" policy for the warm start`);
   const ws = await sftWarmStart({
     ...options.warmStart,
+    episode: options.episode,
     scenario,
     demoPolicy: await demoFactory({ scenario, seed }),
     seed,
@@ -143,7 +154,7 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
   lap('warm-start');
   emit({ phase: 'warm-start', message: `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}` });
   for (const split of splits) {
-    scores.push(await evaluateMethod(scenario, METHOD_NAMES.base, ws.trainable.policy({ temperature: 0 }), split, count(split), seed));
+    scores.push(await evaluateMethod(scenario, METHOD_NAMES.base, ws.trainable.policy({ temperature: 0 }), split, count(split), seed, options.episode));
   }
   lap('eval-base');
   emit({ phase: 'eval', message: 'Base Tool Call evaluated' });
@@ -162,6 +173,7 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
       config,
       outDir,
       init: `ckpt:${warmDir}`,
+      episode: options.episode,
       onStep: (m) => emit({ phase: 'rl-step', step: m, algo }),
       onEval: (e) => emit({ phase: 'rl-eval', eval: e, algo }),
     });
@@ -169,7 +181,7 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
     for (const s of result.steps) rewards.push({ algo, step: s.step, reward: s.reward });
     lap(`train-${algo}`);
     for (const split of splits) {
-      scores.push(await evaluateMethod(scenario, METHOD_NAMES[algo], model.policy({ temperature: 0 }), split, count(split), seed));
+      scores.push(await evaluateMethod(scenario, METHOD_NAMES[algo], model.policy({ temperature: 0 }), split, count(split), seed, options.episode));
     }
     lap(`eval-${algo}`);
     model.model.dispose();

@@ -11,17 +11,23 @@ import { integer } from '../common.ts';
  * warm start, GRPO) in under 15 minutes on 2 CPU cores. Quick: the same pipeline, small enough for CI
  * (under 2 minutes), which still shows the training reward rising.
  */
-export function startBudget(quick: boolean): Pick<PaperOptions, 'warmStart' | 'rl' | 'evalEpisodes'> {
+export function startBudget(quick: boolean): Pick<PaperOptions, 'warmStart' | 'rl' | 'evalEpisodes' | 'episode'> {
+  // An expert action is at most ~40 tokens; a per-turn cap of 64 keeps an untrained policy's
+  // rambling from eating the budget (such an action is refused as over the limit, and penalized).
+  const episode = { maxTokensPerTurn: 64 };
   if (quick) {
     return {
-      warmStart: { demoPolicy: 'noisy-expert', episodes: 128, steps: 16, batchSize: 16, lr: 3e-3, vocabSize: 768, model: { dModel: 64, nLayers: 2, contextLength: 768 } },
-      rl: { steps: 4, tasksPerStep: 4, group: 4, minibatch: 16, lr: 5e-4, klMode: 'none', klCoef: 0, evalEvery: 0, evalEpisodes: 16, checkpointEvery: 4 },
+      episode,
+      // A short context (the first turns) keeps SFT steps cheap; the run shows the format being learned.
+      warmStart: { demoPolicy: 'noisy-expert', episodes: 128, steps: 24, batchSize: 16, lr: 5e-3, vocabSize: 768, model: { dModel: 64, nLayers: 2, contextLength: 384 } },
+      rl: { steps: 5, tasksPerStep: 4, group: 4, minibatch: 16, lr: 1e-3, klMode: 'none', klCoef: 0, evalEvery: 0, evalEpisodes: 16, checkpointEvery: 5 },
       evalEpisodes: { test: 32, ood: 16 },
     };
   }
   return {
+    episode,
     warmStart: { demoPolicy: 'noisy-expert', episodes: 800, steps: 120, batchSize: 16, lr: 3e-3, vocabSize: 768, model: { dModel: 96, nLayers: 2, contextLength: 768 } },
-    rl: { steps: 12, tasksPerStep: 8, group: 8, minibatch: 64, lr: 3e-4, klMode: 'none', klCoef: 0, evalEvery: 4, evalEpisodes: 64, checkpointEvery: 4 },
+    rl: { steps: 10, tasksPerStep: 8, group: 8, minibatch: 64, lr: 3e-4, klMode: 'none', klCoef: 0, evalEvery: 5, evalEpisodes: 64, checkpointEvery: 5 },
     evalEpisodes: { test: 300, ood: 125 },
   };
 }
