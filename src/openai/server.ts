@@ -172,7 +172,7 @@ export class ChatServer {
     if (body.model !== modelName) throw unknownModel(body.model, modelName);
     const prompt = this.bridge.render(normalizeMessages(body.messages));
     const context = policy.model.config.contextLength;
-    if (prompt.length >= context) {
+    if (prompt.length > context) {
       throw new OpenAIHttpError(400, `the conversation is ${prompt.length} tokens; this model's context is ${context} tokens`, 'invalid_request_error', 'context_length_exceeded', 'messages');
     }
     const maxTokens = Math.min(body.max_completion_tokens ?? body.max_tokens ?? Infinity, context - prompt.length + 1);

@@ -21,7 +21,7 @@ export function calculatorCheckpoint(): Promise<{ dir: string; seconds: number; 
   built ??= (async () => {
     await initBackend();
     const { records } = await rollout({ scenario: calc, policy: calc.policies.expert!({ scenario: calc, seed: 0 }) as never, split: 'train', episodes: 2, seed: 0 });
-    const trained = trainSft({ records, vocabSize: 400, model: { dModel: 32, nLayers: 1, nHeads: 2, contextLength: 384 }, steps: 50, batchSize: 2, lr: 2e-2, seed: 1 });
+    const trained = trainSft({ records, vocabSize: 400, model: { dModel: 32, nLayers: 1, nHeads: 2, contextLength: 1024 }, steps: 50, batchSize: 2, lr: 2e-2, seed: 1 });
     const dir = join(mkdtempSync(join(tmpdir(), 'agent-r1-openai-')), 'ckpt');
     await saveCheckpoint(dir, trained.model, trained.tokenizer, { sampling: { temperature: 0 } });
     return { dir, seconds: trained.seconds, finalLoss: trained.finalLoss };
