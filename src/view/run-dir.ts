@@ -21,7 +21,7 @@ export interface RunInfo {
   evals: { file: string; data: { [key: string]: unknown } }[];
   /** Checkpoint folders under DIR (relative paths). */
   checkpoints: string[];
-  /** A tokenizer.json saved with a checkpoint, when there is one. */
+  /** Where a checkpoint's tokenizer is: its tokenizer.json, or the model.json that embeds it. */
   tokenizerPath: string | undefined;
   /** Problems with the run's files that did not stop it from being shown. */
   warnings: string[];
@@ -91,8 +91,9 @@ function findCheckpoints(dir: string): { checkpoints: string[]; tokenizerPath: s
     const names = new Set(entries.filter((e) => e.isFile()).map((e) => e.name));
     if (folder !== dir && (names.has('model.json') || names.has('tokenizer.json') || names.has('weights.bin') || names.has('checkpoint.json'))) {
       checkpoints.push(relative(dir, folder));
-      // The newest checkpoint's tokenizer (they are normally identical across a run).
+      // The last checkpoint's tokenizer (they are normally identical across a run).
       if (names.has('tokenizer.json')) tokenizerPath = join(folder, 'tokenizer.json');
+      else if (names.has('model.json')) tokenizerPath = join(folder, 'model.json');
     }
     if (depth < 2) for (const e of entries) if (e.isDirectory() && !e.name.startsWith('.')) visit(join(folder, e.name), depth + 1);
   };

@@ -5,7 +5,8 @@ import { html, type Html } from './html.ts';
 export type TokenDecoder = (id: number) => string;
 
 /**
- * Loads the byte-BPE tokenizer saved with a checkpoint, to show action tokens as text. The
+ * Loads the byte-BPE tokenizer saved with a checkpoint (tokenizer.json, or the `tokenizer` field of
+ * the checkpoint's model.json), to show action tokens as text. The
  * tokenizer module belongs to the policy code and is imported lazily; any failure (no file, another
  * format) leaves the viewer showing token ids instead, with the reason.
  */
@@ -13,7 +14,9 @@ export async function loadTokenDecoder(path: string | undefined): Promise<{ deco
   if (!path) return {};
   try {
     const { Tokenizer } = (await import('../policy/tfjs/tokenizer.ts')) as { Tokenizer: new (json: unknown) => { tokenText(id: number): string } };
-    const tokenizer = new Tokenizer(JSON.parse(readFileSync(path, 'utf8')));
+    const json = JSON.parse(readFileSync(path, 'utf8')) as { tokenizer?: unknown };
+    // A checkpoint's model.json embeds its tokenizer; a tokenizer.json is the tokenizer itself.
+    const tokenizer = new Tokenizer(json && typeof json === 'object' && json.tokenizer ? json.tokenizer : json);
     return {
       decode: (id) => {
         try {

@@ -15,6 +15,7 @@ import type { Policy } from '../../src/policy/policy.ts';
 import { serializeRecord } from '../../src/replay/record.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
+import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
 import { groupAdvantages } from '../../src/view/advantages.ts';
 import { buildReport } from '../../src/view/report.ts';
 import { startViewer, type Viewer } from '../../src/view/server.ts';
@@ -26,14 +27,21 @@ const scenario = calculator as unknown as Scenario;
 const XSS_CALL = '<script>window.__pwned = "script"</script>';
 const XSS_ANSWER = '<img src=x onerror="window.__pwned = \'img\'"><b>bold?</b>';
 
-/** A scripted policy whose actions carry markup: the record is genuine (sealed, replayable). */
+const tokenizer = trainTokenizer([`<answer>${XSS_ANSWER}</answer>`, 'the answer is bold'], { vocabSize: 300, minFrequency: 1 });
+
+/**
+ * A scripted policy whose actions carry markup: the record is genuine (sealed, replayable). Its
+ * answer turn comes with token ids and log-probs, as a model policy's would.
+ */
 const hostile: Policy = {
   id: 'hostile',
   version: 'hostile-1',
-  act: async ({ turn }) =>
-    turn === 0
-      ? { text: `Thinking ${XSS_CALL} <tool_call>{"name": "calculate", "arguments": {"expression": ${JSON.stringify(XSS_CALL)}}}</tool_call>` }
-      : { text: `<answer>${XSS_ANSWER}</answer>` },
+  act: async ({ turn }) => {
+    if (turn === 0) return { text: `Thinking ${XSS_CALL} <tool_call>{"name": "calculate", "arguments": {"expression": ${JSON.stringify(XSS_CALL)}}}</tool_call>` };
+    const text = `<answer>${XSS_ANSWER}</answer>`;
+    const tokens = tokenizer.encode(text);
+    return { text, tokens, logprobs: tokens.map((_, i) => -0.4 * (i % 6)) };
+  },
 };
 
 let browser: Browser | undefined;
@@ -61,6 +69,9 @@ test.before(async () => {
   writeFileSync(join(runDir, 'eval-test.json'), JSON.stringify({ split: 'test', em: 0.62, byType: { add: { em: 0.7, n: 10 }, divide: { em: 0.5, n: 10 } } }));
   const metrics = Array.from({ length: 12 }, (_, step) => ({ step, reward: -0.5 + step * 0.1, successRate: step / 12, kl: 0.001 * step, entropy: 2 - step * 0.05, clipFraction: 0.1, gradNorm: 1 + (step % 3), tokensPerSec: 900 + step }));
   writeFileSync(join(runDir, 'metrics.jsonl'), metrics.map((m) => JSON.stringify(m) + '\n').join(''));
+  // A checkpoint folder whose model.json embeds the tokenizer, as src/policy/tfjs/checkpoint.ts saves it.
+  mkdirSync(join(runDir, 'ckpt-step-12'));
+  writeFileSync(join(runDir, 'ckpt-step-12', 'model.json'), JSON.stringify({ tokenizer: tokenizer.toJSON() }));
   secondDir = mkdtempSync(join(tmpdir(), 'viewer-run2-'));
   writeFileSync(join(secondDir, 'metrics.jsonl'), metrics.map((m) => JSON.stringify({ ...m, reward: m.reward + 0.3 }) + '\n').join(''));
   viewer = await startViewer({ dirs: [runDir, secondDir] });
@@ -151,6 +162,13 @@ test.serial('hostile markup in generated text and tool results is shown as text 
   t.deepEqual(JSON.parse((await first.locator('.call-args').textContent())!), { expression: XSS_CALL });
   t.true((await first.locator('pre.result-content').textContent())!.length > 0);
   t.is(await page.locator('.final-answer').textContent(), XSS_ANSWER);
+  // The answer's tokens, decoded with the checkpoint's tokenizer, spell the text; each shows its log-prob.
+  const answerTurn = record.turns[1]!;
+  const toks = page.locator('section.turn').nth(1).locator('.tokens .tok');
+  t.is(await toks.count(), answerTurn.tokens!.length);
+  t.is((await toks.allTextContents()).join(''), answerTurn.text);
+  t.regex((await toks.nth(1).getAttribute('title'))!, /logprob -0\.4000/);
+  await page.screenshot({ path: join(ARTIFACTS, 'viewer-episode-hostile.png'), fullPage: true });
   // Nothing from the record became an element, ran, or fetched anything.
   t.is(await page.locator('script').count(), 0);
   t.is(await page.locator('main img').count(), 0);

@@ -76,7 +76,7 @@ function turnView(turn: TurnRecord, decode: TokenDecoder | undefined): Html {
 
 function resultView(r: EpisodeRecord['turns'][number]['results'][number]): Html {
   return html`<div class="result" data-ok="${String(r.ok)}"><div class="muted">result of <b>${r.name}</b>: <span class="badge ${r.ok ? 'ok' : 'error'}">${r.ok ? 'ok' : r.error?.kind ?? 'failed'}</span>${r.truncated ? ' (truncated)' : ''}</div>
-    <pre class="result-content">${r.content}</pre>${r.error ? html`<div class="muted result-error">${r.error.message}</div>` : ''}</div>`;
+    <pre class="result-content">${r.content}</pre>${r.error && r.error.message !== r.content ? html`<div class="muted result-error">${r.error.message}</div>` : ''}</div>`;
 }
 
 function replayView(replay: EpisodeView['replay']): Html {
@@ -107,12 +107,8 @@ export function episodeView(v: EpisodeView): Html {
     </div>
     ${replayView(v.replay)}
   </section>
-  <section class="card">
-    <h2>State machines</h2>
-    <div class="diagrams"><figure class="episode-machine"><figcaption class="muted">episode machine (from machines/episode.ts), this episode's path highlighted</figcaption>${renderDiagram(v.episodeGraph, marks, 'episode machine')}</figure>
-    ${world ? html`<figure class="world-machine"><figcaption class="muted">world machine ${v.worldGraph!.id}: states named in this episode's tool results</figcaption>${world}</figure>` : ''}</div>
-  </section>
-  <details${v.compact ? '' : ' open'}><summary>prompt (${r.prompt.length} messages)</summary>${r.prompt.map((m) => html`<div class="muted">${m.role}</div><pre class="prompt">${m.content}</pre>`)}</details>
+  <div class="episode-grid"><div class="episode-main">
+  <details><summary>prompt (${r.prompt.length} messages)</summary>${r.prompt.map((m) => html`<div class="muted">${m.role}</div><pre class="prompt">${m.content}</pre>`)}</details>
   <h2>Turns (${r.turns.length})</h2>
   ${r.turns.map((t) => turnView(t, v.decode))}
   <section class="card outcome">
@@ -126,5 +122,9 @@ export function episodeView(v: EpisodeView): Html {
       <div>tokens</div><div>${r.totalTokens}</div>
       <div>ended because</div><div>${r.endReason}</div>
     </div>
-  </section></div>`;
+  </section></div>
+  <aside class="episode-side">
+    <figure class="episode-machine"><figcaption class="muted">episode machine (machines/episode.ts): this episode's path</figcaption>${renderDiagram(v.episodeGraph, marks, 'episode machine')}</figure>
+    ${world ? html`<figure class="world-machine"><figcaption class="muted">world machine ${v.worldGraph!.id}: states named in this episode's tool results</figcaption>${world}</figure>` : ''}
+  </aside></div></div>`;
 }
