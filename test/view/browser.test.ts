@@ -4,7 +4,7 @@
  * text is hostile markup); screenshots go to test-artifacts/.
  */
 import test from 'ava';
-import { mkdirSync, mkdtempSync, writeFileSync, existsSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -87,6 +87,7 @@ test.before(async () => {
 test.after.always(async () => {
   await browser?.close();
   await viewer?.close();
+  for (const dir of [runDir, secondDir]) if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
 /** A fresh page that records every request and every dialog, and fails on any page error. */
@@ -147,6 +148,7 @@ test.serial('run page → episode page: turns, calls, results and rewards equal 
   t.is(await page.locator('figure.episode-machine g.node.visited[data-state="execute"]').count(), 1);
   t.true((await page.locator('figure.episode-machine g.edge.taken[data-from="reward"][data-to="generate"]').count()) === 1);
   await page.screenshot({ path: join(ARTIFACTS, 'viewer-episode.png'), fullPage: true });
+  await page.screenshot({ path: join(ARTIFACTS, 'viewer-episode-top.png') });
   t.true(requests.every((u) => u.startsWith(viewer.url)), `only the viewer was asked: ${requests.join(', ')}`);
   await page.context().close();
 });

@@ -13,7 +13,9 @@ export interface GroupMember {
 export function groupView(members: readonly GroupMember[]): Html {
   const rewards = members.map((m) => m.record.totalReward);
   const mean = rewards.reduce((a, b) => a + b, 0) / Math.max(1, rewards.length);
-  return html`<div class="muted">${members.length} episodes · mean total reward ${fmtNumber(mean)} · advantage = (r − mean) / (std + 1e-6), GRPO over the group's total rewards${members.some((m) => m.recorded) ? ' (recorded where the record has one)' : ''}</div>
+  const task = members[0]?.record.task;
+  return html`${task ? html`<div class="question">${task.question}${task.answer !== undefined ? html` <span class="muted">(reference answer: ${task.answer})</span>` : ''}</div>` : ''}
+  <div class="muted">${members.length} episodes · mean total reward ${fmtNumber(mean)} · advantage = (r − mean) / (std + 1e-6), GRPO over the group's total rewards${members.some((m) => m.recorded) ? ' (recorded where the record has one)' : ''}</div>
   <div class="compare">${members.map(
     (m) => html`<div class="member" data-sample="${m.record.sample}" data-reward="${m.record.totalReward}" data-advantage="${m.advantage}">
       <div><a href="${m.href}">${m.record.episodeId}</a> <span class="muted">sample ${m.record.sample}</span></div>

@@ -35,7 +35,7 @@ form.filters input, form.filters select { font: inherit; padding: 3px 5px; }
 .tokens { font: 12.5px/1.9 ui-monospace, Menlo, monospace; white-space: pre-wrap; word-break: break-word; }
 .tokens .tok { border-radius: 2px; padding: 1px 0; margin-right: 1px; }
 .tokens.ids .tok { font-size: 11px; }
-.compare { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr)); gap: 10px; }
+.compare { display: grid; grid-template-columns: repeat(auto-fit, minmax(250px, 1fr)); gap: 10px; }
 .compare .member { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px; }
 .warn { background: #fff7e6; border: 1px solid #f5d48b; border-radius: 6px; padding: 6px 10px; margin: 8px 0; }
 .episode-grid { display: grid; grid-template-columns: minmax(0, 1fr) auto; gap: 16px; align-items: start; }
