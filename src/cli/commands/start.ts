@@ -1,7 +1,9 @@
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
+import { TrainingError } from '../../rl/errors.ts';
 import { formatPaperTable, runPaper, type PaperOptions } from '../../rl/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { integer } from '../common.ts';
@@ -45,6 +47,13 @@ export function register(program: Command): void {
       const say = (s: string) => process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
       const quick = flags.quick ?? false;
       const out = flags.out ?? join('runs', quick ? 'start-quick' : 'start');
+      if (existsSync(out)) {
+        // The main job starts over; refuse to wipe a directory it did not make.
+        if (!existsSync(join(out, 'warm-start')) && !existsSync(join(out, 'paper.json')) && readdirSync(out).length > 0) {
+          throw new TrainingError(`${out} exists and is not a start run; choose another --out`);
+        }
+        rmSync(out, { recursive: true, force: true });
+      }
       const info = await initBackend(flags.backend);
       say(`backend ${info.name}`);
       const scenario = await loadScenario('multihop-qa', builtinScenarios, { seed: String(flags.seed) });

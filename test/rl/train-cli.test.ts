@@ -1,0 +1,23 @@
+import test from 'ava';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cli } from '../helpers/cli.ts';
+
+const errors: Array<[string, string[], RegExp, number]> = [
+  ['an unknown algorithm', ['train', '--scenario', 'calculator', '--algo', 'dpo', '--out', 'OUT'], /unknown algorithm "dpo"; valid: grpo, ppo, reinforce\+\+, rloo/, 1],
+  ['a bad learning rate', ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--lr', '-1'], /bad training config: lr/, 1],
+  ['a bad --init', ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--init', 'runs/x'], /--init must be ckpt:DIR/, 1],
+  ['a missing checkpoint', ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--init', 'ckpt:/nonexistent/ckpt'], /cannot read checkpoint/, 1],
+  ['a missing --algo', ['train', '--scenario', 'calculator', '--out', 'OUT'], /required option '--algo <algo>'/, 2],
+  ['an unknown scenario', ['train', '--scenario', 'nope', '--algo', 'grpo', '--out', 'OUT'], /unknown scenario "nope"/, 2],
+];
+
+for (const [what, args, pattern, code] of errors) {
+  test(`train with ${what} fails with a clear message`, async (t) => {
+    const out = join(await mkdtemp(join(tmpdir(), 'train-cli-')), 'run');
+    const r = cli(args.map((a) => (a === 'OUT' ? out : a)));
+    t.is(r.code, code, r.stderr);
+    t.regex(r.stderr, pattern);
+  });
+}
