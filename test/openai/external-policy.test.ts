@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
+import type { Task } from '../../src/core/types.ts';
 import { runRolloutCommand } from '../../src/cli/commands/rollout.ts';
 import { ExternalPolicyError, PolicySpecError } from '../../src/openai/errors.ts';
 import { OpenAIPolicy, openAIOptionsFromSpec } from '../../src/openai/external-policy.ts';
@@ -17,7 +18,7 @@ import { rollout } from '../../src/rollout/rollout.ts';
 import { runEpisode } from '../../src/rollout/run-episode.ts';
 import { calc, calculatorCheckpoint } from './fixtures.ts';
 
-const task = calc.tasks({ split: 'train', seed: 0, count: 1 })[0]!;
+const task = (calc.tasks({ split: 'train', seed: 0, count: 1 }) as Task[])[0]!;
 
 /** A local OpenAI-compatible endpoint whose answers the test scripts; it notes every request body. */
 async function fakeEndpoint(answer: (body: any, n: number, req: IncomingMessage, res: ServerResponse) => void | Promise<void>) {

@@ -1,4 +1,5 @@
 import test from 'ava';
+import type { Task } from '../../src/core/types.ts';
 import OpenAI from 'openai';
 import { loadCheckpointPolicy } from '../../src/policy/tfjs/index.ts';
 import { ChatServer } from '../../src/openai/server.ts';
@@ -24,7 +25,7 @@ test.after.always(async () => {
   await server?.close();
 });
 
-const task = calc.tasks({ split: 'train', seed: 0, count: 1 })[0]!;
+const task = (calc.tasks({ split: 'train', seed: 0, count: 1 }) as Task[])[0]!;
 const tools = openAITools(calc) as OpenAI.ChatCompletionTool[];
 const prompt = calc.env.prompt(task, openAITools(calc)) as OpenAI.ChatCompletionMessageParam[];
 
