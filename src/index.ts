@@ -32,3 +32,22 @@ export type { ScenarioProblem, ProblemKind, CheckOptions, CheckResult } from './
 export { machineToMermaid, replaceDiagramBlocks } from './scenario/diagram.ts';
 export { commitEffect, syncEffects, effectsOf, withoutEffects } from './scenario/effects.ts';
 export type { Effect, EffectLog } from './scenario/effects.ts';
+
+// OpenAI interop: serve a token policy behind an OpenAI-compatible API, use any OpenAI-compatible
+// endpoint as a policy, convert episodes to OpenAI chat messages; export runs as training data
+export { ChatServer, DEFAULT_MAX_BODY_BYTES } from './openai/server.ts';
+export type { ChatServerOptions, RequestLogEntry } from './openai/server.ts';
+export { ServingPolicy } from './openai/serving-policy.ts';
+export type { ServablePolicy } from './openai/serving-policy.ts';
+export { ChatBridge } from './openai/chat-bridge.ts';
+export { OpenAIPolicy, openAIPolicyFromSpec, openAIOptionsFromSpec, readCompletion } from './openai/external-policy.ts';
+export type { OpenAIPolicyOptions } from './openai/external-policy.ts';
+export { actionToAssistant, assistantToAction, historyToOpenAI, observationToToolMessages, joinToolResults } from './openai/messages.ts';
+export { chatCompletionRequestSchema } from './openai/wire.ts';
+export type { OpenAIMessage, OpenAIToolCall, AssistantMessage, ChatCompletion } from './openai/wire.ts';
+export { OpenAIHttpError, ExternalPolicyError, PolicySpecError } from './openai/errors.ts';
+export { exportRun, readRun, recordsToRows, ExportError, EXPORT_FORMATS } from './export/export-run.ts';
+export type { ExportFormat, ExportOptions, ExportResult } from './export/export-run.ts';
+export { recordToRow, recordMessages } from './export/episode-row.ts';
+export type { EpisodeRow, ExportMessage } from './export/episode-row.ts';
+export { rowsToParquet } from './export/parquet.ts';

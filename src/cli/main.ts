@@ -11,6 +11,8 @@ import { register as registerReport } from './commands/report.ts';
 import { register as registerSft } from './commands/sft.ts';
 import { register as registerTrain } from './commands/train.ts';
 import { register as registerScenarioCheck } from './commands/scenario-check.ts';
+import { register as registerServe } from './commands/serve.ts';
+import { register as registerExport } from './commands/export.ts';
 
 const program = new Command('agent-r1')
   .description('Train, simulate, evaluate and replay LLM agents with multi-turn RL (the Agent-R1 formulation).')
@@ -18,7 +20,7 @@ const program = new Command('agent-r1')
   .showSuggestionAfterError()
   .exitOverride();
 
-for (const register of [registerStart, registerScenarios, registerRollout, registerEval, registerReplay, registerView, registerReport, registerTrain, registerSft, registerScenarioCheck]) register(program);
+for (const register of [registerStart, registerScenarios, registerRollout, registerEval, registerReplay, registerView, registerReport, registerTrain, registerSft, registerScenarioCheck, registerServe, registerExport]) register(program);
 
 // Every subcommand inherits the strictness: an unknown flag is an error, not silently ignored.
 for (const command of program.commands) command.exitOverride().showHelpAfterError();

@@ -1,0 +1,33 @@
+import { Option, type Command } from 'commander';
+import { builtinScenarios } from '../../../scenarios/index.ts';
+import { EXPORT_FORMATS, exportRun, type ExportFormat } from '../../export/export-run.ts';
+import { loadScenario } from '../../scenario/load.ts';
+import { printJson } from '../common.ts';
+
+interface ExportFlags {
+  format: ExportFormat;
+  out: string;
+  scenario?: string;
+  json?: boolean;
+}
+
+export function register(program: Command): void {
+  program
+    .command('export')
+    .description("write a run's episodes as training data: one row per episode with OpenAI-format messages, tools and rewards")
+    .argument('<run>', 'a run directory (with episodes.jsonl) or an episodes .jsonl file')
+    .addOption(new Option('--format <format>', 'messages (JSONL) or parquet').choices(EXPORT_FORMATS).makeOptionMandatory())
+    .requiredOption('--out <file>', 'the file to write')
+    .option('--scenario <name>', "load this scenario (name or folder) for the tools instead of the records' scenario id")
+    .option('--json', 'print {rows, out, bytes} as the last stdout line')
+    .action(async (run: string, flags: ExportFlags) => {
+      const result = await exportRun({
+        runDir: run,
+        format: flags.format,
+        out: flags.out,
+        loadScenario: (id, options) => loadScenario(flags.scenario ?? id, builtinScenarios, options),
+      });
+      if (flags.json) printJson(result);
+      else process.stdout.write(`exported ${result.rows} episodes to ${result.out} (${result.bytes} bytes)\n`);
+    });
+}

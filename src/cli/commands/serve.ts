@@ -1,0 +1,74 @@
+import { Option, type Command } from 'commander';
+import { InvalidArgumentError } from 'commander';
+import { basename, resolve } from 'node:path';
+import { UnknownNameError } from '../../core/errors.ts';
+import { ChatServer, DEFAULT_MAX_BODY_BYTES } from '../../openai/server.ts';
+import type { ServablePolicy } from '../../openai/serving-policy.ts';
+import { nonNegativeInt, positiveInt, printJson } from '../common.ts';
+
+interface ServeFlags {
+  policy: string;
+  port: number;
+  host: string;
+  apiKey?: string;
+  modelName?: string;
+  maxBatch: number;
+  maxWaitMs: number;
+  maxBodyBytes: number;
+  quiet?: boolean;
+  json?: boolean;
+}
+
+function port(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('expected a port number (0-65535; 0: any free port)');
+  return n;
+}
+
+export function register(program: Command): void {
+  program
+    .command('serve')
+    .description('serve a trained policy behind an OpenAI-compatible API (POST /v1/chat/completions, GET /v1/models)')
+    .requiredOption('--policy <spec>', 'the policy to serve: ckpt:DIR')
+    .option('--port <p>', 'port (0: any free port)', port, 8000)
+    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .addOption(new Option('--api-key <key>', 'require "Authorization: Bearer KEY" (default: none)').env('AGENT_R1_API_KEY'))
+    .option('--model-name <name>', 'the model id clients ask for (default: the checkpoint folder name)')
+    .option('--max-batch <b>', 'most requests generated in one batch', positiveInt, 32)
+    .option('--max-wait-ms <ms>', 'how long a request waits for others to batch with', nonNegativeInt, 2)
+    .option('--max-body-bytes <n>', 'refuse request bodies over this size (413)', positiveInt, DEFAULT_MAX_BODY_BYTES)
+    .option('--quiet', 'no request log on stderr')
+    .option('--json', 'print {url, model, version} as one stdout line once listening')
+    .action(async (flags: ServeFlags) => {
+      if (!flags.policy.startsWith('ckpt:')) throw new UnknownNameError('policy to serve', flags.policy, ['ckpt:DIR']);
+      const dir = flags.policy.slice('ckpt:'.length);
+      const { loadCheckpointPolicy } = await import('../../policy/tfjs/checkpoint.ts');
+      const policy = (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
+      const modelName = flags.modelName ?? basename(resolve(dir));
+      const server = new ChatServer({
+        policy,
+        modelName,
+        ...(flags.apiKey ? { apiKey: flags.apiKey } : {}),
+        maxBatch: flags.maxBatch,
+        maxWaitMs: flags.maxWaitMs,
+        maxBodyBytes: flags.maxBodyBytes,
+        onRequest: flags.quiet
+          ? undefined
+          : (e) =>
+              process.stderr.write(
+                `${e.method} ${e.path} ${e.status} ${e.ms.toFixed(0)} ms${e.completionTokens === undefined ? '' : ` (${e.promptTokens} prompt + ${e.completionTokens} completion tokens)`}\n`,
+              ),
+      });
+      const url = await server.listen(flags.port, flags.host);
+      process.stderr.write(`serving "${modelName}" (${policy.id}, version ${policy.version.slice(0, 12)}) at ${url}${flags.apiKey ? ' (API key required)' : ''}\n`);
+      if (flags.json) printJson({ url, model: modelName, version: policy.version });
+      await new Promise<void>((done) => {
+        const stop = () => {
+          process.stderr.write('shutting down\n');
+          void server.close().then(done);
+        };
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+      });
+    });
+}
