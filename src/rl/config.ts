@@ -92,7 +92,7 @@ const COMMON: Omit<TrainConfig, 'algo' | 'klMode' | 'klEstimator' | 'klCoef'> = 
   trainSplit: 'train',
   evalSplit: 'dev',
   taskPool: 1000,
-  concurrency: 16,
+  concurrency: 64,
 };
 
 /** Defaults per algorithm, as in verl's example configs (GRPO/RLOO: k3 KL loss; REINFORCE++: KL in the reward). */

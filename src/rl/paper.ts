@@ -103,7 +103,7 @@ export async function evaluateMethod(
   seed: number,
   episode?: Partial<EpisodeConfig>,
 ): Promise<MethodScore> {
-  const { records } = await rollout({ scenario, policy, split, episodes, seed: deriveSeed(seed, 'paper-eval', split), concurrency: 32, config: episode });
+  const { records } = await rollout({ scenario, policy, split, episodes, seed: deriveSeed(seed, 'paper-eval', split), concurrency: 64, config: episode });
   return scoreRecords(method, split, records);
 }
 
