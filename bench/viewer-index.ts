@@ -13,6 +13,7 @@ import { rollout } from '../src/rollout/rollout.ts';
 import { sealRecord, serializeRecord } from '../src/replay/record.ts';
 import type { EpisodeRecord } from '../src/core/types.ts';
 import { EpisodeIndex } from '../src/view/episode-index.ts';
+import { startViewer } from '../src/view/server.ts';
 
 const args = process.argv.slice(2);
 const n = Number(args[args.indexOf('--episodes') + 1] ?? 0) || 100_000;
@@ -34,7 +35,7 @@ for (let i = 0; i < n; i++) {
   const word = `${WORDS[i % WORDS.length]}${Math.floor(i / WORDS.length) % 1000}`;
   const turns = rest.turns.map((t, k) => (k === 0 ? { ...t, text: `${t.text} ${word}` } : t));
   const record = sealRecord({ ...rest, index: i, episodeId: `${rest.task.id}-${i}#${rest.sample}`, group: `${rest.group}-${Math.floor(i / 4)}`, turns });
-  if (!out.write(serializeRecord(record) + '\n')) await new Promise((r) => out.once('drain', r));
+  if (!out.write(serializeRecord(record) + '\n')) await new Promise<void>((r) => out.once('drain', () => r()));
 }
 await new Promise<void>((r) => out.end(() => r()));
 
@@ -43,6 +44,11 @@ const time = <T>(f: () => T): [T, number] => {
   const v = f();
   return [v, performance.now() - t];
 };
+async function timeAsync<T>(f: () => Promise<T>): Promise<[T, number]> {
+  const t = performance.now();
+  const v = await f();
+  return [v, performance.now() - t];
+}
 const mem0 = process.memoryUsage().heapUsed;
 const cpu0 = process.cpuUsage();
 const [index, indexMs] = time(() => EpisodeIndex.open(file));
@@ -52,6 +58,20 @@ const [page, filterMs] = time(() => index.filter({ split: 'train', minReward: 0.
 index.filter({ q: 'warm-up' });
 const [hits, searchMs] = time(() => index.filter({ q: 'golf7' }));
 const [, readMs] = time(() => index.read(Math.floor(n / 2)));
+// The same over HTTP, as a browser gets it: the viewer builds its own index at start.
+const [viewerStart, viewerStartMs] = await timeAsync(() => startViewer({ dirs: [dir] }));
+const viewer = viewerStart;
+const fetchMs = async (path: string) => (await timeAsync(async () => {
+  const res = await fetch(viewer.url + path);
+  if (res.status !== 200) throw new Error(`${path}: HTTP ${res.status}`);
+  return res.text();
+}))[1];
+const runPageFirstMs = await fetchMs('/run/0');
+const runPageMs = await fetchMs('/run/0?page=1000');
+const filteredPageMs = await fetchMs('/run/0?endReason=answered&minReward=0.5&page=3');
+const searchPageMs = await fetchMs('/run/0?q=golf7');
+const episodePageMs = await fetchMs(`/run/0/episode/${Math.floor(n / 2)}`);
+await viewer.close();
 const figures = {
   episodes: index.size,
   fileMb: +(statSync(file).size / 2 ** 20).toFixed(1),
@@ -63,6 +83,12 @@ const figures = {
   searchHits: hits.length,
   readEpisodeMs: +readMs.toFixed(2),
   pageRows: page.length,
+  viewerStartMs: Math.round(viewerStartMs),
+  runPageFirstMs: Math.round(runPageFirstMs),
+  runPageMs: Math.round(runPageMs),
+  filteredPageMs: Math.round(filteredPageMs),
+  searchPageMs: Math.round(searchPageMs),
+  episodePageMs: Math.round(episodePageMs),
 };
 if (json) process.stdout.write(JSON.stringify(figures) + '\n');
 else for (const [k, v] of Object.entries(figures)) process.stdout.write(`${k.padEnd(16)} ${v}\n`);

@@ -65,19 +65,38 @@ export async function metricCharts(series: readonly MetricSeries[], options: { w
   return charts;
 }
 
-/** A histogram of episode rewards, one colour per run when there are several. */
+/**
+ * A histogram of episode rewards, one colour per run when there are several. The bins are counted
+ * here (Vega's own nice-bin rule), so the chart costs the same for 100 or 100k episodes.
+ */
 export async function rewardHistogram(series: readonly { run: string; rewards: readonly number[] }[]): Promise<Html> {
-  const values = series.flatMap((s) => s.rewards.map((reward) => ({ run: s.run, reward })));
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const s of series) for (const r of s.rewards) if (Number.isFinite(r)) (lo = Math.min(lo, r)), (hi = Math.max(hi, r));
+  if (lo === Infinity) (lo = 0), (hi = 1);
+  if (lo === hi) (lo -= 0.5), (hi += 0.5);
+  const { start, step } = (vega as unknown as { bin(o: { extent: [number, number]; maxbins: number }): { start: number; stop: number; step: number } }).bin({ extent: [lo, hi], maxbins: 30 });
+  const values: { run: string; start: number; end: number; count: number }[] = [];
+  for (const s of series) {
+    const counts = new Map<number, number>();
+    for (const r of s.rewards) {
+      if (!Number.isFinite(r)) continue;
+      const k = Math.floor((r - start) / step + 1e-9);
+      counts.set(k, (counts.get(k) ?? 0) + 1);
+    }
+    for (const [k, count] of [...counts].sort((a, b) => a[0] - b[0])) values.push({ run: s.run, start: start + k * step, end: start + (k + 1) * step, count });
+  }
   const multi = series.length > 1;
   return renderSvg({
     title: { text: 'episode total reward', anchor: 'start', fontSize: 13 },
     width: 300,
     height: 140,
     data: { values },
-    mark: { type: 'bar', opacity: multi ? 0.6 : 1 },
+    mark: { type: 'bar', opacity: multi ? 0.6 : 1, binSpacing: 1 },
     encoding: {
-      x: { field: 'reward', type: 'quantitative', bin: { maxbins: 30 }, title: 'total reward' },
-      y: { aggregate: 'count', type: 'quantitative', title: 'episodes', stack: multi ? null : undefined },
+      x: { field: 'start', type: 'quantitative', bin: { binned: true, step }, title: 'total reward' },
+      x2: { field: 'end' },
+      y: { field: 'count', type: 'quantitative', title: 'episodes', stack: multi ? null : undefined },
       ...(multi ? { color: { field: 'run', type: 'nominal', legend: { orient: 'bottom' } } } : {}),
     },
     config: { background: 'white', view: { stroke: '#dde2e8' } },

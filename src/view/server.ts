@@ -62,7 +62,7 @@ const SECURITY_HEADERS = {
 export class ViewerApp {
   readonly runs: Run[];
   private readonly scenarios = new Map<string, Promise<Scenario | Error>>();
-  private readonly chartCache = new Map<string, Promise<Chart[]>>();
+  private readonly chartCache = new Map<string, Promise<unknown>>();
   readonly episodeGraph: MachineGraph = machineGraph(episodeMachine);
 
   constructor(dirs: readonly string[]) {
@@ -93,15 +93,25 @@ export class ViewerApp {
     return { run, r };
   }
 
-  private charts(runs: { run: Run; info: RunInfo }[]): Promise<Chart[]> {
-    const key = runs.map(({ run }) => `${run.dir}:${fileStamp(join(run.dir, 'metrics.jsonl'))}`).join('|');
-    let charts = this.chartCache.get(key);
-    if (!charts) {
-      charts = metricCharts(runs.map(({ info }) => ({ run: info.name, rows: info.metrics })));
-      this.chartCache.set(key, charts);
-      if (this.chartCache.size > 32) this.chartCache.delete(this.chartCache.keys().next().value!);
+  /** Charts are rendered once per state of their inputs (a metrics file's size and time, a run's episode count). */
+  private cached<T>(key: string, make: () => Promise<T>): Promise<T> {
+    let value = this.chartCache.get(key) as Promise<T> | undefined;
+    if (!value) {
+      value = make();
+      this.chartCache.set(key, value);
+      if (this.chartCache.size > 64) this.chartCache.delete(this.chartCache.keys().next().value!);
     }
-    return charts;
+    return value;
+  }
+
+  private charts(runs: { run: Run; info: RunInfo }[]): Promise<Chart[]> {
+    const key = 'metrics|' + runs.map(({ run }) => `${run.dir}:${fileStamp(join(run.dir, 'metrics.jsonl'))}`).join('|');
+    return this.cached(key, () => metricCharts(runs.map(({ info }) => ({ run: info.name, rows: info.metrics }))));
+  }
+
+  private histogram(runs: Run[]): Promise<Html> {
+    const key = 'hist|' + runs.map((run) => `${run.dir}:${run.index!.size}`).join('|');
+    return this.cached(key, () => rewardHistogram(runs.map((run) => ({ run: run.name, rewards: run.index!.episodes.map((e) => e.totalReward) }))));
   }
 
   private scenarioFor(record: EpisodeRecord): Promise<Scenario | Error> {
@@ -169,7 +179,7 @@ export class ViewerApp {
     const runs = this.runs.map((run) => ({ run, info: this.info(run) }));
     const charts = await this.charts(runs);
     const withEpisodes = runs.filter(({ run }) => run.index && run.index.size > 0);
-    const hist = withEpisodes.length ? await rewardHistogram(withEpisodes.map(({ run, info }) => ({ run: info.name, rewards: run.index!.episodes.map((e) => e.totalReward) }))) : undefined;
+    const hist = withEpisodes.length ? await this.histogram(withEpisodes.map(({ run }) => run)) : undefined;
     return html`<h1>${runs.length} runs</h1>
     <section class="card"><table><tr><th>run</th><th>directory</th><th class="num">episodes</th><th class="num">metric steps</th></tr>
     ${runs.map(({ run, info }, i) => html`<tr><td><a href="/run/${i}">${run.name}</a></td><td><code>${run.dir}</code></td><td class="num">${run.index?.size ?? 0}</td><td class="num">${info.metrics.length}</td></tr>`)}</table></section>
@@ -179,7 +189,7 @@ export class ViewerApp {
   private async runPage(run: Run, r: number, info: RunInfo, params: URLSearchParams): Promise<Html> {
     const charts = await this.charts([{ run, info }]);
     const index = run.index;
-    const hist = index && index.size > 0 ? [await rewardHistogram([{ run: run.name, rewards: index.episodes.map((e) => e.totalReward) }])] : [];
+    const hist = index && index.size > 0 ? [await this.histogram([run])] : [];
     let table: Html = html``;
     if (index) {
       const query = parseEpisodeQuery(params);
