@@ -51,3 +51,17 @@ export type { ExportFormat, ExportOptions, ExportResult } from './export/export-
 export { recordToRow, recordMessages } from './export/episode-row.ts';
 export type { EpisodeRow, ExportMessage } from './export/episode-row.ts';
 export { rowsToParquet } from './export/parquet.ts';
+
+// Viewer and report
+export { startViewer, ViewerApp } from './view/server.ts';
+export type { Viewer, ViewerOptions } from './view/server.ts';
+export { buildReport } from './view/report.ts';
+export type { ReportOptions } from './view/report.ts';
+export { EpisodeIndex } from './view/episode-index.ts';
+export type { EpisodeSummary, EpisodeFilter } from './view/episode-index.ts';
+export { machineGraph } from './view/machine-graph.ts';
+export type { MachineGraph } from './view/machine-graph.ts';
+export { renderDiagram } from './view/diagram-svg.ts';
+export { readRunDir, parseMetrics } from './view/run-dir.ts';
+export type { RunInfo, MetricRow } from './view/run-dir.ts';
+export { RunDirError, ViewRequestError } from './view/errors.ts';
