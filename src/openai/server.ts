@@ -111,6 +111,9 @@ export class ChatServer {
     const started = performance.now();
     const path = (req.url ?? '/').split('?')[0]!;
     const log: RequestLogEntry = { method: req.method ?? '?', path, status: 0, ms: 0 };
+    // A client that goes away mid-request must not take the process with it.
+    req.on('error', () => {});
+    res.on('error', () => {});
     res.on('finish', () => this.options.onRequest?.({ ...log, status: res.statusCode, ms: performance.now() - started }));
     try {
       this.authorize(req);
@@ -120,7 +123,7 @@ export class ChatServer {
         sendJson(res, 200, path === '/v1/models' ? { object: 'list', data: [model] } : model);
         return;
       }
-      if (path.startsWith('/v1/models/')) throw unknownModel(decodeURIComponent(path.slice('/v1/models/'.length)), this.options.modelName);
+      if (path.startsWith('/v1/models/')) throw unknownModel(safeDecode(path.slice('/v1/models/'.length)), this.options.modelName);
       if (path !== '/v1/chat/completions') throw new OpenAIHttpError(404, `unknown URL ${req.method} ${path}; this server serves GET /v1/models and POST /v1/chat/completions`, 'invalid_request_error', 'unknown_url');
       allow(req, 'POST');
       const body = await this.readJson(req);
@@ -288,6 +291,14 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     });
     req.on('error', reject);
   });
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }
 
 function sha256(text: string): Buffer {

@@ -184,3 +184,26 @@ test('bad requests get OpenAI error objects and status codes; the server keeps s
   const ok = await client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 0, max_tokens: 5 });
   t.is(ok.choices.length, 1);
 });
+
+test('random bodies and paths never crash the server: every one gets a 4xx OpenAI error object', async (t) => {
+  const fc = (await import('fast-check')).default;
+  await fc.assert(
+    fc.asyncProperty(
+      fc.oneof(
+        fc.jsonValue().map((v) => JSON.stringify(v)),
+        fc.string(),
+        fc.record({ model: fc.constant(MODEL), messages: fc.array(fc.record({ role: fc.constantFrom('user', 'assistant', 'tool', 'system', 'x'), content: fc.oneof(fc.string(), fc.constant(null), fc.integer()) }), { maxLength: 3 }), max_tokens: fc.integer({ min: -2, max: 4 }) }).map((v) => JSON.stringify(v)),
+      ),
+      fc.constantFrom('/chat/completions', '/models/%E0%A4%A', '/models/x', '/nope'),
+      async (body, path) => {
+        const res = await raw(path, { method: 'POST', body });
+        const json = (await res.json()) as any;
+        if (res.status === 200) return Array.isArray(json.choices);
+        return res.status >= 400 && res.status < 500 && typeof json.error?.message === 'string';
+      },
+    ),
+    { numRuns: 60 },
+  );
+  const ok = await client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 0, max_tokens: 3 });
+  t.is(ok.choices.length, 1);
+});
