@@ -1,7 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
-import { buildReport } from '../../view/report.ts';
 
 interface ReportFlags {
   out?: string;
@@ -17,6 +16,7 @@ export function register(program: Command): void {
     .option('--no-replay', 'do not replay the example episodes')
     .action(async (dir: string, flags: ReportFlags) => {
       const out = flags.out ?? join(dir, 'report.html');
+      const { buildReport } = await import('../../view/report.ts');
       const report = await buildReport(dir, { replay: flags.replay });
       mkdirSync(dirname(out), { recursive: true });
       writeFileSync(out, report);

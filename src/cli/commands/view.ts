@@ -1,5 +1,4 @@
 import type { Command } from 'commander';
-import { startViewer } from '../../view/server.ts';
 import { integer } from '../common.ts';
 
 interface ViewFlags {
@@ -21,6 +20,8 @@ export function register(program: Command): void {
         process.stderr.write(`warning: binding to ${flags.host}: anyone who can reach this address can read these runs (the viewer has no authentication)\n`);
       }
       const t = performance.now();
+      // Loaded on use: the viewer pulls in the chart library, which other commands do not need.
+      const { startViewer } = await import('../../view/server.ts');
       const viewer = await startViewer({ dirs, host: flags.host, port: flags.port });
       process.stderr.write(`indexed ${dirs.length} run${dirs.length > 1 ? 's' : ''} in ${((performance.now() - t) / 1000).toFixed(1)} s\n`);
       process.stdout.write(`viewer: ${viewer.url}/\n`);
