@@ -106,6 +106,36 @@ test('eval through `serve` (openai:NAME@URL) gives the same actions and success 
   }
 });
 
+test('sampling at temperature 1 through the server reproduces the checkpoint policy: the per-turn seed goes over the wire', async (t) => {
+  const { dir } = await calculatorCheckpoint();
+  const served = (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
+  const server = new ChatServer({ policy: served, modelName: 'calc-tiny' });
+  const url = await server.listen(0);
+  try {
+    const local = (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
+    local.sampling = { temperature: 1 };
+    const options = { scenario: calc, split: 'train', episodes: 6, seed: 11, config: { maxTokensPerTurn: 24 } };
+    const a = (await rollout({ ...options, policy: local })).records;
+    const b = (await rollout({ ...options, policy: new OpenAIPolicy({ model: 'calc-tiny', baseURL: url, temperature: 1 }) })).records;
+    t.deepEqual(
+      b.map((r) => r.turns.map((turn) => turn.tokens)),
+      a.map((r) => r.turns.map((turn) => turn.tokens)),
+    );
+    t.deepEqual(
+      b.map((r) => r.turns.map((turn) => turn.action)),
+      a.map((r) => r.turns.map((turn) => turn.action)),
+    );
+    // Sampling did change something compared with greedy decoding.
+    const greedy = (await rollout({ ...options, policy: (await loadCheckpointPolicy(dir)) as never })).records;
+    t.notDeepEqual(
+      greedy.map((r) => r.turns.map((turn) => turn.tokens)),
+      a.map((r) => r.turns.map((turn) => turn.tokens)),
+    );
+  } finally {
+    await server.close();
+  }
+});
+
 test('a server that answers 500 twice and then 200 is retried, and the episode completes', async (t) => {
   const endpoint = await fakeEndpoint((_body, n, _req, res) => {
     if (n <= 2) reply(res, 500, { error: { message: 'overloaded', type: 'server_error' } });

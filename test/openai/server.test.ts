@@ -173,6 +173,20 @@ test('bad requests get OpenAI error objects and status codes; the server keeps s
     t.is(body.error.param, param, what);
     t.is(typeof body.error.type, 'string', what);
   }
+  // A chunked body (no content-length) is cut off at the limit too.
+  const chunked = await fetch(server.url + '/chat/completions', {
+    method: 'POST',
+    headers: { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' },
+    body: new ReadableStream({
+      start(controller) {
+        for (let i = 0; i < 10; i++) controller.enqueue(new TextEncoder().encode('x'.repeat(10_000)));
+        controller.close();
+      },
+    }),
+    duplex: 'half',
+  } as RequestInit);
+  t.is(chunked.status, 413);
+  t.is(((await chunked.json()) as any).error.code, 'request_too_large');
   const unknownUrl = await raw('/completions', { method: 'POST', body: '{}' });
   t.is(unknownUrl.status, 404);
   // The official client maps them to its error classes.
