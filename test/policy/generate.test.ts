@@ -12,6 +12,8 @@ test.before(async () => {
   model = new GPTModel(config, 7);
   // Random init makes near-uniform logits; sharpen them so greedy and sampling are meaningful.
   tf.tidy(() => model.tokEmb.assign(model.tokEmb.mul(6)));
+  // A non-zero token-shift gate, so the previous-token path across cache boundaries is exercised.
+  tf.tidy(() => model.shiftGate!.assign(tf.randomNormal([config.dModel], 0, 1, 'float32', 3)));
 });
 
 const prompt = (n: number, salt: number) => Array.from({ length: n }, (_, j) => (j * 31 + salt * 17 + 3) % config.vocabSize);

@@ -82,7 +82,7 @@ test('scoreTokens equals scoreSequences at the selected positions, and its gathe
   const some = scoreTokens(model, tokens, select).logprobs.arraySync();
   select.forEach((i, j) => t.true(Math.abs(full[i]! - some[j]!) < 1e-5));
   const { grads } = tf.variableGrads(() => scoreTokens(model, tokens, select).logprobs.sum() as tf.Scalar);
-  const emb = grads[model.tokEmb.name]!.arraySync();
+  const emb = grads[model.tokEmb.name]!.arraySync() as number[][];
   t.true(emb[3]!.some((x) => x !== 0), 'a used token gets a gradient');
   t.throws(() => scoreTokens(model, tokens, [5]), { instanceOf: RangeError, message: /not a token index/ });
   model.dispose();

@@ -130,7 +130,12 @@ function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions)
   let live = rows;
   try {
     while (live.length > 0) {
-      const { logits, caches } = model.forwardRows(live.map((a, i) => ({ tokens: feed[i]!, past: a.kv })));
+      const steps = live.map((a, i) => {
+        // a.fed already ends with this step's tokens; the one before them feeds the token shift.
+        const before = a.fed.length - feed[i]!.length - 1;
+        return { tokens: feed[i]!, past: a.kv, ...(before >= 0 ? { prevToken: a.fed[before]! } : {}) };
+      });
+      const { logits, caches } = model.forwardRows(steps);
       const data = logits.dataSync() as Float32Array;
       const V = logits.shape[1];
       logits.dispose();

@@ -21,6 +21,12 @@ export const modelConfigSchema = z.object({
   dMlp: z.number().int().min(1),
   /** Position encoding: rotary (relative; learns copying much faster) or a learned absolute table. */
   positions: z.enum(['rope', 'learned']).default('rope'),
+  /**
+   * Token shift: each position also sees the previous token's embedding (times a learned per-channel
+   * gate). Copying (induction) then needs one attention layer instead of two, which shortens the
+   * long loss plateau small models sit on before they learn to copy numbers.
+   */
+  tokenShift: z.boolean().default(true),
 });
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
 export type ModelConfigInput = z.input<typeof modelConfigSchema>;
@@ -32,6 +38,7 @@ export const DEFAULT_MODEL_CONFIG: Omit<ModelConfig, 'vocabSize'> = {
   contextLength: 512,
   dMlp: 256,
   positions: 'rope',
+  tokenShift: true,
 };
 
 export class ModelError extends AgentR1Error {}
@@ -81,6 +88,8 @@ export type RowKV = RowLayerKV[];
 /** One row of an incremental step: new tokens on top of an optional cache. */
 export interface RowStep {
   tokens: readonly number[];
+  /** The token just before tokens[0] (the cache's last token), for the token shift. */
+  prevToken?: number;
   past?: RowKV;
 }
 
@@ -122,6 +131,8 @@ export class GPTModel {
   private readonly rope: { cos: tf.Tensor2D; sin: tf.Tensor2D; rot: tf.Tensor2D } | null;
   readonly layers: LayerParams[];
   readonly lnfG: tf.Variable;
+  /** Per-channel gate of the previous token's embedding (tokenShift only). */
+  readonly shiftGate: tf.Variable | null;
   readonly lnfB: tf.Variable;
   readonly valueW: tf.Variable;
   readonly valueB: tf.Variable;
@@ -190,6 +201,7 @@ export class GPTModel {
         b2: take(p + 'mlp.b2', [d], 'zeros'),
       });
     }
+    this.shiftGate = this.config.tokenShift ? take('shift.gate', [d], 'zeros') : null;
     this.lnfG = take('lnf.g', [d], 'ones');
     this.lnfB = take('lnf.b', [d], 'zeros');
     this.valueW = take('value.w', [d, 1], 'zeros');
@@ -239,6 +251,11 @@ export class GPTModel {
     return tf.tidy(() => {
       // A gather: its gradient (UnsortedSegmentSum) is registered for wasm in backend.ts.
       let x = tf.gather(this.tokEmb, tokens.reshape([B * T])) as tf.Tensor2D; // [B*T, d]
+      if (this.shiftGate) {
+        if (options.past) throw new ModelError('forward with past does not support the token shift; use forwardRows');
+        const prev = x.reshape([B, T, d]).slice([0, 0, 0], [B, T - 1, d]).pad([[0, 0], [1, 0], [0, 0]]).reshape([B * T, d]);
+        x = x.add(prev.mul(this.shiftGate));
+      }
       const posIds = options.positions
         ? (options.positions.reshape([B * T]).clipByValue(0, C - 1) as tf.Tensor1D)
         : (tf.range(0, T, 1, 'int32').tile([B]) as tf.Tensor1D);
@@ -310,6 +327,24 @@ export class GPTModel {
     const logits = tf.tidy(() => {
       const posIds = tf.tensor1d(pos, 'int32');
       let x = tf.gather(this.tokEmb, tf.tensor1d(flat, 'int32')) as tf.Tensor2D;
+      if (this.shiftGate) {
+        // Previous token of each position: within the row, or the row's prevToken (none: zeros).
+        const prevIds = new Int32Array(S);
+        const has = new Float32Array(S);
+        let o = 0;
+        rows.forEach((r, i) => {
+          for (let j = 0; j < lens[i]!; j++) {
+            const p = j > 0 ? r.tokens[j - 1] : r.prevToken;
+            if (p !== undefined) {
+              prevIds[o + j] = p;
+              has[o + j] = 1;
+            }
+          }
+          o += lens[i]!;
+        });
+        const prev = tf.gather(this.tokEmb, tf.tensor1d(prevIds, 'int32')).mul(tf.tensor2d(has, [S, 1]));
+        x = x.add(prev.mul(this.shiftGate));
+      }
       if (this.posEmb) x = x.add(tf.gather(this.posEmb, posIds));
       const rotary = this.rotaryAt(posIds);
       const scale = 1 / Math.sqrt(dh);
