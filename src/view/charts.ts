@@ -1,7 +1,7 @@
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { trusted, type Html } from './html.ts';
-import type { MetricRow } from './run-dir.ts';
+import type { MetricRow, RunInfo } from './run-dir.ts';
 
 export interface MetricSeries {
   run: string;
@@ -23,6 +23,16 @@ export async function renderSvg(spec: TopLevelSpec): Promise<Html> {
   }
 }
 
+/** A run's curves: its training steps, and its evals during training as `eval(split).field`. */
+export function runSeries(info: Pick<RunInfo, 'name' | 'metrics' | 'trainingEvals'>): MetricSeries[] {
+  const evalRows = info.trainingEvals.map((e) => {
+    const row: MetricRow = { step: e.step };
+    for (const [k, v] of Object.entries(e.values)) row[`eval(${e.split || 'eval'}).${k}`] = v;
+    return row;
+  });
+  return evalRows.length ? [{ run: info.name, rows: info.metrics }, { run: info.name, rows: evalRows }] : [{ run: info.name, rows: info.metrics }];
+}
+
 /** Every numeric field across the runs, in first-seen order (the set is the trainer's, not ours). */
 export function metricFields(series: readonly MetricSeries[]): string[] {
   const fields: string[] = [];
@@ -42,10 +52,10 @@ export function metricFields(series: readonly MetricSeries[]): string[] {
 
 /** One line chart per metric against step, the runs overlaid in colours when there are several. */
 export async function metricCharts(series: readonly MetricSeries[], options: { width?: number; height?: number } = {}): Promise<Chart[]> {
-  const multi = series.filter((s) => s.rows.length > 0).length > 1;
   const charts: Chart[] = [];
   for (const field of metricFields(series)) {
     const values = series.flatMap((s) => s.rows.filter((r) => typeof r[field] === 'number').map((r) => ({ run: s.run, step: r.step, value: r[field]! })));
+    const multi = new Set(values.map((v) => v.run)).size > 1;
     const spec: TopLevelSpec = {
       $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
       title: { text: field, anchor: 'start', fontSize: 13 },

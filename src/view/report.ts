@@ -3,7 +3,7 @@ import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
 import { loadScenario } from '../scenario/load.ts';
-import { metricCharts, rewardHistogram } from './charts.ts';
+import { metricCharts, rewardHistogram, runSeries } from './charts.ts';
 import { EpisodeIndex, type EpisodeSummary } from './episode-index.ts';
 import { RunDirError } from './errors.ts';
 import { fmtNumber, html, type Html } from './html.ts';
@@ -54,8 +54,8 @@ function countTable(title: string, episodes: readonly EpisodeSummary[], key: (e:
 export async function buildReport(dir: string, options: ReportOptions = {}): Promise<string> {
   const info = readRunDir(dir);
   const index = info.episodesPath ? EpisodeIndex.open(info.episodesPath) : undefined;
-  if (!index && info.metrics.length === 0 && !info.summary) throw new RunDirError(`${dir} has nothing to report (no episodes, metrics or summary)`);
-  const charts = await metricCharts([{ run: info.name, rows: info.metrics }]);
+  if (!index && info.metrics.length === 0 && info.trainingEvals.length === 0 && !info.summary) throw new RunDirError(`${dir} has nothing to report (no episodes, metrics or summary)`);
+  const charts = await metricCharts(runSeries(info));
   const episodes = index?.episodes ?? [];
   const hist = episodes.length ? [await rewardHistogram([{ run: info.name, rewards: episodes.map((e) => e.totalReward) }])] : [];
   const { decode } = await loadTokenDecoder(info.tokenizerPath);

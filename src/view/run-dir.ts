@@ -2,10 +2,18 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, relative, resolve } from 'node:path';
 import { RunDirError } from './errors.ts';
 
-/** One training step's numbers, as the trainer writes them to metrics.jsonl. */
+/** One training step's numbers (nested numbers flattened to `a.b`), from metrics.jsonl. */
 export interface MetricRow {
   step: number;
   [field: string]: number;
+}
+
+/** One eval line of metrics.jsonl (`kind: "eval"`): its numbers, split, and nested summary. */
+export interface EvalRow {
+  step: number;
+  split: string;
+  values: { [field: string]: number };
+  summary?: { [key: string]: unknown };
 }
 
 /** What a run directory holds, besides its episodes. */
@@ -17,6 +25,8 @@ export interface RunInfo {
   metrics: MetricRow[];
   /** Numeric fields of the metrics, in first-seen order (step excluded). */
   metricFields: string[];
+  /** Evals the trainer ran during training (eval lines of metrics.jsonl), in file order. */
+  trainingEvals: EvalRow[];
   /** Eval results: DIR/eval*.json files, by file name. */
   evals: { file: string; data: { [key: string]: unknown } }[];
   /** Checkpoint folders under DIR (relative paths). */
@@ -40,13 +50,24 @@ function readJsonObject(path: string): { [key: string]: unknown } {
   return value;
 }
 
+/** Every finite number in a JSON object, nested ones under dotted names (`outcome.em`, `time.tokensPerS`). */
+export function numericFields(value: { [key: string]: unknown }, prefix = '', out: { [field: string]: number } = {}): { [field: string]: number } {
+  for (const [k, v] of Object.entries(value)) {
+    if (typeof v === 'number' && Number.isFinite(v)) out[prefix + k] = v;
+    else if (isObject(v)) numericFields(v, `${prefix}${k}.`, out);
+  }
+  return out;
+}
+
 /**
- * Parses metrics.jsonl: one JSON object per line with a numeric `step`; every other finite
- * numeric field is a curve. A malformed line is skipped and reported, not fatal (a trainer may be
- * writing the file right now).
+ * Parses metrics.jsonl: one JSON object per line with a numeric `step`. Lines with `kind: "eval"`
+ * are evals; the others (`kind: "step"` or none) are training steps, every finite numeric field of
+ * which (nested ones flattened) is a curve. A malformed line is skipped and reported, not fatal (a
+ * trainer may be writing the file right now).
  */
-export function parseMetrics(text: string, file = 'metrics.jsonl'): { rows: MetricRow[]; fields: string[]; warnings: string[] } {
+export function parseMetrics(text: string, file = 'metrics.jsonl'): { rows: MetricRow[]; fields: string[]; evals: EvalRow[]; warnings: string[] } {
   const rows: MetricRow[] = [];
+  const evals: EvalRow[] = [];
   const fields: string[] = [];
   const seen = new Set<string>();
   const warnings: string[] = [];
@@ -63,9 +84,16 @@ export function parseMetrics(text: string, file = 'metrics.jsonl'): { rows: Metr
       warnings.push(`${file} line ${i + 1}: needs an object with a numeric "step"`);
       return;
     }
+    if (value.kind === 'eval') {
+      const { summary, ...rest } = value;
+      const values = numericFields(rest);
+      delete values.step;
+      evals.push({ step: value.step, split: typeof value.split === 'string' ? value.split : '', values, ...(isObject(summary) ? { summary } : {}) });
+      return;
+    }
     const row: MetricRow = { step: value.step };
-    for (const [k, v] of Object.entries(value)) {
-      if (k === 'step' || typeof v !== 'number' || !Number.isFinite(v)) continue;
+    for (const [k, v] of Object.entries(numericFields(value))) {
+      if (k === 'step') continue;
       row[k] = v;
       if (!seen.has(k)) {
         seen.add(k);
@@ -74,17 +102,17 @@ export function parseMetrics(text: string, file = 'metrics.jsonl'): { rows: Metr
     }
     rows.push(row);
   });
-  return { rows, fields, warnings };
+  return { rows, fields, evals, warnings };
 }
 
-/** Folders (depth ≤ 2) that look like checkpoints: they hold model or tokenizer files. */
+/** Folders (depth ≤ 3: checkpoints/step-N/policy/) that look like checkpoints: they hold model or tokenizer files. */
 function findCheckpoints(dir: string): { checkpoints: string[]; tokenizerPath: string | undefined } {
   const checkpoints: string[] = [];
   let tokenizerPath: string | undefined;
   const visit = (folder: string, depth: number) => {
     let entries: import('node:fs').Dirent[];
     try {
-      entries = readdirSync(folder, { withFileTypes: true });
+      entries = readdirSync(folder, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name));
     } catch {
       return;
     }
@@ -95,7 +123,7 @@ function findCheckpoints(dir: string): { checkpoints: string[]; tokenizerPath: s
       if (names.has('tokenizer.json')) tokenizerPath = join(folder, 'tokenizer.json');
       else if (names.has('model.json')) tokenizerPath = join(folder, 'model.json');
     }
-    if (depth < 2) for (const e of entries) if (e.isDirectory() && !e.name.startsWith('.')) visit(join(folder, e.name), depth + 1);
+    if (depth < 3) for (const e of entries) if (e.isDirectory() && !e.name.startsWith('.')) visit(join(folder, e.name), depth + 1);
   };
   visit(dir, 0);
   checkpoints.sort();
@@ -123,10 +151,12 @@ export function readRunDir(dirArg: string, name?: string): RunInfo {
   }
   let metrics: MetricRow[] = [];
   let metricFields: string[] = [];
+  let trainingEvals: EvalRow[] = [];
   if (existsSync(metricsPath)) {
     const parsed = parseMetrics(readFileSync(metricsPath, 'utf8'));
     metrics = parsed.rows;
     metricFields = parsed.fields;
+    trainingEvals = parsed.evals;
     warnings.push(...parsed.warnings);
   }
   const evals: RunInfo['evals'] = [];
@@ -138,7 +168,7 @@ export function readRunDir(dirArg: string, name?: string): RunInfo {
     }
   }
   const { checkpoints, tokenizerPath } = findCheckpoints(dir);
-  return { name: name ?? basename(dir), dir, episodesPath, summary, metrics, metricFields, evals, checkpoints, tokenizerPath, warnings };
+  return { name: name ?? basename(dir), dir, episodesPath, summary, metrics, metricFields, trainingEvals, evals, checkpoints, tokenizerPath, warnings };
 }
 
 /** Distinct display names for several runs (two `runs/x` folders in different parents get a suffix). */

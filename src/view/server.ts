@@ -11,7 +11,7 @@ import { replayRecord, type ReplayResult } from '../replay/replay.ts';
 import { loadScenario } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { groupAdvantages } from './advantages.ts';
-import { metricCharts, rewardHistogram, type Chart } from './charts.ts';
+import { metricCharts, rewardHistogram, runSeries, type Chart } from './charts.ts';
 import { EpisodeIndex } from './episode-index.ts';
 import { ViewRequestError } from './errors.ts';
 import { html, type Html } from './html.ts';
@@ -106,7 +106,7 @@ export class ViewerApp {
 
   private charts(runs: { run: Run; info: RunInfo }[]): Promise<Chart[]> {
     const key = 'metrics|' + runs.map(({ run }) => `${run.dir}:${fileStamp(join(run.dir, 'metrics.jsonl'))}`).join('|');
-    return this.cached(key, () => metricCharts(runs.map(({ info }) => ({ run: info.name, rows: info.metrics }))));
+    return this.cached(key, () => metricCharts(runs.flatMap(({ info }) => runSeries(info))));
   }
 
   private histogram(runs: Run[]): Promise<Html> {

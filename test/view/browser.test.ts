@@ -67,8 +67,10 @@ test.before(async () => {
   writeFileSync(join(runDir, 'episodes.jsonl'), records.map((r) => serializeRecord(r) + '\n').join(''));
   writeFileSync(join(runDir, 'summary.json'), JSON.stringify({ episodes: records.length, successRate: records.filter((r) => r.outcome.success).length / records.length }));
   writeFileSync(join(runDir, 'eval-test.json'), JSON.stringify({ split: 'test', em: 0.62, byType: { add: { em: 0.7, n: 10 }, divide: { em: 0.5, n: 10 } } }));
-  const metrics = Array.from({ length: 12 }, (_, step) => ({ step, reward: -0.5 + step * 0.1, successRate: step / 12, kl: 0.001 * step, entropy: 2 - step * 0.05, clipFraction: 0.1, gradNorm: 1 + (step % 3), tokensPerSec: 900 + step }));
-  writeFileSync(join(runDir, 'metrics.jsonl'), metrics.map((m) => JSON.stringify(m) + '\n').join(''));
+  // metrics.jsonl as the trainer writes it: step lines (nested outcome and time) and eval lines.
+  const metrics = Array.from({ length: 12 }, (_, i) => ({ kind: 'step', step: i + 1, policyVersion: `v${i}`, reward: -0.5 + i * 0.1, success: i / 12, kl: 0.001 * i, entropy: 2 - i * 0.05, clipFraction: 0.1, gradNorm: 1 + (i % 3), outcome: { em: i / 12 }, time: { tokensPerS: 900 + i } }));
+  const evals = [4, 8, 12].map((step) => ({ kind: 'eval', step, split: 'dev', reward: step / 20, success: step / 15, outcome: { em: step / 15 }, summary: { byType: { add: { em: 0.5 } } } }));
+  writeFileSync(join(runDir, 'metrics.jsonl'), [...metrics, ...evals].map((m) => JSON.stringify(m) + '\n').join(''));
   // A checkpoint folder whose model.json embeds the tokenizer, as src/policy/tfjs/checkpoint.ts saves it.
   mkdirSync(join(runDir, 'ckpt-step-12'));
   writeFileSync(join(runDir, 'ckpt-step-12', 'model.json'), JSON.stringify({ tokenizer: tokenizer.toJSON() }));
@@ -111,7 +113,11 @@ test.serial('run page → episode page: turns, calls, results and rewards equal 
   await page.goto(`${viewer.url}/run/0`);
   t.is(await page.locator('table.episodes tbody tr').count(), records.length);
   t.true((await page.locator('figure.chart svg').count()) >= 8, 'a chart per metric + the reward histogram');
-  t.deepEqual(await page.locator('figure.chart[data-field]').evaluateAll((els) => els.map((e) => e.getAttribute('data-field'))), ['reward', 'successRate', 'kl', 'entropy', 'clipFraction', 'gradNorm', 'tokensPerSec']);
+  t.deepEqual(await page.locator('figure.chart[data-field]').evaluateAll((els) => els.map((e) => e.getAttribute('data-field'))), [
+    'reward', 'success', 'kl', 'entropy', 'clipFraction', 'gradNorm', 'outcome.em', 'time.tokensPerS',
+    'eval(dev).reward', 'eval(dev).success', 'eval(dev).outcome.em',
+  ]);
+  t.is(await page.locator('section.training-evals tr').count(), 1 + 3 + 2);
   t.regex(await page.locator('section.eval').innerText(), /0\.620[\s\S]*divide/);
 
   // Pick a random-policy episode with a tool call, a failed call and several turns.

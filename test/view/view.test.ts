@@ -94,10 +94,19 @@ test('a world machine with nested and parallel states is drawn; its states are f
   t.regex(svg, /class="node visited" data-state="lock.open"/);
 });
 
-test('metrics.jsonl: every numeric field is a curve; bad lines are reported and skipped', (t) => {
-  const { rows, fields, warnings } = parseMetrics('{"step":0,"reward":1,"kl":0.1,"note":"x"}\nnot json\n{"reward":2}\n\n{"step":1,"clipFraction":0.2,"bad":null}\n');
-  t.deepEqual(fields, ['reward', 'kl', 'clipFraction']);
-  t.deepEqual(rows, [{ step: 0, reward: 1, kl: 0.1 }, { step: 1, clipFraction: 0.2 }]);
+test('metrics.jsonl: every numeric field is a curve (nested ones dotted); evals apart; bad lines reported', (t) => {
+  const text = [
+    '{"kind":"step","step":0,"reward":1,"kl":0.1,"note":"x","outcome":{"em":0.5},"time":{"tokensPerS":900}}',
+    'not json',
+    '{"reward":2}',
+    '',
+    '{"step":1,"clipFraction":0.2,"bad":null}',
+    '{"kind":"eval","step":1,"split":"dev","reward":0.7,"outcome":{"em":0.6},"summary":{"byType":{"add":{"em":1}}}}',
+  ].join('\n');
+  const { rows, fields, evals, warnings } = parseMetrics(text);
+  t.deepEqual(fields, ['reward', 'kl', 'outcome.em', 'time.tokensPerS', 'clipFraction']);
+  t.deepEqual(rows, [{ step: 0, reward: 1, kl: 0.1, 'outcome.em': 0.5, 'time.tokensPerS': 900 }, { step: 1, clipFraction: 0.2 }]);
+  t.deepEqual(evals, [{ step: 1, split: 'dev', values: { reward: 0.7, 'outcome.em': 0.6 }, summary: { byType: { add: { em: 1 } } } }]);
   t.deepEqual(warnings, ['metrics.jsonl line 2: not valid JSON', 'metrics.jsonl line 3: needs an object with a numeric "step"']);
 });
 
@@ -108,11 +117,13 @@ test('run directories: missing, empty and malformed ones get clear errors', (t) 
   const dir = runDir([serializeRecord(records[0]!)], { 'summary.json': '[1,2]', 'eval-test.json': '{"em": 0.5}', 'eval-bad.json': '{' });
   mkdirSync(join(dir, 'ckpt-10'));
   writeFileSync(join(dir, 'ckpt-10', 'tokenizer.json'), '{}');
+  mkdirSync(join(dir, 'checkpoints', 'step-000004', 'policy'), { recursive: true });
+  writeFileSync(join(dir, 'checkpoints', 'step-000004', 'policy', 'model.json'), '{}');
   const info = readRunDir(dir);
   t.is(info.summary, undefined);
   t.deepEqual(info.evals, [{ file: 'eval-test.json', data: { em: 0.5 } }]);
   t.is(info.warnings.length, 2);
-  t.deepEqual(info.checkpoints, ['ckpt-10']);
+  t.deepEqual(info.checkpoints, ['checkpoints/step-000004/policy', 'ckpt-10']);
   t.is(info.tokenizerPath, join(dir, 'ckpt-10', 'tokenizer.json'));
   t.deepEqual(runNames(['a/run', 'b/run', 'c/other']), ['run', 'run-2', 'other']);
 });

@@ -3,7 +3,7 @@ import type { EpisodeFilter, EpisodeIndex, EpisodeSummary, Facets } from '../epi
 import { ViewRequestError } from '../errors.ts';
 import { fmtNumber, html, type Html } from '../html.ts';
 import type { Chart } from '../charts.ts';
-import type { RunInfo } from '../run-dir.ts';
+import type { EvalRow, RunInfo } from '../run-dir.ts';
 import { queryString, valueTables } from './layout.ts';
 
 export const PAGE_SIZE = 50;
@@ -123,8 +123,19 @@ export function runSections(info: RunInfo, charts: readonly Chart[], extra: Html
   return html`
   ${info.warnings.map((w) => html`<div class="warn">${w}</div>`)}
   ${info.summary ? html`<section class="card summary"><h2>Summary</h2>${valueTables(info.summary)}</section>` : ''}
+  ${info.trainingEvals.length ? trainingEvalsTable(info.trainingEvals) : ''}
   ${info.evals.map((e) => html`<section class="card eval"><h2>Eval: ${e.file}</h2>${valueTables(e.data)}</section>`)}
   ${charts.length || extra.length ? html`<section class="card"><h2>Training curves</h2>${info.metrics.length ? html`<div class="muted">${info.metrics.length} steps from metrics.jsonl</div>` : html`<div class="muted">no metrics.jsonl</div>`}
     <div class="charts">${charts.map((c) => html`<figure class="chart" data-field="${c.field}">${c.svg}</figure>`)}${extra.map((x) => html`<figure class="chart">${x}</figure>`)}</div></section>` : ''}
   ${info.checkpoints.length ? html`<section class="card"><h2>Checkpoints</h2><ul>${info.checkpoints.map((c) => html`<li><code>${c}</code></li>`)}</ul></section>` : ''}`;
+}
+
+/** The trainer's evals (eval lines of metrics.jsonl): one row each, then the last one's summary tables. */
+function trainingEvalsTable(evals: readonly EvalRow[]): Html {
+  const columns = [...new Set(evals.flatMap((e) => Object.keys(e.values)))];
+  const last = evals.at(-1)!;
+  return html`<section class="card training-evals"><h2>Evals during training</h2>
+  <table class="values"><tr><th class="num">step</th><th>split</th>${columns.map((c) => html`<th class="num">${c}</th>`)}</tr>
+  ${evals.map((e) => html`<tr><td class="num">${e.step}</td><td>${e.split}</td>${columns.map((c) => (e.values[c] === undefined ? html`<td class="muted">–</td>` : html`<td class="num">${fmtNumber(e.values[c]!)}</td>`))}</tr>`)}</table>
+  ${last.summary ? html`<h3>Last eval (step ${last.step}, ${last.split}): summary</h3>${valueTables(last.summary)}` : ''}</section>`;
 }
