@@ -212,8 +212,9 @@ export class ChatServer {
       text = text.slice(0, cut);
       finish = 'stop';
     }
-    const message: AssistantMessage =
-      body.tool_choice === 'none' ? { role: 'assistant', content: text } : actionToAssistant(text, (i) => `call_${rowId.slice(9, 25)}_${i}`);
+    // As with the OpenAI API, tool calls are returned as tool_calls only when the request offers tools.
+    const structured = (body.tools?.length ?? 0) > 0 && body.tool_choice !== 'none';
+    const message: AssistantMessage = structured ? actionToAssistant(text, (i) => `call_${rowId.slice(9, 25)}_${i}`) : { role: 'assistant', content: text };
     if (message.tool_calls && parseAction(text).kind === 'tool_calls') finish = 'tool_calls';
     this.bridge.remember(message, tokens);
     log.promptTokens = prompt.length;

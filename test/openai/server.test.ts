@@ -126,6 +126,10 @@ test('stop strings cut the text; max_tokens bounds the completion; tool_choice n
   const none = await client.chat.completions.create({ model: MODEL, messages: prompt, tools, tool_choice: 'none', temperature: 0, max_tokens: 40 });
   t.regex(none.choices[0]!.message.content!, /^<tool_call>/);
   t.is(none.choices[0]!.message.tool_calls, undefined);
+  // Without tools in the request, a call stays text (as with the OpenAI API).
+  const noTools = await client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 0, max_tokens: 40 });
+  t.is(noTools.choices[0]!.message.content, none.choices[0]!.message.content);
+  t.is(noTools.choices[0]!.message.tool_calls, undefined);
   const cut = await client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 0, max_tokens: 40, stop: ['"arguments"'] });
   t.is(cut.choices[0]!.message.content, none.choices[0]!.message.content!.split('"arguments"')[0]);
   t.is(cut.choices[0]!.finish_reason, 'stop');
