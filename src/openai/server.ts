@@ -66,7 +66,7 @@ export class ChatServer {
     const template = chatEncoding(policy.tokenizer);
     this.bridge = new ChatBridge(template);
     this.serving = new ServingPolicy(policy);
-    this.policyServer = new PolicyServer(this.serving, { maxBatch: options.maxBatch ?? 32, maxWaitMs: options.maxWaitMs ?? 2 });
+    this.policyServer = new PolicyServer(this.serving, { maxBatch: options.maxBatch ?? 32, maxWaitMs: options.maxWaitMs ?? 10 });
     const { port1, port2 } = new MessageChannel();
     this.ports = [port1, port2];
     this.policyServer.attach(port1);

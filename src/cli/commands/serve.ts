@@ -35,7 +35,7 @@ export function register(program: Command): void {
     .addOption(new Option('--api-key <key>', 'require "Authorization: Bearer KEY" (default: none)').env('AGENT_R1_API_KEY'))
     .option('--model-name <name>', 'the model id clients ask for (default: the checkpoint folder name)')
     .option('--max-batch <b>', 'most requests generated in one batch', positiveInt, 32)
-    .option('--max-wait-ms <ms>', 'how long a request waits for others to batch with', nonNegativeInt, 2)
+    .option('--max-wait-ms <ms>', 'how long a request waits for others to batch with', nonNegativeInt, 10)
     .option('--max-body-bytes <n>', 'refuse request bodies over this size (413)', positiveInt, DEFAULT_MAX_BODY_BYTES)
     .option('--quiet', 'no request log on stderr')
     .option('--json', 'print {url, model, version} as one stdout line once listening')
