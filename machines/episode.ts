@@ -19,7 +19,7 @@ import { parseAction } from '../src/parse/parse-action.ts';
  *   generate → parseToolCall → execute → transition → reward → (generate | outcome → done)
  *
  * The machine owns the control flow and the budgets; what the policy says, what the tools do and
- * what the ToolEnv makes of it are actors provided from outside (`machine.provide`), so the same
+ * what the ToolEnv makes of it come from outside (`EpisodeActors`, in the input), so the same
  * machine runs live, under test with scripted actors, and in replay with recorded ones.
  */
 
@@ -46,10 +46,28 @@ export interface OutcomeInput {
   history: readonly TurnRecord[];
 }
 
+/**
+ * Where the episode's actions, tool results and judgements come from: the live policy, tools and
+ * ToolEnv, or a record being replayed. Passed in the input, so one machine serves every episode
+ * (building a machine per episode with `provide` costs more than the episode itself).
+ */
+export interface EpisodeActors {
+  generate(input: GenerateInput, signal: AbortSignal): Promise<PolicyOutput>;
+  execute(input: ExecuteInput, signal: AbortSignal): Promise<ToolResult[]>;
+  transition(input: TransitionInput): Promise<TransitionOutput>;
+  outcome(input: OutcomeInput): Promise<Outcome>;
+}
+
+export interface ExecuteInput {
+  turn: number;
+  calls: ToolCall[];
+}
+
 export interface EpisodeInput {
   config: EpisodeConfig;
   prompt: Message[];
   promptTokens?: number[];
+  actors: EpisodeActors;
 }
 
 export interface EpisodeOutput {
@@ -77,6 +95,7 @@ interface PendingTurn {
 
 interface EpisodeContext {
   config: EpisodeConfig;
+  actors: EpisodeActors;
   messages: Message[];
   tokens: number[] | undefined;
   totalTokens: number;
@@ -92,10 +111,7 @@ const emptyTurn = (): PendingTurn => ({ output: null, tokenCount: 0, action: nul
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-const notProvided = (name: string) =>
-  fromPromise<never, unknown>(async () => {
-    throw new Error(`episode machine: actor "${name}" was not provided`);
-  });
+type WithActors<T> = T & { actors: EpisodeActors };
 
 export const episodeMachine = setup({
   types: {
@@ -104,10 +120,10 @@ export const episodeMachine = setup({
     output: {} as EpisodeOutput,
   },
   actors: {
-    generate: notProvided('generate') as unknown as ReturnType<typeof fromPromise<PolicyOutput, GenerateInput>>,
-    execute: notProvided('execute') as unknown as ReturnType<typeof fromPromise<ToolResult[], { turn: number; calls: ToolCall[] }>>,
-    transition: notProvided('transition') as unknown as ReturnType<typeof fromPromise<TransitionOutput, TransitionInput>>,
-    outcome: notProvided('outcome') as unknown as ReturnType<typeof fromPromise<Outcome, OutcomeInput>>,
+    generate: fromPromise<PolicyOutput, WithActors<GenerateInput>>(({ input, signal }) => input.actors.generate(input, signal)),
+    execute: fromPromise<ToolResult[], WithActors<ExecuteInput>>(({ input, signal }) => input.actors.execute(input, signal)),
+    transition: fromPromise<TransitionOutput, WithActors<TransitionInput>>(({ input }) => input.actors.transition(input)),
+    outcome: fromPromise<Outcome, WithActors<OutcomeInput>>(({ input }) => input.actors.outcome(input)),
   },
   actions: {
     /** Notes the state in the current turn's path (outcome and done belong to the last turn). */
@@ -133,6 +149,7 @@ export const episodeMachine = setup({
   id: 'episode',
   context: ({ input }) => ({
     config: input.config,
+    actors: input.actors,
     messages: input.prompt.slice(),
     tokens: input.promptTokens?.slice(),
     totalTokens: 0,
@@ -150,6 +167,7 @@ export const episodeMachine = setup({
       invoke: {
         src: 'generate',
         input: ({ context }) => ({
+          actors: context.actors,
           turn: context.turns.length,
           messages: context.messages,
           tokens: context.tokens,
@@ -188,7 +206,7 @@ export const episodeMachine = setup({
         src: 'execute',
         input: ({ context }) => {
           const action = context.pending.action!;
-          return { turn: context.turns.length, calls: action.kind === 'tool_calls' ? action.calls : [] };
+          return { actors: context.actors, turn: context.turns.length, calls: action.kind === 'tool_calls' ? action.calls : [] };
         },
         onDone: {
           target: 'transition',
@@ -202,6 +220,7 @@ export const episodeMachine = setup({
       invoke: {
         src: 'transition',
         input: ({ context }) => ({
+          actors: context.actors,
           turn: context.turns.length,
           action: context.pending.action!,
           results: context.pending.results,
@@ -258,7 +277,7 @@ export const episodeMachine = setup({
       entry: { type: 'enter', params: { state: 'outcome' } },
       invoke: {
         src: 'outcome',
-        input: ({ context }) => ({ answer: context.answer, endReason: context.endReason!, history: context.turns }),
+        input: ({ context }) => ({ actors: context.actors, answer: context.answer, endReason: context.endReason!, history: context.turns }),
         onDone: { target: 'done', actions: assign({ outcome: ({ event }) => event.output }) },
         onError: { target: 'done', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
       },

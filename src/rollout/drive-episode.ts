@@ -1,5 +1,5 @@
-import { createActor, fromPromise, toPromise } from 'xstate';
-import { episodeMachine, type EpisodeOutput, type GenerateInput } from '../../machines/episode.ts';
+import { createActor, toPromise } from 'xstate';
+import { episodeMachine, type EpisodeActors, type EpisodeOutput, type GenerateInput } from '../../machines/episode.ts';
 import { createRng, deriveSeed, type Rng } from '../core/rng.ts';
 import type { EpisodeConfig, Message, PolicyOutput, Task, ToolCall, ToolResult } from '../core/types.ts';
 import type { PolicyEncoding } from '../policy/policy.ts';
@@ -45,29 +45,24 @@ export async function driveEpisode(
   try {
     const prompt = env.prompt(task, openAITools(scenario));
     const promptTokens = drivers.encode?.prompt(prompt);
-    const machine = episodeMachine.provide({
-      actors: {
-        generate: fromPromise(({ input, signal }) =>
-          drivers.act({ ...input, seed: samplerSeed(seed, input.turn), prompt }, signal),
-        ),
-        execute: fromPromise(async ({ input, signal }) => {
-          const results: ToolResult[] = [];
-          // Calls of a turn run in order, so stochastic tools draw from the world stream in a fixed order.
-          for (const [callIndex, call] of input.calls.entries()) {
-            results.push(await drivers.execute(call, { turn: input.turn, callIndex, rng, state, signal }));
-          }
-          return results;
-        }),
-        transition: fromPromise(async ({ input }) => {
-          const step = await env.step({ task, state, rng, ...input });
-          const observationTokens =
-            drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
-          return observationTokens ? { ...step, observationTokens } : step;
-        }),
-        outcome: fromPromise(({ input }) => Promise.resolve(env.outcome({ task, state, ...input }))),
+    const actors: EpisodeActors = {
+      generate: (input, signal) => drivers.act({ ...input, seed: samplerSeed(seed, input.turn), prompt }, signal),
+      execute: async (input, signal) => {
+        const results: ToolResult[] = [];
+        // Calls of a turn run in order, so stochastic tools draw from the world stream in a fixed order.
+        for (const [callIndex, call] of input.calls.entries()) {
+          results.push(await drivers.execute(call, { turn: input.turn, callIndex, rng, state, signal }));
+        }
+        return results;
       },
-    });
-    const actor = createActor(machine, { input: { config, prompt, promptTokens } });
+      transition: async (input) => {
+        const step = await env.step({ task, state, rng, turn: input.turn, action: input.action, results: input.results, history: input.history });
+        const observationTokens = drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
+        return observationTokens ? { ...step, observationTokens } : step;
+      },
+      outcome: async (input) => env.outcome({ task, state, answer: input.answer, endReason: input.endReason, history: input.history }),
+    };
+    const actor = createActor(episodeMachine, { input: { config, prompt, promptTokens, actors } });
     const done = toPromise(actor);
     actor.start();
     const output = await done;

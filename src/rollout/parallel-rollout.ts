@@ -24,6 +24,8 @@ export interface ParallelRolloutOptions extends RolloutOptions {
   maxAttempts?: number;
   /** Called with the number of finished episodes and generated tokens so far. */
   onProgress?: (progress: { done: number; tokens: number }) => void;
+  /** A pool to run on (kept open afterwards); by default a new one, closed at the end. */
+  pool?: Piscina;
 }
 
 export interface ThroughputSummary {
@@ -46,6 +48,28 @@ export interface ParallelRolloutResult {
 
 const WORKER_URL = new URL('../../workers/bootstrap.mjs', import.meta.url).href;
 
+/**
+ * A pool of rollout workers. parallelRollout makes one per call unless given one; a trainer that
+ * rolls out every step keeps one, so workers (and the worlds and indexes they built) stay warm.
+ */
+export function createRolloutPool(workers: number): Piscina {
+  const pool = new Piscina({
+    filename: WORKER_URL,
+    execArgv: [],
+    minThreads: workers,
+    maxThreads: workers,
+    // Workers must hear the policy server between tasks (see DESIGN.md pitfalls).
+    atomics: 'disabled',
+    // Episodes are mostly waiting (on tools, on the policy server): a worker runs several tasks at
+    // once, so a slow chunk does not hold back the ones queued behind it.
+    concurrentTasksPerWorker: 4,
+    idleTimeout: 60_000,
+  });
+  // Piscina 5.3 can raise a pool-level error when a task is aborted early; the task's own rejection reports it.
+  pool.on('error', () => {});
+  return pool;
+}
+
 /** How a worker can rebuild the policy: by reference-policy name, or served remotely from here. */
 export function workerPolicySpec(policy: Policy, scenarioPolicies: readonly string[]): WorkerPolicySpec {
   const tokenizer = (policy as { tokenizer?: { toJSON?: () => unknown } }).tokenizer;
@@ -65,7 +89,7 @@ export function workerPolicySpec(policy: Policy, scenarioPolicies: readonly stri
 export async function parallelRollout(options: ParallelRolloutOptions): Promise<ParallelRolloutResult> {
   const started = performance.now();
   const { runId, plan } = await planEpisodes(options);
-  const workers = Math.max(1, options.workers ?? availableParallelism());
+  const workers = options.pool ? options.pool.options.maxThreads : Math.max(1, options.workers ?? availableParallelism());
   const spec = workerPolicySpec(options.policy, Object.keys(options.scenario.policies));
   const maxBatch = options.maxBatch ?? 32;
   const server = spec.kind === 'remote' ? new PolicyServer(options.policy as BatchPolicy, { maxBatch, maxWaitMs: options.maxWaitMs ?? 2 }) : undefined;
@@ -75,21 +99,7 @@ export async function parallelRollout(options: ParallelRolloutOptions): Promise<
   const offset = options.indexOffset ?? 0;
   const maxAttempts = options.maxAttempts ?? 3;
 
-  const pool = new Piscina({
-    filename: WORKER_URL,
-    execArgv: [],
-    minThreads: workers,
-    maxThreads: workers,
-    // Workers must hear the policy server between tasks (see DESIGN.md pitfalls).
-    atomics: 'disabled',
-    // Episodes are mostly waiting (on tools, on the policy server): a worker runs several tasks at
-    // once, so a slow chunk does not hold back the ones queued behind it.
-    concurrentTasksPerWorker: 4,
-    idleTimeout: 60_000,
-  });
-  // Piscina 5.3 can raise a pool-level error when a task is aborted early; the task's own rejection reports it.
-  pool.on('error', () => {});
-
+  const pool = options.pool ?? createRolloutPool(workers);
   const records: Array<EpisodeRecord | undefined> = new Array(plan.length);
   const trajectories: Array<Trajectory | undefined> = new Array(plan.length);
   let emitted = 0;
@@ -157,7 +167,7 @@ export async function parallelRollout(options: ParallelRolloutOptions): Promise<
     await Promise.all(chunks.map(runChunk));
   } finally {
     server?.close();
-    await pool.destroy();
+    if (!options.pool) await pool.destroy();
   }
   // Interrupted: hand on every finished record, even past a gap, so nothing finished is lost.
   for (let i = emitted; i < plan.length; i++) if (records[i]) options.onRecord?.(records[i]!);

@@ -80,6 +80,9 @@ export async function rollout(options: RolloutOptions): Promise<{ records: Episo
   let next = 0;
   const worker = async () => {
     while (next < plan.length && !options.signal?.aborted) {
+      // Scripted episodes can run entirely on microtasks; yield so signals and I/O get a turn.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (options.signal?.aborted || next >= plan.length) break;
       const item = plan[next++]!;
       const record = await runEpisode({
         scenario: options.scenario,

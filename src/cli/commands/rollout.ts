@@ -95,7 +95,10 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
             perWorkerConcurrency: 'actBatch' in policy ? undefined : flags.concurrency,
             scenarioSource: flags.scenario,
           });
-    if (controller.signal.aborted) process.stderr.write(`\ninterrupted: ${count} finished episodes written\n`);
+    if (controller.signal.aborted) {
+      process.stderr.write(`\ninterrupted: ${count} finished episodes written\n`);
+      process.exitCode = 130;
+    }
     if (flags.out) {
       mkdirSync(flags.out, { recursive: true });
       writeFileSync(join(flags.out, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
