@@ -33,7 +33,17 @@ export function runSeries(info: Pick<RunInfo, 'name' | 'metrics' | 'trainingEval
   return evalRows.length ? [{ run: info.name, rows: info.metrics }, { run: info.name, rows: evalRows }] : [{ run: info.name, rows: info.metrics }];
 }
 
-/** Every numeric field across the runs, in first-seen order (the set is the trainer's, not ours). */
+/** Fields shown first when present (the rest follow in first-seen order; nothing is left out). */
+const FIRST = ['reward', 'success', 'successRate', 'em', 'outcome.em', 'outcome.f1', 'kl', 'entropy', 'clipFraction', 'gradNorm', 'policyLoss', 'valueLoss', 'tokensPerSec', 'time.tokensPerS'];
+
+const rank = (field: string) => {
+  const bare = field.replace(/^eval\([^)]*\)\./, '');
+  const i = FIRST.indexOf(bare);
+  // Training curves before eval curves, the headline metrics first in each.
+  return (field === bare ? 0 : 100) + (i === -1 ? 50 : i);
+};
+
+/** Every numeric field across the runs: the headline metrics first, then the others in first-seen order (the set is the trainer's, not ours). */
 export function metricFields(series: readonly MetricSeries[]): string[] {
   const fields: string[] = [];
   const seen = new Set<string>();
@@ -47,7 +57,7 @@ export function metricFields(series: readonly MetricSeries[]): string[] {
       }
     }
   }
-  return fields;
+  return fields.map((f, i) => [f, i] as const).sort((a, b) => rank(a[0]) - rank(b[0]) || a[1] - b[1]).map(([f]) => f);
 }
 
 /** One line chart per metric against step, the runs overlaid in colours when there are several. */
@@ -64,8 +74,8 @@ export async function metricCharts(series: readonly MetricSeries[], options: { w
       data: { values },
       mark: { type: 'line', point: values.length <= 60 ? { size: 18 } : false, strokeWidth: 1.8 },
       encoding: {
-        x: { field: 'step', type: 'quantitative', title: 'step' },
-        y: { field: 'value', type: 'quantitative', title: null, scale: { zero: false } },
+        x: { field: 'step', type: 'quantitative', title: 'step', axis: { tickMinStep: 1, format: '~r' } },
+        y: { field: 'value', type: 'quantitative', title: null, scale: { zero: false }, axis: { format: '~r' } },
         ...(multi ? { color: { field: 'run', type: 'nominal', title: 'run', legend: { orient: 'bottom' } } } : {}),
       },
       config: { background: 'white', view: { stroke: '#dde2e8' } },

@@ -105,7 +105,10 @@ export function parseMetrics(text: string, file = 'metrics.jsonl'): { rows: Metr
   return { rows, fields, evals, warnings };
 }
 
-/** Folders (depth ≤ 3: checkpoints/step-N/policy/) that look like checkpoints: they hold model or tokenizer files. */
+/**
+ * Folders (depth ≤ 3) that look like checkpoints: the trainer's checkpoints/step-N/ and final/, or any
+ * folder holding model, tokenizer or trainer-state files.
+ */
 function findCheckpoints(dir: string): { checkpoints: string[]; tokenizerPath: string | undefined } {
   const checkpoints: string[] = [];
   let tokenizerPath: string | undefined;
@@ -117,8 +120,11 @@ function findCheckpoints(dir: string): { checkpoints: string[]; tokenizerPath: s
       return;
     }
     const names = new Set(entries.filter((e) => e.isFile()).map((e) => e.name));
-    if (folder !== dir && (names.has('model.json') || names.has('tokenizer.json') || names.has('weights.bin') || names.has('checkpoint.json'))) {
-      checkpoints.push(relative(dir, folder));
+    const rel = relative(dir, folder);
+    const looksLikeOne =
+      names.has('model.json') || names.has('tokenizer.json') || names.has('weights.bin') || names.has('trainer.json') || rel === 'final' || /^checkpoints[\\/][^\\/]+$/.test(rel);
+    if (folder !== dir && looksLikeOne) {
+      checkpoints.push(rel);
       // The last checkpoint's tokenizer (they are normally identical across a run).
       if (names.has('tokenizer.json')) tokenizerPath = join(folder, 'tokenizer.json');
       else if (names.has('model.json')) tokenizerPath = join(folder, 'model.json');

@@ -114,7 +114,7 @@ test.serial('run page → episode page: turns, calls, results and rewards equal 
   t.is(await page.locator('table.episodes tbody tr').count(), records.length);
   t.true((await page.locator('figure.chart svg').count()) >= 8, 'a chart per metric + the reward histogram');
   t.deepEqual(await page.locator('figure.chart[data-field]').evaluateAll((els) => els.map((e) => e.getAttribute('data-field'))), [
-    'reward', 'success', 'kl', 'entropy', 'clipFraction', 'gradNorm', 'outcome.em', 'time.tokensPerS',
+    'reward', 'success', 'outcome.em', 'kl', 'entropy', 'clipFraction', 'gradNorm', 'time.tokensPerS',
     'eval(dev).reward', 'eval(dev).success', 'eval(dev).outcome.em',
   ]);
   t.is(await page.locator('section.training-evals tr').count(), 1 + 3 + 2);

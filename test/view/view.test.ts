@@ -123,7 +123,7 @@ test('run directories: missing, empty and malformed ones get clear errors', (t) 
   t.is(info.summary, undefined);
   t.deepEqual(info.evals, [{ file: 'eval-test.json', data: { em: 0.5 } }]);
   t.is(info.warnings.length, 2);
-  t.deepEqual(info.checkpoints, ['checkpoints/step-000004/policy', 'ckpt-10']);
+  t.deepEqual(info.checkpoints, ['checkpoints/step-000004', 'checkpoints/step-000004/policy', 'ckpt-10']);
   t.is(info.tokenizerPath, join(dir, 'ckpt-10', 'tokenizer.json'));
   t.deepEqual(runNames(['a/run', 'b/run', 'c/other']), ['run', 'run-2', 'other']);
 });
