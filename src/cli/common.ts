@@ -26,9 +26,21 @@ export function integer(value: string): number {
   return n;
 }
 
+/** Collects repeated `--option key=value` flags. */
+export function keyValue(value: string, previous: string[] = []): string[] {
+  if (!/^[\w-]+=/.test(value)) throw new InvalidArgumentError('expected key=value');
+  return [...previous, value];
+}
+
 /** Loads a scenario by built-in name or folder, with the options given on the command line. */
-export function scenarioFromFlags(flags: { scenario: string; data?: string }): Promise<Scenario> {
-  return loadScenario(flags.scenario, builtinScenarios, flags.data ? { data: flags.data } : {});
+export function scenarioFromFlags(flags: { scenario: string; data?: string; option?: string[] }): Promise<Scenario> {
+  const options: { [key: string]: string } = {};
+  for (const kv of flags.option ?? []) {
+    const at = kv.indexOf('=');
+    options[kv.slice(0, at)] = kv.slice(at + 1);
+  }
+  if (flags.data) options.data = flags.data;
+  return loadScenario(flags.scenario, builtinScenarios, options);
 }
 
 /** Rejects a split the scenario does not have, listing the ones it does. */

@@ -35,3 +35,6 @@ export class CorruptRecordError extends AgentR1Error {
 
 /** A scenario that does not satisfy the scenario contract. */
 export class ScenarioError extends AgentR1Error {}
+
+/** Scenario options (from --data / --option) that the scenario rejects. A usage error. */
+export class ScenarioOptionsError extends AgentR1Error {}

@@ -1,14 +1,20 @@
 import { existsSync, statSync } from 'node:fs';
 import { resolve, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ScenarioError, UnknownNameError } from '../core/errors.ts';
+import { ScenarioError, ScenarioOptionsError, UnknownNameError } from '../core/errors.ts';
 import type { Scenario, ScenarioDefinition } from './scenario.ts';
 
 export type ScenarioRegistry = { [name: string]: () => Promise<{ default: ScenarioDefinition }> };
 
 /** Builds a scenario from its module's default export and the given options. */
 export async function instantiateScenario(definition: ScenarioDefinition, options: { [key: string]: string }): Promise<Scenario> {
-  const scenario = typeof definition === 'function' ? await definition(options) : definition;
+  let scenario: Scenario;
+  try {
+    scenario = typeof definition === 'function' ? await definition(options) : definition;
+  } catch (err) {
+    if (err instanceof ScenarioError) throw err;
+    throw new ScenarioOptionsError(err instanceof Error ? err.message : String(err), { cause: err });
+  }
   if (!scenario || typeof scenario !== 'object' || typeof scenario.id !== 'string') {
     throw new ScenarioError('the scenario module\'s default export is not a scenario (an object with an id) or a function returning one');
   }

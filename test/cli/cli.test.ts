@@ -25,6 +25,9 @@ const usageErrors: Array<[string, string[], RegExp]> = [
   ['an unknown flag', ['eval', '--scenario', 'calculator', '--policy', 'expert', '--bogus'], /unknown option '--bogus'[\s\S]*--episodes <n>/],
   ['a bad number', ['rollout', '--scenario', 'calculator', '--episodes', 'many'], /expected a positive integer/],
   ['an unknown command', ['fly'], /unknown command 'fly'/],
+  ['a scenario option the scenario rejects', ['eval', '--scenario', 'multihop-qa', '--policy', 'expert', '--option', 'size=huge'], /multihop-qa options: .*expected one of "tiny"\|"small"\|"medium"\|"large"/],
+  ['a dataset scenario without its file', ['eval', '--scenario', 'musique', '--policy', 'expert'], /option data \(the dataset file, --data PATH\) is required/],
+  ['an option that is not key=value', ['eval', '--scenario', 'calculator', '--policy', 'expert', '--option', 'nokv'], /expected key=value/],
 ];
 
 for (const [what, args, pattern] of usageErrors) {

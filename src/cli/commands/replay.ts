@@ -10,6 +10,7 @@ import { EXIT_FAILED, printJson } from '../common.ts';
 
 interface ReplayFlags {
   episode?: string;
+  scenario?: string;
   liveTools?: boolean;
   json?: boolean;
   quiet?: boolean;
@@ -43,6 +44,7 @@ export function register(program: Command): void {
     .argument('<file>', 'an episodes.jsonl file')
     .option('--episode <id>', 'only this episode')
     .option('--live-tools', 're-execute the tools for real and report drift')
+    .option('--scenario <dir>', "load the records' scenario from this folder (for scenarios that are not built in)")
     .option('--quiet', 'one verdict line per episode instead of the turn-by-turn view')
     .option('--json', 'print {episodes, verified, diverged, corrupt} as the last stdout line')
     .action(async (file: string, flags: ReplayFlags) => {
@@ -63,7 +65,7 @@ export function register(program: Command): void {
         if (flags.episode && record.episodeId !== flags.episode) continue;
         counts.episodes++;
         const key = canonicalJson(record.scenario);
-        if (!scenarios.has(key)) scenarios.set(key, loadScenario(record.scenario.id, builtinScenarios, record.scenario.options));
+        if (!scenarios.has(key)) scenarios.set(key, loadScenario(flags.scenario ?? record.scenario.id, builtinScenarios, record.scenario.options));
         const result = await replayRecord(record, await scenarios.get(key)!, { liveTools: flags.liveTools });
         if (!flags.quiet) say(formatEpisode(record));
         if (result.verified) {

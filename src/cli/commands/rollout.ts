@@ -7,7 +7,7 @@ import { rollout } from '../../rollout/rollout.ts';
 import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../replay/jsonl.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
-import { checkSplit, formatSummary, integer, nonNegativeInt, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+import { checkSplit, formatSummary, integer, keyValue, nonNegativeInt, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
 import { parallelRollout } from '../../rollout/parallel-rollout.ts';
 import { availableParallelism } from 'node:os';
 
@@ -22,6 +22,7 @@ export interface RolloutFlags {
   workers: number;
   maxBatch: number;
   data?: string;
+  option?: string[];
   out?: string;
   json?: boolean;
 }
@@ -38,6 +39,7 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
     .option('--workers <w>', 'worker threads (0: run in this thread)', nonNegativeInt, availableParallelism())
     .option('--max-batch <b>', 'most episodes in one policy batch (model policies)', positiveInt, 32)
     .option('--data <path>', 'dataset file, for the dataset scenarios')
+    .option('--option <key=value>', 'a scenario option (repeatable), e.g. --option size=large', keyValue, [])
     .option('--json', 'print the summary as JSON on the last stdout line');
   if (policyRequired) command.requiredOption('--policy <name>', 'reference policy name or ckpt:DIR');
   else command.option('--policy <name>', 'reference policy name or ckpt:DIR', 'expert');

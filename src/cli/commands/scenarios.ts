@@ -11,7 +11,15 @@ export function register(program: Command): void {
     .action(async (flags: { json?: boolean }) => {
       const rows = [];
       for (const name of Object.keys(builtinScenarios)) {
-        const s = await loadScenario(name, builtinScenarios);
+        let s;
+        try {
+          s = await loadScenario(name, builtinScenarios);
+        } catch (err) {
+          // Dataset scenarios cannot be built without their file; list them with what they need.
+          const why = err instanceof Error ? err.message : String(err);
+          rows.push({ name, version: '', description: `(needs options) ${why}`, tools: [] as string[], splits: [] as string[], policies: [] as string[], worldMachine: null });
+          continue;
+        }
         rows.push({
           name,
           version: s.version,
@@ -24,6 +32,10 @@ export function register(program: Command): void {
       }
       if (flags.json) return printJson(rows);
       for (const r of rows) {
+        if (!r.version) {
+          process.stdout.write(`${r.name}\n  ${r.description}\n`);
+          continue;
+        }
         process.stdout.write(
           `${r.name} (v${r.version})\n  ${r.description}\n  tools: ${r.tools.join(', ')} | splits: ${r.splits.join(', ')} | policies: ${r.policies.join(', ')}${r.worldMachine ? ` | world machine: ${r.worldMachine}` : ''}\n`,
         );
