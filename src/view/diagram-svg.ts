@@ -28,17 +28,34 @@ interface Box {
  */
 export function renderDiagram(graph: MachineGraph, marks: DiagramMarks = {}, title?: string): Html {
   const layers = layerNodes(graph);
-  const slots = new Map<number, number>();
   const spans = graph.edges.map((e) => Math.abs(layers.get(e.to)! - layers.get(e.from)!));
   const maxSpan = Math.max(1, ...spans);
-  // Room for the widest back arc (its apex sits `reach` beyond the states) and its label.
-  const left = 26 + 18 * maxSpan + 80;
+  // Room for the widest back arc (its apex sits `reach` beyond the states) and its label, if any.
+  const backSpans = graph.edges.filter((e) => e.from !== e.to && layers.get(e.to)! <= layers.get(e.from)!).map((e) => layers.get(e.from)! - layers.get(e.to)!);
+  const left = backSpans.length ? 26 + 18 * Math.max(1, ...backSpans) + 80 : 24;
+  // Parallel regions get column blocks of their own, as wide as their widest layer.
+  const regions = [...new Set(graph.nodes.map((n) => n.region ?? ''))];
+  const slots = new Map<string, number>();
+  const widths = new Map<string, number>();
+  const slotOf = new Map<string, number>();
+  for (const n of graph.nodes) {
+    const key = `${n.region ?? ''}\u0000${layers.get(n.id)}`;
+    const slot = slots.get(key) ?? 0;
+    slots.set(key, slot + 1);
+    slotOf.set(n.id, slot);
+    widths.set(n.region ?? '', Math.max(widths.get(n.region ?? '') ?? 0, slot + 1));
+  }
+  const blockStart = new Map<string, number>();
+  let column = 0;
+  for (const r of regions) {
+    blockStart.set(r, column);
+    column += widths.get(r)!;
+  }
   const box = new Map<string, Box>();
   for (const n of graph.nodes) {
     const layer = layers.get(n.id)!;
-    const slot = slots.get(layer) ?? 0;
-    slots.set(layer, slot + 1);
-    box.set(n.id, { x: left + slot * (NODE_W + SIDE_GAP), y: 22 + layer * LAYER_GAP, layer });
+    const col = blockStart.get(n.region ?? '')! + slotOf.get(n.id)!;
+    box.set(n.id, { x: left + col * (NODE_W + SIDE_GAP), y: 22 + layer * LAYER_GAP, layer });
   }
   const right = Math.max(0, ...[...box.values()].map((b) => b.x)) + NODE_W;
   const width = right + 26 + 18 * maxSpan + 150;

@@ -4,7 +4,8 @@ import type { AnyStateMachine, AnyStateNode } from 'xstate';
 export interface MachineGraph {
   id: string;
   initial: string | undefined;
-  nodes: { id: string; key: string; final: boolean }[];
+  /** `region`: the top-level region a state belongs to, when the machine is parallel (drawn side by side). */
+  nodes: { id: string; key: string; final: boolean; region?: string }[];
   /** One edge per (from, to) pair, its labels merged. */
   edges: { from: string; to: string; labels: string[] }[];
 }
@@ -31,7 +32,10 @@ export function machineGraph(machine: AnyStateMachine): MachineGraph {
   const walk = (node: AnyStateNode) => {
     for (const child of Object.values(node.states) as AnyStateNode[]) {
       if (child.type === 'atomic' || child.type === 'final' || child.type === 'history') {
-        if (child.type !== 'history') nodes.push({ id: idOf(child), key: child.key, final: child.type === 'final' });
+        if (child.type !== 'history') {
+          const region = root.type === 'parallel' ? (child.path as string[])[0] : undefined;
+          nodes.push({ id: idOf(child), key: child.key, final: child.type === 'final', ...(region ? { region } : {}) });
+        }
       } else walk(child);
     }
   };

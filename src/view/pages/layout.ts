@@ -38,9 +38,10 @@ form.filters input, form.filters select { font: inherit; padding: 3px 5px; }
 .compare { display: grid; grid-template-columns: repeat(auto-fit, minmax(250px, 1fr)); gap: 10px; }
 .compare .member { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 10px; }
 .warn { background: #fff7e6; border: 1px solid #f5d48b; border-radius: 6px; padding: 6px 10px; margin: 8px 0; }
-.episode-grid { display: grid; grid-template-columns: minmax(0, 1fr) auto; gap: 16px; align-items: start; }
+.episode-grid { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, max-content); gap: 16px; align-items: start; }
 .episode-side { position: sticky; top: 8px; background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 8px; max-height: calc(100vh - 16px); overflow: auto; }
 .episode-side figure { margin: 0 0 10px; }
+.episode-side { max-width: 46vw; } .episode-side svg { max-width: 100%; height: auto; }
 @media (max-width: 1000px) { .episode-grid { grid-template-columns: 1fr; } .episode-side { position: static; max-height: none; } }
 details > summary { cursor: pointer; color: var(--muted); }
 `;
