@@ -2,6 +2,7 @@ import { availableParallelism } from 'node:os';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { EpisodeRecord, Json } from '../core/types.ts';
+import { AgentR1Error } from '../core/errors.ts';
 import type { BatchPolicy, Policy } from '../policy/policy.ts';
 import { PolicyServer, type PolicyServerStats } from './policy-server.ts';
 import type { RolloutTask, RolloutTaskResult, Trajectory, WorkerPolicySpec } from './protocol.ts';
@@ -70,6 +71,16 @@ export function createRolloutPool(workers: number): Piscina {
   return pool;
 }
 
+/** Whether a policy can be used by workers (a reference policy by name, or a tokenizing batch policy). */
+export function canRunInWorkers(policy: Policy, scenario: { policies: object }): boolean {
+  try {
+    workerPolicySpec(policy, Object.keys(scenario.policies));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** How a worker can rebuild the policy: by reference-policy name, or served remotely from here. */
 export function workerPolicySpec(policy: Policy, scenarioPolicies: readonly string[]): WorkerPolicySpec {
   const tokenizer = (policy as { tokenizer?: { toJSON?: () => unknown } }).tokenizer;
@@ -77,7 +88,7 @@ export function workerPolicySpec(policy: Policy, scenarioPolicies: readonly stri
     return { kind: 'remote', id: policy.id, version: policy.version, tokenizer: tokenizer.toJSON() as Json };
   }
   if (scenarioPolicies.includes(policy.id)) return { kind: 'scripted', name: policy.id };
-  throw new TypeError(`policy ${policy.id} cannot run in workers: use a reference policy, a checkpoint policy, or workers 0`);
+  throw new AgentR1Error(`policy ${policy.id} cannot run in workers: use a reference policy, a checkpoint policy, or workers 0`);
 }
 
 /**

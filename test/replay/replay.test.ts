@@ -8,10 +8,11 @@ import { loadRecords, RecordWriter } from '../../src/replay/jsonl.ts';
 import { parseRecordLine, sealRecord, serializeRecord } from '../../src/replay/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
+import type { Scenario } from '../../src/scenario/scenario.ts';
 import { CorruptRecordError } from '../../src/core/errors.ts';
 import { cli } from '../helpers/cli.ts';
 
-const scenario = calculator as Exclude<typeof calculator, Function>;
+const scenario = calculator as unknown as Scenario;
 
 async function randomRun(episodes: number, seed = 7) {
   const policy = await scenario.policies.random!({ scenario, seed });

@@ -1,3 +1,4 @@
+import type { Scenario } from '../../src/scenario/scenario.ts';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,7 +14,7 @@ import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 
 const FAULTY = fileURLToPath(new URL('../fixtures/faulty', import.meta.url));
-const calc = calculator as Exclude<typeof calculator, Function>;
+const calc = calculator as unknown as Scenario;
 const bytes = (records: EpisodeRecord[]) => records.map(serializeRecord).join('\n');
 const call = (name: string, args: object = {}) => `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;
 

@@ -1,3 +1,4 @@
+import type { Scenario } from '../../src/scenario/scenario.ts';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,14 +14,14 @@ import { serializeRecord } from '../../src/replay/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 
-const calc = calculator as Exclude<typeof calculator, Function>;
+const calc = calculator as unknown as Scenario;
 const bytes = (records: EpisodeRecord[]) => records.map(serializeRecord).join('\n');
 const config = { maxTurns: 2, maxTokensPerTurn: 20, maxTotalTokens: 400 };
 
 /** A small untrained checkpoint: random weights, a tokenizer trained on calculator text. */
 async function tinyPolicy(): Promise<BatchPolicy> {
   await initBackend();
-  const texts = calc.tasks({ split: 'train', seed: 0, count: 50 }).flatMap((task) => [task.question, `<tool_call>{"name": "calculate", "arguments": {"expression": "${task.meta!.expression}"}}</tool_call>`]);
+  const texts = (await calc.tasks({ split: 'train', seed: 0, count: 50 })).flatMap((task) => [task.question, `<tool_call>{"name": "calculate", "arguments": {"expression": "${task.meta!.expression}"}}</tool_call>`]);
   const tokenizer = trainTokenizer(texts, { vocabSize: 400 });
   const model = new GPTModel({ vocabSize: tokenizer.vocabSize, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 512, dMlp: 64 }, 5);
   const dir = join(mkdtempSync(join(tmpdir(), 'agent-r1-ckpt-')), 'ckpt');

@@ -8,7 +8,7 @@ import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../replay/jsonl.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
 import { checkSplit, formatSummary, integer, keyValue, nonNegativeInt, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
-import { parallelRollout } from '../../rollout/parallel-rollout.ts';
+import { canRunInWorkers, parallelRollout } from '../../rollout/parallel-rollout.ts';
 import { availableParallelism } from 'node:os';
 
 export interface RolloutFlags {
@@ -88,7 +88,8 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
   };
   try {
     const { summary } =
-      flags.workers === 0
+      // External (network) policies run in this thread: their time is waiting, not compute.
+      flags.workers === 0 || !canRunInWorkers(policy, scenario)
         ? await rollout({ ...common, concurrency: flags.concurrency })
         : await parallelRollout({
             ...common,
