@@ -1,5 +1,45 @@
 // The public API of agent-r1-ts. Each area adds its exports here (small additive edits).
 
+// Core: the vocabulary, seeded randomness, errors
+export type {
+  Json, Task, Role, Message, ToolCall, ParsedAction, ToolResult, ToolErrorKind, StepResult, Outcome, EndReason,
+  PolicyOutput, TurnRecord, EpisodeConfig, EpisodeRecord,
+} from './core/types.ts';
+export { DEFAULT_EPISODE_CONFIG, RECORD_SCHEMA_VERSION } from './core/types.ts';
+export { createRng, deriveSeed, type Rng } from './core/rng.ts';
+export { canonicalJson } from './core/canonical-json.ts';
+export {
+  AgentR1Error, UnknownNameError, ToolArgumentsError, ToolTimeoutError, CorruptRecordError, ScenarioError, ScenarioOptionsError,
+} from './core/errors.ts';
+
+// Tools and the ToolEnv: the Tool says what happened, the ToolEnv what it means
+export { tool, toOpenAITool, type Tool, type ToolContext, type OpenAITool } from './tools/tool.ts';
+export { ToolRunner, createToolCache, type ToolRunnerOptions } from './tools/runner.ts';
+export type { ToolEnv, StepInput, OutcomeInput } from './env/tool-env.ts';
+export { formatResults, formatInvalidAction, toolsSystemPrompt } from './env/observation.ts';
+export { parseAction } from './parse/parse-action.ts';
+
+// Scenarios and policies
+export { defineScenario, type Scenario, type ScenarioDefinition, type TaskQuery, type PolicyFactory } from './scenario/scenario.ts';
+export { loadScenario, instantiateScenario, type ScenarioRegistry } from './scenario/load.ts';
+export type { Policy, BatchPolicy, PolicyRequest, PolicyEncoding } from './policy/policy.ts';
+export { resolvePolicy } from './policy/resolve.ts';
+
+// Episodes, rollouts, records and replay
+export { episodeMachine, type EpisodeActors, type EpisodeInput, type EpisodeOutput } from '../machines/episode.ts';
+export { runEpisode, episodeSeed, episodeConfig, type RunEpisodeOptions } from './rollout/run-episode.ts';
+export { driveEpisode, samplerSeed, worldSeed, type EpisodeDrivers } from './rollout/drive-episode.ts';
+export { rollout, planEpisodes, runIdOf, type RolloutOptions, type EpisodePlanItem } from './rollout/rollout.ts';
+export { parallelRollout, createRolloutPool, canRunInWorkers, type ParallelRolloutOptions, type ParallelRolloutResult, type ThroughputSummary } from './rollout/parallel-rollout.ts';
+export { PolicyServer, type PolicyServerOptions, type PolicyServerStats } from './rollout/policy-server.ts';
+export { RemotePolicy, PolicyServerError } from './rollout/remote-policy.ts';
+export { toTrajectory } from './rollout/trajectory.ts';
+export type { Trajectory } from './rollout/protocol.ts';
+export { summarizeRecords, type RolloutSummary } from './rollout/summary.ts';
+export { sealRecord, serializeRecord, parseRecordLine, recordChecksum, episodeRecordSchema } from './replay/record.ts';
+export { readRecords, loadRecords, RecordWriter, type RecordLine } from './replay/jsonl.ts';
+export { replayRecord, firstDivergence, type Divergence, type ReplayResult, type ReplayOptions } from './replay/replay.ts';
+
 // RL: advantages, losses, KL, trajectories
 export { computeAdvantages, ADVANTAGE_ESTIMATORS } from './rl/advantages.ts';
 export type { AdvantageEstimator, AdvantageSequence, AdvantageOptions, AdvantageResult } from './rl/advantages.ts';
