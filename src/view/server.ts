@@ -14,7 +14,7 @@ import { groupAdvantages } from './advantages.ts';
 import { metricCharts, rewardHistogram, runSeries, type Chart } from './charts.ts';
 import { EpisodeIndex } from './episode-index.ts';
 import { ViewRequestError } from './errors.ts';
-import { html, type Html } from './html.ts';
+import { fmtNumber, html, type Html } from './html.ts';
 import { machineGraph, type MachineGraph } from './machine-graph.ts';
 import { episodeView } from './pages/episode.ts';
 import { groupView } from './pages/group.ts';
@@ -181,8 +181,12 @@ export class ViewerApp {
     const withEpisodes = runs.filter(({ run }) => run.index && run.index.size > 0);
     const hist = withEpisodes.length ? await this.histogram(withEpisodes.map(({ run }) => run)) : undefined;
     return html`<h1>${runs.length} runs</h1>
-    <section class="card"><table><tr><th>run</th><th>directory</th><th class="num">episodes</th><th class="num">metric steps</th></tr>
-    ${runs.map(({ run, info }, i) => html`<tr><td><a href="/run/${i}">${run.name}</a></td><td><code>${run.dir}</code></td><td class="num">${run.index?.size ?? 0}</td><td class="num">${info.metrics.length}</td></tr>`)}</table></section>
+    <section class="card"><table class="runs"><tr><th>run</th><th>directory</th><th class="num">episodes</th><th class="num">success rate</th><th class="num">mean reward</th><th class="num">metric steps</th><th class="num">evals</th></tr>
+    ${runs.map(({ run, info }, i) => {
+      const es = run.index?.episodes ?? [];
+      const mean = (f: (e: (typeof es)[number]) => number) => (es.length ? fmtNumber(es.reduce((a, e) => a + f(e), 0) / es.length) : '–');
+      return html`<tr><td><a href="/run/${i}">${run.name}</a></td><td><code>${run.dir}</code></td><td class="num">${es.length}</td><td class="num">${mean((e) => (e.success ? 1 : 0))}</td><td class="num">${mean((e) => e.totalReward)}</td><td class="num">${info.metrics.length}</td><td class="num">${info.trainingEvals.length + info.evals.length}</td></tr>`;
+    })}</table></section>
     <section class="card"><h2>Curves, runs overlaid</h2><div class="charts">${charts.map((c) => html`<figure class="chart" data-field="${c.field}">${c.svg}</figure>`)}${hist ? html`<figure class="chart">${hist}</figure>` : ''}</div></section>`;
   }
 

@@ -229,6 +229,7 @@ test.serial('filters and search return the right episodes; the group page shows 
 
   // Two runs: the overview overlays their curves (one colour per run).
   await page.goto(`${viewer.url}/`);
+  t.deepEqual(await page.locator('table.runs tr td:nth-child(3)').allTextContents(), [String(records.length), '0']);
   t.regex(await page.locator('figure.chart[data-field="reward"]').innerText(), /viewer-run-[\s\S]*viewer-run2-/);
   await page.context().close();
 });
