@@ -12,3 +12,6 @@ export class ViewRequestError extends AgentR1Error {
     super(message);
   }
 }
+
+/** The viewer could not start listening (port in use, bad address). */
+export class ViewerStartError extends AgentR1Error {}

@@ -13,7 +13,7 @@ import type { Scenario } from '../scenario/scenario.ts';
 import { groupAdvantages } from './advantages.ts';
 import { metricCharts, rewardHistogram, runSeries, type Chart } from './charts.ts';
 import { EpisodeIndex } from './episode-index.ts';
-import { ViewRequestError } from './errors.ts';
+import { ViewerStartError, ViewRequestError } from './errors.ts';
 import { fmtNumber, html, type Html } from './html.ts';
 import { machineGraph, type MachineGraph } from './machine-graph.ts';
 import { episodeView } from './pages/episode.ts';
@@ -285,9 +285,14 @@ export async function startViewer(options: ViewerOptions): Promise<Viewer> {
       },
     );
   });
+  const wanted = options.port ?? 0;
+  if (!Number.isInteger(wanted) || wanted < 0 || wanted > 65535) throw new ViewerStartError(`port must be an integer 0–65535, got ${wanted}`);
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => resolve());
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      const why = err.code === 'EADDRINUSE' ? `port ${wanted} is in use (--port 0 picks a free one)` : err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' ? `address ${host} is not available here` : err.message;
+      reject(new ViewerStartError(`the viewer cannot listen on ${host}:${wanted}: ${why}`));
+    });
+    server.listen(wanted, host, () => resolve());
   });
   port = (server.address() as AddressInfo).port;
   const shown = host.includes(':') ? `[${host}]` : host;

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'node:http';
@@ -14,7 +14,7 @@ import type { Scenario } from '../../src/scenario/scenario.ts';
 import { groupAdvantages } from '../../src/view/advantages.ts';
 import { pathMarks, renderDiagram } from '../../src/view/diagram-svg.ts';
 import { EpisodeIndex } from '../../src/view/episode-index.ts';
-import { RunDirError, ViewRequestError } from '../../src/view/errors.ts';
+import { RunDirError, ViewerStartError, ViewRequestError } from '../../src/view/errors.ts';
 import { escapeHtml, html } from '../../src/view/html.ts';
 import { layerNodes, machineGraph } from '../../src/view/machine-graph.ts';
 import { episodePath, worldPath } from '../../src/view/pages/episode.ts';
@@ -32,8 +32,18 @@ test.before(async () => {
   records = (await rollout({ scenario, policy, split: 'train', episodes: 12, seed: 3, group: 4 })).records;
 });
 
+const made: string[] = [];
+const tempDir = (prefix: string) => {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
+};
+test.after.always(() => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
 function runDir(lines: string[], extra: Record<string, string> = {}): string {
-  const dir = mkdtempSync(join(tmpdir(), 'view-unit-'));
+  const dir = tempDir('view-unit-');
   writeFileSync(join(dir, 'episodes.jsonl'), lines.map((l) => l + '\n').join(''));
   for (const [name, text] of Object.entries(extra)) writeFileSync(join(dir, name), text);
   return dir;
@@ -112,7 +122,7 @@ test('metrics.jsonl: every numeric field is a curve (nested ones dotted); evals 
 
 test('run directories: missing, empty and malformed ones get clear errors', (t) => {
   t.throws(() => readRunDir('/no/such/run'), { instanceOf: RunDirError, message: /does not exist/ });
-  const empty = mkdtempSync(join(tmpdir(), 'view-empty-'));
+  const empty = tempDir('view-empty-');
   t.throws(() => readRunDir(empty), { instanceOf: RunDirError, message: /not a run directory/ });
   const dir = runDir([serializeRecord(records[0]!)], { 'summary.json': '[1,2]', 'eval-test.json': '{"em": 0.5}', 'eval-bad.json': '{' });
   mkdirSync(join(dir, 'ckpt-10'));
@@ -205,7 +215,7 @@ test('the report is one self-contained file and refuses a directory with nothing
   t.regex(report, /<svg/);
   t.false(/<script|src="http|href="http(?!:\/\/www\.w3\.org)/.test(report.replace(/xmlns(:xlink)?="http:\/\/www\.w3\.org[^"]*"/g, '')));
   t.is((report.match(/data-example="/g) ?? []).length, 3);
-  const empty = mkdtempSync(join(tmpdir(), 'view-nothing-'));
+  const empty = tempDir('view-nothing-');
   writeFileSync(join(empty, 'metrics.jsonl'), '');
   await t.throwsAsync(buildReport(empty), { instanceOf: RunDirError, message: /nothing to report/ });
 });
@@ -241,8 +251,10 @@ test('the server: loopback only, GET only, clear 400/404s, no script allowed by 
     const api = JSON.parse((await get(viewer.url, '/api/run/0/episodes?endReason=answered')).body);
     t.is(api.total, records.filter((r) => r.endReason === 'answered').length);
     t.is(canonicalJson(JSON.parse((await get(viewer.url, '/api/run/0/episode/2')).body)), canonicalJson(records[2]));
+    const port = Number(new URL(viewer.url).port);
+    await t.throwsAsync(startViewer({ dirs: [dir], port }), { instanceOf: ViewerStartError, message: new RegExp(`port ${port} is in use`) });
+    await t.throwsAsync(startViewer({ dirs: [dir], port: 70000 }), { instanceOf: ViewerStartError });
   } finally {
     await viewer.close();
   }
-  t.throws(() => readFileSync(join(dir, 'nope')));
 });
