@@ -13,7 +13,7 @@ interface SftFlags {
   episodes: number;
   seed: number;
   out: string;
-  steps?: number;
+  steps: number;
   batchSize: number;
   lr: number;
   vocabSize: number;
@@ -43,16 +43,16 @@ export function register(program: Command): void {
     .option('--policy <name>', 'reference policy to clone', 'expert')
     .option('--episodes <n>', 'training episodes to collect', positiveInt, 400)
     .option('--seed <n>', 'seed (data, init, batches)', integer, 0)
-    .option('--steps <n>', 'optimizer steps (default: 3 epochs)', positiveInt)
-    .option('--batch-size <n>', 'sequences per step', positiveInt, 16)
-    .option('--lr <x>', 'peak learning rate', positiveNumber, 3e-3)
-    .option('--vocab-size <n>', 'tokenizer vocabulary (specials + 256 bytes + merges)', positiveInt, 512)
+    .option('--steps <n>', 'optimizer steps', positiveInt, 600)
+    .option('--batch-size <n>', 'sequences per step', positiveInt, 8)
+    .option('--lr <x>', 'peak learning rate', positiveNumber, 1e-2)
+    .option('--vocab-size <n>', 'tokenizer vocabulary (specials + 256 bytes + merges)', positiveInt, 1024)
     .option('--d-model <n>', 'model width', positiveInt, 64)
     .option('--layers <n>', 'transformer layers', positiveInt, 2)
     .option('--heads <n>', 'attention heads', positiveInt, 4)
     .option('--context <n>', 'context length (tokens)', positiveInt, 512)
     .option('--eval-episodes <n>', 'dev-split episodes to evaluate at the end (0: none)', integer, 100)
-    .option('--temperature <x>', 'sampling temperature of the trained policy (0: greedy)', (v: string) => { const n = Number(v); if (!(n >= 0)) throw new InvalidArgumentError('expected a number ≥ 0'); return n; }, 1)
+    .option('--temperature <x>', 'sampling temperature saved with the checkpoint (what --policy ckpt:DIR samples with; 0: greedy)', (v: string) => { const n = Number(v); if (!(n >= 0)) throw new InvalidArgumentError('expected a number ≥ 0'); return n; }, 0)
     .option('--backend <name>', 'tensorflow-gpu | tensorflow | wasm | cpu (default: the best that loads)')
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--json', 'print the result as JSON on the last stdout line')

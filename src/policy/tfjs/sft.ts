@@ -110,20 +110,22 @@ export interface SftResult {
 export function trainSft(options: SftOptions): SftResult {
   const seed = options.seed ?? 0;
   if (options.records.length === 0) throw new SftError('no records to train on');
-  const tokenizer = options.tokenizer ?? trainTokenizer(recordTexts(options.records), { vocabSize: options.vocabSize ?? 512 });
+  const tokenizer = options.tokenizer ?? trainTokenizer(recordTexts(options.records), { vocabSize: options.vocabSize ?? 1024 });
   const config: ModelConfig = { ...DEFAULT_MODEL_CONFIG, ...options.model, vocabSize: tokenizer.vocabSize };
   if (options.model?.dModel && !options.model.dMlp) config.dMlp = 4 * config.dModel;
   const encoding = chatEncoding(tokenizer);
   const sequences = sequencesFromRecords(options.records, encoding, { contextLength: config.contextLength, onlySuccessful: true });
   if (sequences.length === 0) throw new SftError('no successful records with agent tokens to train on');
   const model = new GPTModel(config, seed);
-  const batchSize = Math.max(1, options.batchSize ?? 16);
+  const batchSize = Math.max(1, options.batchSize ?? 8);
   const perEpoch = Math.ceil(sequences.length / batchSize);
-  const steps = options.steps ?? perEpoch * (options.epochs ?? 3);
+  // Small models sit on a plateau for ~300 steps before they learn to copy numbers: the default
+  // budget (600 steps of 8) is sized for that, not for epochs.
+  const steps = options.steps ?? (options.epochs !== undefined ? perEpoch * options.epochs : 600);
   if (!(steps >= 1)) throw new SftError(`steps must be ≥ 1, got ${steps}`);
   const opt = new AdamW(model.trainableVariables, {
-    lr: options.lr ?? 3e-3,
-    warmupSteps: options.warmupSteps ?? Math.min(20, Math.ceil(steps / 10)),
+    lr: options.lr ?? 1e-2,
+    warmupSteps: options.warmupSteps ?? Math.min(30, Math.ceil(steps / 10)),
     totalSteps: steps,
     weightDecay: options.weightDecay ?? 0.01,
     clipNorm: options.clipNorm ?? 1,
