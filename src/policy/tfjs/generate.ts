@@ -1,14 +1,15 @@
 import * as tf from '@tensorflow/tfjs';
 import { createRng, type Rng } from '../../core/rng.ts';
 import { AgentR1Error } from '../../core/errors.ts';
-import type { GPTModel, RowKV } from './model.ts';
+import type { GPTModel } from './model.ts';
+import type { KVCache } from './kv-cache.ts';
 
 /**
  * Batched incremental decoding with a KV cache.
  *
  * Every row prefills only the tokens its cache does not hold, then all rows decode one token per
- * step (GPTModel.forwardRows: dense layers batched over the packed rows, attention per row on the
- * row's own keys, so a row's logits are bit-identical alone or in any batch). Each row samples
+ * step (GPTModel.forwardRows: dense layers batched in tfjs over the packed rows, attention in JS per
+ * row on the row's own keys, so a row's logits are bit-identical alone or in any batch). Each row samples
  * from its own PRNG stream (seeded by the row's seed). Finished rows leave the batch.
  */
 export interface SamplingOptions {
@@ -24,8 +25,8 @@ export interface SamplingOptions {
 export interface RowCache {
   /** The token ids whose keys/values `kv` holds, in order. */
   tokens: number[];
-  /** Per layer: keys transposed [H, dh, T] and values [H, T, dh]. */
-  kv: RowKV;
+  /** Keys/values per layer (plain JS memory: dropping it frees it). */
+  kv: KVCache;
   bytes: number;
 }
 
@@ -77,9 +78,8 @@ interface Active {
   out: GenerateResult;
   /** Tokens fed so far (for the cache). */
   fed: number[];
-  /** The row's keys/values so far, and whether generate created them (and so must free them). */
-  kv?: RowKV;
-  ownsKv: boolean;
+  /** The row's keys/values so far (a copy of the caller's cache, so the caller's stays valid). */
+  kv?: KVCache;
   limit: number;
 }
 
@@ -99,7 +99,7 @@ export function generate(model: GPTModel, rows: readonly GenerateRow[], options:
       out.stop = row.maxTokens === 0 ? 'length' : 'context';
       return;
     }
-    active.push({ index, row, rng: createRng(row.seed), out, fed: [], ownsKv: false, limit });
+    active.push({ index, row, rng: createRng(row.seed), out, fed: [], limit });
   });
   if (active.length === 0) return results;
   if (options.useCache === false) {
@@ -121,58 +121,37 @@ function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions)
   // Each row feeds what its cache lacks (first step) or its last sampled token (later steps).
   let feed = rows.map((a) => {
     const cache = usableCache(a.row);
-    a.kv = cache?.kv;
-    a.ownsKv = false;
+    a.kv = cache ? cache.kv.clone(a.row.tokens.length - cache.tokens.length + a.limit) : model.newCache(a.row.tokens.length + a.limit);
     a.fed = a.row.tokens.slice();
     a.out.prefilled = a.row.tokens.length - (cache?.tokens.length ?? 0);
     return a.row.tokens.slice(cache?.tokens.length ?? 0);
   });
   let live = rows;
-  try {
-    while (live.length > 0) {
-      const steps = live.map((a, i) => {
-        // a.fed already ends with this step's tokens; the one before them feeds the token shift.
-        const before = a.fed.length - feed[i]!.length - 1;
-        return { tokens: feed[i]!, past: a.kv, ...(before >= 0 ? { prevToken: a.fed[before]! } : {}) };
-      });
-      const { logits, caches } = model.forwardRows(steps);
-      const data = logits.dataSync() as Float32Array;
-      const V = logits.shape[1];
-      logits.dispose();
-      const next: Active[] = [];
-      const nextFeed: number[][] = [];
-      live.forEach((a, i) => {
-        if (a.ownsKv) disposeKV(a.kv);
-        a.kv = caches[i];
-        a.ownsKv = true;
-        const token = sampleInto(a, data.slice(i * V, (i + 1) * V), options);
-        if (finished(a, token, options)) {
-          if (options.keepCache) {
-            a.out.cache = { tokens: a.fed.slice(), kv: a.kv!, bytes: kvBytes(a.kv!) };
-            a.ownsKv = false;
-          }
-        } else {
-          a.fed.push(token);
-          next.push(a);
-          nextFeed.push([token]);
-        }
-      });
-      for (const a of live) if (!next.includes(a) && a.ownsKv) disposeKV(a.kv);
-      live = next;
-      feed = nextFeed;
-    }
-  } catch (error) {
-    for (const a of live) if (a.ownsKv) disposeKV(a.kv);
-    throw error;
+  while (live.length > 0) {
+    const steps = live.map((a, i) => {
+      // a.fed already ends with this step's tokens; the one before them feeds the token shift.
+      const before = a.fed.length - feed[i]!.length - 1;
+      return { tokens: feed[i]!, cache: a.kv!, ...(before >= 0 ? { prevToken: a.fed[before]! } : {}) };
+    });
+    const logits = model.forwardRows(steps);
+    const data = logits.dataSync() as Float32Array;
+    const V = logits.shape[1];
+    logits.dispose();
+    const next: Active[] = [];
+    const nextFeed: number[][] = [];
+    live.forEach((a, i) => {
+      const token = sampleInto(a, data.slice(i * V, (i + 1) * V), options);
+      if (finished(a, token, options)) {
+        if (options.keepCache) a.out.cache = { tokens: a.fed.slice(), kv: a.kv!, bytes: a.kv!.bytes };
+      } else {
+        a.fed.push(token);
+        next.push(a);
+        nextFeed.push([token]);
+      }
+    });
+    live = next;
+    feed = nextFeed;
   }
-}
-
-function disposeKV(kv: RowKV | undefined): void {
-  if (kv) for (const l of kv) tf.dispose([l.kT, l.v]);
-}
-
-function kvBytes(kv: RowKV): number {
-  return kv.reduce((n, l) => n + (l.kT.size + l.v.size) * 4, 0);
 }
 
 function decodeUncached(model: GPTModel, rowsIn: Active[], options: GenerateOptions, pad: number): void {
@@ -231,9 +210,8 @@ function finished(a: Active, token: number, options: GenerateOptions): boolean {
   return false;
 }
 
-export function disposeCache(cache: RowCache | undefined): void {
-  if (cache) disposeKV(cache.kv);
-}
+/** Caches live in JS memory; kept for callers that release caches explicitly (a no-op today). */
+export function disposeCache(_cache: RowCache | undefined): void {}
 
 /**
  * Samples one token from logits with the row's stream. Returns the token and its log-probability

@@ -49,3 +49,4 @@ export { Tokenizer, trainTokenizer, SPECIAL_TOKENS, TokenizerError, type Tokeniz
 export { chatEncoding } from './chat-template.ts';
 export { generate, sampleToken, disposeCache, GenerateError, type GenerateRow, type GenerateResult, type GenerateOptions, type SamplingOptions, type RowCache } from './generate.ts';
 export { TfjsPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
+export { KVCache } from './kv-cache.ts';

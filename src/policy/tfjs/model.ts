@@ -2,6 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { z } from 'zod';
 import { AgentR1Error } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
+import { attendRow, KVCache } from './kv-cache.ts';
 
 /**
  * A small GPT: decoder-only, pre-LN, causal multi-head self-attention, GELU MLP, learned positions,
@@ -77,20 +78,13 @@ export interface LayerKV {
   v: tf.Tensor4D;
 }
 
-/** One row's cache for one layer: keys transposed [H, dh, T] (so QKᵀ needs no transpose) and values [H, T, dh]. */
-export interface RowLayerKV {
-  kT: tf.Tensor3D;
-  v: tf.Tensor3D;
-}
-/** A row's cache: one entry per layer. */
-export type RowKV = RowLayerKV[];
-
 /** One row of an incremental step: new tokens on top of an optional cache. */
 export interface RowStep {
   tokens: readonly number[];
   /** The token just before tokens[0] (the cache's last token), for the token shift. */
   prevToken?: number;
-  past?: RowKV;
+  /** The row's cache; the new tokens' keys/values are appended to it in place. */
+  cache: KVCache;
 }
 
 export interface ForwardOptions {
@@ -298,19 +292,20 @@ export class GPTModel {
 
   /**
    * Incremental forward for generation: each row feeds its new tokens on top of its own cache.
-   * Rows are packed (no padding) for the dense layers; attention runs per row on that row's own
-   * keys, so every shape a row's arithmetic sees depends on that row alone and its logits are
-   * bit-identical whatever else is in the batch. Returns the logits of each row's last new token
-   * ([R, V]) and each row's cache extended by its new tokens (the inputs' caches are not disposed).
+   * Rows are packed (no padding) for the dense layers, which run batched in tfjs; attention runs in
+   * JS per row on that row's own keys (kv-cache.ts), so every number a row's logits depend on is
+   * computed from that row alone: bit-identical whatever else is in the batch. Appends the new
+   * keys/values to each row's cache and returns the logits of each row's last new token, [R, V].
    */
-  forwardRows(rows: readonly RowStep[]): { logits: tf.Tensor2D; caches: RowKV[] } {
-    const { vocabSize: V, dModel: d, nHeads: H, contextLength: C } = this.config;
-    const dh = d / H;
+  forwardRows(rows: readonly RowStep[]): tf.Tensor2D {
+    const { dModel: d, nHeads: H, contextLength: C, nLayers: L } = this.config;
     const lens = rows.map((r) => r.tokens.length);
-    const pasts = rows.map((r) => (r.past ? r.past[0]!.v.shape[1] : 0));
+    const starts = rows.map((r) => r.cache.length);
     rows.forEach((r, i) => {
       if (lens[i]! === 0) throw new ModelError(`row ${i} has no new tokens`);
-      if (pasts[i]! + lens[i]! > C) throw new ModelError(`row ${i}: ${pasts[i]! + lens[i]!} tokens exceed the context (${C})`);
+      if (starts[i]! + lens[i]! > C) throw new ModelError(`row ${i}: ${starts[i]! + lens[i]!} tokens exceed the context (${C})`);
+      if (r.cache.layers !== L || r.cache.width !== d) throw new ModelError(`row ${i}: the cache is for another model shape`);
+      r.cache.reserve(lens[i]!);
     });
     const S = lens.reduce((a, b) => a + b, 0);
     const flat = new Int32Array(S);
@@ -319,11 +314,10 @@ export class GPTModel {
     let off = 0;
     rows.forEach((r, i) => {
       flat.set(r.tokens, off);
-      for (let j = 0; j < lens[i]!; j++) pos[off + j] = pasts[i]! + j;
+      for (let j = 0; j < lens[i]!; j++) pos[off + j] = starts[i]! + j;
       off += lens[i]!;
       lastIdx[i] = off - 1;
     });
-    const caches: RowKV[] = rows.map(() => []);
     const logits = tf.tidy(() => {
       const posIds = tf.tensor1d(pos, 'int32');
       let x = tf.gather(this.tokEmb, tf.tensor1d(flat, 'int32')) as tf.Tensor2D;
@@ -347,40 +341,43 @@ export class GPTModel {
       }
       if (this.posEmb) x = x.add(tf.gather(this.posEmb, posIds));
       const rotary = this.rotaryAt(posIds);
-      const scale = 1 / Math.sqrt(dh);
+      const scale = 1 / Math.sqrt(d / H);
       this.layers.forEach((p, l) => {
         const h = layerNorm(x, p.ln1g, p.ln1b);
-        const split = (x2: tf.Tensor2D) => x2.reshape([S, H, dh]);
-        const q = split(rotary(tf.matMul(h, p.wq).add(p.bq)).mul(scale)).transpose([1, 0, 2]) as tf.Tensor3D; // [H, S, dh]
-        const kT = split(rotary(tf.matMul(h, p.wk).add(p.bk))).transpose([1, 2, 0]) as tf.Tensor3D; // [H, dh, S]
-        const v = split(tf.matMul(h, p.wv).add(p.bv)).transpose([1, 0, 2]) as tf.Tensor3D; // [H, S, dh]
-        const outs: tf.Tensor3D[] = [];
+        const qkv = tf.concat(
+          [rotary(tf.matMul(h, p.wq).add(p.bq)).mul(scale), rotary(tf.matMul(h, p.wk).add(p.bk)), tf.matMul(h, p.wv).add(p.bv)],
+          1,
+        );
+        const data = qkv.dataSync() as Float32Array; // [S, 3d]
+        const q = new Float32Array(S * d);
+        const ctx = new Float32Array(S * d);
         let at = 0;
         rows.forEach((r, i) => {
-          const n = lens[i]!;
-          const past = r.past?.[l];
-          const qi = q.slice([0, at, 0], [H, n, dh]);
-          let ki = kT.slice([0, 0, at], [H, dh, n]);
-          let vi = v.slice([0, at, 0], [H, n, dh]);
-          if (past) {
-            ki = tf.concat([past.kT, ki], 2);
-            vi = tf.concat([past.v, vi], 1);
+          const k = r.cache.k[l]!;
+          const v = r.cache.v[l]!;
+          for (let j = 0; j < lens[i]!; j++) {
+            const src = (at + j) * 3 * d;
+            q.set(data.subarray(src, src + d), (at + j) * d);
+            k.set(data.subarray(src + d, src + 2 * d), (starts[i]! + j) * d);
+            v.set(data.subarray(src + 2 * d, src + 3 * d), (starts[i]! + j) * d);
           }
-          caches[i]!.push({ kT: tf.keep(ki), v: tf.keep(vi) });
-          let scores = tf.matMul(qi, ki); // [H, n, past + n]; q is pre-scaled
-          if (n > 1) scores = scores.add(this.causal(n, pasts[i]!));
-          outs.push(tf.matMul(tf.softmax(scores), vi) as tf.Tensor3D);
-          at += n;
+          attendRow(q, at * d, k, v, starts[i]!, lens[i]!, H, d, ctx, at * d);
+          at += lens[i]!;
         });
-        const ctx = (outs.length === 1 ? outs[0]! : tf.concat(outs, 1)).transpose([1, 0, 2]).reshape([S, d]);
-        x = x.add(tf.matMul(ctx, p.wo).add(p.bo));
+        x = x.add(tf.matMul(tf.tensor2d(ctx, [S, d]), p.wo).add(p.bo));
         const h2 = layerNorm(x, p.ln2g, p.ln2b);
         x = x.add(tf.matMul(gelu(tf.matMul(h2, p.w1).add(p.b1)), p.w2).add(p.b2));
       });
       const last = layerNorm(tf.gather(x, tf.tensor1d(lastIdx, 'int32')) as tf.Tensor2D, this.lnfG, this.lnfB);
       return tf.matMul(last, this.tokEmb, false, true) as tf.Tensor2D;
     });
-    return { logits, caches };
+    rows.forEach((r, i) => (r.cache.length = starts[i]! + lens[i]!));
+    return logits;
+  }
+
+  /** An empty cache for this model. */
+  newCache(capacity = 64): KVCache {
+    return new KVCache(this.config.nLayers, this.config.dModel, capacity);
   }
 
   /**

@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import type { PolicyOutput } from '../../core/types.ts';
 import type { BatchPolicy, PolicyEncoding, PolicyRequest } from '../policy.ts';
 import { chatEncoding } from './chat-template.ts';
-import { disposeCache, generate, type RowCache, type SamplingOptions } from './generate.ts';
+import { generate, type RowCache, type SamplingOptions } from './generate.ts';
 import type { GPTModel } from './model.ts';
 import type { Tokenizer } from './tokenizer.ts';
 
@@ -44,10 +44,6 @@ export class TfjsPolicy implements BatchPolicy {
     this.caches = new LRUCache<string, RowCache>({
       maxSize: options.cacheBytes ?? 256 * 1024 * 1024,
       sizeCalculation: (c) => Math.max(1, c.bytes),
-      // A cache taken out for a turn (delete) is freed by actBatch itself once the turn is done.
-      dispose: (c, _key, reason) => {
-        if (reason !== 'delete') disposeCache(c);
-      },
     });
     const t = options.tokenizer;
     this.stopTokens = new Set([t.special('</tool_call>'), t.special('</answer>')]);
@@ -61,37 +57,31 @@ export class TfjsPolicy implements BatchPolicy {
   async actBatch(requests: readonly PolicyRequest[]): Promise<PolicyOutput[]> {
     const rows = requests.map((r) => {
       const tokens = r.tokens ?? this.encode.prompt(r.messages);
-      // Take the cache out: generate returns a new one, and a stale one must not be disposed under it.
+      // generate copies the cache it extends; the turn's new cache replaces this one.
       const cache = this.caches.get(r.episodeId);
-      if (cache) this.caches.delete(r.episodeId);
       return { tokens, seed: r.seed, maxTokens: r.maxTokens, cache, episodeId: r.episodeId };
     });
-    try {
-      const results = generate(this.model, rows, {
-        sampling: this.sampling,
-        stopTokens: this.stopTokens,
-        eosTokens: this.eosTokens,
-        keepCache: true,
-        pad: this.tokenizer.pad,
-      });
-      return results.map((res, i) => {
-        if (res.cache) this.caches.set(rows[i]!.episodeId, res.cache);
-        return { text: this.tokenizer.decode(res.tokens), tokens: res.tokens, logprobs: res.logprobs };
-      });
-    } finally {
-      for (const r of rows) disposeCache(r.cache);
-    }
+    const results = generate(this.model, rows, {
+      sampling: this.sampling,
+      stopTokens: this.stopTokens,
+      eosTokens: this.eosTokens,
+      keepCache: true,
+      pad: this.tokenizer.pad,
+    });
+    return results.map((res, i) => {
+      if (res.cache) this.caches.set(rows[i]!.episodeId, res.cache);
+      else this.caches.delete(rows[i]!.episodeId);
+      return { text: this.tokenizer.decode(res.tokens), tokens: res.tokens, logprobs: res.logprobs };
+    });
   }
 
   release(episodeId: string): void {
-    const cache = this.caches.get(episodeId);
     this.caches.delete(episodeId);
-    disposeCache(cache);
   }
 
   /** Drops every cached episode (e.g. after the weights change). */
   clearCache(): void {
-    for (const key of [...this.caches.keys()]) this.release(key);
+    this.caches.clear();
   }
 
   get cachedBytes(): number {

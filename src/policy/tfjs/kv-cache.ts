@@ -1,0 +1,105 @@
+/**
+ * One sequence's keys and values, per layer, in plain Float32Arrays ([T, d] row-major, heads side
+ * by side). Generation keeps attention out of the tensor engine: one query row attends in a few
+ * microseconds of JS, while a tfjs kernel call costs tens, and a row's arithmetic then depends on
+ * that row alone (bit-identical in any batch). Appends grow the buffers by doubling.
+ */
+export class KVCache {
+  length = 0;
+  private capacity: number;
+  readonly k: Float32Array[];
+  readonly v: Float32Array[];
+
+  constructor(
+    readonly layers: number,
+    readonly width: number,
+    capacity = 64,
+  ) {
+    this.capacity = Math.max(1, capacity);
+    this.k = Array.from({ length: layers }, () => new Float32Array(this.capacity * width));
+    this.v = Array.from({ length: layers }, () => new Float32Array(this.capacity * width));
+  }
+
+  get bytes(): number {
+    return this.layers * 2 * this.capacity * this.width * 4;
+  }
+
+  /** Makes room for `n` more positions. */
+  reserve(n: number): void {
+    const need = this.length + n;
+    if (need <= this.capacity) return;
+    let cap = this.capacity;
+    while (cap < need) cap *= 2;
+    for (let l = 0; l < this.layers; l++) {
+      const k = new Float32Array(cap * this.width);
+      k.set(this.k[l]!.subarray(0, this.length * this.width));
+      this.k[l] = k;
+      const v = new Float32Array(cap * this.width);
+      v.set(this.v[l]!.subarray(0, this.length * this.width));
+      this.v[l] = v;
+    }
+    this.capacity = cap;
+  }
+
+  /** An independent copy (room for `extra` more positions). */
+  clone(extra = 0): KVCache {
+    const c = new KVCache(this.layers, this.width, this.length + Math.max(extra, 1));
+    for (let l = 0; l < this.layers; l++) {
+      c.k[l]!.set(this.k[l]!.subarray(0, this.length * this.width));
+      c.v[l]!.set(this.v[l]!.subarray(0, this.length * this.width));
+    }
+    c.length = this.length;
+    return c;
+  }
+}
+
+/**
+ * Causal attention of `n` new positions of one row on that row's cache, after their keys/values
+ * were written at positions [start, start + n). q: the new queries [n, d] (already scaled), out:
+ * [n, d]. Accumulates in float64.
+ */
+export function attendRow(
+  q: Float32Array,
+  qOffset: number,
+  k: Float32Array,
+  v: Float32Array,
+  start: number,
+  n: number,
+  heads: number,
+  width: number,
+  out: Float32Array,
+  outOffset: number,
+): void {
+  const dh = width / heads;
+  const scores = new Float64Array(start + n);
+  const acc = new Float64Array(dh);
+  for (let i = 0; i < n; i++) {
+    const keys = start + i + 1;
+    const qi = qOffset + i * width;
+    for (let h = 0; h < heads; h++) {
+      const ho = h * dh;
+      let max = -Infinity;
+      for (let j = 0; j < keys; j++) {
+        let s = 0;
+        const kj = j * width + ho;
+        for (let c = 0; c < dh; c++) s += q[qi + ho + c]! * k[kj + c]!;
+        scores[j] = s;
+        if (s > max) max = s;
+      }
+      let z = 0;
+      for (let j = 0; j < keys; j++) {
+        const e = Math.exp(scores[j]! - max);
+        scores[j] = e;
+        z += e;
+      }
+      acc.fill(0);
+      for (let j = 0; j < keys; j++) {
+        const p = scores[j]! / z;
+        const vj = j * width + ho;
+        for (let c = 0; c < dh; c++) acc[c]! += p * v[vj + c]!;
+      }
+      const o = outOffset + i * width + ho;
+      for (let c = 0; c < dh; c++) out[o + c] = acc[c]!;
+    }
+  }
+}
