@@ -32,6 +32,8 @@ export const TrainConfigSchema = z.object({
   epochs: z.number().int().min(1),
   /** Sequences per minibatch (one optimizer step each). */
   minibatch: z.number().int().min(1),
+  /** Sequences per forward/backward pass; a minibatch's gradients are accumulated over them (memory). */
+  microbatch: z.number().int().min(1),
   lr: z.number().positive(),
   /** Critic learning rate multiplier is not separate: one optimizer over policy and value head. */
   weightDecay: z.number().min(0),
@@ -72,6 +74,7 @@ const COMMON: Omit<TrainConfig, 'algo' | 'klMode' | 'klEstimator' | 'klCoef'> = 
   group: 4,
   epochs: 1,
   minibatch: 16,
+  microbatch: 8,
   lr: 1e-4,
   weightDecay: 0,
   maxGradNorm: 1,

@@ -38,16 +38,22 @@ export function maskedMean(x: tf.Tensor, mask: tf.Tensor): tf.Scalar {
  * mean over sequences of each sequence's token sum; seq-mean-token-mean = mean over sequences of each
  * sequence's token mean. Sequences without action tokens do not count.
  */
-export function aggregateLoss(loss: tf.Tensor, mask: tf.Tensor, mode: LossAggregation = 'token-mean'): tf.Scalar {
+export function aggregateLoss(loss: tf.Tensor, mask: tf.Tensor, mode: LossAggregation = 'token-mean', denominator?: number): tf.Scalar {
   checkAggregation(mode);
   checkShapes({ loss, mask });
+  if (denominator !== undefined && !(denominator > 0)) throw new RlInputError(`loss denominator must be > 0, got ${denominator}`);
   return tf.tidy(() => {
-    if (mode === 'token-mean') return maskedMean(loss, mask);
+    // With gradient accumulation, the caller passes the whole minibatch's count (action tokens, or
+    // sequences with any) so that the micro-batches' losses add up to the minibatch's.
+    if (mode === 'token-mean') {
+      return denominator === undefined ? maskedMean(loss, mask) : (tf.div(tf.sum(tf.mul(loss, mask)), denominator) as tf.Scalar);
+    }
     const tokens = tf.sum(mask, 1);
     const present = tf.cast(tf.greater(tokens, 0), 'float32');
     let perSeq = tf.sum(tf.mul(loss, mask), 1);
     if (mode === 'seq-mean-token-mean') perSeq = tf.div(perSeq, tf.maximum(tokens, 1));
-    return tf.div(tf.sum(tf.mul(perSeq, present)), tf.maximum(tf.sum(present), 1)) as tf.Scalar;
+    const count = denominator === undefined ? tf.maximum(tf.sum(present), 1) : tf.scalar(denominator);
+    return tf.div(tf.sum(tf.mul(perSeq, present)), count) as tf.Scalar;
   });
 }
 
@@ -66,6 +72,8 @@ export interface PolicyLossOptions {
   /** Dual-clip constant c for negative advantages (loss ≤ −A·c); null disables it. Default 3. */
   dualClip?: number | null;
   aggregation?: LossAggregation;
+  /** See aggregateLoss: the minibatch's count when this is one micro-batch of it. */
+  denominator?: number;
 }
 
 export interface PolicyLossResult {
@@ -107,7 +115,7 @@ export function ppoPolicyLoss(input: PolicyLossInput, options: PolicyLossOptions
       dualClipFraction = maskedMean(tf.cast(tf.logicalAnd(negative, tf.greater(clipped, loss3)), 'float32'), mask);
     }
     return {
-      loss: aggregateLoss(perToken, mask, aggregation),
+      loss: aggregateLoss(perToken, mask, aggregation, options.denominator),
       clipFraction,
       dualClipFraction,
       approxKl: maskedMean(tf.neg(logRatio), mask),
@@ -126,7 +134,7 @@ export interface ValueLossInput {
 /** PPO's clipped value loss: ½·agg(max((v − R)², (clip(v, v_old ± ε) − R)²)) (verl `compute_value_loss`). */
 export function clippedValueLoss(
   input: ValueLossInput,
-  options: { clipRange?: number; aggregation?: LossAggregation } = {},
+  options: { clipRange?: number; aggregation?: LossAggregation; denominator?: number } = {},
 ): { loss: tf.Scalar; clipFraction: tf.Scalar } {
   const clipRange = options.clipRange ?? 0.2;
   if (!(clipRange >= 0)) throw new RlInputError(`value clip range must be ≥ 0, got ${clipRange}`);
@@ -137,16 +145,20 @@ export function clippedValueLoss(
     const l1 = tf.square(tf.sub(values, returns));
     const l2 = tf.square(tf.sub(clippedV, returns));
     return {
-      loss: tf.mul(0.5, aggregateLoss(tf.maximum(l1, l2), mask, options.aggregation ?? 'token-mean')) as tf.Scalar,
+      loss: tf.mul(0.5, aggregateLoss(tf.maximum(l1, l2), mask, options.aggregation ?? 'token-mean', options.denominator)) as tf.Scalar,
       clipFraction: maskedMean(tf.cast(tf.greater(l2, l1), 'float32'), mask),
     };
   });
 }
 
 /** Plain REINFORCE-style surrogate −A·logp (what PPO reduces to at ratio 1, in value and gradient). */
-export function policyGradientLoss(input: Omit<PolicyLossInput, 'oldLogprobs'>, aggregation: LossAggregation = 'token-mean'): tf.Scalar {
+export function policyGradientLoss(
+  input: Omit<PolicyLossInput, 'oldLogprobs'>,
+  aggregation: LossAggregation = 'token-mean',
+  denominator?: number,
+): tf.Scalar {
   checkShapes({ logprobs: input.logprobs, advantages: input.advantages, mask: input.mask });
-  return tf.tidy(() => aggregateLoss(tf.mul(tf.neg(input.advantages), input.logprobs), input.mask, aggregation));
+  return tf.tidy(() => aggregateLoss(tf.mul(tf.neg(input.advantages), input.logprobs), input.mask, aggregation, denominator));
 }
 
 /**

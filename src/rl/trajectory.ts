@@ -117,3 +117,24 @@ export function buildTrajectories(records: readonly EpisodeRecord[]): { sequence
   }
   return { sequences, skipped };
 }
+
+/**
+ * Cuts a sequence to the model's context. Generation never feeds more than the context, so every
+ * action token the model really chose lies within it (the history can run past it only with
+ * observation tokens, or an action the budget refused). Rewards beyond the cut move to the last
+ * action token inside it, so the episode's return is kept. Null when no action token fits.
+ */
+export function fitToContext(seq: TrainingSequence, maxLength: number): TrainingSequence | null {
+  if (seq.tokens.length <= maxLength) return seq;
+  const last = seq.mask.lastIndexOf(1, maxLength - 1);
+  if (last < 0) return null;
+  const rewards = seq.rewards.slice(0, maxLength);
+  rewards[last]! += seq.rewards.slice(maxLength).reduce((a, b) => a + b, 0);
+  return {
+    ...seq,
+    tokens: seq.tokens.slice(0, maxLength),
+    mask: seq.mask.slice(0, maxLength),
+    rewards,
+    sampleLogprobs: seq.sampleLogprobs.slice(0, maxLength),
+  };
+}

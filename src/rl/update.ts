@@ -7,7 +7,7 @@ import { ESTIMATOR_OF, type TrainConfig } from './config.ts';
 import { applyKlPenalty, klTensor } from './kl.ts';
 import { aggregateLoss, clipByGlobalNorm, clippedValueLoss, maskedMean, policyGradientLoss, ppoPolicyLoss } from './losses.ts';
 import type { ScoreOutput, TrainablePolicy } from './trainable.ts';
-import type { TrainingSequence } from './trajectory.ts';
+import { fitToContext, type TrainingSequence } from './trajectory.ts';
 
 /** Scores sequences without gradients, in chunks; returns plain per-token arrays. */
 export interface Scorer {
@@ -18,7 +18,7 @@ export interface UpdateMetrics {
   /** Sequences trained on, and their action tokens. */
   sequences: number;
   actionTokens: number;
-  /** Sequences dropped for being longer than the model's context. */
+  /** Sequences dropped because no action token fits in the model's context. */
   tooLong: number;
   policyLoss: number;
   valueLoss: number | null;
@@ -114,7 +114,7 @@ export function updateOnBatch(
   shuffleSeed: number,
   options: { recomputeOld?: boolean } = {},
 ): UpdateMetrics {
-  const seqs = allSeqs.filter((s) => s.tokens.length <= model.maxLength);
+  const seqs = allSeqs.map((s) => fitToContext(s, model.maxLength)).filter((s): s is TrainingSequence => s !== null);
   const tooLong = allSeqs.length - seqs.length;
   const usePpoValue = config.algo === 'ppo';
   if (usePpoValue && !model.hasValueHead) {
@@ -156,59 +156,89 @@ export function updateOnBatch(
   for (let epoch = 0; epoch < config.epochs; epoch++) {
     const order = rng.shuffle(seqs.map((_, i) => i));
     for (let start = 0; start < order.length; start += config.minibatch) {
-      const idx = order.slice(start, start + config.minibatch);
-      const rows = idx.map((i) => seqs[i]!.tokens);
-      const length = padLength(rows, model.maxLength);
-      const pick = (src: readonly (readonly number[])[]) => tf.tensor2d(padRows(idx.map((i) => src[i]!), length), [idx.length, length], 'float32');
-      const mask = pick(masks);
-      const oldLp = old ? pick(old.logprobs) : null;
-      const advT = pick(adv.map((a) => a.advantages));
-      const refT = refLp && config.klMode === 'loss' ? pick(refLp) : null;
-      const retT = usePpoValue ? pick(adv.map((a) => a.returns!)) : null;
-      const oldV = usePpoValue ? pick(old!.values!) : null;
-      const metric: { [k: string]: tf.Scalar } = {};
-      const { value, grads } = tf.variableGrads(() => {
-        const out = model.score({ tokens: rows, length, values: usePpoValue, entropy: true });
-        let loss: tf.Scalar;
-        if (oldLp) {
-          const pg = ppoPolicyLoss(
-            { logprobs: out.logprobs, oldLogprobs: oldLp, advantages: advT, mask },
-            { clipLow: config.clipLow, clipHigh: config.clipHigh, dualClip: config.dualClip, aggregation: config.aggregation },
-          );
-          loss = pg.loss;
-          Object.assign(metric, { pg: tf.keep(pg.loss), clip: tf.keep(pg.clipFraction), dual: tf.keep(pg.dualClipFraction), akl: tf.keep(pg.approxKl) });
-        } else {
-          loss = policyGradientLoss({ logprobs: out.logprobs, advantages: advT, mask }, config.aggregation);
-          // the PPO objective's value at ratio 1
-          metric.pg = tf.keep(aggregateLoss(tf.neg(advT), mask, config.aggregation));
+      const mb = order.slice(start, start + config.minibatch);
+      // The minibatch's counts, so that micro-batch losses add up to the minibatch's loss.
+      const mbTokens = mb.reduce((a, i) => a + masks[i]!.reduce((x, y) => x + y, 0), 0);
+      const mbSeqs = mb.filter((i) => masks[i]!.includes(1)).length;
+      const denominator = Math.max(1, config.aggregation === 'token-mean' ? mbTokens : mbSeqs);
+      const weighted: { [k: string]: number } = {};
+      const add = (k: string, v: number, w: number) => (weighted[k] = (weighted[k] ?? 0) + v * w);
+      let gradSum: tf.NamedTensorMap | null = null;
+      for (let ms = 0; ms < mb.length; ms += config.microbatch) {
+        const idx = mb.slice(ms, ms + config.microbatch);
+        const rows = idx.map((i) => seqs[i]!.tokens);
+        const length = padLength(rows, model.maxLength);
+        const pick = (src: readonly (readonly number[])[]) => tf.tensor2d(padRows(idx.map((i) => src[i]!), length), [idx.length, length], 'float32');
+        const microTokens = idx.reduce((a, i) => a + masks[i]!.reduce((x, y) => x + y, 0), 0);
+        const share = microTokens / Math.max(1, mbTokens);
+        const mask = pick(masks);
+        const oldLp = old ? pick(old.logprobs) : null;
+        const advT = pick(adv.map((a) => a.advantages));
+        const refT = refLp && config.klMode === 'loss' ? pick(refLp) : null;
+        const retT = usePpoValue ? pick(adv.map((a) => a.returns!)) : null;
+        const oldV = usePpoValue ? pick(old!.values!) : null;
+        const metric: { [k: string]: tf.Scalar } = {};
+        const { value, grads } = tf.variableGrads(() => {
+          const out = model.score({ tokens: rows, length, values: usePpoValue, entropy: true });
+          let loss: tf.Scalar;
+          if (oldLp) {
+            const pg = ppoPolicyLoss(
+              { logprobs: out.logprobs, oldLogprobs: oldLp, advantages: advT, mask },
+              { clipLow: config.clipLow, clipHigh: config.clipHigh, dualClip: config.dualClip, aggregation: config.aggregation, denominator },
+            );
+            loss = pg.loss;
+            Object.assign(metric, { pg: tf.keep(pg.loss), clip: tf.keep(pg.clipFraction), dual: tf.keep(pg.dualClipFraction), akl: tf.keep(pg.approxKl) });
+          } else {
+            loss = policyGradientLoss({ logprobs: out.logprobs, advantages: advT, mask }, config.aggregation, denominator);
+            // the PPO objective's value at ratio 1
+            metric.pg = tf.keep(aggregateLoss(tf.neg(advT), mask, config.aggregation, denominator));
+          }
+          metric.ent = tf.keep(maskedMean(out.entropy!, mask));
+          if (config.entropyCoef > 0) loss = tf.sub(loss, tf.mul(config.entropyCoef, aggregateLoss(out.entropy!, mask, config.aggregation, denominator)));
+          if (refT) {
+            const kl = klTensor(out.logprobs, refT, config.klEstimator);
+            metric.kl = tf.keep(maskedMean(kl, mask));
+            loss = tf.add(loss, tf.mul(config.klCoef, aggregateLoss(kl, mask, config.aggregation, denominator)));
+          }
+          if (retT && oldV && out.values) {
+            const vl = clippedValueLoss(
+              { values: out.values, oldValues: oldV, returns: retT, mask },
+              { clipRange: config.valueClip, aggregation: config.aggregation, denominator },
+            );
+            metric.vf = tf.keep(vl.loss);
+            loss = tf.add(loss, tf.mul(config.valueCoef, vl.loss));
+          }
+          return loss;
+        }, model.variables);
+        if (gradSum === null) gradSum = grads;
+        else {
+          const prev: tf.NamedTensorMap = gradSum;
+          gradSum = Object.fromEntries(Object.keys(prev).map((k) => [k, grads[k] ? tf.add(prev[k]!, grads[k]!) : prev[k]!]));
+          tf.dispose([...Object.values(prev).filter((t) => !Object.values(gradSum!).includes(t)), ...Object.values(grads)]);
         }
-        metric.ent = tf.keep(maskedMean(out.entropy!, mask));
-        if (config.entropyCoef > 0) loss = tf.sub(loss, tf.mul(config.entropyCoef, aggregateLoss(out.entropy!, mask, config.aggregation)));
-        if (refT) {
-          const kl = klTensor(out.logprobs, refT, config.klEstimator);
-          metric.kl = tf.keep(maskedMean(kl, mask));
-          loss = tf.add(loss, tf.mul(config.klCoef, aggregateLoss(kl, mask, config.aggregation)));
-        }
-        if (retT && oldV && out.values) {
-          const vl = clippedValueLoss({ values: out.values, oldValues: oldV, returns: retT, mask }, { clipRange: config.valueClip, aggregation: config.aggregation });
-          metric.vf = tf.keep(vl.loss);
-          loss = tf.add(loss, tf.mul(config.valueCoef, vl.loss));
-        }
-        return loss;
-      }, model.variables);
-      const clipped = clipByGlobalNorm(grads, config.maxGradNorm);
+        const read = (k: string) => (metric[k] ? metric[k]!.dataSync()[0]! : undefined);
+        // Losses are already scaled to the minibatch: they add. Per-token rates are weighted by tokens.
+        add('pg', read('pg')!, 1);
+        if (metric.vf) add('vf', read('vf')!, 1);
+        add('clip', read('clip') ?? 0, share);
+        add('dual', read('dual') ?? 0, share);
+        add('akl', read('akl') ?? 0, share);
+        add('ent', read('ent')!, share);
+        if (metric.kl) add('kl', read('kl')!, share);
+        tf.dispose([value, ...Object.values(metric), mask, advT, ...[oldLp, refT, retT, oldV].filter((x): x is tf.Tensor2D => x !== null)]);
+      }
+      const clipped = clipByGlobalNorm(gradSum!, config.maxGradNorm);
       if (Number.isFinite(clipped.norm)) optimizer.step(clipped.grads);
       else skipped++;
-      const read = (k: string) => (metric[k] ? metric[k]!.dataSync()[0]! : undefined);
-      stats.pg.push(read('pg')!);
-      stats.clip.push(read('clip') ?? 0);
-      stats.dual.push(read('dual') ?? 0);
-      stats.akl.push(read('akl') ?? 0);
-      if (epoch === 0) stats.ent.push(read('ent')!);
-      if (epoch === 0 && metric.kl) stats.kl.push(read('kl')!);
-      if (metric.vf) stats.vf.push(read('vf')!);
+      stats.pg.push(weighted.pg!);
+      stats.clip.push(weighted.clip!);
+      stats.dual.push(weighted.dual!);
+      stats.akl.push(weighted.akl!);
+      if (epoch === 0) stats.ent.push(weighted.ent!);
+      if (epoch === 0 && weighted.kl !== undefined) stats.kl.push(weighted.kl);
+      if (weighted.vf !== undefined) stats.vf.push(weighted.vf);
       stats.gn.push(clipped.norm);
-      tf.dispose([value, ...Object.values(clipped.grads), ...Object.values(metric), mask, advT, ...[oldLp, refT, retT, oldV].filter((x): x is tf.Tensor2D => x !== null)]);
+      tf.dispose(Object.values(clipped.grads));
     }
   }
   model.weightsChanged();

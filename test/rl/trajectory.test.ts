@@ -1,7 +1,7 @@
 import test from 'ava';
 import type { EpisodeRecord, TurnRecord } from '../../src/core/types.ts';
 import { DEFAULT_EPISODE_CONFIG } from '../../src/core/types.ts';
-import { buildTrajectories, buildTrajectory } from '../../src/rl/trajectory.ts';
+import { buildTrajectories, buildTrajectory, fitToContext } from '../../src/rl/trajectory.ts';
 import { RlInputError } from '../../src/rl/errors.ts';
 
 const turn = (index: number, tokens: number[], obs: number[] | undefined, reward: number): TurnRecord => ({
@@ -81,4 +81,14 @@ test('failed or untokenized episodes are skipped with a reason; the rest still b
   t.regex(skipped[2]!.reason, /no action tokens/);
   t.regex(skipped[3]!.reason, /1 log-probs for 2 tokens/);
   t.throws(() => buildTrajectory(null as any), { instanceOf: RlInputError });
+});
+
+test('fitToContext cuts at the context and moves rewards beyond it to the last action token inside', (t) => {
+  const s = buildTrajectory(record());
+  t.is(fitToContext(s, 100), s);
+  const cut = fitToContext(s, 9)!;
+  t.deepEqual(cut.tokens, [1, 2, 3, 10, 11, 20, 21, 22, 12]);
+  t.deepEqual(cut.mask, [0, 0, 0, 1, 1, 0, 0, 0, 1]);
+  t.deepEqual(cut.rewards, [0, 0, 0, 0, 0.5, 0, 0, 0, 1.25]);
+  t.is(fitToContext(s, 3), null);
 });

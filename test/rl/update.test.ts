@@ -39,11 +39,32 @@ test('the on-policy shortcut gives the same update as recomputing old log-probs'
   t.true(a.metrics.gradNorm > 0);
 });
 
-test('sequences longer than the context are dropped and counted, not truncated', (t) => {
+test('sequences longer than the context are cut to it (rewards kept); without an action inside they are dropped', (t) => {
   const config = resolveConfig({ algo: 'rloo', seed: 1, minibatch: 8, lr: 0.1, klMode: 'none', klCoef: 0 });
   const m = new BigramPolicy();
-  const long = seq(new Array(40).fill(PEEK), new Array(40).fill(1), 1, 'b');
-  const metrics = updateOnBatch(m, null, new AdamW(m.variables, { lr: 0.1 }), config, [...batch, long], 1);
+  const cut = seq([BOS, ...new Array(39).fill(PEEK)], [0, ...new Array(39).fill(1)], 1, 'b');
+  const none = seq([BOS, ...new Array(39).fill(OBS[0]!), PEEK], [0, ...new Array(39).fill(0), 1], 1, 'b');
+  const metrics = updateOnBatch(m, null, new AdamW(m.variables, { lr: 0.1 }), config, [...batch, cut, none], 1);
   t.is(metrics.tooLong, 1);
-  t.is(metrics.sequences, 4);
+  t.is(metrics.sequences, 5);
+  t.is(metrics.actionTokens, 7 + 31);
 });
+
+for (const algo of ['grpo', 'ppo'] as const) {
+  test(`${algo}: micro-batches accumulate to the same update as one pass over the minibatch`, (t) => {
+    const run = (microbatch: number) => {
+      const config = resolveConfig({ algo, seed: 1, minibatch: 4, microbatch, epochs: 2, lr: 0.05, klMode: 'none', klCoef: 0 });
+      const m = new BigramPolicy(tf.variable(tf.randomNormal([12, 12], 0, 0.5, 'float32', 9)), tf.variable(tf.randomNormal([12, 1], 0, 0.5, 'float32', 4)));
+      const metrics = updateOnBatch(m, null, new AdamW(m.variables, { lr: 0.05 }), config, batch, 5);
+      return { w: [...Array.from(m.logits.dataSync()), ...Array.from(m.value.dataSync())], metrics };
+    };
+    const a = run(4);
+    const b = run(1);
+    a.w.forEach((x, i) => t.true(Math.abs(x - b.w[i]!) < 1e-5, `weight ${i}: ${x} vs ${b.w[i]}`));
+    for (const k of ['policyLoss', 'clipFraction', 'entropy', 'gradNorm', 'approxKl'] as const) {
+      t.true(Math.abs(a.metrics[k] - b.metrics[k]) < 1e-5, `${k}: ${a.metrics[k]} vs ${b.metrics[k]}`);
+    }
+    if (algo === 'ppo') t.true(Math.abs(a.metrics.valueLoss! - b.metrics.valueLoss!) < 1e-5);
+    t.is(a.metrics.optimizerSteps, 2);
+  });
+}
