@@ -21,7 +21,7 @@ export interface ParallelRolloutOptions extends RolloutOptions {
   scenarioSource?: string;
   /** Episodes in flight inside each worker. */
   perWorkerConcurrency?: number;
-  /** Tries per episode when workers crash; after that the episode is recorded as an error. */
+  /** Crashes an episode may be caught in before it is rerun alone (where a crash makes it an error record). */
   maxAttempts?: number;
   /** Called with the number of finished episodes and generated tokens so far. */
   onProgress?: (progress: { done: number; tokens: number }) => void;
@@ -53,7 +53,7 @@ const WORKER_URL = new URL('../../workers/bootstrap.mjs', import.meta.url).href;
  * A pool of rollout workers. parallelRollout makes one per call unless given one; a trainer that
  * rolls out every step keeps one, so workers (and the worlds and indexes they built) stay warm.
  */
-export function createRolloutPool(workers: number): Piscina {
+export function createRolloutPool(workers: number, tasksPerWorker = 4): Piscina {
   const pool = new Piscina({
     filename: WORKER_URL,
     execArgv: [],
@@ -63,7 +63,7 @@ export function createRolloutPool(workers: number): Piscina {
     atomics: 'disabled',
     // Episodes are mostly waiting (on tools, on the policy server): a worker runs several tasks at
     // once, so a slow chunk does not hold back the ones queued behind it.
-    concurrentTasksPerWorker: 4,
+    concurrentTasksPerWorker: tasksPerWorker,
     idleTimeout: 60_000,
   });
   // Piscina 5.3 can raise a pool-level error when a task is aborted early; the task's own rejection reports it.
@@ -134,7 +134,23 @@ export async function parallelRollout(options: ParallelRolloutOptions): Promise<
     options.onProgress?.({ done, tokens });
   };
 
-  const runChunk = async (items: EpisodePlanItem[]): Promise<void> => {
+  // A crash fails every task in flight on that worker, not only the culprit's. An episode that has
+  // been in too many crashes is rerun alone, one at a time, in a pool of its own: if it crashes
+  // there, it is the culprit and is recorded as an error.
+  let quarantine: Piscina | undefined;
+  let quarantineQueue: Promise<void> = Promise.resolve();
+  const isolate = (item: EpisodePlanItem) => {
+    quarantineQueue = quarantineQueue.then(async () => {
+      quarantine ??= createRolloutPool(1, 1);
+      const ok = await runTask([item], quarantine);
+      if (!ok.crashed || options.signal?.aborted) return;
+      crashes++;
+      if (!records[item.index - offset]) accept(crashedRecord(options, runId, config, item, ok.error), undefined);
+    });
+    return quarantineQueue;
+  };
+
+  const runTask = async (items: EpisodePlanItem[], on: Piscina): Promise<{ crashed: boolean; error?: unknown }> => {
     const { port1, port2 } = new MessageChannel();
     server?.attach(port1);
     const closed = new Promise<void>((resolve) => port1.once('close', () => resolve()));
@@ -151,25 +167,30 @@ export async function parallelRollout(options: ParallelRolloutOptions): Promise<
       port: port2 as unknown as MessagePort,
     };
     try {
-      const result = (await pool.run(task, { transferList: [port2 as never], signal: options.signal })) as RolloutTaskResult;
+      const result = (await on.run(task, { transferList: [port2 as never], signal: options.signal })) as RolloutTaskResult;
       toolMs += result.toolMs;
       await closed;
-    } catch (err) {
-      port1.close();
-      if (options.signal?.aborted) return;
-      crashes++;
-      const missing = items.filter((item) => !records[item.index - offset]);
-      const retry: EpisodePlanItem[] = [];
-      for (const item of missing) {
-        const n = (attempts.get(item.index) ?? 1) + 1;
-        attempts.set(item.index, n);
-        if (n > maxAttempts) accept(crashedRecord(options, runId, config, item, err), undefined);
-        else retry.push(item);
-      }
-      if (retry.length > 0) await runChunk(retry);
+      return { crashed: false };
+    } catch (error) {
+      return { crashed: true, error };
     } finally {
       port1.close();
     }
+  };
+
+  const runChunk = async (items: EpisodePlanItem[]): Promise<void> => {
+    const outcome = await runTask(items, pool);
+    if (!outcome.crashed || options.signal?.aborted) return;
+    crashes++;
+    const retry: EpisodePlanItem[] = [];
+    const isolated: Promise<void>[] = [];
+    for (const item of items.filter((i) => !records[i.index - offset])) {
+      const n = (attempts.get(item.index) ?? 1) + 1;
+      attempts.set(item.index, n);
+      if (n > maxAttempts) isolated.push(isolate(item));
+      else retry.push(item);
+    }
+    await Promise.all([retry.length > 0 ? runChunk(retry) : undefined, ...isolated]);
   };
 
   const chunks: EpisodePlanItem[][] = [];
@@ -179,6 +200,7 @@ export async function parallelRollout(options: ParallelRolloutOptions): Promise<
   } finally {
     server?.close();
     if (!options.pool) await pool.destroy();
+    await quarantine?.destroy();
   }
   // Interrupted: hand on every finished record, even past a gap, so nothing finished is lost.
   for (let i = emitted; i < plan.length; i++) if (records[i]) options.onRecord?.(records[i]!);

@@ -54,18 +54,19 @@ for (const [how, toolName] of [
   });
 }
 
-test('an episode whose worker dies on every attempt is recorded as an error, and the run still finishes', async (t) => {
-  const scripts = [[call('exit', { marker: 'a' })], ['<answer>ok</answer>']];
+test('an episode whose worker dies on every attempt is recorded as an error; the episodes beside it finish', async (t) => {
+  const scripts = [[call('exit', { marker: 'a', always: true })], [call('echo', { text: 'x' }), '<answer>ok</answer>'], ['<answer>ok</answer>']];
   const scenario = await faulty(scripts);
-  // Each attempt needs a fresh marker to die again: give the episode more markers than attempts by
-  // never creating them — an unwritable markers dir would fail differently, so use maxAttempts 1.
   const policy = await scenario.policies.script!({ scenario, seed: 0 });
-  const result = await parallelRollout({ scenario, policy, split: 'train', episodes: 4, seed: 3, workers: 2, scenarioSource: FAULTY, maxAttempts: 1 });
-  t.is(result.records.length, 4);
+  const result = await parallelRollout({ scenario, policy, split: 'train', episodes: 9, seed: 3, workers: 2, scenarioSource: FAULTY, maxAttempts: 2 });
+  t.is(result.records.length, 9);
   const crashed = result.records.filter((r) => r.status === 'error');
-  t.is(crashed.length, 1);
+  // Only the three episodes that really kill their worker (the tasks playing script 0: f-0, f-3,
+  // f-6), however often their neighbours were caught in the same crashes.
+  t.deepEqual(crashed.map((r) => r.task.id), ['f-0', 'f-3', 'f-6']);
   t.regex(crashed[0]!.error!, /worker crashed on every attempt/);
   t.is(crashed[0]!.endReason, 'error');
+  t.true(result.records.filter((r) => !['f-0', 'f-3', 'f-6'].includes(r.task.id)).every((r) => r.status === 'ok' && r.outcome.success));
 });
 
 test('a hanging tool times out without holding up the other episodes', async (t) => {
