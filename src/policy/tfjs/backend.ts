@@ -26,6 +26,8 @@ async function tryImport(name: string): Promise<string | null> {
     await import(/* @vite-ignore */ name);
     return null;
   } catch (error) {
+    const code = (error as NodeJS.ErrnoException)?.code;
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') return 'not installed';
     return error instanceof Error ? error.message.split('\n')[0]! : String(error);
   }
 }
@@ -67,7 +69,7 @@ async function select(want: string | undefined): Promise<BackendInfo> {
       const pkg = candidate === 'tensorflow-gpu' ? '@tensorflow/tfjs-node-gpu' : '@tensorflow/tfjs-node';
       const failure = await tryImport(pkg);
       if (failure !== null) {
-        skipped.push(`${pkg} not available (${failure})`);
+        skipped.push(`${pkg}: ${failure}`);
         continue;
       }
       if (await activate('tensorflow')) {
