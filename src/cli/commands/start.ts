@@ -22,8 +22,8 @@ export function startBudget(quick: boolean): Pick<PaperOptions, 'warmStart' | 'r
       // Short episodes (3 turns: enough for a 2-hop chain) and a short context keep every step
       // cheap; the run shows the warm-started policy's reward rising under GRPO.
       episode: { ...episode, maxTurns: 3 },
-      warmStart: { demoPolicy: 'noisy-expert', episodes: 128, steps: 24, batchSize: 8, lr: 5e-3, vocabSize: 768, model: { dModel: 64, nLayers: 2, contextLength: 384 } },
-      rl: { steps: 8, tasksPerStep: 4, group: 4, epochs: 2, minibatch: 8, lr: 5e-3, klMode: 'none', klCoef: 0, evalEvery: 0, evalEpisodes: 16, checkpointEvery: 8 },
+      warmStart: { demoPolicy: 'noisy-expert', episodes: 128, steps: 40, batchSize: 8, lr: 5e-3, vocabSize: 768, model: { dModel: 64, nLayers: 2, contextLength: 256 } },
+      rl: { steps: 8, tasksPerStep: 2, group: 8, epochs: 1, minibatch: 16, lr: 2e-3, klMode: 'none', klCoef: 0, evalEvery: 0, evalEpisodes: 16, checkpointEvery: 8 },
       evalEpisodes: { test: 24, ood: 12 },
     };
   }

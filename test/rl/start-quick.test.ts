@@ -1,0 +1,26 @@
+import test from 'ava';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cli } from '../helpers/cli.ts';
+
+// The main job's CI variant end to end: world → SFT warm start → GRPO → table. About 2 minutes
+// on 2 idle cores (longer on a busy machine).
+test('npm start -- --quick trains, shows the reward rising, and prints the table', async (t) => {
+  t.timeout(15 * 60_000);
+  const out = join(await mkdtemp(join(tmpdir(), 'start-quick-')), 'run');
+  const r = cli(['start', '--quick', '--out', out], { timeout: 15 * 60_000 });
+  t.is(r.code, 0, r.stderr.slice(-2000));
+  t.log(r.stdout);
+  for (const method of ['Naive RAG', 'Base Tool Call', 'GRPO']) t.regex(r.stdout, new RegExp(`^${method}\\s`, 'm'));
+  t.regex(r.stdout, /test EM\s+test F1\s+ood EM\s+ood F1/);
+  t.true(r.stdout.includes(`run directory: ${out}`));
+  const m = /mean reward, first half → second half: (-?[\d.]+) → (-?[\d.]+)/.exec(r.stdout);
+  t.truthy(m);
+  t.true(Number(m![2]) > Number(m![1]), `reward ${m![1]} → ${m![2]}`);
+  const metrics = readFileSync(join(out, 'grpo', 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  t.is(metrics.filter((x) => x.kind === 'step').length, 5);
+  t.true(existsSync(join(out, 'grpo', 'final', 'model.json')));
+  t.true(existsSync(join(out, 'warm-start', 'model.json')));
+});
