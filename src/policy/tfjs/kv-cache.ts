@@ -73,16 +73,17 @@ export function attendRow(
   const dh = width / heads;
   const scores = new Float64Array(start + n);
   const acc = new Float64Array(dh);
+  const qh = new Float64Array(dh);
   for (let i = 0; i < n; i++) {
     const keys = start + i + 1;
     const qi = qOffset + i * width;
     for (let h = 0; h < heads; h++) {
       const ho = h * dh;
+      for (let c = 0; c < dh; c++) qh[c] = q[qi + ho + c]!;
       let max = -Infinity;
-      for (let j = 0; j < keys; j++) {
+      for (let j = 0, kj = ho; j < keys; j++, kj += width) {
         let s = 0;
-        const kj = j * width + ho;
-        for (let c = 0; c < dh; c++) s += q[qi + ho + c]! * k[kj + c]!;
+        for (let c = 0; c < dh; c++) s += qh[c]! * k[kj + c]!;
         scores[j] = s;
         if (s > max) max = s;
       }
@@ -93,9 +94,8 @@ export function attendRow(
         z += e;
       }
       acc.fill(0);
-      for (let j = 0; j < keys; j++) {
+      for (let j = 0, vj = ho; j < keys; j++, vj += width) {
         const p = scores[j]! / z;
-        const vj = j * width + ho;
         for (let c = 0; c < dh; c++) acc[c]! += p * v[vj + c]!;
       }
       const o = outOffset + i * width + ho;
