@@ -105,3 +105,12 @@ export { renderDiagram } from './view/diagram-svg.ts';
 export { readRunDir, parseMetrics } from './view/run-dir.ts';
 export type { RunInfo, MetricRow } from './view/run-dir.ts';
 export { RunDirError, ViewRequestError } from './view/errors.ts';
+
+// The tfjs policy: backend selection, tokenizer, GPT, generation, scoring, checkpoints, SFT
+export {
+  initBackend, backendInfo, GPTModel, DEFAULT_MODEL_CONFIG, parseModelConfig, scoreSequences, scoreTokens, maskedIndices, padBatch,
+  AdamW, scheduleLr, maskedNll, saveCheckpoint, loadCheckpoint, loadCheckpointPolicy, modelHash, CheckpointError, Tokenizer,
+  trainTokenizer, SPECIAL_TOKENS, chatEncoding, generate, sampleToken, TfjsPolicy, KVCache,
+  type ModelConfig, type SamplingOptions, type TokenizerJSON, type Checkpoint, type AdamWOptions, type StepStats,
+} from './policy/tfjs/index.ts';
+export { trainSft, runSft, sequencesFromRecords, recordTexts, SftError, type SftOptions, type RunSftOptions } from './policy/tfjs/sft.ts';
