@@ -20,7 +20,7 @@ test('npm start -- --quick trains, shows the reward rising, and prints the table
   t.truthy(m);
   t.true(Number(m![2]) > Number(m![1]), `reward ${m![1]} → ${m![2]}`);
   const metrics = readFileSync(join(out, 'grpo', 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-  t.is(metrics.filter((x) => x.kind === 'step').length, 5);
+  t.is(metrics.filter((x) => x.kind === 'step').length, 8);
   t.true(existsSync(join(out, 'grpo', 'final', 'model.json')));
   t.true(existsSync(join(out, 'warm-start', 'model.json')));
 });
