@@ -51,6 +51,11 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
   const scenario = await scenarioFromFlags(flags);
   checkSplit(scenario, flags.split);
   const policy = await resolvePolicy(flags.policy, scenario, flags.seed);
+  if (flags.policy.startsWith('ckpt:')) {
+    const { backendInfo } = await import('../../policy/tfjs/backend.ts');
+    const info = backendInfo();
+    if (info) process.stderr.write(`backend: ${info.name} (${info.reason})\n`);
+  }
   const writer = flags.out ? new RecordWriter(join(flags.out, 'episodes.jsonl')) : undefined;
   const bar = new cliProgress.SingleBar(
     {
