@@ -6,7 +6,8 @@
  *
  *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--quick] [--out runs/paper] [--json]
  *
- * Writes OUT/table.md, OUT/learning-curves.svg, OUT/results.json, and one run directory per seed.
+ * Writes OUT/table.md, OUT/learning-curves.svg (dev EM), OUT/reward-curves.svg (training reward),
+ * OUT/results.json, and one run directory per seed.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -86,9 +87,20 @@ for (const algo of algos) {
     points.push({ series: METHOD_NAMES[algo], step, value: mean(ems), spread: std(ems) });
   }
 }
+// Training reward per step, mean ± std over seeds (every step, so it exists even without evals).
+const rewardPoints: CurvePoint[] = [];
+for (const algo of algos) {
+  const steps = [...new Set(results.flatMap((r) => r.result.rewards.filter((c) => c.algo === algo).map((c) => c.step)))].sort((a, b) => a - b);
+  for (const step of steps) {
+    const rs = results.flatMap((r) => r.result.rewards.filter((c) => c.algo === algo && c.step === step).map((c) => c.reward));
+    rewardPoints.push({ series: METHOD_NAMES[algo], step, value: mean(rs), spread: std(rs) });
+  }
+}
 await mkdir(args.out!, { recursive: true });
 const svg = await learningCurvesSvg(points, { title: `multihop-qa: dev EM vs RL step (mean ± std over ${seeds.length} seeds)`, yTitle: 'dev EM' });
 await writeFile(join(args.out!, 'learning-curves.svg'), svg);
+const rewardSvg = await learningCurvesSvg(rewardPoints, { title: `multihop-qa: training reward vs RL step (mean ± std over ${seeds.length} seeds)`, yTitle: 'mean episode reward' });
+await writeFile(join(args.out!, 'reward-curves.svg'), rewardSvg);
 const seconds = (performance.now() - t0) / 1000;
 const note =
   `seeds ${seeds.join(', ')}; ${budget.rl.steps} RL steps × ${budget.rl.tasksPerStep} tasks × group ${budget.rl.group} per algorithm; ` +
@@ -96,5 +108,5 @@ const note =
   `test ${budget.evalEpisodes.test} / ood ${budget.evalEpisodes.ood} episodes, greedy; ${seconds.toFixed(0)} s on backend ${info.name}`;
 await writeFile(join(args.out!, 'table.md'), `${table}\n\n${note}\n`);
 await writeFile(join(args.out!, 'results.json'), JSON.stringify({ seeds, algos, budget, seconds, results }, null, 2) + '\n');
-process.stdout.write(`${table}\n\n${note}\nfiles: ${join(args.out!, 'table.md')}, ${join(args.out!, 'learning-curves.svg')}\n`);
+process.stdout.write(`${table}\n\n${note}\nfiles: ${join(args.out!, 'table.md')}, ${join(args.out!, 'learning-curves.svg')}, ${join(args.out!, 'reward-curves.svg')}\n`);
 if (args.json) process.stdout.write(JSON.stringify({ rows: Object.fromEntries(rows.map((r) => [r[0], r.slice(1)])), seconds }) + '\n');

@@ -23,7 +23,7 @@ export function startBudget(quick: boolean): Pick<PaperOptions, 'warmStart' | 'r
       // cheap; the run shows the warm-started policy's reward rising under GRPO.
       episode: { ...episode, maxTurns: 3 },
       warmStart: { demoPolicy: 'noisy-expert', episodes: 128, steps: 40, batchSize: 8, lr: 5e-3, vocabSize: 768, model: { dModel: 64, nLayers: 2, contextLength: 256 } },
-      rl: { steps: 8, tasksPerStep: 2, group: 8, epochs: 1, minibatch: 16, lr: 2e-3, klMode: 'none', klCoef: 0, evalEvery: 0, evalEpisodes: 16, checkpointEvery: 8 },
+      rl: { steps: 8, tasksPerStep: 2, group: 8, epochs: 1, minibatch: 16, lr: 2e-3, klMode: 'none', klCoef: 0, evalEvery: 4, evalEpisodes: 16, checkpointEvery: 8 },
       evalEpisodes: { test: 24, ood: 12 },
     };
   }
