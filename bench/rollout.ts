@@ -112,7 +112,7 @@ async function checkpointBatching() {
   const policy = await loadCheckpointPolicy(dir);
   const rows = [];
   for (const maxBatch of [8, 32]) {
-    const r = await parallelRollout({ scenario: calc, policy, split: 'train', episodes: 64, seed: 1, workers: 2, maxBatch, maxWaitMs: 5, config: { maxTurns: 2, maxTokensPerTurn: 32 } });
+    const r = await parallelRollout({ scenario: calc, policy, split: 'train', episodes: 64, seed: 1, workers: 2, maxBatch, config: { maxTurns: 2, maxTokensPerTurn: 32 } });
     const s = r.summary.policyServer!;
     rows.push({ maxBatch, meanBatch: s.meanBatchSize, maxObservedBatch: Math.max(...Object.keys(s.batchSizes).map(Number)), policyShare: r.summary.throughput.share.policy, tokensPerSecond: r.summary.throughput.tokensPerSecond });
   }

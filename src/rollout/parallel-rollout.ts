@@ -15,8 +15,8 @@ export interface ParallelRolloutOptions extends RolloutOptions {
   workers?: number;
   /** Most rows in one policy batch (model policies). */
   maxBatch?: number;
-  /** How long the policy server waits to fill a batch (ms). */
-  maxWaitMs?: number;
+  /** How long the policy server waits to fill a batch (ms; default 'auto', see PolicyServerOptions). */
+  maxWaitMs?: number | 'auto';
   /** How workers load the scenario: a built-in name or a folder (default: the scenario's id). */
   scenarioSource?: string;
   /** Episodes in flight inside each worker. */
@@ -103,7 +103,7 @@ export async function parallelRollout(options: ParallelRolloutOptions): Promise<
   const workers = options.pool ? options.pool.options.maxThreads : Math.max(1, options.workers ?? availableParallelism());
   const spec = workerPolicySpec(options.policy, Object.keys(options.scenario.policies));
   const maxBatch = options.maxBatch ?? 32;
-  const server = spec.kind === 'remote' ? new PolicyServer(options.policy as BatchPolicy, { maxBatch, maxWaitMs: options.maxWaitMs ?? 2 }) : undefined;
+  const server = spec.kind === 'remote' ? new PolicyServer(options.policy as BatchPolicy, { maxBatch, maxWaitMs: options.maxWaitMs ?? 'auto' }) : undefined;
   const concurrency = options.perWorkerConcurrency ?? (spec.kind === 'remote' ? Math.max(1, Math.ceil(maxBatch / workers)) : 8);
   const chunkSize = spec.kind === 'remote' ? Math.ceil(plan.length / workers) : Math.max(1, Math.ceil(plan.length / (workers * 4)));
   const config = episodeConfig(options.scenario, options.config);

@@ -7,8 +7,12 @@ import { generateRowSchema, type GenerateRow, type ServerMessage } from './proto
 export interface PolicyServerOptions {
   /** Most rows in one generation batch. */
   maxBatch: number;
-  /** How long a lone request waits for company before it is served (ms). */
-  maxWaitMs: number;
+  /**
+   * How long a lone request waits for company before it is served (ms). 'auto': a quarter of the
+   * last batch's compute time (at most 50 ms) — when a batch takes long, waiting a little for the
+   * other workers' rows is cheaper than serving them in a batch of their own.
+   */
+  maxWaitMs: number | 'auto';
 }
 
 export interface PolicyServerStats {
@@ -99,8 +103,15 @@ export class PolicyServer {
       this.timer = setTimeout(() => {
         this.timer = undefined;
         void this.drain();
-      }, this.options.maxWaitMs);
+      }, this.waitMs());
     }
+  }
+
+  private lastComputeMs = 0;
+
+  private waitMs(): number {
+    const wait = this.options.maxWaitMs;
+    return wait === 'auto' ? Math.min(50, Math.max(1, this.lastComputeMs / 4)) : wait;
   }
 
   private async drain(): Promise<void> {
@@ -132,7 +143,8 @@ export class PolicyServer {
         }
         return;
       }
-      this.counters.computeMs += performance.now() - start;
+      this.lastComputeMs = performance.now() - start;
+      this.counters.computeMs += this.lastComputeMs;
       this.counters.batches++;
       this.counters.rows += batch.length;
       this.sizes[batch.length] = (this.sizes[batch.length] ?? 0) + 1;
