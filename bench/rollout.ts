@@ -23,7 +23,7 @@ import type { Message, TurnRecord } from '../src/core/types.ts';
 
 const flags = new Command()
   .option('--json', 'print the figures as JSON')
-  .option('--episodes <n>', 'episodes per scaling run', (v) => Number(v), 240)
+  .option('--episodes <n>', 'episodes per scaling run', (v) => Number(v), 600)
   .parse()
   .opts<{ json?: boolean; episodes: number }>();
 

@@ -44,6 +44,7 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
     timeoutMs: config.toolTimeoutMs,
     maxOutputChars: config.maxToolOutputChars,
     cache: options.toolCache,
+    onToolTime: options.metrics ? (ms) => (options.metrics!.toolMs += ms) : undefined,
   });
   const outer = options.signal;
   try {
@@ -61,14 +62,7 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
           maxTokens: input.maxTokens,
           signal: outer ? AbortSignal.any([signal, outer]) : signal,
         }),
-      execute: async (call, ctx) => {
-        const start = performance.now();
-        try {
-          return await runner.run(call, { task, rng: ctx.rng, state: ctx.state, signal: ctx.signal });
-        } finally {
-          if (options.metrics) options.metrics.toolMs += performance.now() - start;
-        }
-      },
+      execute: (call, ctx) => runner.run(call, { task, rng: ctx.rng, state: ctx.state, signal: ctx.signal }),
     });
     return buildRecord(options, { episodeId, index, sample, config }, driven);
   } finally {

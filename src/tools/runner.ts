@@ -7,6 +7,8 @@ import type { Tool, ToolContext } from './tool.ts';
 export interface ToolRunnerOptions {
   timeoutMs: number;
   maxOutputChars: number;
+  /** Told how long each tool execution took (ms), for the rollout's time shares. */
+  onToolTime?: (ms: number) => void;
   /** Shared result cache for cacheable tools; keyed by tool name + canonical arguments. */
   cache?: LRUCache<string, { value: Json }>;
 }
@@ -53,7 +55,17 @@ export class ToolRunner {
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
     });
     try {
-      const work = Promise.resolve().then(() => t.execute(parsed.data, { ...ctx, signal: controller.signal }));
+      const work = Promise.resolve().then(() => {
+        // Time the tool itself: its synchronous work, or until its promise settles. (Timing the
+        // whole call would count other episodes' work that runs while this one awaits.)
+        const start = performance.now();
+        const out = t.execute(parsed.data, { ...ctx, signal: controller.signal });
+        if (!(out instanceof Promise)) {
+          this.options.onToolTime?.(performance.now() - start);
+          return out;
+        }
+        return out.finally(() => this.options.onToolTime?.(performance.now() - start));
+      });
       work.catch(() => {}); // a late rejection after a timeout must not become unhandled
       const value = await Promise.race([work, timeout]);
       if (value === 'timeout') {

@@ -23,6 +23,9 @@ export interface RolloutFlags {
   maxBatch: number;
   data?: string;
   option?: string[];
+  maxTurns?: number;
+  maxTokensPerTurn?: number;
+  maxTotalTokens?: number;
   out?: string;
   json?: boolean;
 }
@@ -40,6 +43,9 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
     .option('--max-batch <b>', 'most episodes in one policy batch (model policies)', positiveInt, 32)
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--option <key=value>', 'a scenario option (repeatable), e.g. --option size=large', keyValue, [])
+    .option('--max-turns <n>', "turns per episode (default: the scenario's)", positiveInt)
+    .option('--max-tokens-per-turn <n>', "tokens one action may take (default: the scenario's)", positiveInt)
+    .option('--max-total-tokens <n>', "action + observation tokens per episode (default: the scenario's)", positiveInt)
     .option('--json', 'print the summary as JSON on the last stdout line');
   if (policyRequired) command.requiredOption('--policy <name>', 'reference policy name or ckpt:DIR');
   else command.option('--policy <name>', 'reference policy name or ckpt:DIR', 'expert');
@@ -81,7 +87,11 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
     const tps = (tokens / (performance.now() - started)) * 1000;
     bar.update(count, { reward: (rewardSum / count).toFixed(3), tps: tps.toFixed(0) });
   };
+  const config = Object.fromEntries(
+    Object.entries({ maxTurns: flags.maxTurns, maxTokensPerTurn: flags.maxTokensPerTurn, maxTotalTokens: flags.maxTotalTokens }).filter(([, v]) => v !== undefined),
+  );
   const common = {
+    config,
     scenario,
     policy,
     split: flags.split,
