@@ -45,3 +45,11 @@ test('scenarios lists calculator with its tools and splits', (t) => {
   t.deepEqual(calc.tools, ['calculate']);
   t.deepEqual(calc.splits, ['train', 'dev', 'test']);
 });
+
+test('budget flags override the scenario: --max-turns 1 ends every episode after one turn', (t) => {
+  const r = cli(['eval', '--scenario', 'calculator', '--policy', 'random', '--episodes', '30', '--max-turns', '1', '--workers', '0', '--json']);
+  t.is(r.code, 0, r.stderr);
+  const s = r.lastJson();
+  t.is(s.meanTurns, 1);
+  t.deepEqual(Object.keys(s.byEndReason).sort(), Object.keys(s.byEndReason).filter((k) => k === 'answered' || k === 'max_turns').sort());
+});
