@@ -106,7 +106,9 @@ export function defaultConfig(algo: Algorithm): TrainConfig {
       : algo === 'reinforce++'
         ? ({ klMode: 'reward', klEstimator: 'k1', klCoef: 0.001 } as const)
         : ({ klMode: 'loss', klEstimator: 'k3', klCoef: 0.001 } as const);
-  return { ...COMMON, algo, ...kl, lambda: algo === 'ppo' ? 0.95 : 1 };
+  // γ = λ = 1 as verl's defaults. (λ = 0.95 with an untrained value head (V ≈ 0) collapsed PPO on the
+  // quick multihop budget: entropy went to uniform after one update; λ = 1 did not.)
+  return { ...COMMON, algo, ...kl };
 }
 
 /** Defaults for the algorithm, then the overrides; throws a readable error on a bad value. */

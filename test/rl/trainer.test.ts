@@ -103,7 +103,7 @@ for (const algo of ['ppo', 'reinforce++', 'rloo'] as const) {
     const result = await train({
       scenario: toyScenario(),
       model: new BigramPolicy(),
-      config: toyConfig({ algo, steps: 14, evalEvery: 0, lr: algo === 'reinforce++' ? 0.3 : 1 }),
+      config: toyConfig({ algo, steps: 14, evalEvery: 0, lr: algo === 'rloo' ? 1 : 0.3 }),
       outDir: await tmp(),
     });
     const r = result.steps.map((s) => s.reward);
