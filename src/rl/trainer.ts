@@ -55,6 +55,10 @@ export interface EvalMetrics {
 
 export interface TrainOptions {
   scenario: Scenario;
+  /**
+   * The initial policy (also the frozen KL reference). On resume, pass the same initial policy:
+   * the trainer loads the checkpoint's weights into it after freezing the reference.
+   */
   model: TrainablePolicy;
   config: TrainConfig;
   outDir: string;
@@ -151,6 +155,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     config,
     scenario: { id: scenario.id, version: scenario.version, options: scenario.options },
     init: opts.init ?? null,
+    // The initial policy's version: a resume handed another starting model is refused.
+    initVersion: model.version(),
     episode: opts.episode ?? {},
     evalTemperature: opts.evalTemperature ?? 0,
   };

@@ -75,6 +75,13 @@ test('resume after 2 steps gives the same metrics at step 4 as an uninterrupted 
   const mb = withoutTime(await readJsonl(join(b, 'metrics.jsonl')));
   t.deepEqual(mb, ma);
   t.is(await readFile(join(b, 'episodes.jsonl'), 'utf8'), await readFile(join(a, 'episodes.jsonl'), 'utf8'));
+  // resuming from another initial policy (e.g. the latest checkpoint instead of the warm start) is refused
+  const other = new BigramPolicy();
+  await other.load(join(b, 'final'));
+  await t.throwsAsync(train({ scenario: toyScenario(), model: other, config, outDir: b, resume: true }), {
+    instanceOf: TrainingError,
+    message: /another config/,
+  });
   // resuming with another config is refused
   await t.throwsAsync(
     train({ scenario: toyScenario(), model: new BigramPolicy(), config: { ...config, lr: 0.1 }, outDir: b, resume: true }),

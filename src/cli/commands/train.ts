@@ -64,10 +64,10 @@ async function initialModel(flags: TrainFlags, scenario: Awaited<ReturnType<type
     return { model: await GptTrainable.fromCheckpoint(flags.init.slice(5)), init: flags.init };
   }
   const warm = join(flags.out, 'warm-start');
-  if (flags.resume) {
-    const latest = await readLatest(flags.out);
-    if (latest) return { model: await GptTrainable.fromCheckpoint(join(flags.out, latest.dir, 'policy')), init: `warm-start:${flags.demoPolicy}` };
-    if (existsSync(join(warm, 'model.json'))) return { model: await GptTrainable.fromCheckpoint(warm), init: `warm-start:${flags.demoPolicy}` };
+  // On resume the trainer loads the checkpoint itself; the model handed to it must be the initial
+  // policy, which is also the frozen KL reference.
+  if (flags.resume && existsSync(join(warm, 'model.json'))) {
+    return { model: await GptTrainable.fromCheckpoint(warm), init: `warm-start:${flags.demoPolicy}` };
   }
   const demoPolicy = await resolvePolicy(flags.demoPolicy, scenario, flags.seed);
   log(`warm start: SFT on ${flags.demoEpisodes} ${flags.demoPolicy} demonstrations, ${flags.sftSteps} steps`);
