@@ -91,7 +91,8 @@ function edgesOf(node: AnyStateNode): Edge[] {
   return edges;
 }
 
-function eventLabel(eventType: string, sources: Map<string, string>): string {
+/** An event type as people read it: `done(source)` / `error(source)` for invoked actors. Shared with the viewer. */
+export function eventLabel(eventType: string, sources: ReadonlyMap<string, string> = new Map()): string {
   const done = /^xstate\.done\.actor\.(.+)$/.exec(eventType);
   if (done) return `done(${sources.get(done[1]!) ?? shortActorId(done[1]!)})`;
   const error = /^xstate\.error\.actor\.(.+)$/.exec(eventType);
@@ -106,8 +107,8 @@ function shortActorId(id: string): string {
   return /^\d+$/.test(parts[0] ?? '') ? parts[parts.length - 1]! : id;
 }
 
-/** A guard in words: named guards by name, xstate's and/or/not/stateIn spelled out. */
-function guardName(guard: unknown): string | undefined {
+/** A guard in words: named guards by name, xstate's and/or/not/stateIn spelled out. Shared with the viewer. */
+export function guardName(guard: unknown): string | undefined {
   if (guard === undefined || guard === null) return undefined;
   if (typeof guard === 'string') return guard;
   if (typeof guard === 'function') {

@@ -1,4 +1,5 @@
 import type { AnyStateMachine, AnyStateNode } from 'xstate';
+import { eventLabel, guardName } from '../scenario/diagram.ts';
 
 /** A state machine as a plain graph, read from the machine's own state nodes (never drawn by hand). */
 export interface MachineGraph {
@@ -67,29 +68,6 @@ export function machineGraph(machine: AnyStateMachine): MachineGraph {
   visit(root);
   const initialTarget = root.initial?.target?.[0] as AnyStateNode | undefined;
   return { id: machine.id, initial: initialTarget ? idOf(leafOf(initialTarget)) : nodes[0]?.id, nodes, edges: [...edgeMap.values()] };
-}
-
-function eventLabel(eventType: string): string {
-  const done = /^xstate\.done\.actor\.(.+)$/.exec(eventType);
-  if (done) return `done(${shortActorId(done[1]!)})`;
-  const error = /^xstate\.error\.actor\.(.+)$/.exec(eventType);
-  if (error) return `error(${shortActorId(error[1]!)})`;
-  if (eventType === '*') return 'any event';
-  return eventType;
-}
-
-/** Invoked actors without an explicit id get `0.machine.state` ids; the last part reads better. */
-function shortActorId(id: string): string {
-  const parts = id.split('.');
-  return /^\d+$/.test(parts[0] ?? '') ? parts[parts.length - 1]! : id;
-}
-
-function guardName(guard: unknown): string | undefined {
-  if (guard === undefined || guard === null) return undefined;
-  if (typeof guard === 'string') return guard;
-  if (typeof guard === 'function') return guard.name && guard.name !== 'guard' ? guard.name : 'guard';
-  if (typeof guard === 'object' && 'type' in guard && typeof (guard as { type: unknown }).type === 'string') return (guard as { type: string }).type;
-  return 'guard';
 }
 
 /** Node id → layer (column) by longest path from the initial state, back edges (cycles) ignored. */
