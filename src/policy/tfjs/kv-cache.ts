@@ -9,19 +9,26 @@ export class KVCache {
   private capacity: number;
   readonly k: Float32Array[];
   readonly v: Float32Array[];
+  /** Token id at each position (the copy head copies these). */
+  ids: Int32Array;
+  /** Copy-head keys [T, copyWidth] (models with a copy head; empty otherwise). */
+  copyKeys: Float32Array;
 
   constructor(
     readonly layers: number,
     readonly width: number,
     capacity = 64,
+    readonly copyWidth = 0,
   ) {
     this.capacity = Math.max(1, capacity);
     this.k = Array.from({ length: layers }, () => new Float32Array(this.capacity * width));
     this.v = Array.from({ length: layers }, () => new Float32Array(this.capacity * width));
+    this.ids = new Int32Array(this.capacity);
+    this.copyKeys = new Float32Array(this.capacity * copyWidth);
   }
 
   get bytes(): number {
-    return this.layers * 2 * this.capacity * this.width * 4;
+    return this.capacity * (this.layers * 2 * this.width + this.copyWidth + 1) * 4;
   }
 
   /** Makes room for `n` more positions. */
@@ -38,16 +45,24 @@ export class KVCache {
       v.set(this.v[l]!.subarray(0, this.length * this.width));
       this.v[l] = v;
     }
+    const ids = new Int32Array(cap);
+    ids.set(this.ids.subarray(0, this.length));
+    this.ids = ids;
+    const ck = new Float32Array(cap * this.copyWidth);
+    ck.set(this.copyKeys.subarray(0, this.length * this.copyWidth));
+    this.copyKeys = ck;
     this.capacity = cap;
   }
 
   /** An independent copy (room for `extra` more positions). */
   clone(extra = 0): KVCache {
-    const c = new KVCache(this.layers, this.width, this.length + Math.max(extra, 1));
+    const c = new KVCache(this.layers, this.width, this.length + Math.max(extra, 1), this.copyWidth);
     for (let l = 0; l < this.layers; l++) {
       c.k[l]!.set(this.k[l]!.subarray(0, this.length * this.width));
       c.v[l]!.set(this.v[l]!.subarray(0, this.length * this.width));
     }
+    c.ids.set(this.ids.subarray(0, this.length));
+    c.copyKeys.set(this.copyKeys.subarray(0, this.length * this.copyWidth));
     c.length = this.length;
     return c;
   }
@@ -103,3 +118,46 @@ export function attendRow(
     }
   }
 }
+
+/**
+ * The copy head's output for one row's newest position, in JS (like attendRow, so a row's numbers
+ * depend on that row alone): attention of query `q` [copyWidth] (already scaled) over the row's
+ * `n` cached copy keys, scattered onto the cached token ids, mixed with the vocabulary softmax of
+ * `logits` by `gate` (the probability of generating rather than copying). Returns log-probabilities
+ * [V] (what sampling reads as logits). Accumulates in float64.
+ */
+export function copyMixRow(logits: Float32Array, q: Float32Array, cache: KVCache, n: number, gate: number): Float32Array {
+  const V = logits.length;
+  const w = cache.copyWidth;
+  const p = new Float64Array(V);
+  let max = -Infinity;
+  for (let i = 0; i < V; i++) if (logits[i]! > max) max = logits[i]!;
+  let z = 0;
+  for (let i = 0; i < V; i++) {
+    const e = Math.exp(logits[i]! - max);
+    p[i] = e;
+    z += e;
+  }
+  for (let i = 0; i < V; i++) p[i] = (gate * p[i]!) / z;
+  const scores = new Float64Array(n);
+  let smax = -Infinity;
+  for (let j = 0, kj = 0; j < n; j++, kj += w) {
+    let s = 0;
+    for (let c = 0; c < w; c++) s += q[c]! * cache.copyKeys[kj + c]!;
+    scores[j] = s;
+    if (s > smax) smax = s;
+  }
+  let sz = 0;
+  for (let j = 0; j < n; j++) {
+    const e = Math.exp(scores[j]! - smax);
+    scores[j] = e;
+    sz += e;
+  }
+  for (let j = 0; j < n; j++) p[cache.ids[j]!]! += ((1 - gate) * scores[j]!) / sz;
+  const out = new Float32Array(V);
+  for (let i = 0; i < V; i++) out[i] = Math.log(p[i]! + COPY_EPS);
+  return out;
+}
+
+/** Added to the mixture's probabilities before the log, so that no token is impossible (log 0). */
+export const COPY_EPS = 1e-9;

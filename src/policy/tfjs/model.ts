@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { z } from 'zod';
 import { AgentR1Error } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
-import { attendRow, KVCache } from './kv-cache.ts';
+import { attendRow, COPY_EPS, copyMixRow, KVCache } from './kv-cache.ts';
 
 /**
  * A small GPT: decoder-only, pre-LN, causal multi-head self-attention, GELU MLP, learned positions,
@@ -28,6 +28,13 @@ export const modelConfigSchema = z.object({
    * long loss plateau small models sit on before they learn to copy numbers.
    */
   tokenShift: z.boolean().default(true),
+  /**
+   * A copy head (pointer-generator): the next-token distribution mixes the vocabulary softmax with
+   * an attention over the sequence's own positions that puts its weight on the tokens found there,
+   * by a learned gate. Entity names in questions and documents can then be copied into searches
+   * and answers without first learning an embedding → attention → unembedding round trip.
+   */
+  copyHead: z.boolean().default(false),
 });
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
 export type ModelConfigInput = z.input<typeof modelConfigSchema>;
@@ -40,6 +47,7 @@ export const DEFAULT_MODEL_CONFIG: Omit<ModelConfig, 'vocabSize'> = {
   dMlp: 256,
   positions: 'rope',
   tokenShift: true,
+  copyHead: false,
 };
 
 export class ModelError extends AgentR1Error {}
@@ -130,6 +138,8 @@ export class GPTModel {
   readonly lnfB: tf.Variable;
   readonly valueW: tf.Variable;
   readonly valueB: tf.Variable;
+  /** Copy head: query/key projections [d, d] and the generate-vs-copy gate (copyHead only). */
+  readonly copy: { wq: tf.Variable; wk: tf.Variable; gateW: tf.Variable; gateB: tf.Variable } | null;
   private causalCache = new Map<number, tf.Tensor2D>();
   private readonly named: Array<[string, tf.Variable]> = [];
 
@@ -200,6 +210,10 @@ export class GPTModel {
     this.lnfB = take('lnf.b', [d], 'zeros');
     this.valueW = take('value.w', [d, 1], 'zeros');
     this.valueB = take('value.b', [1], 'zeros');
+    // Last, so that models without a copy head draw the same initial weights as before it existed.
+    this.copy = this.config.copyHead
+      ? { wq: take('copy.wq', [d, d], 'normal'), wk: take('copy.wk', [d, d], 'normal'), gateW: take('copy.gate.w', [d, 1], 'zeros'), gateB: take('copy.gate.b', [1], 'zeros') }
+      : null;
   }
 
   /** Weights by name, in a fixed order (the checkpoint order). */
@@ -217,7 +231,7 @@ export class GPTModel {
 
   /** Bytes of keys+values one token occupies in the KV cache. */
   kvBytesPerToken(): number {
-    return this.config.nLayers * 2 * this.config.dModel * 4;
+    return (this.config.nLayers * 2 * this.config.dModel + (this.copy ? this.config.dModel : 0) + 1) * 4;
   }
 
   /**
@@ -230,7 +244,8 @@ export class GPTModel {
     const kvOut: LayerKV[] = [];
     const [logits, values] = tf.tidy(() => {
       const h = this.hiddenStates(tokens, options, kvOut);
-      return [this.logitsOf(h).reshape([B, T, V]) as tf.Tensor3D, this.valuesOf(h).reshape([B, T]) as tf.Tensor2D] as const;
+      const out = this.copy && !options.past ? this.predict(h, tokens, Int32Array.from({ length: B * T }, (_, i) => i)) : this.logitsOf(h);
+      return [out.reshape([B, T, V]) as tf.Tensor3D, this.valuesOf(h).reshape([B, T]) as tf.Tensor2D] as const;
     });
     return options.returnKV ? { logits, values, kv: kvOut } : { logits, values };
   }
@@ -280,9 +295,61 @@ export class GPTModel {
     });
   }
 
-  /** Logits [N, V] of hidden states [N, d] (the output head is the token embedding, tied). */
+  /** Vocabulary logits [N, V] of hidden states [N, d] (the output head is the token embedding, tied). */
   logitsOf(hidden: tf.Tensor2D): tf.Tensor2D {
     return tf.matMul(hidden, this.tokEmb, false, true) as tf.Tensor2D;
+  }
+
+  /**
+   * The next-token logits [N, V] at flat positions `at` (b·T + t) of hidden states [B*T, d] from
+   * `hiddenStates(tokens)`. Without a copy head these are the vocabulary logits. With one they are
+   * the log-probabilities of the mixture gate·softmax(vocabulary) + (1 − gate)·copy, where copy
+   * puts the copy attention's weight on position s (s ≤ t) onto the token id found at s.
+   * Differentiable; softmax of the result is the distribution either way.
+   */
+  predict(hidden: tf.Tensor2D, tokens: tf.Tensor2D, at: Int32Array): tf.Tensor2D {
+    const c = this.copy;
+    if (!c) return this.logitsOf(tf.gather(hidden, tf.tensor1d(at, 'int32')) as tf.Tensor2D);
+    const { vocabSize: V, dModel: d, contextLength: C } = this.config;
+    const [B, T] = tokens.shape;
+    const N = at.length;
+    const ids = tokens.dataSync() as Int32Array;
+    // Each selected position's query goes to slot (row, k) of a [B, S, d] block, so one batched
+    // matmul scores it against its own row's keys only.
+    const perRow = new Int32Array(B);
+    const slotOf = new Int32Array(N);
+    at.forEach((i, j) => {
+      const b = Math.floor(i / T);
+      slotOf[j] = perRow[b]!;
+      perRow[b] = perRow[b]! + 1;
+    });
+    const S = Math.max(1, ...perRow);
+    const padIdx = new Int32Array(B * S).fill(N);
+    const unpad = new Int32Array(N);
+    const mask = new Float32Array(N * T);
+    const seg = new Int32Array(N * T);
+    at.forEach((i, j) => {
+      const b = Math.floor(i / T);
+      const t = i % T;
+      padIdx[b * S + slotOf[j]!] = j;
+      unpad[j] = b * S + slotOf[j]!;
+      for (let s = t + 1; s < T; s++) mask[j * T + s] = NEG;
+      for (let s = 0; s < T; s++) seg[j * T + s] = j * V + ids[b * T + s]!;
+    });
+    return tf.tidy(() => {
+      const rowPos = tf.tensor1d(Int32Array.from(at, (i) => Math.min(i % T, C - 1)), 'int32');
+      const allPos = tf.range(0, T, 1, 'int32').tile([B]) as tf.Tensor1D;
+      const hs = tf.gather(hidden, tf.tensor1d(at, 'int32')) as tf.Tensor2D; // [N, d]
+      const q = this.rotaryAt(rowPos)(tf.matMul(hs, c.wq)).mul(1 / Math.sqrt(d)) as tf.Tensor2D;
+      const k = this.rotaryAt(allPos)(tf.matMul(hidden, c.wk)).reshape([B, T, d]) as tf.Tensor3D;
+      const qPad = tf.gather(tf.concat([q, tf.zeros([1, d])], 0), tf.tensor1d(padIdx, 'int32')).reshape([B, S, d]) as tf.Tensor3D;
+      const scores = tf.gather(tf.matMul(qPad, k, false, true).reshape([B * S, T]), tf.tensor1d(unpad, 'int32')) as tf.Tensor2D;
+      const att = tf.softmax(scores.add(tf.tensor2d(mask, [N, T]))); // [N, T]
+      const copied = tf.unsortedSegmentSum(att.reshape([N * T]), tf.tensor1d(seg, 'int32'), N * V).reshape([N, V]);
+      const gate = tf.sigmoid(tf.matMul(hs, c.gateW).add(c.gateB)); // [N, 1]
+      const mix = tf.softmax(this.logitsOf(hs)).mul(gate).add(copied.mul(tf.scalar(1).sub(gate)));
+      return tf.log(mix.add(COPY_EPS)) as tf.Tensor2D;
+    });
   }
 
   /** Values [N] of hidden states [N, d]. */
@@ -304,7 +371,7 @@ export class GPTModel {
     rows.forEach((r, i) => {
       if (lens[i]! === 0) throw new ModelError(`row ${i} has no new tokens`);
       if (starts[i]! + lens[i]! > C) throw new ModelError(`row ${i}: ${starts[i]! + lens[i]!} tokens exceed the context (${C})`);
-      if (r.cache.layers !== L || r.cache.width !== d) throw new ModelError(`row ${i}: the cache is for another model shape`);
+      if (r.cache.layers !== L || r.cache.width !== d || r.cache.copyWidth !== (this.copy ? d : 0)) throw new ModelError(`row ${i}: the cache is for another model shape`);
       r.cache.reserve(lens[i]!);
     });
     const S = lens.reduce((a, b) => a + b, 0);
@@ -318,6 +385,8 @@ export class GPTModel {
       off += lens[i]!;
       lastIdx[i] = off - 1;
     });
+    const c = this.copy;
+    let copyParts: { keys: Float32Array; queries: Float32Array; gates: Float32Array } | null = null;
     const logits = tf.tidy(() => {
       const posIds = tf.tensor1d(pos, 'int32');
       let x = tf.gather(this.tokEmb, tf.tensor1d(flat, 'int32')) as tf.Tensor2D;
@@ -368,16 +437,42 @@ export class GPTModel {
         const h2 = layerNorm(x, p.ln2g, p.ln2b);
         x = x.add(tf.matMul(gelu(tf.matMul(h2, p.w1).add(p.b1)), p.w2).add(p.b2));
       });
-      const last = layerNorm(tf.gather(x, tf.tensor1d(lastIdx, 'int32')) as tf.Tensor2D, this.lnfG, this.lnfB);
+      if (!c) {
+        const last = layerNorm(tf.gather(x, tf.tensor1d(lastIdx, 'int32')) as tf.Tensor2D, this.lnfG, this.lnfB);
+        return tf.matMul(last, this.tokEmb, false, true) as tf.Tensor2D;
+      }
+      const hAll = layerNorm(x, this.lnfG, this.lnfB);
+      const lastT = tf.tensor1d(lastIdx, 'int32');
+      const last = tf.gather(hAll, lastT) as tf.Tensor2D;
+      copyParts = {
+        keys: this.rotaryAt(posIds)(tf.matMul(hAll, c.wk)).dataSync() as Float32Array,
+        queries: this.rotaryAt(tf.gather(posIds, lastT) as tf.Tensor1D)(tf.matMul(last, c.wq)).mul(1 / Math.sqrt(d)).dataSync() as Float32Array,
+        gates: tf.sigmoid(tf.matMul(last, c.gateW).add(c.gateB)).dataSync() as Float32Array,
+      };
       return tf.matMul(last, this.tokEmb, false, true) as tf.Tensor2D;
     });
-    rows.forEach((r, i) => (r.cache.length = starts[i]! + lens[i]!));
-    return logits;
+    let o = 0;
+    rows.forEach((r, i) => {
+      r.cache.ids.set(r.tokens, starts[i]!);
+      if (copyParts) r.cache.copyKeys.set(copyParts.keys.subarray(o * d, (o + lens[i]!) * d), starts[i]! * d);
+      o += lens[i]!;
+      r.cache.length = starts[i]! + lens[i]!;
+    });
+    if (!copyParts) return logits;
+    const parts: { keys: Float32Array; queries: Float32Array; gates: Float32Array } = copyParts;
+    const V = this.config.vocabSize;
+    const vocab = logits.dataSync() as Float32Array;
+    logits.dispose();
+    const mixed = new Float32Array(rows.length * V);
+    rows.forEach((r, i) => {
+      mixed.set(copyMixRow(vocab.subarray(i * V, (i + 1) * V), parts.queries.subarray(i * d, (i + 1) * d), r.cache, r.cache.length, parts.gates[i]!), i * V);
+    });
+    return tf.tensor2d(mixed, [rows.length, V]);
   }
 
   /** An empty cache for this model. */
   newCache(capacity = 64): KVCache {
-    return new KVCache(this.config.nLayers, this.config.dModel, capacity);
+    return new KVCache(this.config.nLayers, this.config.dModel, capacity, this.copy ? this.config.dModel : 0);
   }
 
   /**
