@@ -10,8 +10,11 @@ import { AgentR1Error } from '../../core/errors.ts';
  * surrogates included (bytes are WTF-8).
  *
  * Ids: [0, specials) special tokens, then the 256 bytes, then one id per merge, in merge order.
- * Text is pre-split into chunks (words with their leading space, single digits, punctuation runs,
- * whitespace runs); merges never cross a chunk. Markup specials (`<tool_call>`, `</answer>`, …)
+ * Text is pre-split into chunks and merges never cross a chunk. Two chunkings: `words` (the default
+ * for new tokenizers) splits letters-only words, single digits, punctuation runs and whitespace runs
+ * apart, so a word is the same tokens wherever it stands (after a space, a quote, a newline or `>`)
+ * and can be copied token for token from a document into a search or an answer; `space-words`
+ * (GPT-2 style, the first version's) keeps a word's leading space and trailing punctuation with it. Markup specials (`<tool_call>`, `</answer>`, …)
  * are matched in text and decode to themselves; control specials (`<|…|>`: pad, eos, roles, end)
  * are only ever inserted by the chat template, are never matched in text and decode to "", so
  * decode(encode(s)) === s for every string s.
@@ -40,6 +43,8 @@ export class TokenizerError extends AgentR1Error {}
 export interface TokenizerJSON {
   kind: 'byte-bpe';
   version: 1;
+  /** Pre-tokenization (absent: `space-words`, the first version's). */
+  chunking?: Chunking;
   specials: string[];
   /** Merges in order, each a pair of ids; merge i creates id specials.length + 256 + i. */
   merges: Array<[number, number]>;
@@ -47,12 +52,18 @@ export interface TokenizerJSON {
 
 // Single digits (numbers are copied digit by digit, and unseen numbers stay learnable), words with
 // an optional leading space, punctuation runs with an optional leading space, whitespace.
-const CHUNK = /\p{N}| ?[^\s\p{N}]+|\s+(?!\S)|\s+/gu;
+const CHUNKS = {
+  'space-words': /\p{N}| ?[^\s\p{N}]+|\s+(?!\S)|\s+/gu,
+  words: /\p{N}|\p{L}+|[^\s\p{L}\p{N}]+|\s+/gu,
+} as const;
+export type Chunking = keyof typeof CHUNKS;
+export const CHUNKINGS = Object.keys(CHUNKS) as Chunking[];
 
 export class Tokenizer {
   readonly specials: readonly string[];
   readonly merges: ReadonlyArray<readonly [number, number]>;
   readonly vocabSize: number;
+  readonly chunking: Chunking;
   private readonly rank = new Map<number, number>();
   private readonly bytesOf: Uint8Array[] = [];
   private readonly specialIds = new Map<string, number>();
@@ -63,6 +74,10 @@ export class Tokenizer {
     if (json?.kind !== 'byte-bpe' || json.version !== 1 || !Array.isArray(json.specials) || !Array.isArray(json.merges)) {
       throw new TokenizerError('not a byte-bpe tokenizer (expected {kind: "byte-bpe", version: 1, specials, merges})');
     }
+    if (json.chunking !== undefined && !(CHUNKINGS as string[]).includes(json.chunking)) {
+      throw new TokenizerError(`unknown chunking "${json.chunking}"; valid: ${CHUNKINGS.join(', ')}`);
+    }
+    this.chunking = json.chunking ?? 'space-words';
     this.specials = json.specials.slice();
     this.merges = json.merges.map(([a, b]) => [a, b] as const);
     const base = this.specials.length;
@@ -120,7 +135,7 @@ export class Tokenizer {
 
   /** Encodes text with no special-token matching (e.g. user content that must stay literal). */
   encodeOrdinary(text: string, out: number[] = []): number[] {
-    for (const chunk of splitChunks(text)) {
+    for (const chunk of splitChunks(text, CHUNKS[this.chunking])) {
       let ids = this.cache.get(chunk);
       if (!ids) {
         ids = this.bpe(wtf8Encode(chunk));
@@ -159,7 +174,13 @@ export class Tokenizer {
   }
 
   toJSON(): TokenizerJSON {
-    return { kind: 'byte-bpe', version: 1, specials: [...this.specials], merges: this.merges.map(([a, b]) => [a, b]) };
+    return {
+      kind: 'byte-bpe',
+      version: 1,
+      ...(this.chunking === 'space-words' ? {} : { chunking: this.chunking }),
+      specials: [...this.specials],
+      merges: this.merges.map(([a, b]) => [a, b]),
+    };
   }
 
   private bpe(bytes: Uint8Array): number[] {
@@ -197,6 +218,8 @@ export interface TrainTokenizerOptions {
   specials?: readonly string[];
   /** Pairs seen fewer times than this are not merged. */
   minFrequency?: number;
+  /** Pre-tokenization (default `words`). */
+  chunking?: Chunking;
 }
 
 /** Trains a byte-level BPE on texts. Deterministic: the same texts give the same merges. */
@@ -207,11 +230,13 @@ export function trainTokenizer(texts: Iterable<string>, options: TrainTokenizerO
     throw new TokenizerError(`vocabSize must be an integer ≥ ${base + 256} (specials + 256 bytes), got ${options.vocabSize}`);
   }
   const minFrequency = options.minFrequency ?? 2;
+  const chunking = options.chunking ?? 'words';
+  if (!(CHUNKINGS as string[]).includes(chunking)) throw new TokenizerError(`unknown chunking "${chunking}"; valid: ${CHUNKINGS.join(', ')}`);
   const specialPattern = markupPattern(specials);
   const counts = new Map<string, number>();
   for (const text of texts) {
     for (const piece of specialPattern ? text.split(specialPattern) : [text]) {
-      for (const chunk of splitChunks(piece)) counts.set(chunk, (counts.get(chunk) ?? 0) + 1);
+      for (const chunk of splitChunks(piece, CHUNKS[chunking])) counts.set(chunk, (counts.get(chunk) ?? 0) + 1);
     }
   }
   // Words as id arrays with their counts, in a fixed order.
@@ -253,7 +278,7 @@ export function trainTokenizer(texts: Iterable<string>, options: TrainTokenizerO
       w.ids = next;
     }
   }
-  return new Tokenizer({ kind: 'byte-bpe', version: 1, specials, merges });
+  return new Tokenizer({ kind: 'byte-bpe', version: 1, ...(chunking === 'space-words' ? {} : { chunking }), specials, merges });
 }
 
 /** Control tokens look like `<|name|>`: template-only, decoded as nothing. */
@@ -272,16 +297,16 @@ function pairKey(a: number, b: number): number {
   return a * PAIR_BASE + b;
 }
 
-function splitChunks(text: string): string[] {
+function splitChunks(text: string, pattern: RegExp): string[] {
   if (text.length === 0) return [];
-  const chunks = text.match(CHUNK) ?? [];
+  const chunks = text.match(pattern) ?? [];
   // The pattern covers every character except lone surrogates; keep them as their own chunks.
   let total = 0;
   for (const c of chunks) total += c.length;
   if (total === text.length) return chunks;
   const out: string[] = [];
   let at = 0;
-  for (const m of text.matchAll(CHUNK)) {
+  for (const m of text.matchAll(pattern)) {
     if (m.index! > at) out.push(text.slice(at, m.index));
     out.push(m[0]);
     at = m.index! + m[0].length;
