@@ -3,7 +3,7 @@ import type { Json } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { contentHash, loadCheckpoint, saveCheckpoint } from '../policy/tfjs/checkpoint.ts';
 import { GPTModel } from '../policy/tfjs/model.ts';
-import { padBatch, scoreSequences } from '../policy/tfjs/score.ts';
+import { maskedIndices, padBatch, scoreSequences, scoreTokens } from '../policy/tfjs/score.ts';
 import { TfjsPolicy } from '../policy/tfjs/tfjs-policy.ts';
 import type { Tokenizer } from '../policy/tfjs/tokenizer.ts';
 import { batchingPolicy } from './batching-policy.ts';
@@ -43,6 +43,7 @@ export class GptTrainable implements TrainablePolicy {
   score(req: ScoreRequest): ScoreOutput {
     const { tokens } = padBatch(req.tokens, this.tokenizer.pad, undefined, req.length);
     try {
+      if (req.mask) return this.scoreMasked(tokens, req);
       const out = scoreSequences(this.model, { tokens }, { temperature: this.options.scoreTemperature });
       if (!req.values) out.values.dispose();
       if (!req.entropy) out.entropy.dispose();
@@ -54,6 +55,22 @@ export class GptTrainable implements TrainablePolicy {
     } finally {
       tokens.dispose();
     }
+  }
+
+  /** Scores the masked positions only (the output head and copy head are most of the cost), scattered back to [B, T]. */
+  private scoreMasked(tokens: tf.Tensor2D, req: ScoreRequest): ScoreOutput {
+    const [B, T] = tokens.shape;
+    const select = maskedIndices(req.mask!.map((m) => m.slice(0, T)), T);
+    return tf.tidy(() => {
+      const out = select.length > 0 ? scoreTokens(this.model, tokens, select, { temperature: this.options.scoreTemperature }) : null;
+      const ids = tf.tensor1d(Int32Array.from(select), 'int32');
+      const place = (x: tf.Tensor1D | undefined) => (x ? tf.unsortedSegmentSum(x, ids, B * T).reshape([B, T]) : tf.zeros([B, T])) as tf.Tensor2D;
+      return {
+        logprobs: place(out?.logprobs),
+        ...(req.values ? { values: place(out?.values) } : {}),
+        ...(req.entropy ? { entropy: place(out?.entropy) } : {}),
+      };
+    });
   }
 
   policy(sampling: SamplingOptions): Policy {

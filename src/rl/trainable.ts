@@ -23,6 +23,11 @@ export interface ScoreRequest {
   length: number;
   values?: boolean;
   entropy?: boolean;
+  /**
+   * Optional, per row: 1 where the caller reads the outputs (the action tokens). A model may then
+   * compute only those positions and leave the others 0.
+   */
+  mask?: readonly (readonly number[])[];
 }
 
 export interface SamplingOptions {

@@ -68,7 +68,7 @@ export function scoreAll(
     const part = seqs.slice(start, start + chunk);
     const rows = part.map((s) => s.tokens);
     const length = padLength(rows, scorer.maxLength);
-    const out: ScoreOutput = scorer.score({ tokens: rows, length, values: want.values, entropy: want.entropy });
+    const out: ScoreOutput = scorer.score({ tokens: rows, length, values: want.values, entropy: want.entropy, mask: part.map((s) => s.mask) });
     try {
       const lp = out.logprobs.arraySync();
       const v = want.values && out.values ? out.values.arraySync() : null;
@@ -179,7 +179,7 @@ export function updateOnBatch(
         const oldV = usePpoValue ? pick(old!.values!) : null;
         const metric: { [k: string]: tf.Scalar } = {};
         const { value, grads } = tf.variableGrads(() => {
-          const out = model.score({ tokens: rows, length, values: usePpoValue, entropy: true });
+          const out = model.score({ tokens: rows, length, values: usePpoValue, entropy: true, mask: idx.map((i) => masks[i]!) });
           let loss: tf.Scalar;
           if (oldLp) {
             const pg = ppoPolicyLoss(

@@ -1,14 +1,9 @@
-import * as tf from '@tensorflow/tfjs';
 import { performance } from 'node:perf_hooks';
-import { createRng, deriveSeed } from '../core/rng.ts';
+import { deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
-import { chatEncoding } from '../policy/tfjs/chat-template.ts';
-import { DEFAULT_MODEL_CONFIG, GPTModel, type ModelConfig } from '../policy/tfjs/model.ts';
-import { padBatch, scoreSequences } from '../policy/tfjs/score.ts';
-import { recordTexts, sequencesFromRecords } from '../policy/tfjs/sft.ts';
-import { trainTokenizer } from '../policy/tfjs/tokenizer.ts';
-import { AdamW as ScheduledAdamW, maskedNll } from '../policy/tfjs/train-step.ts';
+import type { ModelConfig } from '../policy/tfjs/model.ts';
+import { trainSft } from '../policy/tfjs/sft.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { RolloutSummary } from '../rollout/summary.ts';
 import type { Scenario } from '../scenario/scenario.ts';
@@ -68,39 +63,21 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
   });
   const used: EpisodeRecord[] = records.filter((r) => r.status === 'ok' && (!options.onlySuccessful || r.outcome.success));
   if (used.length === 0) throw new TrainingError(`the ${options.demoPolicy.id} policy produced no usable demonstrations`);
-  const tokenizer = trainTokenizer(recordTexts(used), { vocabSize: options.vocabSize ?? 768 });
-  const config: ModelConfig = { ...DEFAULT_MODEL_CONFIG, ...options.model, vocabSize: tokenizer.vocabSize };
-  if (options.model?.dModel && !options.model.dMlp) config.dMlp = 4 * config.dModel;
-  const sequences = sequencesFromRecords(used, chatEncoding(tokenizer), { contextLength: config.contextLength });
-  const model = new GPTModel(config, options.seed);
-  const batchSize = options.batchSize ?? 16;
-  const opt = new ScheduledAdamW(model.trainableVariables, {
+  const trained = trainSft({
+    records: used,
+    onlySuccessful: false,
+    vocabSize: options.vocabSize ?? 768,
+    model: options.model,
+    seed: options.seed,
+    steps: options.steps,
+    batchSize: options.batchSize ?? 16,
     lr: options.lr ?? 3e-3,
     warmupSteps: options.warmupSteps ?? Math.min(10, Math.ceil(options.steps / 10)),
-    totalSteps: options.steps,
     weightDecay: options.weightDecay ?? 0.01,
     clipNorm: 1,
+    onStep: (s) => options.onStep?.({ step: s.step, steps: s.totalSteps, loss: s.loss, tokensPerS: s.tokensPerSecond }),
   });
-  const rng = createRng(deriveSeed(options.seed, 'sft-order'));
-  let order: number[] = [];
-  let loss = NaN;
-  try {
-    for (let s = 0; s < options.steps; s++) {
-      if (order.length < batchSize) order = order.concat(rng.shuffle([...sequences.keys()]));
-      const batch = order.splice(0, batchSize).map((i) => sequences[i]!);
-      const { tokens, mask } = padBatch(batch.map((b) => b.tokens), tokenizer.pad, batch.map((b) => b.mask));
-      const ts = performance.now();
-      try {
-        loss = opt.minimize(() => maskedNll(scoreSequences(model, { tokens }).logprobs, mask!)).loss;
-      } finally {
-        tf.dispose([tokens, mask!]);
-      }
-      const n = batch.reduce((a, b) => a + b.tokens.length, 0);
-      options.onStep?.({ step: s + 1, steps: options.steps, loss, tokensPerS: n / ((performance.now() - ts) / 1000) });
-    }
-  } finally {
-    opt.dispose();
-  }
+  const { model, tokenizer } = trained;
   const demoSuccess = used.filter((r) => r.outcome.success).length / used.length;
   return {
     trainable: new GptTrainable(model, tokenizer, {
@@ -108,10 +85,10 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
       meta: { warmStart: { demoPolicy: options.demoPolicy.id, episodes: used.length, steps: options.steps, demoSuccess } },
     }),
     demos: summary,
-    sequences: sequences.length,
+    sequences: trained.sequences,
     demoSuccess,
     steps: options.steps,
-    finalLoss: loss,
+    finalLoss: trained.finalLoss,
     seconds: (performance.now() - t0) / 1000,
     parameters: model.parameterCount(),
   };

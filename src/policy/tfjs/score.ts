@@ -53,7 +53,12 @@ export function scoreSequences(model: GPTModel, batch: ScoreBatch, options: { te
  * output head and softmax run on those N positions only, which is most of the cost when the agent's
  * tokens are a small part of the sequence (SFT, RL losses). Differentiable.
  */
-export function scoreTokens(model: GPTModel, tokens: tf.Tensor2D, select: readonly number[]): { logprobs: tf.Tensor1D; values: tf.Tensor1D; entropy: tf.Tensor1D } {
+export function scoreTokens(
+  model: GPTModel,
+  tokens: tf.Tensor2D,
+  select: readonly number[],
+  options: { temperature?: number } = {},
+): { logprobs: tf.Tensor1D; values: tf.Tensor1D; entropy: tf.Tensor1D } {
   const [B, T] = tokens.shape;
   const V = model.config.vocabSize;
   const prev = new Int32Array(select.length);
@@ -66,7 +71,9 @@ export function scoreTokens(model: GPTModel, tokens: tf.Tensor2D, select: readon
     return tf.tidy(() => {
       const h = model.hiddenStates(tokens);
       const picked = tf.gather(h, tf.tensor1d(prev, 'int32')) as tf.Tensor2D; // states that predict the selected tokens
-      const logp = tf.logSoftmax(model.logitsOf(picked));
+      let out = model.predict(h, tokens, prev);
+      if (options.temperature && options.temperature !== 1) out = out.div(options.temperature);
+      const logp = tf.logSoftmax(out);
       return {
         logprobs: logp.mul(tf.oneHot(targetIds as tf.Tensor1D, V).toFloat()).sum(-1) as tf.Tensor1D,
         values: model.valuesOf(picked),

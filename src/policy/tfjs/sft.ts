@@ -90,6 +90,8 @@ export interface SftOptions {
   warmupSteps?: number;
   weightDecay?: number;
   clipNorm?: number;
+  /** Imitate only the records that succeeded (default true). */
+  onlySuccessful?: boolean;
   /** Called after every step (the CLI draws its progress bar from it). */
   onStep?: (stats: StepStats & { tokensPerSecond: number; totalSteps: number; tokens: number }) => void;
 }
@@ -114,8 +116,9 @@ export function trainSft(options: SftOptions): SftResult {
   const config: ModelConfig = { ...DEFAULT_MODEL_CONFIG, ...options.model, vocabSize: tokenizer.vocabSize };
   if (options.model?.dModel && !options.model.dMlp) config.dMlp = 4 * config.dModel;
   const encoding = chatEncoding(tokenizer);
-  const sequences = sequencesFromRecords(options.records, encoding, { contextLength: config.contextLength, onlySuccessful: true });
-  if (sequences.length === 0) throw new SftError('no successful records with agent tokens to train on');
+  const onlySuccessful = options.onlySuccessful ?? true;
+  const sequences = sequencesFromRecords(options.records, encoding, { contextLength: config.contextLength, onlySuccessful });
+  if (sequences.length === 0) throw new SftError(`no ${onlySuccessful ? 'successful ' : ''}records with agent tokens to train on`);
   const model = new GPTModel(config, seed);
   const batchSize = Math.max(1, options.batchSize ?? 8);
   const perEpoch = Math.ceil(sequences.length / batchSize);
