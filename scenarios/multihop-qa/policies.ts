@@ -51,7 +51,11 @@ export function naiveRagPolicy(corpusFor: (task: QaTask) => SearchCorpus): Polic
 
 /** How often the noisy expert errs, per episode. The rest of the episodes are expert episodes. */
 export interface NoisyExpertRates {
-  /** Stops one search short of the chain and answers with the distractor's value. */
+  /**
+   * Stops one search short of the chain and answers with what it would have searched next: the
+   * bridge entity it has just read (the director instead of the director's birthplace) — the
+   * classic multi-hop shortcut. The answer is still copied from the documents, only too early.
+   */
   early: number;
   /** Follows the whole chain but answers with the distractor's value (a reading error). */
   distractor: number;
@@ -72,7 +76,7 @@ export function noisyMode(seed: number, episodeId: string, rates: NoisyExpertRat
 /**
  * `noisy-expert`: imperfect demonstrations for a supervised warm start. Per episode (decided from
  * the policy seed and the episode id, so records replay), with probability `rates.early` it answers
- * after one search too few and with probability `rates.distractor` it answers a distractor's value
+ * after one search too few (with the entity it would have searched next) and with probability `rates.distractor` it answers a distractor's value
  * after the full chain; otherwise it is the expert. Defaults: 10% + 10% ⇒ about 80% EM.
  */
 export function noisyExpertPolicy(seed: number, rates: NoisyExpertRates = DEFAULT_NOISY_RATES): Policy {
@@ -84,6 +88,7 @@ export function noisyExpertPolicy(seed: number, rates: NoisyExpertRates = DEFAUL
     const queries = task.meta.queries;
     const searches = mode === 'early' ? Math.max(1, queries.length - 1) : queries.length;
     if (req.turn < searches) return searchAction(queries[req.turn]!);
+    if (mode === 'early') return answerAction(queries[searches] ?? task.meta.distractor ?? 'unknown');
     return answerAction(mode === 'clean' ? task.answer : (task.meta.distractor ?? 'unknown'));
   });
   return { ...policy, version: `noisy-expert@1:${rates.early},${rates.distractor}` };
