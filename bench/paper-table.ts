@@ -18,7 +18,7 @@ import { ALGORITHMS, type Algorithm } from '../src/rl/config.ts';
 import { learningCurvesSvg, type CurvePoint } from '../src/rl/learning-curves.ts';
 import { METHOD_NAMES, runPaper, type MethodScore, type PaperResult } from '../src/rl/paper.ts';
 import { loadScenario } from '../src/scenario/load.ts';
-import { startBudget } from '../src/cli/commands/start.ts';
+import { START_SCENARIO_OPTIONS, startBudget } from '../src/cli/commands/start.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -43,7 +43,7 @@ const results: { seed: number; result: PaperResult }[] = [];
 const t0 = performance.now();
 for (const seed of seeds) {
   // The world is part of the seed too: each seed is a different generated encyclopedia.
-  const scenario = await loadScenario('multihop-qa', builtinScenarios, { seed: String(seed) });
+  const scenario = await loadScenario('multihop-qa', builtinScenarios, { seed: String(seed), ...START_SCENARIO_OPTIONS });
   const result = await runPaper({
     scenario,
     seed,

@@ -60,3 +60,31 @@ test('an RL update on the GPT changes the weights, the version, and raises the r
   t.not(m.version(), v0);
   t.true(logp() > before, `${before} → ${logp()}`);
 });
+
+test('scoring with a mask computes the masked positions only: equal to the full pass there, 0 elsewhere, differentiable', (t) => {
+  const m = new GptTrainable(
+    new GPTModel({ vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 32, dMlp: 32, copyHead: true }, 5),
+    tokenizer,
+  );
+  const rows = [tokenizer.encode('search the answer yes'), tokenizer.encode('<answer>yes</answer>')];
+  const mask = rows.map((r) => r.map((_, i) => (i >= 2 ? 1 : 0)));
+  const full = m.score({ tokens: rows, length: 16, values: true, entropy: true });
+  const part = m.score({ tokens: rows, length: 16, values: true, entropy: true, mask });
+  for (const key of ['logprobs', 'values', 'entropy'] as const) {
+    const a = full[key]!.arraySync();
+    const b = part[key]!.arraySync();
+    rows.forEach((r, i) =>
+      a[i]!.forEach((x, j) => {
+        if (j < r.length && mask[i]![j]) t.true(Math.abs(x - b[i]![j]!) < 1e-5, `${key}[${i}][${j}]`);
+        else t.is(b[i]![j], 0, `${key}[${i}][${j}] outside the mask`);
+      }),
+    );
+  }
+  const { grads } = tf.variableGrads(() => m.score({ tokens: rows, length: 16, mask }).logprobs.sum() as tf.Scalar);
+  t.true(Object.values(grads).some((g) => g.abs().sum().dataSync()[0]! > 0));
+  // An all-zero mask scores nothing.
+  const none = m.score({ tokens: rows, length: 16, mask: rows.map((r) => r.map(() => 0)) });
+  t.deepEqual(none.logprobs.shape, [2, 16]);
+  t.is(none.logprobs.abs().sum().dataSync()[0], 0);
+  tf.dispose([full.logprobs, full.values!, full.entropy!, part.logprobs, part.values!, part.entropy!, none.logprobs, ...Object.values(grads)]);
+});
