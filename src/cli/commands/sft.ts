@@ -18,6 +18,7 @@ interface SftFlags {
   lr: number;
   vocabSize: number;
   dModel: number;
+  copyHead?: boolean;
   layers: number;
   heads: number;
   context: number;
@@ -49,6 +50,7 @@ export function register(program: Command): void {
     .option('--vocab-size <n>', 'tokenizer vocabulary (specials + 256 bytes + merges)', positiveInt, 1024)
     .option('--d-model <n>', 'model width', positiveInt, 64)
     .option('--layers <n>', 'transformer layers', positiveInt, 2)
+    .option('--copy-head', 'add a copy head (pointer-generator): names are copied from the context much sooner')
     .option('--heads <n>', 'attention heads', positiveInt, 4)
     .option('--context <n>', 'context length (tokens)', positiveInt, 512)
     .option('--eval-episodes <n>', 'dev-split episodes to evaluate at the end (0: none)', integer, 100)
@@ -80,7 +82,7 @@ export function register(program: Command): void {
           batchSize: flags.batchSize,
           lr: flags.lr,
           vocabSize: flags.vocabSize,
-          model: { dModel: flags.dModel, nLayers: flags.layers, nHeads: flags.heads, contextLength: flags.context },
+          model: { dModel: flags.dModel, nLayers: flags.layers, nHeads: flags.heads, contextLength: flags.context, copyHead: flags.copyHead ?? false },
           onStep: (s) => {
             if (!barOn) {
               bar.start(s.totalSteps, 0, { phase: 'sft ', info: '' });

@@ -38,6 +38,7 @@ interface TrainFlags {
   demoEpisodes: number;
   sftSteps: number;
   dModel: number;
+  copyHead: boolean;
   layers: number;
   context: number;
   vocab: number;
@@ -82,8 +83,10 @@ async function initialModel(flags: TrainFlags, scenario: Awaited<ReturnType<type
     episodes: flags.demoEpisodes,
     seed: flags.seed,
     steps: flags.sftSteps,
+    batchSize: 8,
+    lr: 6e-3,
     vocabSize: flags.vocab,
-    model: { dModel: flags.dModel, nLayers: flags.layers, contextLength: flags.context },
+    model: { dModel: flags.dModel, nLayers: flags.layers, contextLength: flags.context, copyHead: flags.copyHead },
     onStep: (s) => bar.update(s.step, { loss: s.loss.toFixed(3), tps: s.tokensPerS.toFixed(0) }),
   });
   bar.stop();
@@ -179,10 +182,11 @@ export function register(program: Command): void {
     .option('--eval-episodes <n>', 'dev episodes per eval', positiveInt)
     .option('--checkpoint-every <k>', 'checkpoint every k steps', positiveInt)
     .option('--demo-policy <name>', 'warm start: the demonstration policy', 'noisy-expert')
-    .option('--demo-episodes <n>', 'warm start: demonstrations', positiveInt, 600)
-    .option('--sft-steps <n>', 'warm start: SFT steps', positiveInt, 120)
-    .option('--d-model <n>', 'warm start: model width', positiveInt, 96)
+    .option('--demo-episodes <n>', 'warm start: demonstrations', positiveInt, 800)
+    .option('--sft-steps <n>', 'warm start: SFT steps (of 8 sequences)', positiveInt, 480)
+    .option('--d-model <n>', 'warm start: model width', positiveInt, 64)
     .option('--layers <n>', 'warm start: transformer layers', positiveInt, 2)
+    .option('--no-copy-head', 'warm start: no copy head (the model has one by default)')
     .option('--context <n>', 'warm start: context length', positiveInt, 768)
     .option('--vocab <n>', 'warm start: tokenizer vocabulary', positiveInt, 768)
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
