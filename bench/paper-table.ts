@@ -5,11 +5,12 @@
  * as an SVG rendered with Vega-Lite.
  *
  *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--quick] [--out runs/paper] [--json]
+ *   npx tsx bench/paper-table.ts --merge runs/paper-s1,runs/paper-s2 --out runs/paper   # seeds run in parallel
  *
  * Writes OUT/table.md, OUT/learning-curves.svg (dev EM), OUT/reward-curves.svg (training reward),
  * OUT/results.json, and one run directory per seed.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { builtinScenarios } from '../scenarios/index.ts';
@@ -28,6 +29,8 @@ const { values: args } = parseArgs({
     quick: { type: 'boolean', default: false },
     backend: { type: 'string' },
     json: { type: 'boolean', default: false },
+    /** Comma-separated OUT directories of earlier runs (e.g. one seed each, run in parallel): build the table from their results.json. */
+    merge: { type: 'string' },
   },
 });
 const seeds = args.seeds!.split(',').map(Number);
@@ -41,7 +44,13 @@ log(`backend ${info.name}; seeds ${seeds.join(',')}; algorithms ${algos.join(','
 const budget = startBudget(args.quick!);
 const results: { seed: number; result: PaperResult }[] = [];
 const t0 = performance.now();
-for (const seed of seeds) {
+const merged: string[] = args.merge ? args.merge.split(',') : [];
+for (const dir of merged) {
+  const earlier = JSON.parse(await readFile(join(dir, 'results.json'), 'utf8')) as { results: { seed: number; result: PaperResult }[] };
+  results.push(...earlier.results);
+}
+if (merged.length > 0) seeds.splice(0, seeds.length, ...results.map((r) => r.seed));
+for (const seed of merged.length > 0 ? [] : seeds) {
   // The world is part of the seed too: each seed is a different generated encyclopedia.
   const scenario = await loadScenario('multihop-qa', builtinScenarios, { seed: String(seed), ...START_SCENARIO_OPTIONS });
   const result = await runPaper({
