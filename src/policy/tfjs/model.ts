@@ -244,7 +244,8 @@ export class GPTModel {
     const kvOut: LayerKV[] = [];
     const [logits, values] = tf.tidy(() => {
       const h = this.hiddenStates(tokens, options, kvOut);
-      const out = this.copy && !options.past ? this.predict(h, tokens, Int32Array.from({ length: B * T }, (_, i) => i)) : this.logitsOf(h);
+      if (this.copy && options.past) throw new ModelError('forward with past does not support the copy head; use forwardRows');
+      const out = this.copy ? this.predict(h, tokens, Int32Array.from({ length: B * T }, (_, i) => i)) : this.logitsOf(h);
       return [out.reshape([B, T, V]) as tf.Tensor3D, this.valuesOf(h).reshape([B, T]) as tf.Tensor2D] as const;
     });
     return options.returnKV ? { logits, values, kv: kvOut } : { logits, values };
