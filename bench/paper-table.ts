@@ -31,6 +31,8 @@ const { values: args } = parseArgs({
     json: { type: 'boolean', default: false },
     /** Comma-separated OUT directories of earlier runs (e.g. one seed each, run in parallel): build the table from their results.json. */
     merge: { type: 'string' },
+    /** A warm-start checkpoint of an earlier run with the same seed and budget (one seed only): skips the SFT. */
+    'warm-start': { type: 'string' },
   },
 });
 const seeds = args.seeds!.split(',').map(Number);
@@ -59,6 +61,7 @@ for (const seed of merged.length > 0 ? [] : seeds) {
     algos,
     outDir: join(args.out!, `seed-${seed}`),
     ...budget,
+    ...(args['warm-start'] ? { warmStartFrom: args['warm-start'] } : {}),
     onEvent: (e) => {
       if (e.message) log(`[seed ${seed}] ${e.message}`);
       if (e.step) log(`[seed ${seed}] ${e.algo} step ${e.step.step}: reward ${e.step.reward.toFixed(3)} EM ${(e.step.outcome.em ?? e.step.success).toFixed(3)}`);

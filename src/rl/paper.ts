@@ -1,4 +1,4 @@
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { deriveSeed } from '../core/rng.ts';
@@ -10,7 +10,7 @@ import { resolveConfig, type Algorithm, type TrainConfig } from './config.ts';
 import { writeFileAtomic } from './run-dir.ts';
 import { GptTrainable } from './tfjs-trainable.ts';
 import { train, type EvalMetrics, type StepMetrics } from './trainer.ts';
-import { sftWarmStart, type WarmStartOptions } from './warm-start.ts';
+import { sftWarmStart, type WarmStartOptions, type WarmStartResult } from './warm-start.ts';
 
 /**
  * The paper's comparison in miniature: Naive RAG (one retrieval, then read), Base Tool Call (the
@@ -51,6 +51,12 @@ export interface PaperOptions {
   evalSplits?: readonly string[];
   /** Episode budget overrides for every rollout (demonstrations, training, evaluation). */
   episode?: Partial<EpisodeConfig>;
+  /**
+   * A warm-start checkpoint made by an earlier run with the same seed and budget: loaded instead of
+   * trained (the same weights, since the warm start is deterministic), so algorithms can run in
+   * separate processes without repeating the SFT.
+   */
+  warmStartFrom?: string;
   onEvent?(event: PaperEvent): void;
 }
 
@@ -141,14 +147,16 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
 
   const demoFactory = scenario.policies[options.warmStart.demoPolicy];
   if (!demoFactory) throw new Error(`scenario ${scenario.id} has no "${options.warmStart.demoPolicy}" policy for the warm start`);
-  const ws = await sftWarmStart({
-    ...options.warmStart,
-    episode: options.episode,
-    scenario,
-    demoPolicy: await demoFactory({ scenario, seed }),
-    seed,
-    onStep: (s) => emit({ phase: 'sft-step', sft: s }),
-  });
+  const ws = options.warmStartFrom
+    ? await loadWarmStart(options.warmStartFrom)
+    : await sftWarmStart({
+        ...options.warmStart,
+        episode: options.episode,
+        scenario,
+        demoPolicy: await demoFactory({ scenario, seed }),
+        seed,
+        onStep: (s) => emit({ phase: 'sft-step', sft: s }),
+      });
   const warmDir = join(options.outDir, 'warm-start');
   await ws.trainable.save(warmDir);
   lap('warm-start');
@@ -197,6 +205,26 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
   };
   await writeFileAtomic(join(options.outDir, 'paper.json'), JSON.stringify(result, null, 2) + '\n');
   return result;
+}
+
+/** A saved warm start, with the figures its run recorded (paper.json next to it, when there is one). */
+async function loadWarmStart(dir: string): Promise<Pick<WarmStartResult, 'trainable' | 'sequences' | 'demoSuccess' | 'steps' | 'finalLoss' | 'seconds' | 'parameters'>> {
+  const trainable = await GptTrainable.fromCheckpoint(dir, { id: 'rl' });
+  let recorded: Partial<PaperResult['warmStart']> = {};
+  try {
+    recorded = (JSON.parse(await readFile(join(dir, '..', 'paper.json'), 'utf8')) as PaperResult).warmStart;
+  } catch {
+    // no paper.json beside it: only the parameter count is known
+  }
+  return {
+    trainable,
+    sequences: recorded.sequences ?? 0,
+    demoSuccess: recorded.demoSuccess ?? 0,
+    steps: recorded.steps ?? 0,
+    finalLoss: recorded.finalLoss ?? NaN,
+    seconds: 0,
+    parameters: trainable.model.parameterCount(),
+  };
 }
 
 /** The table: one row per method, EM per type on test, EM/F1 overall on test, EM/F1 on ood. */
