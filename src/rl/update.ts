@@ -126,7 +126,9 @@ export function updateOnBatch(
   };
   if (seqs.length === 0) return empty;
   const masks = seqs.map((s) => s.mask);
-  const chunk = config.minibatch;
+  // Scoring passes without gradients go in micro-batches too: 64 rows of 768 tokens at once need
+  // 600 MB per attention tensor, past the wasm heap (4 GB) — which then fails as memory corruption.
+  const chunk = config.microbatch;
   // One update on the whole batch, on-policy: the ratio is exactly 1 at that single step, so the
   // PPO surrogate's gradient is the policy gradient −A·∇logπ and the separate "old log-prob"
   // forward pass (verl's recompute) would only reproduce the current log-probs. Skip it.

@@ -4,6 +4,7 @@ import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { ModelConfig } from '../policy/tfjs/model.ts';
 import { trainSft } from '../policy/tfjs/sft.ts';
+import type { Chunking } from '../policy/tfjs/tokenizer.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { RolloutSummary } from '../rollout/summary.ts';
 import type { Scenario } from '../scenario/scenario.ts';
@@ -24,6 +25,8 @@ export interface WarmStartOptions {
   seed: number;
   split?: string;
   vocabSize?: number;
+  /** Tokenizer pre-tokenization (default `words`, so that names can be copied). */
+  chunking?: Chunking;
   model?: Partial<Omit<ModelConfig, 'vocabSize'>>;
   /** Optimizer steps. */
   steps: number;
@@ -67,6 +70,7 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
     records: used,
     onlySuccessful: false,
     vocabSize: options.vocabSize ?? 768,
+    chunking: options.chunking ?? 'words',
     model: options.model,
     seed: options.seed,
     steps: options.steps,

@@ -32,8 +32,7 @@ test('markup tags are single special tokens; control tokens are never produced f
 
 test('training compresses the corpus, is deterministic, and survives JSON', (t) => {
   const text = corpus[0]!;
-  // Words and spaces are separate chunks: 45 tokens for the 88 bytes here.
-  t.true(tok.encode(text).length < new TextEncoder().encode(text).length * 0.6);
+  t.true(tok.encode(text).length < new TextEncoder().encode(text).length / 2);
   const again = trainTokenizer(corpus.concat(corpus, corpus), { vocabSize: tok.vocabSize });
   t.deepEqual(again.toJSON(), tok.toJSON());
   const loaded = new Tokenizer(JSON.parse(JSON.stringify(tok.toJSON())));
@@ -58,14 +57,15 @@ test('bad input gets clear errors', (t) => {
 
 test('words chunking: a word is the same tokens after a space, a quote, a newline or a tag, so it can be copied', (t) => {
   const texts = ['She was born in Ushan in 1898.', '[1] Eva Moreau\nEva Moreau is a novelist.', '{"query":"Eva Moreau"}', '<answer>Ushan</answer>'];
-  const words = trainTokenizer(texts.concat(texts), { vocabSize: SPECIAL_TOKENS.length + 256 + 60 });
+  const words = trainTokenizer(texts.concat(texts), { vocabSize: SPECIAL_TOKENS.length + 256 + 60, chunking: 'words' });
   t.is(words.chunking, 'words');
   const idsOf = (s: string) => words.encode(s);
   const ushan = idsOf('Ushan');
   const contains = (hay: number[], needle: number[]) => hay.some((_, i) => needle.every((x, j) => hay[i + j] === x));
   for (const s of ['born in Ushan in', '<answer>Ushan</answer>', '"Ushan"', '\nUshan.']) t.true(contains(idsOf(s), ushan), s);
   // The first version's chunking keeps the leading space with the word: " Ushan" and "Ushan" differ.
-  const legacy = trainTokenizer(texts.concat(texts), { vocabSize: SPECIAL_TOKENS.length + 256 + 60, chunking: 'space-words' });
+  const legacy = trainTokenizer(texts.concat(texts), { vocabSize: SPECIAL_TOKENS.length + 256 + 60 });
+  t.is(legacy.chunking, 'space-words');
   t.false(contains(legacy.encode('born in Ushan in'), legacy.encode('Ushan')));
   // A tokenizer saved without a chunking is the first version's.
   const { chunking: _, ...old } = legacy.toJSON();

@@ -68,3 +68,17 @@ for (const algo of ['grpo', 'ppo'] as const) {
     t.is(a.metrics.optimizerSteps, 2);
   });
 }
+
+test('every forward pass, with or without gradients, holds at most a micro-batch of rows (memory)', (t) => {
+  const config = resolveConfig({ algo: 'ppo', seed: 1, minibatch: 4, microbatch: 2, epochs: 2, lr: 0.05, klMode: 'none', klCoef: 0 });
+  const m = new BigramPolicy();
+  const rows: number[] = [];
+  const score = m.score.bind(m);
+  m.score = (req) => {
+    rows.push(req.tokens.length);
+    return score(req);
+  };
+  updateOnBatch(m, null, new AdamW(m.variables, { lr: 0.05 }), config, batch, 1);
+  t.true(rows.length > 0);
+  t.true(rows.every((n) => n <= 2), `rows per pass: ${rows.join(',')}`);
+});

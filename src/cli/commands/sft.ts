@@ -5,6 +5,7 @@ import cliProgress from 'cli-progress';
 import { resolvePolicy } from '../../policy/resolve.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
 import { runSft } from '../../policy/tfjs/sft.ts';
+import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
 import { checkSplit, formatSummary, integer, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
 
 interface SftFlags {
@@ -19,6 +20,7 @@ interface SftFlags {
   vocabSize: number;
   dModel: number;
   copyHead?: boolean;
+  chunking?: Chunking;
   layers: number;
   heads: number;
   context: number;
@@ -34,6 +36,11 @@ const positiveNumber = (v: string): number => {
   if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a positive number');
   return n;
 };
+
+function chunking(value: string): Chunking {
+  if (!(CHUNKINGS as string[]).includes(value)) throw new InvalidArgumentError(`expected one of ${CHUNKINGS.join(', ')}`);
+  return value as Chunking;
+}
 
 export function register(program: Command): void {
   program
@@ -51,6 +58,7 @@ export function register(program: Command): void {
     .option('--d-model <n>', 'model width', positiveInt, 64)
     .option('--layers <n>', 'transformer layers', positiveInt, 2)
     .option('--copy-head', 'add a copy head (pointer-generator): names are copied from the context much sooner')
+    .option('--chunking <name>', 'tokenizer pre-tokenization: words or space-words (default: words with --copy-head, else space-words)', chunking)
     .option('--heads <n>', 'attention heads', positiveInt, 4)
     .option('--context <n>', 'context length (tokens)', positiveInt, 512)
     .option('--eval-episodes <n>', 'dev-split episodes to evaluate at the end (0: none)', integer, 100)
@@ -83,6 +91,7 @@ export function register(program: Command): void {
           lr: flags.lr,
           vocabSize: flags.vocabSize,
           model: { dModel: flags.dModel, nLayers: flags.layers, nHeads: flags.heads, contextLength: flags.context, copyHead: flags.copyHead ?? false },
+          chunking: flags.chunking ?? (flags.copyHead ? 'words' : 'space-words'),
           onStep: (s) => {
             if (!barOn) {
               bar.start(s.totalSteps, 0, { phase: 'sft ', info: '' });

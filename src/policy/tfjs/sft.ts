@@ -9,7 +9,7 @@ import { DEFAULT_MODEL_CONFIG, GPTModel, type ModelConfig } from './model.ts';
 import { maskedIndices, padBatch, scoreTokens } from './score.ts';
 import { AdamW, type StepStats } from './train-step.ts';
 import { TfjsPolicy } from './tfjs-policy.ts';
-import { trainTokenizer, type Tokenizer } from './tokenizer.ts';
+import { trainTokenizer, type Chunking, type Tokenizer } from './tokenizer.ts';
 import { modelHash } from './checkpoint.ts';
 
 /**
@@ -80,6 +80,8 @@ export interface SftOptions {
   /** A tokenizer to use; otherwise one is trained on the records (vocabSize). */
   tokenizer?: Tokenizer;
   vocabSize?: number;
+  /** Tokenizer pre-tokenization (default `space-words`; `words` lets a copy head copy names). */
+  chunking?: Chunking;
   model?: Partial<Omit<ModelConfig, 'vocabSize'>>;
   seed?: number;
   /** Optimizer steps (default: epochs over the data). */
@@ -112,7 +114,8 @@ export interface SftResult {
 export function trainSft(options: SftOptions): SftResult {
   const seed = options.seed ?? 0;
   if (options.records.length === 0) throw new SftError('no records to train on');
-  const tokenizer = options.tokenizer ?? trainTokenizer(recordTexts(options.records), { vocabSize: options.vocabSize ?? 1024 });
+  const tokenizer =
+    options.tokenizer ?? trainTokenizer(recordTexts(options.records), { vocabSize: options.vocabSize ?? 1024, chunking: options.chunking });
   const config: ModelConfig = { ...DEFAULT_MODEL_CONFIG, ...options.model, vocabSize: tokenizer.vocabSize };
   if (options.model?.dModel && !options.model.dMlp) config.dMlp = 4 * config.dModel;
   const encoding = chatEncoding(tokenizer);
