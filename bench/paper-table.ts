@@ -49,7 +49,17 @@ const t0 = performance.now();
 const merged: string[] = args.merge ? args.merge.split(',') : [];
 for (const dir of merged) {
   const earlier = JSON.parse(await readFile(join(dir, 'results.json'), 'utf8')) as { results: { seed: number; result: PaperResult }[] };
-  results.push(...earlier.results);
+  for (const { seed, result } of earlier.results) {
+    // Runs of one seed (one algorithm each, same deterministic baselines) become one result.
+    const same = results.find((r) => r.seed === seed);
+    if (!same) results.push({ seed, result: structuredClone(result) });
+    else {
+      const has = new Set(same.result.scores.map((x) => `${x.method}\u0000${x.split}`));
+      same.result.scores.push(...result.scores.filter((x) => !has.has(`${x.method}\u0000${x.split}`)));
+      same.result.curves.push(...result.curves);
+      same.result.rewards.push(...result.rewards);
+    }
+  }
 }
 if (merged.length > 0) seeds.splice(0, seeds.length, ...results.map((r) => r.seed));
 for (const seed of merged.length > 0 ? [] : seeds) {
@@ -73,7 +83,7 @@ for (const seed of merged.length > 0 ? [] : seeds) {
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 const std = (xs: number[]) => (xs.length < 2 ? 0 : Math.sqrt(xs.reduce((a, x) => a + (x - mean(xs)) ** 2, 0) / (xs.length - 1)));
-const cell = (xs: number[]) => (xs.length === 0 ? '-' : `${(100 * mean(xs)).toFixed(1)} ± ${(100 * std(xs)).toFixed(1)}`);
+const cell = (xs: number[]) => (xs.length === 0 ? '-' : xs.length === 1 ? (100 * xs[0]!).toFixed(1) : `${(100 * mean(xs)).toFixed(1)} ± ${(100 * std(xs)).toFixed(1)}`);
 
 const methods = [METHOD_NAMES['naive-rag'], METHOD_NAMES.base, ...algos.map((a) => METHOD_NAMES[a])];
 const all = results.flatMap((r) => r.result.scores);
