@@ -38,19 +38,11 @@ export class KVCache {
     let cap = this.capacity;
     while (cap < need) cap *= 2;
     for (let l = 0; l < this.layers; l++) {
-      const k = new Float32Array(cap * this.width);
-      k.set(this.k[l]!.subarray(0, this.length * this.width));
-      this.k[l] = k;
-      const v = new Float32Array(cap * this.width);
-      v.set(this.v[l]!.subarray(0, this.length * this.width));
-      this.v[l] = v;
+      this.k[l] = resized(this.k[l]!, this.length * this.width, cap * this.width);
+      this.v[l] = resized(this.v[l]!, this.length * this.width, cap * this.width);
     }
-    const ids = new Int32Array(cap);
-    ids.set(this.ids.subarray(0, this.length));
-    this.ids = ids;
-    const ck = new Float32Array(cap * this.copyWidth);
-    ck.set(this.copyKeys.subarray(0, this.length * this.copyWidth));
-    this.copyKeys = ck;
+    this.ids = resized(this.ids, this.length, cap);
+    this.copyKeys = resized(this.copyKeys, this.length * this.copyWidth, cap * this.copyWidth);
     this.capacity = cap;
   }
 
@@ -66,6 +58,13 @@ export class KVCache {
     c.length = this.length;
     return c;
   }
+}
+
+/** A new buffer of `size` elements holding the first `used` elements of `src`. */
+function resized<T extends Float32Array | Int32Array>(src: T, used: number, size: number): T {
+  const out = new (src.constructor as new (n: number) => T)(size);
+  out.set(src.subarray(0, used));
+  return out;
 }
 
 /**
