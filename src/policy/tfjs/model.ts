@@ -241,10 +241,10 @@ export class GPTModel {
   forward(tokens: tf.Tensor2D, options: ForwardOptions = {}): ForwardResult {
     const { vocabSize: V } = this.config;
     const [B, T] = tokens.shape;
+    if (this.copy && options.past) throw new ModelError('forward with past does not support the copy head; use forwardRows');
     const kvOut: LayerKV[] = [];
     const [logits, values] = tf.tidy(() => {
       const h = this.hiddenStates(tokens, options, kvOut);
-      if (this.copy && options.past) throw new ModelError('forward with past does not support the copy head; use forwardRows');
       const out = this.copy ? this.predict(h, tokens, Int32Array.from({ length: B * T }, (_, i) => i)) : this.logitsOf(h);
       return [out.reshape([B, T, V]) as tf.Tensor3D, this.valuesOf(h).reshape([B, T]) as tf.Tensor2D] as const;
     });
