@@ -1,7 +1,7 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { GPTModel, ModelError } from '../../src/policy/tfjs/model.ts';
+import { GPTModel, ModelError, WASM_ATTENTION_LIMIT_BYTES } from '../../src/policy/tfjs/model.ts';
 import { maskedIndices, padBatch, scoreSequences, scoreTokens } from '../../src/policy/tfjs/score.ts';
 import { AdamW, maskedNll, scheduleLr, TrainStepError } from '../../src/policy/tfjs/train-step.ts';
 
@@ -30,6 +30,22 @@ test('a full training step runs on wasm (gather gradient registered, patched mat
   t.is(last.step, 26);
   tf.dispose([tokens, mask!]);
   opt.dispose();
+  model.dispose();
+});
+
+test('a batch whose attention would overrun the wasm heap is refused by name, before any work', (t) => {
+  const model = new GPTModel({ vocabSize: 16, dModel: 16, nLayers: 1, nHeads: 4, contextLength: 1024, dMlp: 32 }, 1);
+  // rows × heads × T² × 4 bytes: 64 × 4 × 1024² × 4 = 1 GiB per attention tensor
+  const big = tf.zeros([64, 1024], 'int32') as tf.Tensor2D;
+  const before = tf.memory().numTensors;
+  t.true(64 * 4 * 1024 * 1024 * 4 > WASM_ATTENTION_LIMIT_BYTES);
+  t.throws(() => model.forward(big), { instanceOf: ModelError, message: /1024 MiB per attention tensor.*smaller microbatch/ });
+  t.is(tf.memory().numTensors, before);
+  // the same tokens in batches of 8 are fine
+  const small = big.slice([0, 0], [8, 1024]) as tf.Tensor2D;
+  const { logits, values } = model.forward(small);
+  t.deepEqual(logits.shape, [8, 1024, 16]);
+  tf.dispose([big, small, logits, values]);
   model.dispose();
 });
 

@@ -257,6 +257,7 @@ export class GPTModel {
     const [B, T] = tokens.shape;
     const pastLen = options.past?.[0]?.k.shape[2] ?? 0;
     if (!options.positions && T > C) throw new ModelError(`sequence of ${T} tokens is longer than the context (${C})`);
+    checkAttentionSize(B, H, T, pastLen + T);
     const dh = d / H;
     return tf.tidy(() => {
       // A gather: its gradient (UnsortedSegmentSum) is registered for wasm in backend.ts.
@@ -556,3 +557,20 @@ function gelu(x: tf.Tensor): tf.Tensor {
 }
 
 export { NEG as MASK_VALUE };
+
+/**
+ * The largest attention-score tensor a forward may make on the wasm backend. Its heap is at most a
+ * few GiB and a training step keeps several such tensors per layer; past this size the step would
+ * fail far from its cause ("memory access out of bounds"), so it is refused here, by name.
+ */
+export const WASM_ATTENTION_LIMIT_BYTES = 512 * 2 ** 20;
+
+function checkAttentionSize(rows: number, heads: number, queries: number, keys: number): void {
+  const bytes = rows * heads * queries * keys * 4;
+  if (bytes > WASM_ATTENTION_LIMIT_BYTES && tf.getBackend() === 'wasm') {
+    throw new ModelError(
+      `a forward of ${rows} sequences × ${queries} tokens needs ${(bytes / 2 ** 20).toFixed(0)} MiB per attention tensor, ` +
+        `more than the wasm backend's ${WASM_ATTENTION_LIMIT_BYTES / 2 ** 20} MiB limit: use fewer sequences per batch (e.g. a smaller microbatch)`,
+    );
+  }
+}
