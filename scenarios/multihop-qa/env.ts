@@ -131,7 +131,7 @@ function isSearchOutput(data: Json | undefined): data is Json & SearchOutput {
   );
 }
 
-function earlier(history: readonly TurnRecord[], field: 'retrieved' | 'searches'): Set<string> {
+function earlier(history: readonly TurnRecord[], field: 'retrieved' | 'searches' | 'goldFound'): Set<string> {
   const seen = new Set<string>();
   for (const turn of history) {
     const values = turn.info?.[field];
@@ -213,6 +213,16 @@ export function judgeTurn(
   };
 }
 
+/**
+ * The share of the gold supporting documents the agent's searches returned: with EM it tells a
+ * search failure (recall < 1) from a reading failure (recall 1, wrong answer). Not a reward.
+ */
+export function goldRecall(task: QaTask, history: readonly TurnRecord[]): number {
+  if (task.meta.gold.length === 0) return 0;
+  const found = earlier(history, 'goldFound');
+  return task.meta.gold.filter((g) => found.has(g)).length / task.meta.gold.length;
+}
+
 export interface QaEnvOptions {
   /** The corpus a task searches: the world's (one for all tasks), or the task's own paragraphs. */
   corpusFor(task: QaTask): SearchCorpus;
@@ -225,12 +235,12 @@ export function createQaEnv(options: QaEnvOptions): ToolEnv<QaTask, QaState> {
     init: (task) => ({ corpus: options.corpusFor(task) }),
     prompt: qaPrompt,
     step: ({ task, action, results, history }) => judgeTurn(task, action, results, history, weights),
-    outcome({ task, answer }) {
+    outcome({ task, answer, history }) {
       const { em, f1 } = answer === null ? { em: 0, f1: 0 } : qaScores(answer, acceptedAnswers(task));
       return {
         reward: weights.exactMatch * em + weights.f1 * f1,
         success: em === 1,
-        metrics: { em, f1 },
+        metrics: { em, f1, recall: goldRecall(task, history) },
       };
     },
   };

@@ -4,6 +4,8 @@ export type QaTypeStats = {
   n: number;
   em: number;
   f1: number;
+  /** Mean share of the gold supporting documents retrieved (search quality, apart from reading). */
+  recall: number;
   /** Mean turns per episode (short names: the CLI prints these as columns). */
   turns: number;
   /** Mean total reward per episode. */
@@ -13,6 +15,7 @@ export type QaTypeStats = {
 export type QaSummary = {
   em: number;
   f1: number;
+  recall: number;
   byType: { [type: string]: QaTypeStats };
 };
 
@@ -23,12 +26,13 @@ function stats(records: readonly EpisodeRecord[]): QaTypeStats {
     n,
     em: mean((r) => r.outcome.metrics?.em ?? 0),
     f1: mean((r) => r.outcome.metrics?.f1 ?? 0),
+    recall: mean((r) => r.outcome.metrics?.recall ?? 0),
     turns: mean((r) => r.turns.length),
     reward: mean((r) => r.totalReward),
   };
 }
 
-/** EM and F1 over all records and per question type (records without a type count as "other"). */
+/** EM, F1 and gold-document recall over all records and per question type (records without a type count as "other"). */
 export function summarizeQa(records: readonly EpisodeRecord[]): QaSummary {
   const groups = new Map<string, EpisodeRecord[]>();
   for (const r of records) {
@@ -39,19 +43,19 @@ export function summarizeQa(records: readonly EpisodeRecord[]): QaSummary {
   const byType: { [type: string]: QaTypeStats } = {};
   for (const type of [...groups.keys()].sort()) byType[type] = stats(groups.get(type)!);
   const all = stats(records);
-  return { em: all.em, f1: all.f1, byType };
+  return { em: all.em, f1: all.f1, recall: all.recall, byType };
 }
 
 /** A fixed-width table, one row per type and then "all" (the CLI's formatSummary prints byType itself). */
 export function formatQaTable(all: QaTypeStats, byType: { [type: string]: QaTypeStats }): string[] {
   const rows = [...Object.entries(byType), ['all', all] as const];
   const width = Math.max(4, ...rows.map(([t]) => t.length));
-  const line = (t: string, n: string, em: string, f1: string, turns: string, reward: string) =>
-    `${t.padEnd(width)}  ${n.padStart(5)}  ${em.padStart(6)}  ${f1.padStart(6)}  ${turns.padStart(6)}  ${reward.padStart(7)}`;
+  const line = (t: string, n: string, em: string, f1: string, recall: string, turns: string, reward: string) =>
+    `${t.padEnd(width)}  ${n.padStart(5)}  ${em.padStart(6)}  ${f1.padStart(6)}  ${recall.padStart(6)}  ${turns.padStart(6)}  ${reward.padStart(7)}`;
   return [
-    line('type', 'n', 'EM', 'F1', 'turns', 'reward'),
+    line('type', 'n', 'EM', 'F1', 'recall', 'turns', 'reward'),
     ...rows.map(([t, s]) =>
-      line(t, String(s.n), s.em.toFixed(3), s.f1.toFixed(3), s.turns.toFixed(2), s.reward.toFixed(3)),
+      line(t, String(s.n), s.em.toFixed(3), s.f1.toFixed(3), s.recall.toFixed(3), s.turns.toFixed(2), s.reward.toFixed(3)),
     ),
   ];
 }

@@ -68,7 +68,7 @@ test('process rewards fire exactly where they should on a scripted episode', asy
   t.true(record.turns[1]!.observation!.startsWith('[1] '));
   t.is(record.turns[2]!.info?.repeatedSearches, 1);
   t.is(record.turns.at(-1)!.observation, null);
-  t.deepEqual(record.outcome, { reward: 0, success: false, metrics: { em: 0, f1: record.outcome.metrics!.f1 } });
+  t.deepEqual(record.outcome, { reward: 0, success: false, metrics: { em: 0, f1: record.outcome.metrics!.f1, recall: 1 } });
   t.true(close(record.processReward, expected.reduce((a, b) => a + b, 0)));
   t.true(close(record.totalReward, record.processReward + record.outcome.reward));
   t.is(record.endReason, 'answered');
@@ -81,11 +81,11 @@ test('a correct answer earns the outcome; a document title counts as the name; n
   const task = structuredClone(tasks.test.find((x) => x.type === 'inference' && (x.meta.answers?.length ?? 0) > 1)!);
   const alias = task.meta.answers![1]!;
   const ok = await runEpisode({ scenario, task, policy: script([...task.meta.queries.map(searchAction), answerAction(alias)]), seed: 1 });
-  t.deepEqual(ok.outcome, { reward: W.exactMatch, success: true, metrics: { em: 1, f1: 1 } });
+  t.deepEqual(ok.outcome, { reward: W.exactMatch, success: true, metrics: { em: 1, f1: 1, recall: 1 } });
   const silent = await runEpisode({ scenario, task, policy: script(Array(20).fill(searchAction('Norvia'))), seed: 1 });
   t.is(silent.endReason, 'max_turns');
   t.is(silent.turns.length, 8, 'the scenario allows 8 turns');
-  t.deepEqual(silent.outcome, { reward: 0, success: false, metrics: { em: 0, f1: 0 } });
+  t.deepEqual(silent.outcome, { reward: 0, success: false, metrics: { em: 0, f1: 0, recall: 0 } });
   // the first search is well formed; the next 7 are identical repeats
   t.true(close(silent.processReward, 8 * W.wellFormedCall + 7 * W.repeatedSearch));
 });
@@ -153,4 +153,19 @@ test('the prompt lists the tool with its arguments and the action format', (t) =
   t.true(system!.content.includes('<tool_call>{"name": "search", "arguments": {"query": "..."}}</tool_call>'));
   t.true(system!.content.includes('<answer>...</answer>'));
   t.deepEqual(user, { role: 'user', content: task.question });
+});
+
+test('recall: the share of gold documents retrieved tells a search failure from a reading failure', async (t) => {
+  const scenario = createMultihopQaScenario({});
+  const task = cleanBridgeTask();
+  const [first, second] = task.meta.queries;
+  const early = await runEpisode({ scenario, task, policy: script([searchAction(first!), answerAction(task.answer)]), seed: 1 });
+  t.is(early.outcome.metrics?.recall, 0.5, 'one hop of two searched (right by luck or not, EM says nothing about it)');
+  const misread = await runEpisode({ scenario, task, policy: script([searchAction(first!), searchAction(second!), answerAction('nothing at all')]), seed: 1 });
+  t.deepEqual(misread.outcome.metrics, { em: 0, f1: 0, recall: 1 });
+  // a repeated search finds nothing new and counts once
+  const twice = await runEpisode({ scenario, task, policy: script([searchAction(first!), searchAction(first!), answerAction('x')]), seed: 1 });
+  t.is(twice.outcome.metrics?.recall, 0.5);
+  // not a reward: the outcome reward is EM (and F1) only
+  t.is(misread.outcome.reward, 0);
 });

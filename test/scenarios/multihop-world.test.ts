@@ -139,5 +139,5 @@ test('loads by name through the registry with its options, which the records car
   t.deepEqual(s.options, { seed: '2', size: 'tiny' });
   t.deepEqual(s.splits, ['train', 'dev', 'test', 'ood']);
   t.deepEqual(Object.keys(s.policies).sort(), ['expert', 'naive-rag', 'noisy-expert']);
-  t.deepEqual(summarizeQa([]), { em: 0, f1: 0, byType: {} });
+  t.deepEqual(summarizeQa([]), { em: 0, f1: 0, recall: 0, byType: {} });
 });
