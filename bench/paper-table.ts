@@ -58,6 +58,8 @@ for (const dir of merged) {
       same.result.scores.push(...result.scores.filter((x) => !has.has(`${x.method}\u0000${x.split}`)));
       same.result.curves.push(...result.curves);
       same.result.rewards.push(...result.rewards);
+      // compute spent, phase by phase (each run evaluated the baselines again)
+      for (const [phase, s] of Object.entries(result.seconds)) same.result.seconds[phase] = (same.result.seconds[phase] ?? 0) + s;
     }
   }
 }
@@ -123,11 +125,14 @@ const svg = await learningCurvesSvg(points, { title: `multihop-qa: dev EM vs RL 
 await writeFile(join(args.out!, 'learning-curves.svg'), svg);
 const rewardSvg = await learningCurvesSvg(rewardPoints, { title: `multihop-qa: training reward vs RL step (mean ± std over ${seeds.length} seeds)`, yTitle: 'mean episode reward' });
 await writeFile(join(args.out!, 'reward-curves.svg'), rewardSvg);
-const seconds = (performance.now() - t0) / 1000;
+// A merge computes nothing: report what the merged runs spent.
+const seconds = merged.length > 0
+  ? results.reduce((a, { result }) => a + Object.values(result.seconds).reduce((x, y) => x + y, 0), 0)
+  : (performance.now() - t0) / 1000;
 const note =
   `seeds ${seeds.join(', ')}; ${budget.rl.steps} RL steps × ${budget.rl.tasksPerStep} tasks × group ${budget.rl.group} per algorithm; ` +
   `warm start ${budget.warmStart.steps} SFT steps on ${budget.warmStart.episodes} noisy-expert demonstrations; ` +
-  `test ${budget.evalEpisodes.test} / ood ${budget.evalEpisodes.ood} episodes, greedy; ${seconds.toFixed(0)} s on backend ${info.name}`;
+  `test ${budget.evalEpisodes.test} / ood ${budget.evalEpisodes.ood} episodes, greedy; ${seconds.toFixed(0)} s on backend ${info.name}${merged.length > 0 ? ` (summed over the ${merged.length} merged runs)` : ''}`;
 await writeFile(join(args.out!, 'table.md'), `${table}\n\n${note}\n`);
 await writeFile(join(args.out!, 'results.json'), JSON.stringify({ seeds, algos, budget, seconds, results }, null, 2) + '\n');
 process.stdout.write(`${table}\n\n${note}\nfiles: ${join(args.out!, 'table.md')}, ${join(args.out!, 'learning-curves.svg')}, ${join(args.out!, 'reward-curves.svg')}\n`);
