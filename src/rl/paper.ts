@@ -24,6 +24,8 @@ export interface MethodScore {
   episodes: number;
   em: number;
   f1: number;
+  /** Mean share of the gold documents retrieved, where the scenario reports it (multihop QA). */
+  recall?: number;
   /** EM per question type. */
   byType: { [type: string]: { n: number; em: number; f1: number } };
   meanTurns: number;
@@ -88,12 +90,14 @@ export function scoreRecords(method: string, split: string, records: readonly Ep
       return [t, { n: rs.length, em: mean(rs.map(em)), f1: mean(rs.map(f1)) }];
     }),
   );
+  const recalls = records.map((r) => r.outcome.metrics?.recall).filter((x): x is number => Number.isFinite(x));
   return {
     method,
     split,
     episodes: records.length,
     em: mean(records.map(em)),
     f1: mean(records.map(f1)),
+    ...(recalls.length === records.length && records.length > 0 ? { recall: mean(recalls) } : {}),
     byType,
     meanTurns: mean(records.map((r) => r.turns.length)),
   };
@@ -227,17 +231,22 @@ async function loadWarmStart(dir: string): Promise<Pick<WarmStartResult, 'traina
   };
 }
 
-/** The table: one row per method, EM per type on test, EM/F1 overall on test, EM/F1 on ood. */
+/**
+ * The table: one row per method, EM per type on test, EM/F1 overall on test, EM/F1 on ood, then
+ * gold-document recall on test and ood where the scores carry it (search apart from reading).
+ */
 export function formatPaperTable(scores: readonly MethodScore[]): string {
   const methods = [...new Set(scores.map((s) => s.method))];
   const get = (m: string, split: string) => scores.find((s) => s.method === m && s.split === split);
   const types = [...new Set(scores.filter((s) => s.split === 'test').flatMap((s) => Object.keys(s.byType)))].sort();
-  const head = ['method', ...types.map((t) => `test:${t}`), 'test EM', 'test F1', 'ood EM', 'ood F1'];
+  const withRecall = scores.some((s) => s.recall !== undefined);
+  const head = ['method', ...types.map((t) => `test:${t}`), 'test EM', 'test F1', 'ood EM', 'ood F1', ...(withRecall ? ['test recall', 'ood recall'] : [])];
   const pct = (x: number | undefined) => (x === undefined ? '-' : (100 * x).toFixed(1));
   const rows = methods.map((m) => {
     const test = get(m, 'test');
     const ood = get(m, 'ood');
-    return [m, ...types.map((t) => pct(test?.byType[t]?.em)), pct(test?.em), pct(test?.f1), pct(ood?.em), pct(ood?.f1)];
+    const recall = withRecall ? [pct(test?.recall), pct(ood?.recall)] : [];
+    return [m, ...types.map((t) => pct(test?.byType[t]?.em)), pct(test?.em), pct(test?.f1), pct(ood?.em), pct(ood?.f1), ...recall];
   });
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');

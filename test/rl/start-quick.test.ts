@@ -14,7 +14,7 @@ test('npm start -- --quick trains, shows the reward rising, and prints the table
   t.is(r.code, 0, r.stderr.slice(-2000));
   t.log(r.stdout);
   for (const method of ['Naive RAG', 'Base Tool Call', 'GRPO']) t.regex(r.stdout, new RegExp(`^${method}\\s`, 'm'));
-  t.regex(r.stdout, /test EM\s+test F1\s+ood EM\s+ood F1/);
+  t.regex(r.stdout, /test EM\s+test F1\s+ood EM\s+ood F1\s+test recall\s+ood recall/);
   t.true(r.stdout.includes(`run directory: ${out}`));
   const m = /mean reward, first half → second half: (-?[\d.]+) → (-?[\d.]+)/.exec(r.stdout);
   t.truthy(m);

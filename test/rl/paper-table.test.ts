@@ -1,0 +1,29 @@
+import test from 'ava';
+import type { EpisodeRecord } from '../../src/core/types.ts';
+import { formatPaperTable, scoreRecords } from '../../src/rl/paper.ts';
+
+// The fields scoreRecords reads; the rest of a record does not matter here.
+const record = (type: string, metrics: { [k: string]: number }, turns = 2) =>
+  ({ task: { id: `${type}-${turns}`, type }, outcome: { reward: 0, success: metrics.em === 1, metrics }, turns: Array(turns).fill({}) }) as unknown as EpisodeRecord;
+
+test('scores: EM and F1 overall and per type; recall only where every record reports it', (t) => {
+  const rs = [record('bridge', { em: 1, f1: 1, recall: 1 }), record('bridge', { em: 0, f1: 0.5, recall: 0.5 }, 4), record('comparison', { em: 0, f1: 0, recall: 0 })];
+  const s = scoreRecords('GRPO', 'test', rs);
+  t.is(s.episodes, 3);
+  t.is(s.em, 1 / 3);
+  t.is(s.f1, 0.5);
+  t.is(s.recall, 0.5);
+  t.deepEqual(s.byType.bridge, { n: 2, em: 0.5, f1: 0.75 });
+  t.is(s.meanTurns, 8 / 3);
+  t.false('recall' in scoreRecords('x', 'test', [record('a', { em: 1, f1: 1 }), record('a', { em: 0, f1: 0, recall: 1 })]));
+  t.false('recall' in scoreRecords('x', 'test', []));
+});
+
+test('the table shows recall columns when the scores carry recall, and "-" for a missing split', (t) => {
+  const test_ = scoreRecords('Base Tool Call', 'test', [record('bridge', { em: 0, f1: 0.2, recall: 0.5 })]);
+  const table = formatPaperTable([test_]).split('\n');
+  t.regex(table[0]!, /^method\s+test:bridge\s+test EM\s+test F1\s+ood EM\s+ood F1\s+test recall\s+ood recall$/);
+  t.regex(table[2]!, /^Base Tool Call\s+0\.0\s+0\.0\s+20\.0\s+-\s+-\s+50\.0\s+-$/);
+  const noRecall = formatPaperTable([scoreRecords('Naive RAG', 'test', [record('bridge', { em: 1, f1: 1 })])]);
+  t.notRegex(noRecall, /recall/);
+});
