@@ -45,17 +45,3 @@ export function summarizeQa(records: readonly EpisodeRecord[]): QaSummary {
   const all = stats(records);
   return { em: all.em, f1: all.f1, recall: all.recall, byType };
 }
-
-/** A fixed-width table, one row per type and then "all" (the CLI's formatSummary prints byType itself). */
-export function formatQaTable(all: QaTypeStats, byType: { [type: string]: QaTypeStats }): string[] {
-  const rows = [...Object.entries(byType), ['all', all] as const];
-  const width = Math.max(4, ...rows.map(([t]) => t.length));
-  const line = (t: string, n: string, em: string, f1: string, recall: string, turns: string, reward: string) =>
-    `${t.padEnd(width)}  ${n.padStart(5)}  ${em.padStart(6)}  ${f1.padStart(6)}  ${recall.padStart(6)}  ${turns.padStart(6)}  ${reward.padStart(7)}`;
-  return [
-    line('type', 'n', 'EM', 'F1', 'recall', 'turns', 'reward'),
-    ...rows.map(([t, s]) =>
-      line(t, String(s.n), s.em.toFixed(3), s.f1.toFixed(3), s.recall.toFixed(3), s.turns.toFixed(2), s.reward.toFixed(3)),
-    ),
-  ];
-}

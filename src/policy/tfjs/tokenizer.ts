@@ -10,12 +10,13 @@ import { AgentR1Error } from '../../core/errors.ts';
  * surrogates included (bytes are WTF-8).
  *
  * Ids: [0, specials) special tokens, then the 256 bytes, then one id per merge, in merge order.
- * Text is pre-split into chunks and merges never cross a chunk. Two chunkings: `words` splits letters-only words, single digits, punctuation runs and whitespace runs
- * apart, so a word is the same tokens wherever it stands (after a space, a quote, a newline or `>`)
- * and can be copied token for token from a document into a search or an answer; `space-words`
- * (GPT-2 style, the default) keeps a word's leading space and trailing punctuation with it, which
- * makes sequences ~35% shorter where nothing needs copying but digits (always single tokens). Markup specials (`<tool_call>`, `</answer>`, …)
- * are matched in text and decode to themselves; control specials (`<|…|>`: pad, eos, roles, end)
+ * Text is pre-split into chunks and merges never cross a chunk. Two chunkings: `words` splits
+ * letters-only words, single digits, punctuation runs and whitespace runs apart, so a word is the
+ * same tokens wherever it stands (after a space, a quote, a newline or `>`) and can be copied token
+ * for token from a document into a search or an answer; `space-words` (GPT-2 style, the default)
+ * keeps a word's leading space and trailing punctuation with it, which makes sequences ~35% shorter
+ * where nothing needs copying but digits (always single tokens). Markup specials (`<tool_call>`,
+ * `</answer>`, …) are matched in text and decode to themselves; control specials (`<|…|>`: pad, eos, roles, end)
  * are only ever inserted by the chat template, are never matched in text and decode to "", so
  * decode(encode(s)) === s for every string s.
  */
