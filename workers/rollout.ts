@@ -1,34 +1,16 @@
 import type { MessagePort } from 'node:worker_threads';
-import { builtinScenarios } from '../scenarios/index.ts';
-import { canonicalJson } from '../src/core/canonical-json.ts';
 import type { EpisodeRecord } from '../src/core/types.ts';
 import { AgentR1Error } from '../src/core/errors.ts';
 import type { Policy } from '../src/policy/policy.ts';
-import { loadScenario } from '../src/scenario/load.ts';
-import type { Scenario } from '../src/scenario/scenario.ts';
 import { createToolCache } from '../src/tools/runner.ts';
 import { runEpisode } from '../src/rollout/run-episode.ts';
 import { RemotePolicy } from '../src/rollout/remote-policy.ts';
 import { toTrajectory } from '../src/rollout/trajectory.ts';
 import type { RolloutTask, RolloutTaskResult, ServerMessage, WorkerPolicySpec } from '../src/rollout/protocol.ts';
+import type { Scenario } from '../src/scenario/scenario.ts';
+import { scenarioFor } from './scenario-cache.ts';
 
-/**
- * A Piscina task: run a set of episodes, several at once, each an actor of the episode machine.
- * Finished episodes go back over the task's port as soon as they finish (so a crash loses only the
- * unfinished ones); model policies are served by the main thread over the same port.
- */
-const scenarios = new Map<string, Promise<Scenario>>();
 const toolCache = createToolCache();
-
-function scenarioFor(task: RolloutTask): Promise<Scenario> {
-  const key = canonicalJson(task.scenario);
-  let s = scenarios.get(key);
-  if (!s) {
-    s = loadScenario(task.scenario.source, builtinScenarios, task.scenario.options);
-    scenarios.set(key, s);
-  }
-  return s;
-}
 
 async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, port: MessagePort, seed: number): Promise<{ policy: Policy; remote?: RemotePolicy }> {
   if (spec.kind === 'scripted') {
@@ -43,8 +25,13 @@ async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, port: Messa
   return { policy: remote, remote };
 }
 
+/**
+ * A Piscina task: run a set of episodes, several at once, each an actor of the episode machine.
+ * Finished episodes go back over the task's port as soon as they finish (so a crash loses only the
+ * unfinished ones); model policies are served by the main thread over the same port.
+ */
 export default async function runRolloutTask(task: RolloutTask): Promise<RolloutTaskResult> {
-  const scenario = await scenarioFor(task);
+  const scenario = await scenarioFor(task.scenario);
   const { policy, remote } = await policyFor(task.policy, scenario, task.port, task.items[0]?.seed ?? 0);
   if (remote) task.port.on('message', (m: ServerMessage) => remote.receive(m));
   const metrics = { toolMs: 0 };

@@ -47,7 +47,8 @@ export interface ParallelRolloutResult {
   summary: RolloutSummary & { throughput: ThroughputSummary; policyServer?: PolicyServerStats };
 }
 
-const WORKER_URL = new URL('../../workers/bootstrap.mjs', import.meta.url).href;
+/** The entry every worker thread loads (workers/bootstrap.mjs); tasks pick their kind by export name. */
+export const WORKER_URL = new URL('../../workers/bootstrap.mjs', import.meta.url).href;
 
 /**
  * A pool of rollout workers. parallelRollout makes one per call unless given one; a trainer that

@@ -53,7 +53,8 @@ export function register(program: Command): void {
     .option('--seed <n>', 'seed of the world, the demonstrations and the training', integer, 1)
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
-    .action(async (flags: { quick?: boolean; seed: number; out?: string; backend?: string }) => {
+    .option('--no-eval-worker', 'evaluate on the main thread (by default, on wasm, a worker thread evaluates on the second core while the main thread trains)')
+    .action(async (flags: { quick?: boolean; seed: number; out?: string; backend?: string; evalWorker: boolean }) => {
       const t0 = performance.now();
       const say = (s: string) => process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
       const quick = flags.quick ?? false;
@@ -75,6 +76,7 @@ export function register(program: Command): void {
         seed: flags.seed,
         algos: ['grpo'],
         outDir: out,
+        evalWorker: flags.evalWorker,
         ...budget,
         onEvent: (e) => {
           if (e.message) say(e.message);
