@@ -73,7 +73,7 @@ for (const seed of merged.length > 0 ? [] : seeds) {
     algos,
     outDir: join(args.out!, `seed-${seed}`),
     ...budget,
-    evalWorker: true,
+    replica: true,
     ...(args['warm-start'] ? { warmStartFrom: args['warm-start'] } : {}),
     onEvent: (e) => {
       if (e.message) log(`[seed ${seed}] ${e.message}`);

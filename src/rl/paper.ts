@@ -9,10 +9,12 @@ import type { Policy } from '../policy/policy.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { resolveConfig, type Algorithm, type TrainConfig } from './config.ts';
-import { canEvaluateInWorker, EvalWorker } from './eval-worker.ts';
+import { rolloutInThread, type ModelRollout } from './model-rollout.ts';
+import { canUseReplica, ReplicaRollouts } from './replica.ts';
 import { writeFileAtomic } from './run-dir.ts';
 import { GptTrainable } from './tfjs-trainable.ts';
 import { train, type EvalMetrics, type StepMetrics } from './trainer.ts';
+import type { TrainablePolicy } from './trainable.ts';
 import { sftWarmStart, type WarmStartOptions, type WarmStartResult } from './warm-start.ts';
 
 /**
@@ -68,11 +70,11 @@ export interface PaperOptions {
    */
   warmStartFrom?: string;
   /**
-   * Evaluate saved checkpoints in a worker thread while the main thread trains (on the wasm and cpu
-   * backends; see canEvaluateInWorker). The scores are the same; the wall time is shorter.
+   * Play the model's episodes (training, dev evals, evaluations) on two threads, half on a replica
+   * in a worker thread (wasm and cpu backends; see ReplicaRollouts). Same records, shorter wall time.
    */
-  evalWorker?: boolean;
-  /** How the evaluation worker loads the scenario: a built-in name or a folder (default: its id). */
+  replica?: boolean;
+  /** How the replica's thread loads the scenario: a built-in name or a folder (default: its id). */
   scenarioSource?: string;
   onEvent?(event: PaperEvent): void;
 }
@@ -120,7 +122,12 @@ export function scoreRecords(method: string, split: string, records: readonly Ep
   };
 }
 
-/** Greedy evaluation on fixed episodes: every method sees the same tasks with the same seeds. */
+/** The evaluation episodes of a split: every method sees the same tasks with the same seeds. */
+function evalRollout(scenario: Scenario, split: string, episodes: number, seed: number, episode?: Partial<EpisodeConfig>) {
+  return { scenario, split, episodes, seed: deriveSeed(seed, 'paper-eval', split), concurrency: 64, config: episode };
+}
+
+/** Greedy evaluation of any policy (a scripted baseline) on the split's fixed episodes. */
 export async function evaluateMethod(
   scenario: Scenario,
   method: string,
@@ -130,7 +137,22 @@ export async function evaluateMethod(
   seed: number,
   episode?: Partial<EpisodeConfig>,
 ): Promise<MethodScore> {
-  const { records } = await rollout({ scenario, policy, split, episodes, seed: deriveSeed(seed, 'paper-eval', split), concurrency: 64, config: episode });
+  const { records } = await rollout({ ...evalRollout(scenario, split, episodes, seed, episode), policy });
+  return scoreRecords(method, split, records);
+}
+
+/** Greedy evaluation of a trainable model, played by `play` (in this thread by default). */
+export async function evaluateModel(
+  scenario: Scenario,
+  method: string,
+  model: TrainablePolicy,
+  split: string,
+  episodes: number,
+  seed: number,
+  episode?: Partial<EpisodeConfig>,
+  play: ModelRollout = rolloutInThread,
+): Promise<MethodScore> {
+  const { records } = await play(evalRollout(scenario, split, episodes, seed, episode), model, { temperature: 0 });
   return scoreRecords(method, split, records);
 }
 
@@ -145,46 +167,39 @@ export const METHOD_NAMES: Record<Algorithm | 'naive-rag' | 'base', string> = {
 
 export async function runPaper(options: PaperOptions): Promise<PaperResult> {
   const backend = tf.getBackend();
-  const worker = options.evalWorker && canEvaluateInWorker(backend) ? new EvalWorker(options.scenario, backend, options.scenarioSource) : undefined;
+  const replica =
+    options.replica && canUseReplica(backend)
+      ? new ReplicaRollouts(options.scenario, backend, {
+          scenarioSource: options.scenarioSource,
+          onFallback: (e) => options.onEvent?.({ phase: 'eval', message: `the replica failed (its episodes were played on the main thread): ${e.message}` }),
+        })
+      : undefined;
   try {
-    return await runPaperWith(options, worker);
+    return await runPaperWith(options, replica?.run ?? rolloutInThread);
   } finally {
-    await worker?.close();
+    await replica?.close();
   }
 }
 
-async function runPaperWith(options: PaperOptions, worker: EvalWorker | undefined): Promise<PaperResult> {
+async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<PaperResult> {
   const { scenario, seed } = options;
   const emit = (e: PaperEvent) => options.onEvent?.(e);
   const splits = options.evalSplits ?? ['test', 'ood'];
   const count = (split: string) => (split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test);
   const seconds: { [phase: string]: number } = {};
-  const addSeconds = (phase: string, s: number) => (seconds[phase] = (seconds[phase] ?? 0) + s);
-  // Scores in table order; those computed by the worker arrive later.
-  const scores: Array<MethodScore | Promise<MethodScore>> = [];
+  const scores: MethodScore[] = [];
   await mkdir(options.outDir, { recursive: true });
   let t = performance.now();
   const lap = (phase: string) => {
     const now = performance.now();
-    addSeconds(phase, (now - t) / 1000);
+    seconds[phase] = (seconds[phase] ?? 0) + (now - t) / 1000;
     t = now;
-  };
-  const inProcess = (method: string, policy: Policy, split: string) => evaluateMethod(scenario, method, policy, split, count(split), seed, options.episode);
-  // A worker's phase time is its own compute time, not the main thread's wall time.
-  // Its failures surface when the scores are gathered at the end (the checkpoints stay on disk).
-  const inWorker = (method: string, checkpoint: string, policyId: string, split: string, phase: string) => {
-    const score = worker!.evaluate({ checkpoint, policyId, method, split, episodes: count(split), seed, episode: options.episode }).then((r) => {
-      addSeconds(phase, r.seconds);
-      return r.score;
-    });
-    score.catch(() => {});
-    return score;
   };
 
   const naive = scenario.policies['naive-rag'];
   if (naive) {
     const policy = await naive({ scenario, seed });
-    for (const split of splits) scores.push(await inProcess(METHOD_NAMES['naive-rag'], policy, split));
+    for (const split of splits) scores.push(await evaluateMethod(scenario, METHOD_NAMES['naive-rag'], policy, split, count(split), seed, options.episode));
     emit({ phase: 'baseline', message: 'Naive RAG evaluated' });
   }
   lap('naive-rag');
@@ -205,20 +220,14 @@ async function runPaperWith(options: PaperOptions, worker: EvalWorker | undefine
   await ws.trainable.save(warmDir);
   lap('warm-start');
   emit({ phase: 'warm-start', message: `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}` });
-  if (worker) {
-    const base = splits.map((split) => inWorker(METHOD_NAMES.base, warmDir, ws.trainable.policy({ temperature: 0 }).id, split, 'eval-base'));
-    scores.push(...base);
-    Promise.all(base).then(() => emit({ phase: 'eval', message: 'Base Tool Call evaluated (in the evaluation worker)' }), () => {});
-  } else {
-    for (const split of splits) scores.push(await inProcess(METHOD_NAMES.base, ws.trainable.policy({ temperature: 0 }), split));
-    lap('eval-base');
-    emit({ phase: 'eval', message: 'Base Tool Call evaluated' });
-  }
+  for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES.base, ws.trainable, split, count(split), seed, options.episode, play));
+  lap('eval-base');
+  emit({ phase: 'eval', message: 'Base Tool Call evaluated' });
 
   const curves: PaperResult['curves'] = [];
   const rewards: PaperResult['rewards'] = [];
   const runDirs: { [algo: string]: string } = {};
-  for (const [i, algo] of options.algos.entries()) {
+  for (const algo of options.algos) {
     const model = await GptTrainable.fromCheckpoint(warmDir, { id: `rl-${algo}` });
     const outDir = join(options.outDir, algo);
     runDirs[algo] = outDir;
@@ -230,32 +239,20 @@ async function runPaperWith(options: PaperOptions, worker: EvalWorker | undefine
       outDir,
       init: `ckpt:${warmDir}`,
       episode: options.episode,
+      rollouts: play,
       onStep: (m) => emit({ phase: 'rl-step', step: m, algo }),
       onEval: (e) => emit({ phase: 'rl-eval', eval: e, algo }),
     });
     for (const e of result.evals) curves.push({ algo, step: e.step, em: e.outcome.em ?? e.success, reward: e.reward });
     for (const s of result.steps) rewards.push({ algo, step: s.step, reward: s.reward });
     lap(`train-${algo}`);
-    const phase = `eval-${algo}`;
-    if (worker) {
-      // The next algorithm trains while the worker evaluates this one; after the last, the main
-      // thread takes all splits but the first.
-      const last = i === options.algos.length - 1;
-      const mine = last ? splits.slice(1) : [];
-      for (const split of splits) {
-        if (!mine.includes(split)) scores.push(inWorker(METHOD_NAMES[algo], result.finalDir, `rl-${algo}`, split, phase));
-      }
-      for (const split of mine) scores.push(await inProcess(METHOD_NAMES[algo], model.policy({ temperature: 0 }), split));
-      lap(phase);
-    } else {
-      for (const split of splits) scores.push(await inProcess(METHOD_NAMES[algo], model.policy({ temperature: 0 }), split));
-      lap(phase);
-    }
+    for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES[algo], model, split, count(split), seed, options.episode, play));
+    lap(`eval-${algo}`);
     model.model.dispose();
   }
   ws.trainable.model.dispose();
   const result: PaperResult = {
-    scores: await Promise.all(scores),
+    scores,
     curves,
     rewards,
     warmStart: { sequences: ws.sequences, demoSuccess: ws.demoSuccess, steps: ws.steps, finalLoss: ws.finalLoss, seconds: ws.seconds, parameters: ws.parameters, dir: warmDir },

@@ -3,11 +3,11 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createRng, deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
-import { rollout } from '../rollout/rollout.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { AdamW } from './adamw.ts';
 import type { TrainConfig } from './config.ts';
 import { TrainingError } from './errors.ts';
+import { rolloutInThread, type ModelRollout } from './model-rollout.ts';
 import {
   appendJsonl,
   prepareRunDir,
@@ -68,6 +68,8 @@ export interface TrainOptions {
   episode?: Partial<EpisodeConfig>;
   /** Greedy (0) or sampled evals. */
   evalTemperature?: number;
+  /** How episodes are played (default: in this thread; see ReplicaRollouts for two threads). */
+  rollouts?: ModelRollout;
   onStep?(metrics: StepMetrics): void;
   onEval?(metrics: EvalMetrics): void;
   onCheckpoint?(dir: string, step: number): void;
@@ -118,16 +120,14 @@ export function batchTasks(pool: readonly Task[], config: TrainConfig, step: num
 async function evaluate(opts: TrainOptions, step: number): Promise<EvalMetrics> {
   const { scenario, model, config } = opts;
   const t0 = performance.now();
-  const policy = model.policy({ temperature: opts.evalTemperature ?? 0 });
-  const { records, summary } = await rollout({
-    scenario,
-    policy,
-    split: config.evalSplit,
-    episodes: config.evalEpisodes,
-    seed: deriveSeed(config.seed, 'eval'),
-    concurrency: config.concurrency,
-    config: opts.episode,
-  });
+  const sampling = { temperature: opts.evalTemperature ?? 0 };
+  const policy = model.policy(sampling);
+  const run = opts.rollouts ?? rolloutInThread;
+  const { records, summary } = await run(
+    { scenario, split: config.evalSplit, episodes: config.evalEpisodes, seed: deriveSeed(config.seed, 'eval'), concurrency: config.concurrency, config: opts.episode },
+    model,
+    sampling,
+  );
   return {
     kind: 'eval',
     step,
@@ -198,19 +198,23 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   try {
     for (let s = start; s < last; s++) {
       const t0 = performance.now();
-      const policy = model.policy({ temperature: config.temperature });
-      const { records } = await rollout({
-        scenario,
-        policy,
-        split: config.trainSplit,
-        episodes: episodesPerStep,
-        group: config.group,
-        seed: deriveSeed(config.seed, 'rollout', s),
-        tasks: batchTasks(pool, config, s),
-        indexOffset: s * episodesPerStep,
-        concurrency: config.concurrency,
-        config: opts.episode,
-      });
+      const sampling = { temperature: config.temperature };
+      const policy = model.policy(sampling);
+      const { records } = await (opts.rollouts ?? rolloutInThread)(
+        {
+          scenario,
+          split: config.trainSplit,
+          episodes: episodesPerStep,
+          group: config.group,
+          seed: deriveSeed(config.seed, 'rollout', s),
+          tasks: batchTasks(pool, config, s),
+          indexOffset: s * episodesPerStep,
+          concurrency: config.concurrency,
+          config: opts.episode,
+        },
+        model,
+        sampling,
+      );
       const t1 = performance.now();
       const { sequences, skipped } = buildTrajectories(records);
       const update = updateOnBatch(model, ref, optimizer, config, sequences, deriveSeed(config.seed, 'minibatch', s));

@@ -108,7 +108,7 @@ export async function parallelRollout(options: ParallelRolloutOptions): Promise<
   const concurrency = options.perWorkerConcurrency ?? (spec.kind === 'remote' ? Math.max(1, Math.ceil(maxBatch / workers)) : 8);
   const chunkSize = spec.kind === 'remote' ? Math.ceil(plan.length / workers) : Math.max(1, Math.ceil(plan.length / (workers * 4)));
   const config = episodeConfig(options.scenario, options.config);
-  const offset = options.indexOffset ?? 0;
+  const offset = plan[0]?.index ?? 0;
   const maxAttempts = options.maxAttempts ?? 3;
 
   const pool = options.pool ?? createRolloutPool(workers);

@@ -26,6 +26,11 @@ export interface RolloutOptions {
   tasks?: Task[];
   /** Offset added to episode indices (a trainer's step). */
   indexOffset?: number;
+  /**
+   * Run only the plan's episodes [start, end): a share of the run, for splitting one run across
+   * threads. Their records are exactly those the whole run would give them (same run id, seeds).
+   */
+  range?: { start: number; end: number };
 }
 
 export interface EpisodePlanItem {
@@ -49,7 +54,11 @@ export async function planEpisodes(options: RolloutOptions): Promise<{ runId: st
     const sample = (i % group) + group * Math.floor(slot / tasks.length);
     plan.push({ index: (options.indexOffset ?? 0) + i, task, sample, seed: episodeSeed(options.seed, task.id, sample) });
   }
-  return { runId: runIdOf(options), plan };
+  const range = options.range;
+  if (range && !(Number.isInteger(range.start) && Number.isInteger(range.end) && 0 <= range.start && range.start <= range.end && range.end <= plan.length)) {
+    throw new RangeError(`range [${range.start}, ${range.end}) is not within the run's ${plan.length} episodes`);
+  }
+  return { runId: runIdOf(options), plan: range ? plan.slice(range.start, range.end) : plan };
 }
 
 /** A run id derived from what determines the run, so equal runs have equal ids (and equal bytes). */
@@ -73,6 +82,7 @@ export function runIdOf(options: RolloutOptions): string {
 export async function rollout(options: RolloutOptions): Promise<{ records: EpisodeRecord[]; summary: RolloutSummary }> {
   const { runId, plan } = await planEpisodes(options);
   const config = episodeConfig(options.scenario, options.config);
+  const offset = plan[0]?.index ?? 0;
   const toolCache = createToolCache();
   const records: EpisodeRecord[] = new Array(plan.length);
   const ready: boolean[] = new Array(plan.length).fill(false);
@@ -97,7 +107,7 @@ export async function rollout(options: RolloutOptions): Promise<{ records: Episo
         toolCache,
         signal: options.signal,
       });
-      const at = item.index - (options.indexOffset ?? 0);
+      const at = item.index - offset;
       records[at] = record;
       ready[at] = true;
       // Hand records on in episode order, whatever order they finish in.

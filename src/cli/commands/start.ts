@@ -53,8 +53,8 @@ export function register(program: Command): void {
     .option('--seed <n>', 'seed of the world, the demonstrations and the training', integer, 1)
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
-    .option('--no-eval-worker', 'evaluate on the main thread (by default, on wasm, a worker thread evaluates on the second core while the main thread trains)')
-    .action(async (flags: { quick?: boolean; seed: number; out?: string; backend?: string; evalWorker: boolean }) => {
+    .option('--no-replica', 'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of them on a second core)')
+    .action(async (flags: { quick?: boolean; seed: number; out?: string; backend?: string; replica: boolean }) => {
       const t0 = performance.now();
       const say = (s: string) => process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
       const quick = flags.quick ?? false;
@@ -76,7 +76,7 @@ export function register(program: Command): void {
         seed: flags.seed,
         algos: ['grpo'],
         outDir: out,
-        evalWorker: flags.evalWorker,
+        replica: flags.replica,
         ...budget,
         onEvent: (e) => {
           if (e.message) say(e.message);
