@@ -38,3 +38,41 @@ test.serial('the patched wasm BatchMatMul (explicit transposes, batched 2-D call
     t.true(d < 1e-3, `case ${i}: max diff ${d}`);
   });
 });
+
+test.serial('the patched wasm GatherV2 (row copies) gives the cpu backend’s bits, also when its output grows the wasm heap', async (t) => {
+  await initBackend('wasm');
+  const cases: Array<[number[], number[], number, 'float32' | 'int32']> = [
+    [[768, 64], [4800], 0, 'float32'],
+    [[5000], [3, 700], 0, 'float32'],
+    [[8, 60, 16], [2, 5], 1, 'float32'],
+    [[4, 5, 6], [7], 2, 'int32'],
+    [[4, 5, 6], [3], -1, 'float32'],
+    // ~96 MB out: the allocation grows the heap, which detaches views taken before it.
+    [[1000, 64], [375_000], 0, 'float32'],
+  ];
+  const heap = () => (tf.backend() as unknown as { wasm: { HEAPU8: Uint8Array } }).wasm.HEAPU8.buffer.byteLength;
+  const run = (grew?: boolean[]) =>
+    cases.map(([shape, ishape, axis, dtype]) => {
+      const size = shape.reduce((a, b) => a * b, 1);
+      const x = tf.tensor(Array.from({ length: size }, (_, i) => (dtype === 'int32' ? i : Math.sin(i) * 100)), shape, dtype);
+      const n = shape.at(axis)!;
+      const indices = tf.tensor(Array.from({ length: ishape.reduce((a, b) => a * b, 1) }, (_, i) => (i * 7919) % n), ishape, 'int32');
+      const before = grew ? heap() : 0;
+      const y = tf.gather(x, indices, axis);
+      grew?.push(heap() > before);
+      const out = { shape: y.shape, data: y.dataSync().slice() };
+      tf.dispose([x, indices, y]);
+      return out;
+    });
+  const grew: boolean[] = [];
+  const wasm = run(grew);
+  t.true(grew.at(-1), 'the last case should grow the heap');
+  await tf.setBackend('cpu');
+  const cpu = run();
+  await tf.setBackend('wasm');
+  wasm.forEach((w, i) => {
+    t.deepEqual(w.shape, cpu[i]!.shape);
+    t.true(w.data.every((v, j) => Object.is(v, cpu[i]!.data[j])), `case ${i} differs`);
+  });
+  t.throws(() => tf.gather(tf.ones([3, 2]), tf.tensor1d([0, 3], 'int32')), { message: /index value 3 is not in \[0, 2\]/ });
+});
