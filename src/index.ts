@@ -59,7 +59,10 @@ export { updateOnBatch } from './rl/update.ts';
 export type { TrainablePolicy, ScoreOutput, ScoreRequest } from './rl/trainable.ts';
 export { GptTrainable } from './rl/tfjs-trainable.ts';
 export { sftWarmStart } from './rl/warm-start.ts';
-export { runPaper, formatPaperTable } from './rl/paper.ts';
+export { rolloutInThread, type ModelRollout } from './rl/model-rollout.ts';
+export { ReplicaRollouts, canUseReplica } from './rl/replica.ts';
+export { runPaper, formatPaperTable, evaluateMethod, evaluateModel, scoreRecords } from './rl/paper.ts';
+export type { MethodScore, PaperOptions, PaperResult } from './rl/paper.ts';
 export { learningCurvesSvg } from './rl/learning-curves.ts';
 
 // QA metrics (HotpotQA's official normalization, EM and F1)
