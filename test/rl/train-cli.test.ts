@@ -1,4 +1,5 @@
 import test from 'ava';
+import { readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,3 +22,18 @@ for (const [what, args, pattern, code] of errors) {
     t.regex(r.stderr, pattern);
   });
 }
+
+test('agent-r1 train plays half of each rollout on a replica by default: the same episodes and weights as --no-replica', async (t) => {
+  t.timeout(5 * 60_000);
+  const dir = await mkdtemp(join(tmpdir(), 'train-cli-'));
+  const args = ['train', '--scenario', 'calculator', '--algo', 'grpo', '--steps', '2', '--tasks-per-step', '2', '--group', '4', '--demo-policy', 'expert', '--demo-episodes', '32', '--sft-steps', '10', '--d-model', '32', '--layers', '1', '--context', '512', '--vocab', '300', '--eval-every', '1', '--eval-episodes', '6'];
+  const runs = ['replica', 'main-only'].map((name, i) => {
+    const out = join(dir, name);
+    const r = cli([...args, '--out', out, ...(i === 1 ? ['--no-replica'] : [])], { timeout: 5 * 60_000 });
+    t.is(r.code, 0, r.stderr.slice(-2000));
+    return { episodes: readFileSync(join(out, 'episodes.jsonl')), weights: readFileSync(join(out, 'final', 'weights.bin')) };
+  });
+  t.is(runs[0]!.episodes.toString().trim().split('\n').length, 16);
+  t.true(runs[0]!.episodes.equals(runs[1]!.episodes));
+  t.true(runs[0]!.weights.equals(runs[1]!.weights));
+});

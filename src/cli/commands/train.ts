@@ -8,6 +8,7 @@ import { ALGORITHMS, resolveConfig, type TrainConfig } from '../../rl/config.ts'
 import { TrainingError } from '../../rl/errors.ts';
 import { KL_ESTIMATORS } from '../../rl/kl.ts';
 import { readLatest } from '../../rl/run-dir.ts';
+import { canUseReplica, ReplicaRollouts } from '../../rl/replica.ts';
 import { GptTrainable } from '../../rl/tfjs-trainable.ts';
 import { train, type EvalMetrics, type StepMetrics } from '../../rl/trainer.ts';
 import { sftWarmStart } from '../../rl/warm-start.ts';
@@ -19,6 +20,8 @@ interface TrainFlags {
   out: string;
   init?: string;
   resume?: boolean;
+  /** false with --no-replica. */
+  replica?: boolean;
   seed: number;
   steps?: number;
   tasksPerStep?: number;
@@ -131,6 +134,11 @@ export async function runTrainCommand(flags: TrainFlags): Promise<{ steps: StepM
   const onSigint = () => controller.abort();
   process.once('SIGINT', onSigint);
   const startStep = flags.resume ? ((await readLatest(flags.out))?.step ?? 0) : 0;
+  // A GPT checkpoint can be replicated into a worker thread that plays half of every rollout.
+  const replica =
+    flags.replica !== false && canUseReplica(info.name) && model instanceof GptTrainable
+      ? new ReplicaRollouts(scenario, info.name, { scenarioSource: flags.scenario, onFallback: (e) => log(`replica failed, its episodes were played on the main thread: ${e.message}`) })
+      : undefined;
   bar.start(config.steps, startStep, { reward: '-', em: '-', kl: '-', tps: '-' });
   try {
     const result = await train({
@@ -141,6 +149,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<{ steps: StepM
       resume: flags.resume,
       init,
       signal: controller.signal,
+      ...(replica ? { rollouts: replica.run } : {}),
       onStep: (m) =>
         bar.update(m.step, {
           reward: f3(m.reward),
@@ -154,6 +163,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<{ steps: StepM
   } finally {
     bar.stop();
     process.off('SIGINT', onSigint);
+    await replica?.close();
   }
 }
 
@@ -190,6 +200,7 @@ export function register(program: Command): void {
     .option('--context <n>', 'warm start: context length', positiveInt, 768)
     .option('--vocab <n>', 'warm start: tokenizer vocabulary', positiveInt, 768)
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
+    .option('--no-replica', 'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of each rollout)')
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--json', 'print the last step and eval as JSON on the last stdout line')
     .action(async (flags: TrainFlags) => {
