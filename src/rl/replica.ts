@@ -5,7 +5,7 @@ import { Piscina } from 'piscina';
 import type { EpisodeRecord } from '../core/types.ts';
 import { WORKER_URL } from '../rollout/parallel-rollout.ts';
 import { rollout, type RolloutOptions } from '../rollout/rollout.ts';
-import { summarizeRecords, type RolloutSummary } from '../rollout/summary.ts';
+import { summarizeRecords } from '../rollout/summary.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { TrainingError } from './errors.ts';
 import type { ModelRollout } from './model-rollout.ts';
