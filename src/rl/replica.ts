@@ -80,18 +80,25 @@ export class ReplicaRollouts {
     const job: ReplicaTask['job'] = { checkpoint, version: policy.version, policyId: policy.id, sampling, rollout: { ...rest, range: theirs } };
     const remote = this.pool.run({ scenario: this.source, backend: this.backend, job } satisfies ReplicaTask) as Promise<ReplicaTaskResult>;
     remote.catch(() => {});
-    const mine = await rollout({ ...options, policy, range: { start: 0, end: split } });
-    let other: EpisodeRecord[];
-    try {
-      const result = await remote;
-      this.replicaSeconds += result.seconds;
-      other = result.records;
-    } catch (err) {
-      this.failures++;
-      this.options.onFallback?.(err instanceof Error ? err : new Error(String(err)));
-      other = (await rollout({ ...options, policy, range: theirs })).records;
+    // onRecord hears every record in episode order once both halves are in.
+    const mine = await rollout({ ...options, onRecord: undefined, policy, range: { start: 0, end: split } });
+    let other: EpisodeRecord[] = [];
+    if (mine.records.length < split) {
+      // Stopped by the signal: like an in-thread rollout, return the episodes before the stop.
+      await remote.then(() => {}, () => {});
+    } else {
+      try {
+        const result = await remote;
+        this.replicaSeconds += result.seconds;
+        other = result.records;
+      } catch (err) {
+        this.failures++;
+        this.options.onFallback?.(err instanceof Error ? err : new Error(String(err)));
+        other = (await rollout({ ...options, onRecord: undefined, policy, range: theirs })).records;
+      }
     }
     const records = [...mine.records, ...other];
+    for (const r of records) options.onRecord?.(r);
     return { records, summary: summarizeRecords(records, options.scenario) };
   };
 

@@ -39,8 +39,10 @@ test('a replicated rollout gives the in-thread records, greedy and sampled in gr
   try {
     const greedy = { scenario, split: 'test', episodes: 9, seed: 5, concurrency: 8, config: episode };
     const here = await rolloutInThread(greedy, model, { temperature: 0 });
-    const there = await replica.run(greedy, model, { temperature: 0 });
+    const heard: number[] = [];
+    const there = await replica.run({ ...greedy, onRecord: (r) => heard.push(r.index) }, model, { temperature: 0 });
     t.is(there.records.length, 9);
+    t.deepEqual(heard, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
     t.is(bytes(there.records), bytes(here.records));
     t.deepEqual(there.summary, here.summary);
 
@@ -63,6 +65,10 @@ test('a replicated rollout gives the in-thread records, greedy and sampled in gr
     const d = await replica.run(greedy, model, { temperature: 0 });
     t.is(bytes(d.records), bytes(c.records));
     t.true(d.records.every((r) => r.policy.version === model.version()));
+    // A stopped rollout returns what was played before the stop, as in-thread (here: nothing).
+    const stopped = new AbortController();
+    stopped.abort();
+    t.deepEqual((await replica.run({ ...greedy, signal: stopped.signal }, model, { temperature: 0 })).records, (await rolloutInThread({ ...greedy, signal: stopped.signal }, model, { temperature: 0 })).records);
     t.is(replica.failures, 0);
     t.true(replica.replicaSeconds > 0);
   } finally {
