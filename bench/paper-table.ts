@@ -4,7 +4,7 @@
  * type and overall) and `ood`, mean ± std over seeds; plus the learning curves (dev EM vs RL step)
  * as an SVG rendered with Vega-Lite.
  *
- *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--sft-steps 1320] [--quick] [--out runs/paper] [--json]
+ *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--sft-steps 1320] [--rl '{"steps":20}'] [--quick] [--out runs/paper] [--json]
  *   npx tsx bench/paper-table.ts --merge runs/paper-s1,runs/paper-s2 --out runs/paper   # seeds run in parallel
  *
  * Writes OUT/table.md, OUT/learning-curves.svg (dev EM), OUT/reward-curves.svg (training reward),
@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { builtinScenarios } from '../scenarios/index.ts';
 import { initBackend } from '../src/policy/tfjs/backend.ts';
-import { ALGORITHMS, type Algorithm } from '../src/rl/config.ts';
+import { ALGORITHMS, resolveConfig, TrainConfigSchema, type Algorithm, type TrainConfig } from '../src/rl/config.ts';
 import { learningCurvesSvg, type CurvePoint } from '../src/rl/learning-curves.ts';
 import { METHOD_NAMES, runPaper, type MethodScore, type PaperResult } from '../src/rl/paper.ts';
 import { loadScenario } from '../src/scenario/load.ts';
@@ -39,10 +39,8 @@ const { values: args } = parseArgs({
      * which leaves RL no room to show (measured; README, "The ceiling").
      */
     'sft-steps': { type: 'string', default: '1320' },
-    /** RL steps, learning rate and minibatch (sequences per optimizer step) for every algorithm (default: npm start's). */
-    'rl-steps': { type: 'string' },
-    'rl-lr': { type: 'string' },
-    'rl-minibatch': { type: 'string' },
+    /** RL settings for every algorithm on top of npm start's, as JSON: '{"steps":20,"lr":6e-4}' (TrainConfig fields). */
+    rl: { type: 'string' },
   },
 });
 const seeds = args.seeds!.split(',').map(Number);
@@ -50,31 +48,44 @@ if (seeds.some((s) => !Number.isInteger(s))) throw new Error(`--seeds must be in
 const algos = args.algos!.split(',') as Algorithm[];
 for (const a of algos) if (!(ALGORITHMS as readonly string[]).includes(a)) throw new Error(`unknown algorithm ${a}; valid: ${ALGORITHMS.join(', ')}`);
 
+const start = startBudget(args.quick!);
+const sftSteps = Number(args['sft-steps']);
+if (!Number.isInteger(sftSteps) || sftSteps < 1) throw new Error(`--sft-steps must be a positive integer, got ${args['sft-steps']}`);
+let budget = {
+  ...start,
+  // --quick keeps the CI-sized warm start; otherwise the table's own SFT budget.
+  warmStart: args.quick ? start.warmStart : { ...start.warmStart, steps: sftSteps },
+  rl: { ...start.rl, ...rlOverrides(args.rl) },
+};
+
+/** --rl's JSON, checked before hours of SFT: known TrainConfig fields only, valid values. */
+function rlOverrides(json: string | undefined): Partial<TrainConfig> {
+  if (json === undefined) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch (e) {
+    throw new Error(`--rl must be JSON, e.g. '{"steps":20}': ${(e as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error(`--rl must be a JSON object, got ${json}`);
+  const unknown = Object.keys(parsed).filter((k) => !(k in TrainConfigSchema.shape) || k === 'algo' || k === 'seed');
+  if (unknown.length > 0) throw new Error(`--rl: unknown or fixed fields ${unknown.join(', ')} (algo and seed come from --algos and --seeds)`);
+  resolveConfig({ ...start.rl, ...parsed, algo: 'grpo' });
+  return parsed as Partial<TrainConfig>;
+}
 const info = await initBackend(args.backend);
 const log = (s: string) => process.stderr.write(s + '\n');
 log(`backend ${info.name}; seeds ${seeds.join(',')}; algorithms ${algos.join(',')}${args.quick ? ' (quick budget)' : ''}`);
-function positive(flag: string, integer: boolean): number | undefined {
-  const raw = args[flag as keyof typeof args] as string | undefined;
-  if (raw === undefined) return undefined;
-  const x = Number(raw);
-  if (!(x > 0) || !Number.isFinite(x) || (integer && !Number.isInteger(x))) throw new Error(`--${flag} must be a positive ${integer ? 'integer' : 'number'}, got ${raw}`);
-  return x;
-}
-const start = startBudget(args.quick!);
-const rlSteps = positive('rl-steps', true);
-const rlLr = positive('rl-lr', false);
-const rlMinibatch = positive('rl-minibatch', true);
-// --quick keeps the CI-sized warm start; otherwise the table's own SFT budget.
-const budget = {
-  ...start,
-  warmStart: args.quick ? start.warmStart : { ...start.warmStart, steps: positive('sft-steps', true)! },
-  rl: { ...start.rl, ...(rlSteps ? { steps: rlSteps } : {}), ...(rlLr ? { lr: rlLr } : {}), ...(rlMinibatch ? { minibatch: rlMinibatch } : {}) },
-};
 const results: { seed: number; result: PaperResult }[] = [];
 const t0 = performance.now();
 const merged: string[] = args.merge ? args.merge.split(',') : [];
-for (const dir of merged) {
-  const earlier = JSON.parse(await readFile(join(dir, 'results.json'), 'utf8')) as { results: { seed: number; result: PaperResult }[] };
+for (const [i, dir] of merged.entries()) {
+  const earlier = JSON.parse(await readFile(join(dir, 'results.json'), 'utf8')) as { budget?: typeof budget; results: { seed: number; result: PaperResult }[] };
+  // A merged table reports the budget its runs used; runs of different budgets are not one table.
+  if (earlier.budget) {
+    if (i > 0 && JSON.stringify(earlier.budget) !== JSON.stringify(budget)) throw new Error(`${dir} was run with a different budget than ${merged[0]}; not merging`);
+    budget = earlier.budget;
+  }
   for (const { seed, result } of earlier.results) {
     // Runs of one seed (one algorithm each, same deterministic baselines) become one result.
     const same = results.find((r) => r.seed === seed);
