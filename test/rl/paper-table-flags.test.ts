@@ -1,0 +1,43 @@
+import test from 'ava';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { repoRoot } from '../helpers/cli.ts';
+
+// bench/paper-table.ts runs for hours; a wrong flag must fail at once, before any SFT.
+function bench(args: string[]) {
+  const r = spawnSync(process.execPath, ['--import=tsx', join(repoRoot, 'bench/paper-table.ts'), ...args], { cwd: repoRoot, encoding: 'utf8', timeout: 60_000 });
+  return { code: r.status, stderr: r.stderr };
+}
+
+const bad: [string[], RegExp][] = [
+  [['--rl', 'nope'], /--rl must be JSON/],
+  [['--rl', '[1]'], /--rl must be a JSON object/],
+  [['--rl', '{"stepz":3}'], /--rl: unknown or fixed fields stepz/],
+  [['--rl', '{"seed":3}'], /--rl: unknown or fixed fields seed/],
+  [['--rl', '{"lr":-1}'], /bad training config: lr/],
+  [['--sft-steps', '0'], /--sft-steps must be a positive integer/],
+  [['--sft-steps', '1.5'], /--sft-steps must be a positive integer/],
+  [['--algos', 'grpo,dpo'], /unknown algorithm dpo/],
+];
+for (const [args, message] of bad) {
+  test(`paper-table ${args.join(' ')} is refused with a clear error`, (t) => {
+    const r = bench(args);
+    t.not(r.code, 0);
+    t.regex(r.stderr, message);
+  });
+}
+
+test('paper-table --merge refuses runs made with different budgets', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
+  const run = (name: string, steps: number) => {
+    mkdirSync(join(dir, name));
+    const budget = { rl: { steps }, warmStart: { steps: 1320 } };
+    writeFileSync(join(dir, name, 'results.json'), JSON.stringify({ budget, results: [] }));
+    return join(dir, name);
+  };
+  const r = bench(['--merge', `${run('a', 14)},${run('b', 28)}`, '--out', join(dir, 'out')]);
+  t.not(r.code, 0);
+  t.regex(r.stderr, /b was run with a different budget than .*a; not merging/);
+});
