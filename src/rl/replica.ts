@@ -81,11 +81,12 @@ export class ReplicaRollouts {
     const remote = this.pool.run({ scenario: this.source, backend: this.backend, job } satisfies ReplicaTask) as Promise<ReplicaTaskResult>;
     remote.catch(() => {});
     // onRecord hears every record in episode order once both halves are in.
-    const mine = await rollout({ ...options, onRecord: undefined, policy, range: { start: 0, end: split } });
+    const here = { ...options, onRecord: undefined, policy };
+    const mine = await rollout({ ...here, range: { start: 0, end: split } });
     let other: EpisodeRecord[] = [];
     if (mine.records.length < split) {
       // Stopped by the signal: like an in-thread rollout, return the episodes before the stop.
-      await remote.then(() => {}, () => {});
+      await remote.catch(() => {});
     } else {
       try {
         const result = await remote;
@@ -94,7 +95,7 @@ export class ReplicaRollouts {
       } catch (err) {
         this.failures++;
         this.options.onFallback?.(err instanceof Error ? err : new Error(String(err)));
-        other = (await rollout({ ...options, onRecord: undefined, policy, range: theirs })).records;
+        other = (await rollout({ ...here, range: theirs })).records;
       }
     }
     const records = [...mine.records, ...other];
