@@ -4,7 +4,7 @@
  * type and overall) and `ood`, mean ± std over seeds; plus the learning curves (dev EM vs RL step)
  * as an SVG rendered with Vega-Lite.
  *
- *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--sft-steps 1320] [--rl '{"steps":20}'] [--quick] [--out runs/paper] [--json]
+ *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--sft-steps 1320] [--train-hops 3] [--rl '{"steps":20}'] [--quick] [--out runs/paper] [--json]
  *   npx tsx bench/paper-table.ts --merge runs/paper-s1,runs/paper-s2 --out runs/paper   # seeds run in parallel
  *
  * Writes OUT/table.md, OUT/learning-curves.svg (dev EM), OUT/reward-curves.svg (training reward),
@@ -39,6 +39,13 @@ const { values: args } = parseArgs({
      * which leaves RL no room to show (measured; README, "The ceiling").
      */
     'sft-steps': { type: 'string', default: '1320' },
+    /**
+     * The longest chain the train split asks (scenario option trainHops). 3 (the table's default):
+     * some train questions are 3-hop, so the agents can learn to search past two hops; dev/test stay
+     * 2-hop, ood 3-4 hop on held-out entities. With 2, no agent ever saw a chain longer than two and
+     * every method tied on ood (measured; README).
+     */
+    'train-hops': { type: 'string', default: '3' },
     /** RL settings for every algorithm on top of npm start's, as JSON: '{"steps":20,"lr":6e-4}' (TrainConfig fields). */
     rl: { type: 'string' },
   },
@@ -51,6 +58,8 @@ for (const a of algos) if (!(ALGORITHMS as readonly string[]).includes(a)) throw
 const start = startBudget(args.quick!);
 const sftSteps = Number(args['sft-steps']);
 if (!Number.isInteger(sftSteps) || sftSteps < 1) throw new Error(`--sft-steps must be a positive integer, got ${args['sft-steps']}`);
+if (args['train-hops'] !== '2' && args['train-hops'] !== '3') throw new Error(`--train-hops must be 2 or 3, got ${args['train-hops']}`);
+const scenarioOptions = { ...START_SCENARIO_OPTIONS, trainHops: args['train-hops'] };
 let budget = {
   ...start,
   // --quick keeps the CI-sized warm start; otherwise the table's own SFT budget.
@@ -80,7 +89,11 @@ const results: { seed: number; result: PaperResult }[] = [];
 const t0 = performance.now();
 const merged: string[] = args.merge ? args.merge.split(',') : [];
 for (const [i, dir] of merged.entries()) {
-  const earlier = JSON.parse(await readFile(join(dir, 'results.json'), 'utf8')) as { budget?: typeof budget; results: { seed: number; result: PaperResult }[] };
+  const earlier = JSON.parse(await readFile(join(dir, 'results.json'), 'utf8')) as { budget?: typeof budget; scenarioOptions?: typeof scenarioOptions; results: { seed: number; result: PaperResult }[] };
+  // runs before trainHops existed trained on 2-hop questions only
+  const options = earlier.scenarioOptions ?? { ...START_SCENARIO_OPTIONS, trainHops: '2' };
+  if (i > 0 && JSON.stringify(options) !== JSON.stringify(scenarioOptions)) throw new Error(`${dir} was run with other scenario options (${JSON.stringify(options)}) than ${merged[0]}; not merging`);
+  Object.assign(scenarioOptions, options);
   // A merged table reports the budget its runs used; runs of different budgets are not one table.
   if (earlier.budget) {
     if (i > 0 && JSON.stringify(earlier.budget) !== JSON.stringify(budget)) throw new Error(`${dir} was run with a different budget than ${merged[0]}; not merging`);
@@ -103,7 +116,7 @@ for (const [i, dir] of merged.entries()) {
 if (merged.length > 0) seeds.splice(0, seeds.length, ...results.map((r) => r.seed));
 for (const seed of merged.length > 0 ? [] : seeds) {
   // The world is part of the seed too: each seed is a different generated encyclopedia.
-  const scenario = await loadScenario('multihop-qa', builtinScenarios, { seed: String(seed), ...START_SCENARIO_OPTIONS });
+  const scenario = await loadScenario('multihop-qa', builtinScenarios, { seed: String(seed), ...scenarioOptions });
   const result = await runPaper({
     scenario,
     seed,
@@ -129,12 +142,14 @@ const methods = [METHOD_NAMES['naive-rag'], METHOD_NAMES.base, ...algos.map((a) 
 const all = results.flatMap((r) => r.result.scores);
 const pick = (m: string, split: string) => all.filter((s: MethodScore) => s.method === m && s.split === split);
 const types = [...new Set(all.filter((s) => s.split === 'test').flatMap((s) => Object.keys(s.byType)))].sort();
-const head = ['method', ...types.map((t) => `test ${t} EM`), 'test EM', 'test F1', 'ood EM', 'ood F1'];
+const oodTypes = [...new Set(all.filter((s) => s.split === 'ood').flatMap((s) => Object.keys(s.byType)))].sort();
+const head = ['method', ...types.map((t) => `test ${t} EM`), 'test EM', 'test F1', ...oodTypes.map((t) => `ood ${t} EM`), 'ood EM', 'ood F1'];
 const rows = methods.map((m) => [
   m,
   ...types.map((t) => cell(pick(m, 'test').flatMap((s) => (s.byType[t] ? [s.byType[t]!.em] : [])))),
   cell(pick(m, 'test').map((s) => s.em)),
   cell(pick(m, 'test').map((s) => s.f1)),
+  ...oodTypes.map((t) => cell(pick(m, 'ood').flatMap((s) => (s.byType[t] ? [s.byType[t]!.em] : [])))),
   cell(pick(m, 'ood').map((s) => s.em)),
   cell(pick(m, 'ood').map((s) => s.f1)),
 ]);
@@ -169,9 +184,9 @@ const seconds = merged.length > 0
   : (performance.now() - t0) / 1000;
 const note =
   `seeds ${seeds.join(', ')}; ${budget.rl.steps} RL steps × ${budget.rl.tasksPerStep} tasks × group ${budget.rl.group} per algorithm (lr ${budget.rl.lr}, minibatch ${budget.rl.minibatch}); ` +
-  `warm start ${budget.warmStart.steps} SFT steps on ${budget.warmStart.episodes} noisy-expert demonstrations; ` +
+  `warm start ${budget.warmStart.steps} SFT steps on ${budget.warmStart.episodes} noisy-expert demonstrations; train questions up to ${scenarioOptions.trainHops} hops; ` +
   `test ${budget.evalEpisodes.test} / ood ${budget.evalEpisodes.ood} episodes, greedy; ${seconds.toFixed(0)} s on backend ${info.name}${merged.length > 0 ? ` (summed over the ${merged.length} merged runs)` : ''}`;
 await writeFile(join(args.out!, 'table.md'), `${table}\n\n${note}\n`);
-await writeFile(join(args.out!, 'results.json'), JSON.stringify({ seeds, algos, budget, seconds, results }, null, 2) + '\n');
+await writeFile(join(args.out!, 'results.json'), JSON.stringify({ seeds, algos, budget, scenarioOptions, seconds, results }, null, 2) + '\n');
 process.stdout.write(`${table}\n\n${note}\nfiles: ${join(args.out!, 'table.md')}, ${join(args.out!, 'learning-curves.svg')}, ${join(args.out!, 'reward-curves.svg')}\n`);
 if (args.json) process.stdout.write(JSON.stringify({ rows: Object.fromEntries(rows.map((r) => [r[0], r.slice(1)])), seconds }) + '\n');

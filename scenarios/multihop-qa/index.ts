@@ -21,6 +21,8 @@ const optionsSchema = z
     /** Per-episode error rates of the noisy-expert policy. */
     noisyEarly: z.string().regex(/^(0(\.\d+)?|1(\.0+)?)$/, 'a probability in [0, 1]').optional(),
     noisyDistractor: z.string().regex(/^(0(\.\d+)?|1(\.0+)?)$/, 'a probability in [0, 1]').optional(),
+    /** The longest chain `train` asks: 2 (as dev and test) or 3 (adds 3-hop questions on train entities). */
+    trainHops: z.enum(['2', '3']).optional(),
   })
   .strict();
 
@@ -31,16 +33,22 @@ export interface WorldBundle {
 }
 
 // Worker threads load the scenario themselves; generating a world takes milliseconds, but keep one
-// per (seed, size) per thread.
+// per (seed, size) per thread, and its tasks per trainHops.
+const worlds = new Map<string, Omit<WorldBundle, 'tasks'>>();
 const bundles = new Map<string, WorldBundle>();
 
-export function loadWorld(seed: number, size: string): WorldBundle {
+export function loadWorld(seed: number, size: string, trainHops: 2 | 3 = 2): WorldBundle {
   const key = `${seed}|${size}`;
-  let bundle = bundles.get(key);
+  let bundle = bundles.get(`${key}|${trainHops}`);
   if (!bundle) {
-    const world = generateWorld(seed, size);
-    bundle = { world, corpus: createCorpus(`world:${world.hash}`, world.documents), tasks: worldTasks(world) };
-    bundles.set(key, bundle);
+    let made = worlds.get(key);
+    if (!made) {
+      const world = generateWorld(seed, size);
+      made = { world, corpus: createCorpus(`world:${world.hash}`, world.documents) };
+      worlds.set(key, made);
+    }
+    bundle = { ...made, tasks: worldTasks(made.world, { trainHops }) };
+    bundles.set(`${key}|${trainHops}`, bundle);
   }
   return bundle;
 }
@@ -55,7 +63,7 @@ export function createMultihopQaScenario(options: { [key: string]: string } = {}
   if (!parsed.success) throw new Error(`multihop-qa options: ${z.prettifyError(parsed.error)}`);
   const opts = parsed.data;
   const seed = Number(opts.seed);
-  const { world, corpus, tasks } = loadWorld(seed, opts.size);
+  const { world, corpus, tasks } = loadWorld(seed, opts.size, opts.trainHops === '3' ? 3 : 2);
   const corpusFor = () => corpus;
   const rates = {
     early: opts.noisyEarly === undefined ? DEFAULT_NOISY_RATES.early : Number(opts.noisyEarly),
@@ -65,6 +73,7 @@ export function createMultihopQaScenario(options: { [key: string]: string } = {}
   if (opts.rewards !== undefined) recorded.rewards = opts.rewards;
   if (opts.noisyEarly !== undefined) recorded.noisyEarly = opts.noisyEarly;
   if (opts.noisyDistractor !== undefined) recorded.noisyDistractor = opts.noisyDistractor;
+  if (opts.trainHops !== undefined) recorded.trainHops = opts.trainHops;
   const counts = WORLD_SPLITS.map((s) => `${s} ${tasks[s].length}`).join(', ');
   return {
     id: 'multihop-qa',

@@ -6,7 +6,7 @@ import type { Book, City, Company, Country, Entity, Film, Person, World } from '
 export const WORLD_SPLITS = ['train', 'dev', 'test', 'ood'] as const;
 export type WorldSplit = (typeof WORLD_SPLITS)[number];
 
-/** Question types, as HotpotQA / 2WikiMultihopQA / MuSiQue name them. The last two only in `ood`. */
+/** Question types, as HotpotQA / 2WikiMultihopQA / MuSiQue name them. The last two only in `ood` (and 3-hop in `train` with `trainHops: 3`). */
 export const QUESTION_TYPES = ['bridge', 'comparison', 'compositional', 'inference', '3-hop', '4-hop'] as const;
 
 interface Candidate {
@@ -182,9 +182,13 @@ export type WorldTasks = Record<WorldSplit, QaTask[]>;
 /**
  * Every task of the world, by split. A question whose text is asked of more than one chain (or
  * twice) is dropped, so every question has one answer; questions whose heads sit in different
- * splits are dropped too.
+ * splits are dropped too. `trainHops` is the longest chain `train` asks: 2 (default: dev and test
+ * alike) or 3, which adds the 3-hop templates on train entities, so that a policy can learn to
+ * follow a chain past two searches. dev and test stay 2-hop and ood 3-4 hop either way; the
+ * 4-hop templates are only ever asked in ood.
  */
-export function worldTasks(world: World): WorldTasks {
+export function worldTasks(world: World, options: { trainHops?: 2 | 3 } = {}): WorldTasks {
+  const trainHops = options.trainHops ?? 2;
   const all = candidates(world);
   const byText = new Map<string, number>();
   for (const c of all) byText.set(normalizeAnswer(c.question), (byText.get(normalizeAnswer(c.question)) ?? 0) + 1);
@@ -196,7 +200,8 @@ export function worldTasks(world: World): WorldTasks {
     if (headSplits.size !== 1) continue;
     const split = [...headSplits][0]!;
     const long = c.type === '3-hop' || c.type === '4-hop';
-    if ((split === 'ood') !== long) continue;
+    const asked = split === 'ood' ? long : !long || (split === 'train' && c.type === '3-hop' && trainHops >= 3);
+    if (!asked) continue;
     const id = `${c.template}:${c.heads.join('+')}`;
     if (ids.has(id)) continue;
     ids.add(id);

@@ -20,6 +20,7 @@ const bad: [string[], RegExp][] = [
   [['--sft-steps', '0'], /--sft-steps must be a positive integer/],
   [['--sft-steps', '1.5'], /--sft-steps must be a positive integer/],
   [['--algos', 'grpo,dpo'], /unknown algorithm dpo/],
+  [['--train-hops', '4'], /--train-hops must be 2 or 3, got 4/],
 ];
 for (const [args, message] of bad) {
   test(`paper-table ${args.join(' ')} is refused with a clear error`, (t) => {
@@ -40,4 +41,17 @@ test('paper-table --merge refuses runs made with different budgets', (t) => {
   const r = bench(['--merge', `${run('a', 14)},${run('b', 28)}`, '--out', join(dir, 'out')]);
   t.not(r.code, 0);
   t.regex(r.stderr, /b was run with a different budget than .*a; not merging/);
+});
+
+test('paper-table --merge refuses runs made with different scenario options (runs without them trained on 2 hops)', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
+  const run = (name: string, scenarioOptions?: object) => {
+    mkdirSync(join(dir, name));
+    const budget = { rl: { steps: 14 }, warmStart: { steps: 1320 } };
+    writeFileSync(join(dir, name, 'results.json'), JSON.stringify({ budget, scenarioOptions, results: [] }));
+    return join(dir, name);
+  };
+  const r = bench(['--merge', `${run('old')},${run('new', { noisyEarly: '0.7', noisyDistractor: '0', trainHops: '3' })}`, '--out', join(dir, 'out')]);
+  t.not(r.code, 0);
+  t.regex(r.stderr, /new was run with other scenario options \(.*"trainHops":"3".*\) than .*old; not merging/);
 });

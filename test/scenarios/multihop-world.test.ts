@@ -78,6 +78,31 @@ test('splits share no question, no answer chain, no head entity; ood holds only 
   }
 });
 
+test('trainHops 3 adds 3-hop questions on train entities to train only; dev, test and ood are unchanged', (t) => {
+  const two = loadWorld(1, 'small').tasks;
+  const three = loadWorld(1, 'small', 3).tasks;
+  for (const split of ['dev', 'test', 'ood'] as const) t.deepEqual(three[split], two[split], `${split} unchanged`);
+  const added = three.train.filter((x) => x.type === '3-hop');
+  t.true(added.length > 100, 'a few hundred 3-hop train questions');
+  t.deepEqual(three.train.filter((x) => x.type !== '3-hop'), two.train, 'the 2-hop train questions stay as they were');
+  t.false(three.train.some((x) => x.type === '4-hop'), '4-hop stays out of domain');
+  // their chains start at train entities: no head or question of dev, test or ood reappears
+  const held = [...two.dev, ...two.test, ...two.ood];
+  const heldHeads = new Set(held.flatMap((x) => (x.type === 'comparison' ? x.meta.gold : x.meta.gold.slice(0, 1))));
+  const heldQuestions = new Set(held.map((x) => normalizeAnswer(x.question)));
+  for (const x of added) {
+    t.is(x.meta.hops, 3);
+    t.false(heldHeads.has(x.meta.gold[0]!), `${x.id} starts at a held-out entity`);
+    t.false(heldQuestions.has(normalizeAnswer(x.question)), `${x.id} is asked in another split`);
+  }
+  // the scenario option: recorded, sampled round-robin with the other types, bad values refused
+  const s = createMultihopQaScenario({ trainHops: '3' });
+  t.is(s.options.trainHops, '3');
+  t.true(s.description.includes(`train ${three.train.length}`));
+  t.false('trainHops' in createMultihopQaScenario({}).options);
+  t.throws(() => createMultihopQaScenario({ trainHops: '4' }), { message: /trainHops/ });
+});
+
 test('every answer is written in the last gold document (or is a yes/no or one of the compared names)', (t) => {
   const { tasks, world } = loadWorld(1, 'small');
   for (const split of WORLD_SPLITS) {
