@@ -73,7 +73,8 @@ export function createMultihopQaScenario(options: { [key: string]: string } = {}
   if (opts.rewards !== undefined) recorded.rewards = opts.rewards;
   if (opts.noisyEarly !== undefined) recorded.noisyEarly = opts.noisyEarly;
   if (opts.noisyDistractor !== undefined) recorded.noisyDistractor = opts.noisyDistractor;
-  if (opts.trainHops !== undefined) recorded.trainHops = opts.trainHops;
+  // trainHops 2 is the default's very tasks: recorded as absent, so its records equal the default's
+  if (opts.trainHops === '3') recorded.trainHops = opts.trainHops;
   const counts = WORLD_SPLITS.map((s) => `${s} ${tasks[s].length}`).join(', ');
   return {
     id: 'multihop-qa',

@@ -219,7 +219,12 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
   const warmDir = join(options.outDir, 'warm-start');
   await ws.trainable.save(warmDir);
   lap('warm-start');
-  emit({ phase: 'warm-start', message: `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}` });
+  emit({
+    phase: 'warm-start',
+    message: options.warmStartFrom
+      ? `warm start loaded from ${options.warmStartFrom}`
+      : `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}`,
+  });
   for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES.base, ws.trainable, split, count(split), seed, options.episode, play));
   lap('eval-base');
   emit({ phase: 'eval', message: 'Base Tool Call evaluated' });

@@ -3,7 +3,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cli } from '../helpers/cli.ts';
+import { spawnSync } from 'node:child_process';
+import { cli, repoRoot } from '../helpers/cli.ts';
 
 // The main job's CI variant end to end: world → SFT warm start → GRPO → table. About 2 minutes
 // on 2 idle cores (longer on a busy machine).
@@ -23,4 +24,20 @@ test('npm start -- --quick trains, shows the reward rising, and prints the table
   t.is(metrics.filter((x) => x.kind === 'step').length, 8);
   t.true(existsSync(join(out, 'grpo', 'final', 'model.json')));
   t.true(existsSync(join(out, 'warm-start', 'model.json')));
+
+  // bench/paper-table.ts from that warm start (--warm-start: another process, no SFT) plays the
+  // very same Base Tool Call episodes: byte-identical records, so equal digests.
+  const benchOut = join(out, '..', 'bench');
+  const args = ['--quick', '--seeds', '1', '--algos', 'rloo', '--train-hops', '2', '--warm-start', join(out, 'warm-start'), '--rl', '{"steps":2,"evalEvery":2,"checkpointEvery":2}', '--out', benchOut];
+  const b = spawnSync(process.execPath, ['--import=tsx', join(repoRoot, 'bench/paper-table.ts'), ...args], { cwd: repoRoot, encoding: 'utf8', timeout: 10 * 60_000 });
+  t.is(b.status, 0, b.stderr.slice(-2000));
+  t.regex(b.stderr, /warm start loaded from .*warm-start/);
+  t.regex(b.stdout, /^\| RLOO \|/m);
+  type Score = { method: string; split: string; digest?: string };
+  const base = (scores: Score[]) => scores.filter((x) => x.method === 'Base Tool Call').map((x) => [x.split, x.digest]);
+  const started = JSON.parse(readFileSync(join(out, 'paper.json'), 'utf8')) as { scores: Score[] };
+  const benched = JSON.parse(readFileSync(join(benchOut, 'results.json'), 'utf8')) as { results: { result: { scores: Score[] } }[] };
+  t.is(base(started.scores).length, 2);
+  t.true(base(started.scores).every(([, d]) => typeof d === 'string'));
+  t.deepEqual(base(benched.results[0]!.result.scores), base(started.scores));
 });

@@ -100,6 +100,7 @@ test('trainHops 3 adds 3-hop questions on train entities to train only; dev, tes
   t.is(s.options.trainHops, '3');
   t.true(s.description.includes(`train ${three.train.length}`));
   t.false('trainHops' in createMultihopQaScenario({}).options);
+  t.deepEqual(createMultihopQaScenario({ trainHops: '2' }).options, createMultihopQaScenario({}).options, 'the default, recorded as absent');
   t.throws(() => createMultihopQaScenario({ trainHops: '4' }), { message: /trainHops/ });
 });
 
