@@ -59,7 +59,7 @@ const start = startBudget(args.quick!);
 const sftSteps = Number(args['sft-steps']);
 if (!Number.isInteger(sftSteps) || sftSteps < 1) throw new Error(`--sft-steps must be a positive integer, got ${args['sft-steps']}`);
 if (args['train-hops'] !== '2' && args['train-hops'] !== '3') throw new Error(`--train-hops must be 2 or 3, got ${args['train-hops']}`);
-const scenarioOptions = { ...START_SCENARIO_OPTIONS, trainHops: args['train-hops'] };
+let scenarioOptions = { ...START_SCENARIO_OPTIONS, trainHops: args['train-hops'] };
 let budget = {
   ...start,
   // --quick keeps the CI-sized warm start; otherwise the table's own SFT budget.
@@ -90,15 +90,15 @@ const t0 = performance.now();
 const merged: string[] = args.merge ? args.merge.split(',') : [];
 for (const [i, dir] of merged.entries()) {
   const earlier = JSON.parse(await readFile(join(dir, 'results.json'), 'utf8')) as { budget?: typeof budget; scenarioOptions?: typeof scenarioOptions; results: { seed: number; result: PaperResult }[] };
+  // A merged table reports the settings its runs used; runs of different settings are not one table.
+  const agreed = <T>(value: T, current: T, what: string): T => {
+    if (i > 0 && JSON.stringify(value) !== JSON.stringify(current)) throw new Error(`${dir} was run with ${what} than ${merged[0]}; not merging`);
+    return value;
+  };
   // runs before trainHops existed trained on 2-hop questions only
   const options = earlier.scenarioOptions ?? { ...START_SCENARIO_OPTIONS, trainHops: '2' };
-  if (i > 0 && JSON.stringify(options) !== JSON.stringify(scenarioOptions)) throw new Error(`${dir} was run with other scenario options (${JSON.stringify(options)}) than ${merged[0]}; not merging`);
-  Object.assign(scenarioOptions, options);
-  // A merged table reports the budget its runs used; runs of different budgets are not one table.
-  if (earlier.budget) {
-    if (i > 0 && JSON.stringify(earlier.budget) !== JSON.stringify(budget)) throw new Error(`${dir} was run with a different budget than ${merged[0]}; not merging`);
-    budget = earlier.budget;
-  }
+  scenarioOptions = agreed(options, scenarioOptions, `other scenario options (${JSON.stringify(options)})`);
+  if (earlier.budget) budget = agreed(earlier.budget, budget, 'a different budget');
   for (const { seed, result } of earlier.results) {
     // Runs of one seed (one algorithm each, same deterministic baselines) become one result.
     const same = results.find((r) => r.seed === seed);
@@ -141,15 +141,17 @@ const cell = (xs: number[]) => (xs.length === 0 ? '-' : xs.length === 1 ? (100 *
 const methods = [METHOD_NAMES['naive-rag'], METHOD_NAMES.base, ...algos.map((a) => METHOD_NAMES[a])];
 const all = results.flatMap((r) => r.result.scores);
 const pick = (m: string, split: string) => all.filter((s: MethodScore) => s.method === m && s.split === split);
-const types = [...new Set(all.filter((s) => s.split === 'test').flatMap((s) => Object.keys(s.byType)))].sort();
-const oodTypes = [...new Set(all.filter((s) => s.split === 'ood').flatMap((s) => Object.keys(s.byType)))].sort();
+const typesOf = (split: string) => [...new Set(all.filter((s) => s.split === split).flatMap((s) => Object.keys(s.byType)))].sort();
+const types = typesOf('test');
+const oodTypes = typesOf('ood');
+const typeCell = (m: string, split: string, t: string) => cell(pick(m, split).flatMap((s) => (s.byType[t] ? [s.byType[t]!.em] : [])));
 const head = ['method', ...types.map((t) => `test ${t} EM`), 'test EM', 'test F1', ...oodTypes.map((t) => `ood ${t} EM`), 'ood EM', 'ood F1'];
 const rows = methods.map((m) => [
   m,
-  ...types.map((t) => cell(pick(m, 'test').flatMap((s) => (s.byType[t] ? [s.byType[t]!.em] : [])))),
+  ...types.map((t) => typeCell(m, 'test', t)),
   cell(pick(m, 'test').map((s) => s.em)),
   cell(pick(m, 'test').map((s) => s.f1)),
-  ...oodTypes.map((t) => cell(pick(m, 'ood').flatMap((s) => (s.byType[t] ? [s.byType[t]!.em] : [])))),
+  ...oodTypes.map((t) => typeCell(m, 'ood', t)),
   cell(pick(m, 'ood').map((s) => s.em)),
   cell(pick(m, 'ood').map((s) => s.f1)),
 ]);

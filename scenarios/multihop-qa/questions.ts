@@ -200,7 +200,7 @@ export function worldTasks(world: World, options: { trainHops?: 2 | 3 } = {}): W
     if (headSplits.size !== 1) continue;
     const split = [...headSplits][0]!;
     const long = c.type === '3-hop' || c.type === '4-hop';
-    const asked = split === 'ood' ? long : !long || (split === 'train' && c.type === '3-hop' && trainHops >= 3);
+    const asked = split === 'ood' ? long : !long || (split === 'train' && c.type === '3-hop' && trainHops === 3);
     if (!asked) continue;
     const id = `${c.template}:${c.heads.join('+')}`;
     if (ids.has(id)) continue;

@@ -12,3 +12,9 @@ export function cli(args: string[], options: { cwd?: string; timeout?: number } 
   });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr, lastJson: () => JSON.parse(result.stdout.trim().split('\n').at(-1)!) };
 }
+
+/** Runs bench/paper-table.ts in a child process. */
+export function paperTable(args: string[], options: { timeout?: number } = {}) {
+  const result = spawnSync(process.execPath, ['--import=tsx', `${repoRoot}/bench/paper-table.ts`, ...args], { cwd: repoRoot, encoding: 'utf8', timeout: options.timeout ?? 60_000 });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}

@@ -1,15 +1,10 @@
 import test from 'ava';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { repoRoot } from '../helpers/cli.ts';
+import { paperTable as bench } from '../helpers/cli.ts';
 
 // bench/paper-table.ts runs for hours; a wrong flag must fail at once, before any SFT.
-function bench(args: string[]) {
-  const r = spawnSync(process.execPath, ['--import=tsx', join(repoRoot, 'bench/paper-table.ts'), ...args], { cwd: repoRoot, encoding: 'utf8', timeout: 60_000 });
-  return { code: r.status, stderr: r.stderr };
-}
 
 const bad: [string[], RegExp][] = [
   [['--rl', 'nope'], /--rl must be JSON/],

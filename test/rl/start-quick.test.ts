@@ -3,8 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { spawnSync } from 'node:child_process';
-import { cli, repoRoot } from '../helpers/cli.ts';
+import { cli, paperTable } from '../helpers/cli.ts';
 
 // The main job's CI variant end to end: world → SFT warm start → GRPO → table. About 2 minutes
 // on 2 idle cores (longer on a busy machine).
@@ -29,8 +28,8 @@ test('npm start -- --quick trains, shows the reward rising, and prints the table
   // very same Base Tool Call episodes: byte-identical records, so equal digests.
   const benchOut = join(out, '..', 'bench');
   const args = ['--quick', '--seeds', '1', '--algos', 'rloo', '--train-hops', '2', '--warm-start', join(out, 'warm-start'), '--rl', '{"steps":2,"evalEvery":2,"checkpointEvery":2}', '--out', benchOut];
-  const b = spawnSync(process.execPath, ['--import=tsx', join(repoRoot, 'bench/paper-table.ts'), ...args], { cwd: repoRoot, encoding: 'utf8', timeout: 10 * 60_000 });
-  t.is(b.status, 0, b.stderr.slice(-2000));
+  const b = paperTable(args, { timeout: 10 * 60_000 });
+  t.is(b.code, 0, b.stderr.slice(-2000));
   t.regex(b.stderr, /warm start loaded from .*warm-start/);
   t.regex(b.stdout, /^\| RLOO \|/m);
   type Score = { method: string; split: string; digest?: string };
