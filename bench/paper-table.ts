@@ -4,7 +4,7 @@
  * type and overall) and `ood`, mean ± std over seeds; plus the learning curves (dev EM vs RL step)
  * as an SVG rendered with Vega-Lite.
  *
- *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--sft-steps 1320] [--train-hops 3] [--rl '{"steps":20}'] [--quick] [--out runs/paper] [--json]
+ *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--sft-steps 1320] [--train-hops 3] [--eval-episodes 150,75|all] [--rl '{"steps":20}'] [--quick] [--out runs/paper] [--json]
  *   npx tsx bench/paper-table.ts --merge runs/paper-s1,runs/paper-s2 --out runs/paper   # seeds run in parallel
  *
  * Writes OUT/table.md, OUT/learning-curves.svg (dev EM), OUT/reward-curves.svg (training reward),
@@ -17,7 +17,7 @@ import { builtinScenarios } from '../scenarios/index.ts';
 import { initBackend } from '../src/policy/tfjs/backend.ts';
 import { ALGORITHMS, resolveConfig, TrainConfigSchema, type Algorithm, type TrainConfig } from '../src/rl/config.ts';
 import { learningCurvesSvg, type CurvePoint } from '../src/rl/learning-curves.ts';
-import { METHOD_NAMES, runPaper, type MethodScore, type PaperResult } from '../src/rl/paper.ts';
+import { METHOD_NAMES, runPaper, type MethodScore, type PaperOptions, type PaperResult } from '../src/rl/paper.ts';
 import { loadScenario } from '../src/scenario/load.ts';
 import { START_SCENARIO_OPTIONS, startBudget } from '../src/cli/commands/start.ts';
 
@@ -46,6 +46,11 @@ const { values: args } = parseArgs({
      * every method tied on ood (measured; README).
      */
     'train-hops': { type: 'string', default: '3' },
+    /**
+     * Evaluation episodes, "TEST,OOD" (npm start's 150,75 by default) or "all": every task of each
+     * seed's test and ood splits once (a few hundred per world), which cuts the sampling noise.
+     */
+    'eval-episodes': { type: 'string' },
     /** RL settings for every algorithm on top of npm start's, as JSON: '{"steps":20,"lr":6e-4}' (TrainConfig fields). */
     rl: { type: 'string' },
   },
@@ -62,10 +67,22 @@ if (args['train-hops'] !== '2' && args['train-hops'] !== '3') throw new Error(`-
 let scenarioOptions = { ...START_SCENARIO_OPTIONS, trainHops: args['train-hops'] };
 let budget = {
   ...start,
+  evalEpisodes: evalEpisodesFlag(args['eval-episodes']) ?? start.evalEpisodes,
   // --quick keeps the CI-sized warm start; otherwise the table's own SFT budget.
   warmStart: args.quick ? start.warmStart : { ...start.warmStart, steps: sftSteps },
   rl: { ...start.rl, ...rlOverrides(args.rl) },
 };
+
+/** --eval-episodes: "all", or two positive integers "TEST,OOD". */
+function evalEpisodesFlag(flag: string | undefined): PaperOptions['evalEpisodes'] | undefined {
+  if (flag === undefined) return undefined;
+  if (flag === 'all') return { test: 'all', ood: 'all' };
+  const [test, ood, ...rest] = flag.split(',').map((x) => (/^[1-9][0-9]*$/.test(x) ? Number(x) : NaN));
+  if (test === undefined || ood === undefined || rest.length > 0 || Number.isNaN(test) || Number.isNaN(ood)) {
+    throw new Error(`--eval-episodes must be "all" or two positive integers TEST,OOD (e.g. 150,75), got ${flag}`);
+  }
+  return { test, ood };
+}
 
 /** --rl's JSON, checked before hours of SFT: known TrainConfig fields only, valid values. */
 function rlOverrides(json: string | undefined): Partial<TrainConfig> {
@@ -184,10 +201,13 @@ await writeFile(join(args.out!, 'reward-curves.svg'), rewardSvg);
 const seconds = merged.length > 0
   ? results.reduce((a, { result }) => a + Object.values(result.seconds).reduce((x, y) => x + y, 0), 0)
   : (performance.now() - t0) / 1000;
+/** "150", or for "all" the count each seed had: "all (300, 355, 213)". */
+const episodesNote = (split: string, n: number | 'all') =>
+  n !== 'all' ? String(n) : `all (${results.map((r) => r.result.scores.find((s) => s.split === split)?.episodes ?? '-').join(', ')})`;
 const note =
   `seeds ${seeds.join(', ')}; ${budget.rl.steps} RL steps × ${budget.rl.tasksPerStep} tasks × group ${budget.rl.group} per algorithm (lr ${budget.rl.lr}, minibatch ${budget.rl.minibatch}); ` +
   `warm start ${budget.warmStart.steps} SFT steps on ${budget.warmStart.episodes} noisy-expert demonstrations; train questions up to ${scenarioOptions.trainHops} hops; ` +
-  `test ${budget.evalEpisodes.test} / ood ${budget.evalEpisodes.ood} episodes, greedy; ${seconds.toFixed(0)} s on backend ${info.name}${merged.length > 0 ? ` (summed over the ${merged.length} merged runs)` : ''}`;
+  `test ${episodesNote('test', budget.evalEpisodes.test)} / ood ${episodesNote('ood', budget.evalEpisodes.ood)} episodes, greedy; ${seconds.toFixed(0)} s on backend ${info.name}${merged.length > 0 ? ` (summed over the ${merged.length} merged runs)` : ''}`;
 await writeFile(join(args.out!, 'table.md'), `${table}\n\n${note}\n`);
 await writeFile(join(args.out!, 'results.json'), JSON.stringify({ seeds, algos, budget, scenarioOptions, seconds, results }, null, 2) + '\n');
 process.stdout.write(`${table}\n\n${note}\nfiles: ${join(args.out!, 'table.md')}, ${join(args.out!, 'learning-curves.svg')}, ${join(args.out!, 'reward-curves.svg')}\n`);

@@ -61,8 +61,8 @@ export { GptTrainable } from './rl/tfjs-trainable.ts';
 export { sftWarmStart } from './rl/warm-start.ts';
 export { rolloutInThread, type ModelRollout } from './rl/model-rollout.ts';
 export { ReplicaRollouts, canUseReplica } from './rl/replica.ts';
-export { runPaper, formatPaperTable, evaluateMethod, evaluateModel, scoreRecords } from './rl/paper.ts';
-export type { MethodScore, PaperOptions, PaperResult } from './rl/paper.ts';
+export { runPaper, formatPaperTable, evaluateMethod, evaluateModel, evalEpisodeCount, scoreRecords } from './rl/paper.ts';
+export type { EvalEpisodes, MethodScore, PaperOptions, PaperResult } from './rl/paper.ts';
 export { learningCurvesSvg } from './rl/learning-curves.ts';
 
 // QA metrics (HotpotQA's official normalization, EM and F1)

@@ -58,8 +58,8 @@ export interface PaperOptions {
   warmStart: Omit<WarmStartOptions, 'scenario' | 'demoPolicy' | 'seed' | 'onStep'> & { demoPolicy: string };
   /** RL settings on top of each algorithm's defaults (steps, group, lr, …). */
   rl: Partial<Omit<TrainConfig, 'algo' | 'seed'>>;
-  /** Episodes per evaluation split. */
-  evalEpisodes: { test: number; ood: number };
+  /** Episodes per evaluation split: a number, or 'all' (one per task of the split). */
+  evalEpisodes: { test: EvalEpisodes; ood: EvalEpisodes };
   evalSplits?: readonly string[];
   /** Episode budget overrides for every rollout (demonstrations, training, evaluation). */
   episode?: Partial<EpisodeConfig>;
@@ -120,6 +120,23 @@ export function scoreRecords(method: string, split: string, records: readonly Ep
     meanTurns: mean(records.map((r) => r.turns.length)),
     ...(sealed ? { digest: createHash('sha256').update(records.map((r) => r.checksum).join('\n')).digest('hex') } : {}),
   };
+}
+
+export type EvalEpisodes = number | 'all';
+
+/** More tasks than a fixed split here has (a few hundred): a split that fills it is generated. */
+const ALL_TASKS_LIMIT = 10_000;
+
+/**
+ * How many evaluation episodes `n` is on a split: 'all' is one per task, for scenarios whose split
+ * is a fixed set (a generated one has no "all": give a number).
+ */
+export async function evalEpisodeCount(scenario: Scenario, split: string, n: EvalEpisodes): Promise<number> {
+  if (n !== 'all') return n;
+  const tasks = await scenario.tasks({ split, seed: 0, count: ALL_TASKS_LIMIT });
+  if (tasks.length >= ALL_TASKS_LIMIT) throw new RangeError(`scenario ${scenario.id} generates its "${split}" tasks, so "all" has no end; give a number of episodes`);
+  if (tasks.length === 0) throw new RangeError(`scenario ${scenario.id} has no tasks in split "${split}"`);
+  return tasks.length;
 }
 
 /** The evaluation episodes of a split: every method sees the same tasks with the same seeds. */
@@ -185,7 +202,9 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
   const { scenario, seed } = options;
   const emit = (e: PaperEvent) => options.onEvent?.(e);
   const splits = options.evalSplits ?? ['test', 'ood'];
-  const count = (split: string) => (split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test);
+  const counts = new Map<string, number>();
+  for (const split of splits) counts.set(split, await evalEpisodeCount(scenario, split, split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test));
+  const count = (split: string) => counts.get(split)!;
   const seconds: { [phase: string]: number } = {};
   const scores: MethodScore[] = [];
   await mkdir(options.outDir, { recursive: true });

@@ -16,6 +16,9 @@ const bad: [string[], RegExp][] = [
   [['--sft-steps', '1.5'], /--sft-steps must be a positive integer/],
   [['--algos', 'grpo,dpo'], /unknown algorithm dpo/],
   [['--train-hops', '4'], /--train-hops must be 2 or 3, got 4/],
+  [['--eval-episodes', 'every'], /--eval-episodes must be "all" or two positive integers TEST,OOD \(e\.g\. 150,75\), got every/],
+  [['--eval-episodes', '150'], /--eval-episodes must be .* got 150$/m],
+  [['--eval-episodes', '1.5,75'], /--eval-episodes must be .* got 1\.5,75$/m],
 ];
 for (const [args, message] of bad) {
   test(`paper-table ${args.join(' ')} is refused with a clear error`, (t) => {

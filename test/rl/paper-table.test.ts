@@ -1,6 +1,8 @@
 import test from 'ava';
 import type { EpisodeRecord } from '../../src/core/types.ts';
-import { formatPaperTable, scoreRecords } from '../../src/rl/paper.ts';
+import { evalEpisodeCount, formatPaperTable, scoreRecords } from '../../src/rl/paper.ts';
+import calculator from '../../scenarios/calculator/index.ts';
+import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 
 // The fields scoreRecords reads; the rest of a record does not matter here.
 const record = (type: string, metrics: { [k: string]: number }, turns = 2) =>
@@ -26,4 +28,17 @@ test('the table shows recall columns when the scores carry recall, and "-" for a
   t.regex(table[2]!, /^Base Tool Call\s+0\.0\s+0\.0\s+20\.0\s+-\s+-\s+50\.0\s+-$/);
   const noRecall = formatPaperTable([scoreRecords('Naive RAG', 'test', [record('bridge', { em: 1, f1: 1 })])]);
   t.notRegex(noRecall, /recall/);
+});
+
+test("evaluation episodes: 'all' is one per task of a fixed split; a number stays; a generated split has no 'all'", async (t) => {
+  const qa = createMultihopQaScenario({ size: 'tiny', seed: '7' });
+  for (const split of ['test', 'ood']) {
+    const n = await evalEpisodeCount(qa, split, 'all');
+    const tasks = await qa.tasks({ split, seed: 3, count: n + 10 });
+    t.is(tasks.length, n, `${split}: no task beyond the count`);
+    t.is(new Set(tasks.map((x) => x.id)).size, n, `${split}: each task once`);
+  }
+  t.is(await evalEpisodeCount(qa, 'test', 12), 12);
+  await t.throwsAsync(evalEpisodeCount(calculator, 'test', 'all'), { message: /generates its "test" tasks, so "all" has no end; give a number/ });
+  await t.throwsAsync(evalEpisodeCount(qa, 'nope', 'all'), { message: /unknown split "nope"/ });
 });
