@@ -20,6 +20,12 @@ export function nonNegativeInt(value: string): number {
   return n;
 }
 
+export function nonNegativeNumber(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !(n >= 0) || n === Infinity) throw new InvalidArgumentError('expected a number ≥ 0');
+  return n;
+}
+
 export function integer(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');

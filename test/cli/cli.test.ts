@@ -28,6 +28,7 @@ const usageErrors: Array<[string, string[], RegExp]> = [
   ['a scenario option the scenario rejects', ['eval', '--scenario', 'multihop-qa', '--policy', 'expert', '--option', 'size=huge'], /multihop-qa options: .*expected one of "tiny"\|"small"\|"medium"\|"large"/],
   ['a dataset scenario without its file', ['eval', '--scenario', 'musique', '--policy', 'expert'], /option data \(the dataset file, --data PATH\) is required/],
   ['an option that is not key=value', ['eval', '--scenario', 'calculator', '--policy', 'expert', '--option', 'nokv'], /expected key=value/],
+  ['a negative temperature', ['eval', '--scenario', 'calculator', '--policy', 'expert', '--temperature', '-1'], /--temperature <x>.*expected a number ≥ 0/],
   ['an unknown tokenizer chunking', ['sft', '--scenario', 'calculator', '--out', 'x', '--chunking', 'bytes'], /--chunking <name>.*expected one of space-words, words/],
 ];
 

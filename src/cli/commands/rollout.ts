@@ -7,7 +7,7 @@ import { rollout } from '../../rollout/rollout.ts';
 import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../replay/jsonl.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
-import { checkSplit, formatSummary, integer, keyValue, nonNegativeInt, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+import { checkSplit, formatSummary, integer, keyValue, nonNegativeInt, nonNegativeNumber, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
 import { canRunInWorkers, parallelRollout } from '../../rollout/parallel-rollout.ts';
 import { availableParallelism } from 'node:os';
 
@@ -26,6 +26,7 @@ export interface RolloutFlags {
   maxTurns?: number;
   maxTokensPerTurn?: number;
   maxTotalTokens?: number;
+  temperature?: number;
   out?: string;
   json?: boolean;
 }
@@ -46,6 +47,7 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
     .option('--max-turns <n>', "turns per episode (default: the scenario's)", positiveInt)
     .option('--max-tokens-per-turn <n>', "tokens one action may take (default: the scenario's)", positiveInt)
     .option('--max-total-tokens <n>', "action + observation tokens per episode (default: the scenario's)", positiveInt)
+    .option('--temperature <x>', "a checkpoint policy's sampling temperature instead of the one it was saved with (0: greedy, as the paper table evaluates)", nonNegativeNumber)
     .option('--json', 'print the summary as JSON on the last stdout line');
   if (policyRequired) command.requiredOption('--policy <name>', 'reference policy name or ckpt:DIR');
   else command.option('--policy <name>', 'reference policy name or ckpt:DIR', 'expert');
@@ -56,7 +58,7 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
 export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSummary> {
   const scenario = await scenarioFromFlags(flags);
   checkSplit(scenario, flags.split);
-  const policy = await resolvePolicy(flags.policy, scenario, flags.seed);
+  const policy = await resolvePolicy(flags.policy, scenario, flags.seed, { temperature: flags.temperature });
   if (flags.policy.startsWith('ckpt:')) {
     const { backendInfo } = await import('../../policy/tfjs/backend.ts');
     const info = backendInfo();

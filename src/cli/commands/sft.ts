@@ -6,7 +6,7 @@ import { resolvePolicy } from '../../policy/resolve.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
 import { runSft } from '../../policy/tfjs/sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
-import { checkSplit, formatSummary, integer, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+import { checkSplit, formatSummary, integer, nonNegativeNumber, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
 
 interface SftFlags {
   scenario: string;
@@ -62,7 +62,7 @@ export function register(program: Command): void {
     .option('--heads <n>', 'attention heads', positiveInt, 4)
     .option('--context <n>', 'context length (tokens)', positiveInt, 512)
     .option('--eval-episodes <n>', 'dev-split episodes to evaluate at the end (0: none)', integer, 100)
-    .option('--temperature <x>', 'sampling temperature saved with the checkpoint (what --policy ckpt:DIR samples with; 0: greedy)', (v: string) => { const n = Number(v); if (!(n >= 0)) throw new InvalidArgumentError('expected a number ≥ 0'); return n; }, 0)
+    .option('--temperature <x>', 'sampling temperature saved with the checkpoint (what --policy ckpt:DIR samples with; 0: greedy)', nonNegativeNumber, 0)
     .option('--backend <name>', 'tensorflow-gpu | tensorflow | wasm | cpu (default: the best that loads)')
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--json', 'print the result as JSON on the last stdout line')

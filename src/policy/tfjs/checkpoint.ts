@@ -192,16 +192,26 @@ export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
   }
 }
 
-/** The `ckpt:DIR` policy: what resolvePolicy dynamic-imports. Its version is the content hash. */
-export async function loadCheckpointPolicy(dir: string, options: { backend?: string } = {}): Promise<BatchPolicy> {
+export type CheckpointSampling = { temperature?: number; topK?: number; topP?: number };
+
+/**
+ * The `ckpt:DIR` policy: what resolvePolicy dynamic-imports. It samples as the checkpoint says
+ * unless `sampling` overrides that; its version is the content hash, followed by the override when
+ * there is one (`<hash>+temperature=0`), so records of one checkpoint sampled differently are told
+ * apart (and never share a run id).
+ */
+export async function loadCheckpointPolicy(dir: string, options: { backend?: string; sampling?: CheckpointSampling } = {}): Promise<BatchPolicy> {
   const { initBackend } = await import('./backend.ts');
   await initBackend(options.backend);
   const ckpt = await loadCheckpoint(dir);
   const { TfjsPolicy } = await import('./tfjs-policy.ts');
-  return new TfjsPolicy({ id: `ckpt:${dir}`, version: ckpt.hash, model: ckpt.model, tokenizer: ckpt.tokenizer, sampling: samplingFromMeta(ckpt.meta) });
+  const override = Object.entries(options.sampling ?? {}).filter(([, v]) => v !== undefined);
+  const version = [ckpt.hash, ...override.map(([k, v]) => `${k}=${v}`)].join('+');
+  const sampling = { ...samplingFromMeta(ckpt.meta), ...Object.fromEntries(override) };
+  return new TfjsPolicy({ id: `ckpt:${dir}`, version, model: ckpt.model, tokenizer: ckpt.tokenizer, sampling });
 }
 
-function samplingFromMeta(meta: { [key: string]: Json }): { temperature?: number; topK?: number; topP?: number } {
+function samplingFromMeta(meta: { [key: string]: Json }): CheckpointSampling {
   const s = meta.sampling;
   if (s === null || typeof s !== 'object' || Array.isArray(s)) return {};
   const pick = (k: string) => (typeof s[k] === 'number' ? (s[k] as number) : undefined);
