@@ -2,6 +2,8 @@ import test from 'ava';
 import { z } from 'zod';
 import { checkScenario, checkScenarioDir, checkScenarioModule, checkTools } from '../src/scenario/check.ts';
 import { cli } from './helpers/cli.ts';
+import calculator from '../scenarios/calculator/index.ts';
+import { createMultihopQaScenario } from '../scenarios/multihop-qa/index.ts';
 
 const BROKEN = 'test/fixtures/broken-scenario';
 
@@ -42,6 +44,15 @@ test('the built-in scenarios pass the check', async (t) => {
     t.true(checked.some((c) => c.startsWith('worldMachine: starts')), dir);
     t.true(checked.some((c) => c.startsWith('policies.expert: finished')), dir);
   }
+});
+
+test('a fixed split whose taskCount disagrees with tasks() is a problem; multihop-qa agrees', async (t) => {
+  const qa = createMultihopQaScenario({ size: 'tiny', seed: '3' });
+  t.deepEqual((await checkScenario(qa)).problems.filter((p) => p.where.startsWith('taskCount')), []);
+  const lying = { ...calculator, taskCount: () => 5 };
+  const found = (await checkScenario(lying)).problems.filter((p) => p.where.startsWith('taskCount'));
+  t.deepEqual(found.map((p) => p.where), ['taskCount(train)', 'taskCount(dev)', 'taskCount(test)']);
+  t.regex(found[0]!.message, /taskCount says 5 tasks, tasks\(\) gives 6/);
 });
 
 test('loading problems: no folder, no index.ts, no default export, a throwing factory, not an object', async (t) => {

@@ -89,6 +89,10 @@ export function createMultihopQaScenario(options: { [key: string]: string } = {}
       if (!(WORLD_SPLITS as readonly string[]).includes(split)) throw new UnknownNameError('split', split, WORLD_SPLITS);
       return sampleTasks(tasks[split as keyof WorldTasks], taskSeed, count, `multihop-qa:${split}`);
     },
+    taskCount(split) {
+      if (!(WORLD_SPLITS as readonly string[]).includes(split)) throw new UnknownNameError('split', split, WORLD_SPLITS);
+      return tasks[split as keyof WorldTasks].length;
+    },
     tools: [searchTool],
     env: createQaEnv({ corpusFor, rewards: parseRewardOption(opts.rewards) }),
     policies: qaPolicies(corpusFor, rates),

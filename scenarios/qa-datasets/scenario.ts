@@ -107,6 +107,10 @@ export function createDatasetScenario(dataset: DatasetName, options: { [key: str
       if (split !== opts.split) throw new UnknownNameError('split', split, [opts.split]);
       return sampleTasks(pool, seed, count, `${dataset}:${split}`);
     },
+    taskCount(split) {
+      if (split !== opts.split) throw new UnknownNameError('split', split, [opts.split]);
+      return pool.length;
+    },
     tools: [datasetSearchTool],
     env: createQaEnv({ corpusFor, rewards: parseRewardOption(opts.rewards) }),
     policies: qaPolicies(corpusFor),

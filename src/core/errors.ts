@@ -38,3 +38,6 @@ export class ScenarioError extends AgentR1Error {}
 
 /** Scenario options (from --data / --option) that the scenario rejects. A usage error. */
 export class ScenarioOptionsError extends AgentR1Error {}
+
+/** Options that do not go together (e.g. a sampling temperature for a scripted policy). A usage error. */
+export class UsageError extends AgentR1Error {}

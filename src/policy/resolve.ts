@@ -1,4 +1,4 @@
-import { AgentR1Error, UnknownNameError } from '../core/errors.ts';
+import { UnknownNameError, UsageError } from '../core/errors.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import type { Policy } from './policy.ts';
 
@@ -14,7 +14,7 @@ export async function resolvePolicy(spec: string, scenario: Scenario, seed: numb
     return loadCheckpointPolicy(spec.slice('ckpt:'.length), { sampling: { temperature: options.temperature } });
   }
   // Scripted policies do not sample from logits, and an endpoint's temperature is its own setting.
-  if (options.temperature !== undefined) throw new AgentR1Error(`a temperature applies to checkpoint policies (ckpt:DIR), not to "${spec}"`);
+  if (options.temperature !== undefined) throw new UsageError(`a temperature applies to checkpoint policies (ckpt:DIR), not to "${spec}"`);
   if (spec.startsWith('openai:')) {
     const { openAIPolicyFromSpec } = await import('../openai/external-policy.ts');
     return openAIPolicyFromSpec(spec);

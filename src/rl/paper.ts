@@ -124,19 +124,16 @@ export function scoreRecords(method: string, split: string, records: readonly Ep
 
 export type EvalEpisodes = number | 'all';
 
-/** More tasks than a fixed split here has (a few hundred): a split that fills it is generated. */
-const ALL_TASKS_LIMIT = 10_000;
-
 /**
- * How many evaluation episodes `n` is on a split: 'all' is one per task, for scenarios whose split
- * is a fixed set (a generated one has no "all": give a number).
+ * How many evaluation episodes `n` is on a split: 'all' is one per task, for scenarios whose splits
+ * are fixed sets (they say how many tasks: `taskCount`); a generated split has no "all".
  */
-export async function evalEpisodeCount(scenario: Scenario, split: string, n: EvalEpisodes): Promise<number> {
+export function evalEpisodeCount(scenario: Scenario, split: string, n: EvalEpisodes): number {
   if (n !== 'all') return n;
-  const tasks = await scenario.tasks({ split, seed: 0, count: ALL_TASKS_LIMIT });
-  if (tasks.length >= ALL_TASKS_LIMIT) throw new RangeError(`scenario ${scenario.id} generates its "${split}" tasks, so "all" has no end; give a number of episodes`);
-  if (tasks.length === 0) throw new RangeError(`scenario ${scenario.id} has no tasks in split "${split}"`);
-  return tasks.length;
+  if (!scenario.taskCount) throw new RangeError(`scenario ${scenario.id} generates its "${split}" tasks, so "all" has no end; give a number of episodes`);
+  const count = scenario.taskCount(split);
+  if (count === 0) throw new RangeError(`scenario ${scenario.id} has no tasks in split "${split}"`);
+  return count;
 }
 
 /** The evaluation episodes of a split: every method sees the same tasks with the same seeds. */
@@ -203,7 +200,7 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
   const emit = (e: PaperEvent) => options.onEvent?.(e);
   const splits = options.evalSplits ?? ['test', 'ood'];
   const counts = new Map<string, number>();
-  for (const split of splits) counts.set(split, await evalEpisodeCount(scenario, split, split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test));
+  for (const split of splits) counts.set(split, evalEpisodeCount(scenario, split, split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test));
   const count = (split: string) => counts.get(split)!;
   const seconds: { [phase: string]: number } = {};
   const scores: MethodScore[] = [];

@@ -120,6 +120,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
   const optional: Array<[string, string, (v: unknown) => boolean]> = [
     ['episode', 'an object of episode budgets', (v) => isRecord(v)],
     ['summarize', 'a function (records) → metrics', (v) => typeof v === 'function'],
+    ['taskCount', 'a function (split) → how many tasks the split has', (v) => typeof v === 'function'],
     ['worldMachine', 'an XState machine (setup(...).createMachine(...))', isMachine],
   ];
   for (const [name, what, ok] of optional) {
@@ -177,6 +178,12 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
           if (new Set(tasks.map((t) => t?.id)).size !== tasks.length) problem('tasks', where, 'task ids are not unique');
           if (!firstTask && tasks.every((t) => !taskProblem(t))) firstTask = tasks[0];
           checked.push(`${where}: ${tasks.length} tasks`);
+          if (typeof s['taskCount'] === 'function') {
+            // a fixed split: asked for one more than it says it has, it gives exactly that many
+            const n = scenario.taskCount!(split);
+            const all = Number.isInteger(n) && n > 0 ? await scenario.tasks({ split, seed: options.seed ?? 0, count: n + 1 }) : [];
+            if (all.length !== n) problem('tasks', `taskCount(${split})`, `taskCount says ${Number.isInteger(n) ? n : describe(n)} tasks, tasks() gives ${all.length}`);
+          }
         }
       } catch (err) {
         problem('tasks', `tasks(${split})`, `tasks() threw: ${errorText(err)}`);

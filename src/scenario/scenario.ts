@@ -27,6 +27,8 @@ export interface Scenario<TTask extends Task = Task, TState = any> {
   /** Options the scenario was built with (e.g. `data` for the dataset scenarios); recorded for replay. */
   options: { [key: string]: string };
   tasks(query: TaskQuery): TTask[] | Promise<TTask[]>;
+  /** How many tasks a split has, for scenarios whose splits are fixed sets (absent: generated, no end). */
+  taskCount?(split: string): number;
   tools: readonly Tool<any, TState>[];
   env: ToolEnv<TTask, TState>;
   /** Scripted reference policies by name (expert, random, naive-rag, …). */

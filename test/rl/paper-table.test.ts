@@ -33,12 +33,12 @@ test('the table shows recall columns when the scores carry recall, and "-" for a
 test("evaluation episodes: 'all' is one per task of a fixed split; a number stays; a generated split has no 'all'", async (t) => {
   const qa = createMultihopQaScenario({ size: 'tiny', seed: '7' });
   for (const split of ['test', 'ood']) {
-    const n = await evalEpisodeCount(qa, split, 'all');
+    const n = evalEpisodeCount(qa, split, 'all');
     const tasks = await qa.tasks({ split, seed: 3, count: n + 10 });
     t.is(tasks.length, n, `${split}: no task beyond the count`);
     t.is(new Set(tasks.map((x) => x.id)).size, n, `${split}: each task once`);
   }
-  t.is(await evalEpisodeCount(qa, 'test', 12), 12);
-  await t.throwsAsync(evalEpisodeCount(calculator, 'test', 'all'), { message: /generates its "test" tasks, so "all" has no end; give a number/ });
-  await t.throwsAsync(evalEpisodeCount(qa, 'nope', 'all'), { message: /unknown split "nope"/ });
+  t.is(evalEpisodeCount(qa, 'test', 12), 12);
+  t.throws(() => evalEpisodeCount(calculator, 'test', 'all'), { message: /generates its "test" tasks, so "all" has no end; give a number/ });
+  t.throws(() => evalEpisodeCount(qa, 'nope', 'all'), { message: /unknown split "nope"/ });
 });

@@ -39,6 +39,7 @@ for (const c of cases) {
     t.deepEqual(scenario.splits, ['test']);
     const tasks = await scenario.tasks({ split: 'test', seed: 0, count: 1000 });
     t.is(tasks.length, c.n);
+    t.is(scenario.taskCount?.('test'), c.n, 'the scenario says how many tasks its split has');
     const types: { [k: string]: number } = {};
     for (const task of tasks) types[task.type!] = (types[task.type!] ?? 0) + 1;
     t.deepEqual(types, { ...c.types });
@@ -115,6 +116,8 @@ test('dataset scenario options: data is required, the file must exist, split nam
     t.deepEqual(s.splits, ['dev']);
     t.is((await s.tasks({ split: 'dev', seed: 0, count: 3 }))[0]!.split, 'dev');
     t.throws(() => s.tasks({ split: 'test', seed: 0, count: 1 }), { message: /unknown split "test"; valid: dev/ });
+    t.is(s.taskCount?.('dev'), 1);
+    t.throws(() => s.taskCount?.('test'), { message: /unknown split "test"; valid: dev/ });
     t.true(s.version.startsWith('1.0.0+data.'));
   } finally {
     rmSync(dir, { recursive: true, force: true });

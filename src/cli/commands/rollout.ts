@@ -135,7 +135,8 @@ export function register(program: Command): void {
   rolloutOptions(program.command('rollout').description('run episodes and write DIR/episodes.jsonl and DIR/summary.json'), false, 'train')
     .option('--out <dir>', 'output directory')
     .action(async (flags: RolloutFlags) => {
-      const out = flags.out ?? join('runs', `${flags.scenario.replace(/[^\w-]/g, '_')}-${flags.policy.replace(/[^\w-]/g, '_')}-${flags.seed}`);
+      const name = [flags.scenario, flags.policy, flags.seed, ...(flags.temperature !== undefined ? [`t${flags.temperature}`] : [])].join('-');
+      const out = flags.out ?? join('runs', name.replace(/[^\w-]/g, '_'));
       const summary = await runRolloutCommand({ ...flags, out });
       const brief = {
         episodes: summary.episodes,

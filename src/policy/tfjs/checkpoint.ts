@@ -205,7 +205,7 @@ export async function loadCheckpointPolicy(dir: string, options: { backend?: str
   await initBackend(options.backend);
   const ckpt = await loadCheckpoint(dir);
   const { TfjsPolicy } = await import('./tfjs-policy.ts');
-  const override = Object.entries(options.sampling ?? {}).filter(([, v]) => v !== undefined);
+  const override = Object.entries(options.sampling ?? {}).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : 1));
   const version = [ckpt.hash, ...override.map(([k, v]) => `${k}=${v}`)].join('+');
   const sampling = { ...samplingFromMeta(ckpt.meta), ...Object.fromEntries(override) };
   return new TfjsPolicy({ id: `ckpt:${dir}`, version, model: ckpt.model, tokenizer: ckpt.tokenizer, sampling });
