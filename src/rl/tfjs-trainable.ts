@@ -24,7 +24,7 @@ export class GptTrainable implements TrainablePolicy {
   constructor(
     readonly model: GPTModel,
     readonly tokenizer: Tokenizer,
-    readonly options: { id?: string; meta?: { [key: string]: Json }; scoreTemperature?: number; maxBatch?: number } = {},
+    readonly options: { id?: string; meta?: { [key: string]: Json }; maxBatch?: number } = {},
   ) {
     this.maxLength = model.config.contextLength;
     this.weightsChanged();
@@ -44,7 +44,7 @@ export class GptTrainable implements TrainablePolicy {
     const { tokens } = padBatch(req.tokens, this.tokenizer.pad, undefined, req.length);
     try {
       if (req.mask) return this.scoreMasked(tokens, req);
-      const out = scoreSequences(this.model, { tokens }, { temperature: this.options.scoreTemperature });
+      const out = scoreSequences(this.model, { tokens }, { temperature: req.temperature });
       if (!req.values) out.values.dispose();
       if (!req.entropy) out.entropy.dispose();
       return {
@@ -62,7 +62,7 @@ export class GptTrainable implements TrainablePolicy {
     const [B, T] = tokens.shape;
     const select = maskedIndices(req.mask!.map((m) => m.slice(0, T)), T);
     return tf.tidy(() => {
-      const out = select.length > 0 ? scoreTokens(this.model, tokens, select, { temperature: this.options.scoreTemperature }) : null;
+      const out = select.length > 0 ? scoreTokens(this.model, tokens, select, { temperature: req.temperature }) : null;
       const ids = tf.tensor1d(Int32Array.from(select), 'int32');
       const place = (x: tf.Tensor1D | undefined) => (x ? tf.unsortedSegmentSum(x, ids, B * T).reshape([B, T]) : tf.zeros([B, T])) as tf.Tensor2D;
       return {

@@ -24,6 +24,11 @@ export interface ScoreRequest {
   values?: boolean;
   entropy?: boolean;
   /**
+   * Score the distribution rollouts sample from at this temperature (logits / T), so the policy
+   * being optimized is the one that acted; absent or 1: the raw logits.
+   */
+  temperature?: number;
+  /**
    * Optional, per row: 1 where the caller reads the outputs (the action tokens). A model may then
    * compute only those positions and leave the others 0.
    */

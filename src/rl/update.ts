@@ -59,7 +59,7 @@ export function scoreAll(
   scorer: Scorer & { maxLength: number },
   seqs: readonly TrainingSequence[],
   chunk: number,
-  want: { values?: boolean; entropy?: boolean },
+  want: { values?: boolean; entropy?: boolean; temperature?: number },
 ): { logprobs: number[][]; values: number[][] | null; entropy: number[][] | null } {
   const logprobs: number[][] = [];
   const values: number[][] = [];
@@ -68,7 +68,7 @@ export function scoreAll(
     const part = seqs.slice(start, start + chunk);
     const rows = part.map((s) => s.tokens);
     const length = padLength(rows, scorer.maxLength);
-    const out: ScoreOutput = scorer.score({ tokens: rows, length, values: want.values, entropy: want.entropy, mask: part.map((s) => s.mask) });
+    const out: ScoreOutput = scorer.score({ tokens: rows, length, values: want.values, entropy: want.entropy, temperature: want.temperature, mask: part.map((s) => s.mask) });
     try {
       const lp = out.logprobs.arraySync();
       const v = want.values && out.values ? out.values.arraySync() : null;
@@ -134,9 +134,11 @@ export function updateOnBatch(
   // forward pass (verl's recompute) would only reproduce the current log-probs. Skip it.
   const onPolicy =
     !options.recomputeOld && config.epochs === 1 && seqs.length <= config.minibatch && !usePpoValue && config.klMode !== 'reward';
-  const old = onPolicy ? null : scoreAll(model, seqs, chunk, { values: usePpoValue, entropy: false });
+  // Every pass scores at the rollout temperature: the ratio, KL and entropy are of the policy that acted.
+  const temperature = config.temperature;
+  const old = onPolicy ? null : scoreAll(model, seqs, chunk, { values: usePpoValue, entropy: false, temperature });
   const useKl = config.klMode !== 'none' && config.klCoef > 0 && ref !== null;
-  const refLp = useKl ? scoreAll({ ...ref, maxLength: model.maxLength }, seqs, chunk, {}).logprobs : null;
+  const refLp = useKl ? scoreAll({ ...ref, maxLength: model.maxLength }, seqs, chunk, { temperature }).logprobs : null;
 
   // Token rewards, with the KL penalty folded in when it goes into the reward.
   let rewardKl: number[][] | null = null;
@@ -181,7 +183,7 @@ export function updateOnBatch(
         const oldV = usePpoValue ? pick(old!.values!) : null;
         const metric: { [k: string]: tf.Scalar } = {};
         const { value, grads } = tf.variableGrads(() => {
-          const out = model.score({ tokens: rows, length, values: usePpoValue, entropy: true, mask: idx.map((i) => masks[i]!) });
+          const out = model.score({ tokens: rows, length, values: usePpoValue, entropy: true, temperature, mask: idx.map((i) => masks[i]!) });
           let loss: tf.Scalar;
           if (oldLp) {
             const pg = ppoPolicyLoss(

@@ -88,3 +88,28 @@ test('scoring with a mask computes the masked positions only: equal to the full 
   t.is(none.logprobs.abs().sum().dataSync()[0], 0);
   tf.dispose([full.logprobs, full.values!, full.entropy!, part.logprobs, part.values!, part.entropy!, none.logprobs, ...Object.values(grads)]);
 });
+
+test('scoring at a temperature scores the tempered distribution (logits / T), masked or not', (t) => {
+  const m = tiny(6);
+  const rows = [tokenizer.encode('search the answer yes')];
+  const mask = rows.map((r) => r.map((_, i) => (i >= 1 ? 1 : 0)));
+  const expected = tf.tidy(() => {
+    const { logits } = m.model.forward(tf.tensor2d([rows[0]!], [1, rows[0]!.length], 'int32'));
+    const lp = tf.logSoftmax(logits.div(2)).arraySync() as number[][][];
+    // the log-prob of token j+1 given the prefix up to j sits at position j+1
+    return rows[0]!.map((tok, j) => (j === 0 ? 0 : lp[0]![j - 1]![tok]!));
+  });
+  const hot = m.score({ tokens: rows, length: 16, temperature: 2 });
+  const hotMasked = m.score({ tokens: rows, length: 16, temperature: 2, mask });
+  const plain = m.score({ tokens: rows, length: 16 });
+  const [a] = hot.logprobs.arraySync();
+  const [b] = hotMasked.logprobs.arraySync();
+  const [c] = plain.logprobs.arraySync();
+  expected.forEach((x, j) => {
+    if (j === 0) return;
+    t.true(Math.abs(a![j]! - x) < 1e-4, `position ${j}: ${a![j]} vs ${x}`);
+    t.true(Math.abs(b![j]! - x) < 1e-4, `masked position ${j}: ${b![j]} vs ${x}`);
+  });
+  t.true(expected.some((x, j) => j > 0 && Math.abs(c![j]! - x) > 1e-3), 'temperature 1 is another distribution');
+  tf.dispose([hot.logprobs, hotMasked.logprobs, plain.logprobs]);
+});

@@ -61,7 +61,8 @@ export class BigramPolicy implements TrainablePolicy {
       });
       const prev = tf.tensor2d(rows.map((r) => r.slice(0, T - 1)), [B, T - 1], 'int32');
       const next = tf.tensor2d(rows.map((r) => r.slice(1)), [B, T - 1], 'int32');
-      const logp = tf.logSoftmax(tf.gather(this.logits, prev)); // [B, T-1, V]
+      const t = req.temperature && req.temperature !== 1 ? req.temperature : 1;
+      const logp = tf.logSoftmax(tf.div(tf.gather(this.logits, prev), t)); // [B, T-1, V]
       const lp = tf.sum(tf.mul(logp, tf.oneHot(next, VOCAB)), -1);
       const pad = tf.zeros([B, 1]);
       const out: ScoreOutput = { logprobs: tf.concat([pad, lp], 1) as tf.Tensor2D };

@@ -82,3 +82,22 @@ test('every forward pass, with or without gradients, holds at most a micro-batch
   t.true(rows.length > 0);
   t.true(rows.every((n) => n <= 2), `rows per pass: ${rows.join(',')}`);
 });
+
+test('every pass of an update (old log-probs, the KL reference, the minibatches) scores at the rollout temperature', (t) => {
+  const config = resolveConfig({ algo: 'ppo', seed: 1, minibatch: 2, epochs: 2, lr: 0.05, temperature: 0.7, klMode: 'loss', klCoef: 0.1 });
+  const m = new BigramPolicy();
+  const ref = new BigramPolicy();
+  const seen: (number | undefined)[] = [];
+  const watch = (p: BigramPolicy) => {
+    const score = p.score.bind(p);
+    p.score = (req) => {
+      seen.push(req.temperature);
+      return score(req);
+    };
+  };
+  watch(m);
+  watch(ref);
+  updateOnBatch(m, ref, new AdamW(m.variables, { lr: 0.05 }), config, batch, 1);
+  t.true(seen.length >= 3, `${seen.length} passes`);
+  t.deepEqual([...new Set(seen)], [0.7]);
+});
