@@ -101,7 +101,7 @@ function rlOverrides(json: string | undefined): Partial<TrainConfig> {
 }
 const info = await initBackend(args.backend);
 const log = (s: string) => process.stderr.write(s + '\n');
-log(`backend ${info.name}; seeds ${seeds.join(',')}; algorithms ${algos.join(',')}${args.quick ? ' (quick budget)' : ''}`);
+log(args.merge ? `backend ${info.name}; merging ${args.merge}` : `backend ${info.name}; seeds ${seeds.join(',')}; algorithms ${algos.join(',')}${args.quick ? ' (quick budget)' : ''}`);
 const results: { seed: number; result: PaperResult }[] = [];
 const t0 = performance.now();
 const merged: string[] = args.merge ? args.merge.split(',') : [];
