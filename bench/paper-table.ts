@@ -77,11 +77,9 @@ let budget = {
 function evalEpisodesFlag(flag: string | undefined): PaperOptions['evalEpisodes'] | undefined {
   if (flag === undefined) return undefined;
   if (flag === 'all') return { test: 'all', ood: 'all' };
-  const [test, ood, ...rest] = flag.split(',').map((x) => (/^[1-9][0-9]*$/.test(x) ? Number(x) : NaN));
-  if (test === undefined || ood === undefined || rest.length > 0 || Number.isNaN(test) || Number.isNaN(ood)) {
-    throw new Error(`--eval-episodes must be "all" or two positive integers TEST,OOD (e.g. 150,75), got ${flag}`);
-  }
-  return { test, ood };
+  const m = /^([1-9][0-9]*),([1-9][0-9]*)$/.exec(flag);
+  if (!m) throw new Error(`--eval-episodes must be "all" or two positive integers TEST,OOD (e.g. 150,75), got ${flag}`);
+  return { test: Number(m[1]), ood: Number(m[2]) };
 }
 
 /** --rl's JSON, checked before hours of SFT: known TrainConfig fields only, valid values. */

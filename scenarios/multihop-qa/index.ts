@@ -76,6 +76,10 @@ export function createMultihopQaScenario(options: { [key: string]: string } = {}
   // trainHops 2 is the default's very tasks: recorded as absent, so its records equal the default's
   if (opts.trainHops === '3') recorded.trainHops = opts.trainHops;
   const counts = WORLD_SPLITS.map((s) => `${s} ${tasks[s].length}`).join(', ');
+  const poolOf = (split: string) => {
+    if (!(WORLD_SPLITS as readonly string[]).includes(split)) throw new UnknownNameError('split', split, WORLD_SPLITS);
+    return tasks[split as keyof WorldTasks];
+  };
   return {
     id: 'multihop-qa',
     // the world's content hash is part of the version: records say exactly which world they saw
@@ -85,14 +89,8 @@ export function createMultihopQaScenario(options: { [key: string]: string } = {}
       `world hash ${world.hash}; tasks: ${counts}). One tool: BM25 search.`,
     splits: WORLD_SPLITS,
     options: recorded,
-    tasks({ split, seed: taskSeed, count }) {
-      if (!(WORLD_SPLITS as readonly string[]).includes(split)) throw new UnknownNameError('split', split, WORLD_SPLITS);
-      return sampleTasks(tasks[split as keyof WorldTasks], taskSeed, count, `multihop-qa:${split}`);
-    },
-    taskCount(split) {
-      if (!(WORLD_SPLITS as readonly string[]).includes(split)) throw new UnknownNameError('split', split, WORLD_SPLITS);
-      return tasks[split as keyof WorldTasks].length;
-    },
+    tasks: ({ split, seed: taskSeed, count }) => sampleTasks(poolOf(split), taskSeed, count, `multihop-qa:${split}`),
+    taskCount: (split) => poolOf(split).length,
     tools: [searchTool],
     env: createQaEnv({ corpusFor, rewards: parseRewardOption(opts.rewards) }),
     policies: qaPolicies(corpusFor, rates),

@@ -97,20 +97,18 @@ export function createDatasetScenario(dataset: DatasetName, options: { [key: str
   };
   const recorded: { [key: string]: string } = { data: opts.data, split: opts.split };
   if (opts.rewards !== undefined) recorded.rewards = opts.rewards;
+  const poolOf = (split: string) => {
+    if (split !== opts.split) throw new UnknownNameError('split', split, [opts.split]);
+    return pool;
+  };
   return {
     id: dataset,
     version: `${QA_DATASETS_VERSION}+data.${data.hash}`,
     description: `${DESCRIPTIONS[dataset]}; ${pool.length} items from ${opts.data} (sha256 ${data.hash}) as split ${opts.split}.`,
     splits: [opts.split],
     options: recorded,
-    tasks({ split, seed, count }) {
-      if (split !== opts.split) throw new UnknownNameError('split', split, [opts.split]);
-      return sampleTasks(pool, seed, count, `${dataset}:${split}`);
-    },
-    taskCount(split) {
-      if (split !== opts.split) throw new UnknownNameError('split', split, [opts.split]);
-      return pool.length;
-    },
+    tasks: ({ split, seed, count }) => sampleTasks(poolOf(split), seed, count, `${dataset}:${split}`),
+    taskCount: (split) => poolOf(split).length,
     tools: [datasetSearchTool],
     env: createQaEnv({ corpusFor, rewards: parseRewardOption(opts.rewards) }),
     policies: qaPolicies(corpusFor),

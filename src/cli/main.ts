@@ -1,5 +1,5 @@
 import { Command, CommanderError } from 'commander';
-import { AgentR1Error, ScenarioOptionsError, UnknownNameError, UsageError } from '../core/errors.ts';
+import { AgentR1Error, UnknownNameError, UsageError } from '../core/errors.ts';
 import { EXIT_USAGE } from './common.ts';
 import { register as registerScenarios } from './commands/scenarios.ts';
 import { register as registerRollout } from './commands/rollout.ts';
@@ -32,7 +32,7 @@ try {
     // Help and version are "errors" to commander; they exit 0.
     process.exit(err.exitCode === 0 ? 0 : EXIT_USAGE);
   }
-  if (err instanceof UnknownNameError || err instanceof ScenarioOptionsError || err instanceof UsageError) {
+  if (err instanceof UnknownNameError || err instanceof UsageError) {
     process.stderr.write(`error: ${err.message}\n`);
     process.exit(EXIT_USAGE);
   }

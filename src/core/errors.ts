@@ -36,8 +36,8 @@ export class CorruptRecordError extends AgentR1Error {
 /** A scenario that does not satisfy the scenario contract. */
 export class ScenarioError extends AgentR1Error {}
 
-/** Scenario options (from --data / --option) that the scenario rejects. A usage error. */
-export class ScenarioOptionsError extends AgentR1Error {}
-
-/** Options that do not go together (e.g. a sampling temperature for a scripted policy). A usage error. */
+/** Options that do not go together (e.g. a sampling temperature for a scripted policy). The CLI exits 2. */
 export class UsageError extends AgentR1Error {}
+
+/** Scenario options (from --data / --option) that the scenario rejects. A usage error. */
+export class ScenarioOptionsError extends UsageError {}

@@ -199,9 +199,9 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
   const { scenario, seed } = options;
   const emit = (e: PaperEvent) => options.onEvent?.(e);
   const splits = options.evalSplits ?? ['test', 'ood'];
-  const counts = new Map<string, number>();
-  for (const split of splits) counts.set(split, evalEpisodeCount(scenario, split, split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test));
-  const count = (split: string) => counts.get(split)!;
+  const count = (split: string) => evalEpisodeCount(scenario, split, split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test);
+  // an evaluation size the scenario cannot give fails now, not after the warm start
+  for (const split of splits) count(split);
   const seconds: { [phase: string]: number } = {};
   const scores: MethodScore[] = [];
   await mkdir(options.outDir, { recursive: true });
