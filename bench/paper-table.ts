@@ -4,7 +4,7 @@
  * type and overall) and `ood`, mean ± std over seeds; plus the learning curves (dev EM vs RL step)
  * as an SVG rendered with Vega-Lite.
  *
- *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--sft-steps 1320] [--train-hops 3] [--eval-episodes 150,75|all] [--rl '{"steps":20}'] [--quick] [--out runs/paper] [--json]
+ *   npx tsx bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--sft-steps 1320] [--train-hops 3] [--eval-episodes 150,75|all] [--select final|best-dev] [--rl '{"steps":20}'] [--quick] [--out runs/paper] [--json]
  *   npx tsx bench/paper-table.ts --merge runs/paper-s1,runs/paper-s2 --out runs/paper   # seeds run in parallel
  *
  * Writes OUT/table.md, OUT/learning-curves.svg (dev EM), OUT/reward-curves.svg (training reward),
@@ -17,7 +17,7 @@ import { builtinScenarios } from '../scenarios/index.ts';
 import { initBackend } from '../src/policy/tfjs/backend.ts';
 import { ALGORITHMS, resolveConfig, TrainConfigSchema, type Algorithm, type TrainConfig } from '../src/rl/config.ts';
 import { learningCurvesSvg, type CurvePoint } from '../src/rl/learning-curves.ts';
-import { METHOD_NAMES, runPaper, type MethodScore, type PaperOptions, type PaperResult } from '../src/rl/paper.ts';
+import { METHOD_NAMES, runPaper, type MethodScore, type PaperOptions, type PaperResult, type PolicySelection } from '../src/rl/paper.ts';
 import { loadScenario } from '../src/scenario/load.ts';
 import { START_SCENARIO_OPTIONS, startBudget } from '../src/cli/commands/start.ts';
 
@@ -51,6 +51,11 @@ const { values: args } = parseArgs({
      * seed's test and ood splits once (a few hundred per world), which cuts the sampling noise.
      */
     'eval-episodes': { type: 'string' },
+    /**
+     * Which policy of each RL run is evaluated: "final" (the last step's) or "best-dev" (the best
+     * dev eval after step 0; ties to the later step). Selection sees dev only, never test or ood.
+     */
+    select: { type: 'string', default: 'final' },
     /** RL settings for every algorithm on top of npm start's, as JSON: '{"steps":20,"lr":6e-4}' (TrainConfig fields). */
     rl: { type: 'string' },
   },
@@ -64,6 +69,7 @@ const start = startBudget(args.quick!);
 const sftSteps = Number(args['sft-steps']);
 if (!Number.isInteger(sftSteps) || sftSteps < 1) throw new Error(`--sft-steps must be a positive integer, got ${args['sft-steps']}`);
 if (args['train-hops'] !== '2' && args['train-hops'] !== '3') throw new Error(`--train-hops must be 2 or 3, got ${args['train-hops']}`);
+if (args.select !== 'final' && args.select !== 'best-dev') throw new Error(`--select must be final or best-dev, got ${args.select}`);
 let scenarioOptions = { ...START_SCENARIO_OPTIONS, trainHops: args['train-hops'] };
 let budget = {
   ...start,
@@ -71,7 +77,9 @@ let budget = {
   // --quick keeps the CI-sized warm start; otherwise the table's own SFT budget.
   warmStart: args.quick ? start.warmStart : { ...start.warmStart, steps: sftSteps },
   rl: { ...start.rl, ...rlOverrides(args.rl) },
+  select: args.select as PolicySelection,
 };
+if (budget.select === 'best-dev' && resolveConfig({ ...budget.rl, algo: 'grpo' }).evalEvery === 0) throw new Error('--select best-dev needs dev evals: --rl evalEvery must be > 0');
 
 /** --eval-episodes: "all", or two positive integers "TEST,OOD". */
 function evalEpisodesFlag(flag: string | undefined): PaperOptions['evalEpisodes'] | undefined {
@@ -123,6 +131,7 @@ for (const [i, dir] of merged.entries()) {
       same.result.scores.push(...result.scores.filter((x) => !has.has(`${x.method}\u0000${x.split}`)));
       same.result.curves.push(...result.curves);
       same.result.rewards.push(...result.rewards);
+      same.result.selected = { ...same.result.selected, ...result.selected };
       // compute spent, phase by phase (each run evaluated the baselines again)
       for (const [phase, s] of Object.entries(result.seconds)) same.result.seconds[phase] = (same.result.seconds[phase] ?? 0) + s;
     }
@@ -202,10 +211,15 @@ const seconds = merged.length > 0
 /** "150", or for "all" the count each seed had: "all (300, 355, 213)". */
 const episodesNote = (split: string, n: number | 'all') =>
   n !== 'all' ? String(n) : `all (${results.map((r) => r.result.scores.find((s) => s.split === split)?.episodes ?? '-').join(', ')})`;
+/** Which RL step each seed's agents were evaluated at, when not the final one (best-dev selection). */
+const selectionNote = () => {
+  const picks = results.map(({ seed, result }) => `seed ${seed}: ${Object.entries(result.selected ?? {}).map(([a, s]) => `${METHOD_NAMES[a as Algorithm]} ${s.step}`).join(', ')}`);
+  return budget.select === 'best-dev' ? `; RL agents = their best dev checkpoint (${budget.rl.evalEpisodes} dev episodes), step per seed — ${picks.join('; ')}` : '';
+};
 const note =
   `seeds ${seeds.join(', ')}; ${budget.rl.steps} RL steps × ${budget.rl.tasksPerStep} tasks × group ${budget.rl.group} per algorithm (lr ${budget.rl.lr}, minibatch ${budget.rl.minibatch}); ` +
   `warm start ${budget.warmStart.steps} SFT steps on ${budget.warmStart.episodes} noisy-expert demonstrations; train questions up to ${scenarioOptions.trainHops} hops; ` +
-  `test ${episodesNote('test', budget.evalEpisodes.test)} / ood ${episodesNote('ood', budget.evalEpisodes.ood)} episodes, greedy; ${seconds.toFixed(0)} s on backend ${info.name}${merged.length > 0 ? ` (summed over the ${merged.length} merged runs)` : ''}`;
+  `test ${episodesNote('test', budget.evalEpisodes.test)} / ood ${episodesNote('ood', budget.evalEpisodes.ood)} episodes, greedy${selectionNote()}; ${seconds.toFixed(0)} s on backend ${info.name}${merged.length > 0 ? ` (summed over the ${merged.length} merged runs)` : ''}`;
 await writeFile(join(args.out!, 'table.md'), `${table}\n\n${note}\n`);
 await writeFile(join(args.out!, 'results.json'), JSON.stringify({ seeds, algos, budget, scenarioOptions, seconds, results }, null, 2) + '\n');
 process.stdout.write(`${table}\n\n${note}\nfiles: ${join(args.out!, 'table.md')}, ${join(args.out!, 'learning-curves.svg')}, ${join(args.out!, 'reward-curves.svg')}\n`);

@@ -13,7 +13,7 @@ import { rolloutInThread, type ModelRollout } from './model-rollout.ts';
 import { canUseReplica, ReplicaRollouts } from './replica.ts';
 import { writeFileAtomic } from './run-dir.ts';
 import { GptTrainable } from './tfjs-trainable.ts';
-import { train, type EvalMetrics, type StepMetrics } from './trainer.ts';
+import { devScore, train, type EvalMetrics, type StepMetrics } from './trainer.ts';
 import type { TrainablePolicy } from './trainable.ts';
 import { sftWarmStart, type WarmStartOptions, type WarmStartResult } from './warm-start.ts';
 
@@ -58,6 +58,12 @@ export interface PaperOptions {
   warmStart: Omit<WarmStartOptions, 'scenario' | 'demoPolicy' | 'seed' | 'onStep'> & { demoPolicy: string };
   /** RL settings on top of each algorithm's defaults (steps, group, lr, …). */
   rl: Partial<Omit<TrainConfig, 'algo' | 'seed'>>;
+  /**
+   * Which policy of each RL run the table evaluates: 'final' (the last step's, the default) or
+   * 'best-dev' (the one of its best dev eval after step 0, ties to the later step — model selection
+   * on dev, never on test). 'best-dev' needs dev evals (rl.evalEvery > 0).
+   */
+  select?: PolicySelection;
   /** Episodes per evaluation split: a number, or 'all' (one per task of the split). */
   evalEpisodes: { test: EvalEpisodes; ood: EvalEpisodes };
   evalSplits?: readonly string[];
@@ -87,6 +93,8 @@ export interface PaperResult {
   rewards: { algo: Algorithm; step: number; reward: number }[];
   warmStart: { sequences: number; demoSuccess: number; steps: number; finalLoss: number; seconds: number; parameters: number; dir: string };
   runDirs: { [algo: string]: string };
+  /** The RL step whose policy the table evaluates, per algorithm, and its dev score. */
+  selected: { [algo: string]: { step: number; devScore: number | null } };
   seconds: { [phase: string]: number };
 }
 
@@ -123,6 +131,7 @@ export function scoreRecords(method: string, split: string, records: readonly Ep
 }
 
 export type EvalEpisodes = number | 'all';
+export type PolicySelection = 'final' | 'best-dev';
 
 /**
  * How many evaluation episodes `n` is on a split: 'all' is one per task, for scenarios whose splits
@@ -202,6 +211,10 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
   const count = (split: string) => evalEpisodeCount(scenario, split, split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test);
   // an evaluation size the scenario cannot give fails now, not after the warm start
   for (const split of splits) count(split);
+  const select = options.select ?? 'final';
+  if (select === 'best-dev' && resolveConfig({ ...options.rl, algo: 'grpo', seed }).evalEvery === 0) {
+    throw new RangeError('selecting the best dev checkpoint needs dev evals: set rl.evalEvery > 0');
+  }
   const seconds: { [phase: string]: number } = {};
   const scores: MethodScore[] = [];
   await mkdir(options.outDir, { recursive: true });
@@ -248,6 +261,7 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
   const curves: PaperResult['curves'] = [];
   const rewards: PaperResult['rewards'] = [];
   const runDirs: { [algo: string]: string } = {};
+  const selected: PaperResult['selected'] = {};
   for (const algo of options.algos) {
     const model = await GptTrainable.fromCheckpoint(warmDir, { id: `rl-${algo}` });
     const outDir = join(options.outDir, algo);
@@ -264,11 +278,18 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
       onStep: (m) => emit({ phase: 'rl-step', step: m, algo }),
       onEval: (e) => emit({ phase: 'rl-eval', eval: e, algo }),
     });
-    for (const e of result.evals) curves.push({ algo, step: e.step, em: e.outcome.em ?? e.success, reward: e.reward });
+    for (const e of result.evals) curves.push({ algo, step: e.step, em: devScore(e), reward: e.reward });
     for (const s of result.steps) rewards.push({ algo, step: s.step, reward: s.reward });
     lap(`train-${algo}`);
-    for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES[algo], model, split, count(split), seed, options.episode, play));
+    // no eval after step 0 (fewer steps than evalEvery): the final policy is the only candidate
+    const best = select === 'best-dev' && result.best && result.best.step !== result.lastStep ? result.best : null;
+    const finalEval = result.evals.find((e) => e.step === result.lastStep);
+    selected[algo] = best ? { step: best.step, devScore: best.devScore } : { step: result.lastStep, devScore: finalEval ? devScore(finalEval) : null };
+    const chosen = best ? await GptTrainable.fromCheckpoint(best.dir, { id: `rl-${algo}` }) : model;
+    if (best) emit({ phase: 'eval', algo, message: `${algo}: evaluating the best dev checkpoint, step ${best.step} (dev ${(100 * best.devScore).toFixed(1)})` });
+    for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES[algo], chosen, split, count(split), seed, options.episode, play));
     lap(`eval-${algo}`);
+    if (chosen !== model) chosen.model.dispose();
     model.model.dispose();
   }
   ws.trainable.model.dispose();
@@ -278,6 +299,7 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
     rewards,
     warmStart: { sequences: ws.sequences, demoSuccess: ws.demoSuccess, steps: ws.steps, finalLoss: ws.finalLoss, seconds: ws.seconds, parameters: ws.parameters, dir: warmDir },
     runDirs,
+    selected,
     seconds,
   };
   await writeFileAtomic(join(options.outDir, 'paper.json'), JSON.stringify(result, null, 2) + '\n');

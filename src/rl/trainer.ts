@@ -1,4 +1,4 @@
-import { rename, rm } from 'node:fs/promises';
+import { readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createRng, deriveSeed } from '../core/rng.ts';
@@ -79,12 +79,25 @@ export interface TrainOptions {
   stopAfter?: number;
 }
 
+/** The policy of the best dev eval so far (DIR/best, described by DIR/best.json). */
+export interface BestCheckpoint {
+  step: number;
+  /** The dev split's EM where the scenario reports it, else its success rate. */
+  devScore: number;
+  dir: string;
+}
+
 export interface TrainResult {
   steps: StepMetrics[];
   evals: EvalMetrics[];
   finalDir: string;
   lastStep: number;
+  /** Null when no eval after step 0 ran (evalEvery 0, or fewer steps than evalEvery). */
+  best: BestCheckpoint | null;
 }
+
+/** What "best" means for a dev eval: EM where the scenario reports it, else success. */
+export const devScore = (e: Pick<EvalMetrics, 'outcome' | 'success'>): number => e.outcome.em ?? e.success;
 
 const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
 
@@ -115,6 +128,31 @@ export function batchTasks(pool: readonly Task[], config: TrainConfig, step: num
     out.push(perm[pos % pool.length]!);
   }
   return out;
+}
+
+/** Writes a folder under a temporary name, then puts it in place of the old one. */
+async function replaceDir(dir: string, fill: (tmp: string) => Promise<void>): Promise<void> {
+  await rm(`${dir}.tmp`, { recursive: true, force: true });
+  await fill(`${dir}.tmp`);
+  await rm(dir, { recursive: true, force: true });
+  await rename(`${dir}.tmp`, dir);
+}
+
+async function readEvals(metricsPath: string): Promise<EvalMetrics[]> {
+  let text: string;
+  try {
+    text = await readFile(metricsPath, 'utf8');
+  } catch {
+    return [];
+  }
+  return text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l)).filter((r) => r.kind === 'eval');
+}
+
+/** The best trained eval among `evals` (step > 0; ties to the later step), as the trainer keeps it. */
+function bestOf(evals: readonly EvalMetrics[], outDir: string): BestCheckpoint | null {
+  let best: BestCheckpoint | null = null;
+  for (const e of evals) if (e.step > 0 && (best === null || devScore(e) >= best.devScore)) best = { step: e.step, devScore: devScore(e), dir: join(outDir, 'best') };
+  return best;
 }
 
 async function evaluate(opts: TrainOptions, step: number): Promise<EvalMetrics> {
@@ -185,10 +223,19 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
 
   const steps: StepMetrics[] = [];
   const evals: EvalMetrics[] = [];
+  // Step 0 is the initial policy, not a trained one, so it is never "best". On resume the best so far
+  // comes from the evals kept up to the checkpoint; a best/ written after it is rewritten when redone.
+  let best: BestCheckpoint | null = opts.resume ? bestOf(await readEvals(metricsPath), outDir) : null;
   const doEval = async (step: number) => {
     const e = await evaluate(opts, step);
     evals.push(e);
     await appendJsonl(metricsPath, [e]);
+    // ties go to the later step: leaving the final policy needs a strictly better dev score
+    if (step > 0 && (best === null || devScore(e) >= best.devScore)) {
+      best = { step, devScore: devScore(e), dir: join(outDir, 'best') };
+      await replaceDir(best.dir, (tmp) => model.save(tmp));
+      await writeFileAtomic(join(outDir, 'best.json'), JSON.stringify({ step, devScore: best.devScore, split: e.split }) + '\n');
+    }
     opts.onEval?.(e);
   };
   if (start === 0 && config.evalEvery > 0) await doEval(0);
@@ -250,10 +297,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   }
   if (step === config.steps && config.evalEvery > 0 && step % config.evalEvery !== 0) await doEval(step);
   const finalDir = join(outDir, 'final');
-  await model.save(`${finalDir}.tmp`);
-  await rm(finalDir, { recursive: true, force: true });
-  await rename(`${finalDir}.tmp`, finalDir);
-  return { steps, evals, finalDir, lastStep: step };
+  await replaceDir(finalDir, (tmp) => model.save(tmp));
+  return { steps, evals, finalDir, lastStep: step, best };
 
   async function checkpoint(at: number) {
     const dir = await writeCheckpoint(outDir, at, async (tmp) => {

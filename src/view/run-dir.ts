@@ -122,7 +122,7 @@ function findCheckpoints(dir: string): { checkpoints: string[]; tokenizerPath: s
     const names = new Set(entries.filter((e) => e.isFile()).map((e) => e.name));
     const rel = relative(dir, folder);
     const looksLikeOne =
-      names.has('model.json') || names.has('tokenizer.json') || names.has('weights.bin') || names.has('trainer.json') || rel === 'final' || /^checkpoints[\\/][^\\/]+$/.test(rel);
+      names.has('model.json') || names.has('tokenizer.json') || names.has('weights.bin') || names.has('trainer.json') || rel === 'final' || rel === 'best' || /^checkpoints[\\/][^\\/]+$/.test(rel);
     if (folder !== dir && looksLikeOne) {
       checkpoints.push(rel);
       // The last checkpoint's tokenizer (they are normally identical across a run).

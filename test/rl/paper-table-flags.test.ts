@@ -19,6 +19,8 @@ const bad: [string[], RegExp][] = [
   [['--eval-episodes', 'every'], /--eval-episodes must be "all" or two positive integers TEST,OOD \(e\.g\. 150,75\), got every/],
   [['--eval-episodes', '150'], /--eval-episodes must be .* got 150$/m],
   [['--eval-episodes', '1.5,75'], /--eval-episodes must be .* got 1\.5,75$/m],
+  [['--select', 'best'], /--select must be final or best-dev, got best/],
+  [['--select', 'best-dev', '--rl', '{"evalEvery":0}'], /--select best-dev needs dev evals/],
 ];
 for (const [args, message] of bad) {
   test(`paper-table ${args.join(' ')} is refused with a clear error`, (t) => {

@@ -25,9 +25,10 @@ test('npm start -- --quick trains, shows the reward rising, and prints the table
   t.true(existsSync(join(out, 'warm-start', 'model.json')));
 
   // bench/paper-table.ts from that warm start (--warm-start: another process, no SFT) plays the
-  // very same Base Tool Call episodes: byte-identical records, so equal digests.
+  // very same Base Tool Call episodes: byte-identical records, so equal digests. It evaluates the
+  // RL agent's best dev checkpoint (dev evals at steps 1 and 2).
   const benchOut = join(out, '..', 'bench');
-  const args = ['--quick', '--seeds', '1', '--algos', 'rloo', '--train-hops', '2', '--warm-start', join(out, 'warm-start'), '--rl', '{"steps":2,"evalEvery":2,"checkpointEvery":2}', '--out', benchOut];
+  const args = ['--quick', '--seeds', '1', '--algos', 'rloo', '--train-hops', '2', '--warm-start', join(out, 'warm-start'), '--select', 'best-dev', '--rl', '{"steps":2,"evalEvery":1,"checkpointEvery":2}', '--out', benchOut];
   const b = paperTable(args, { timeout: 10 * 60_000 });
   t.is(b.code, 0, b.stderr.slice(-2000));
   t.regex(b.stderr, /warm start loaded from .*warm-start/);
@@ -39,4 +40,12 @@ test('npm start -- --quick trains, shows the reward rising, and prints the table
   t.is(base(started.scores).length, 2);
   t.true(base(started.scores).every(([, d]) => typeof d === 'string'));
   t.deepEqual(base(benched.results[0]!.result.scores), base(started.scores));
+  // the selection: the best dev eval after step 0, ties to the later step; the table's note names it
+  type Result = { curves: { algo: string; step: number; em: number }[]; selected: { [a: string]: { step: number; devScore: number } } };
+  const result = (benched.results[0]!.result as unknown) as Result;
+  const trained = result.curves.filter((c) => c.algo === 'rloo' && c.step > 0);
+  t.deepEqual(trained.map((c) => c.step), [1, 2]);
+  const top = Math.max(...trained.map((c) => c.em));
+  t.deepEqual(result.selected.rloo, { step: trained.filter((c) => c.em === top).at(-1)!.step, devScore: top });
+  t.regex(b.stdout, new RegExp(`best dev checkpoint \\(16 dev episodes\\), step per seed — seed 1: RLOO ${result.selected.rloo!.step}`));
 });

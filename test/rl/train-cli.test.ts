@@ -31,8 +31,12 @@ test('agent-r1 train plays half of each rollout on a replica by default: the sam
     const out = join(dir, name);
     const r = cli([...args, '--out', out, ...(i === 1 ? ['--no-replica'] : [])], { timeout: 5 * 60_000 });
     t.is(r.code, 0, r.stderr.slice(-2000));
-    return { episodes: readFileSync(join(out, 'episodes.jsonl')), weights: readFileSync(join(out, 'final', 'weights.bin')) };
+    // the policy of the best dev eval after step 0 is kept apart, and the CLI says where
+    const best = JSON.parse(readFileSync(join(out, 'best.json'), 'utf8'));
+    t.regex(r.stdout, new RegExp(`best dev checkpoint \\(step ${best.step}, EM [\\d.]+\\): ckpt:${join(out, 'best')}`));
+    return { episodes: readFileSync(join(out, 'episodes.jsonl')), weights: readFileSync(join(out, 'final', 'weights.bin')), best: readFileSync(join(out, 'best', 'weights.bin')) };
   });
+  t.true(runs[0]!.best.equals(runs[1]!.best));
   t.is(runs[0]!.episodes.toString().trim().split('\n').length, 16);
   t.true(runs[0]!.episodes.equals(runs[1]!.episodes));
   t.true(runs[0]!.weights.equals(runs[1]!.weights));

@@ -57,6 +57,14 @@ test('a seeded GRPO run on the toy scenario raises the mean reward', async (t) =
   t.true(existsSync(join(out, 'final', 'toy.json')));
   t.deepEqual(JSON.parse(await readFile(join(out, 'latest.json'), 'utf8')), { step: 10, dir: join('checkpoints', 'step-000010') });
   t.deepEqual((await readdir(join(out, 'checkpoints'))).sort(), ['step-000005', 'step-000010']);
+  // best/: the policy of the best dev eval after step 0 (ties to the later step), as at that step's checkpoint
+  const trained = metrics.filter((m) => m.kind === 'eval' && m.step > 0);
+  const top = Math.max(...trained.map((e) => e.outcome.em ?? e.success));
+  const expected = trained.filter((e) => (e.outcome.em ?? e.success) === top).at(-1);
+  const best = JSON.parse(await readFile(join(out, 'best.json'), 'utf8'));
+  t.deepEqual(best, { step: expected.step, devScore: top, split: 'dev' });
+  t.deepEqual(result.best, { step: expected.step, devScore: top, dir: join(out, 'best') });
+  t.is(await readFile(join(out, 'best', 'toy.json'), 'utf8'), await readFile(join(out, 'checkpoints', `step-0000${String(expected.step).padStart(2, '0')}`, 'policy', 'toy.json'), 'utf8'));
   // the same directory again without --resume is refused
   await t.throwsAsync(train({ scenario: toyScenario(), model, config: toyConfig(), outDir: out }), { instanceOf: TrainingError, message: /--resume/ });
 });
@@ -75,6 +83,9 @@ test('resume after 2 steps gives the same metrics at step 4 as an uninterrupted 
   const mb = withoutTime(await readJsonl(join(b, 'metrics.jsonl')));
   t.deepEqual(mb, ma);
   t.is(await readFile(join(b, 'episodes.jsonl'), 'utf8'), await readFile(join(a, 'episodes.jsonl'), 'utf8'));
+  // the best dev checkpoint is the same one, with the same weights
+  t.is(await readFile(join(b, 'best.json'), 'utf8'), await readFile(join(a, 'best.json'), 'utf8'));
+  t.is(await readFile(join(b, 'best', 'toy.json'), 'utf8'), await readFile(join(a, 'best', 'toy.json'), 'utf8'));
   // resuming from another initial policy (e.g. the latest checkpoint instead of the warm start) is refused
   const other = new BigramPolicy();
   await other.load(join(b, 'final'));
@@ -87,6 +98,22 @@ test('resume after 2 steps gives the same metrics at step 4 as an uninterrupted 
     train({ scenario: toyScenario(), model: new BigramPolicy(), config: { ...config, lr: 0.1 }, outDir: b, resume: true }),
     { instanceOf: TrainingError, message: /another config/ },
   );
+});
+
+test('the best dev checkpoint survives a resume: a worse eval after it does not replace it', async (t) => {
+  // seeded so that dev success peaks at step 2 and falls after it (0.313 at 2, 0.188 at 3 and 4)
+  const config = toyConfig({ algo: 'ppo', steps: 4, lr: 1, evalEvery: 1, evalEpisodes: 16, checkpointEvery: 10 });
+  const a = await tmp();
+  const whole = await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: a });
+  t.is(whole.best?.step, 2);
+  t.true(whole.evals.at(-1)!.success < whole.best!.devScore);
+  t.not(await readFile(join(a, 'best', 'toy.json'), 'utf8'), await readFile(join(a, 'final', 'toy.json'), 'utf8'));
+  const b = await tmp();
+  await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: b, stopAfter: 3 });
+  const resumed = await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: b, resume: true });
+  t.deepEqual(resumed.best, { ...whole.best!, dir: join(b, 'best') });
+  t.is(await readFile(join(b, 'best.json'), 'utf8'), await readFile(join(a, 'best.json'), 'utf8'));
+  t.is(await readFile(join(b, 'best', 'toy.json'), 'utf8'), await readFile(join(a, 'best', 'toy.json'), 'utf8'));
 });
 
 test('a rollout batch where some episodes failed still trains on the rest', async (t) => {

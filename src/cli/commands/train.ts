@@ -10,7 +10,7 @@ import { KL_ESTIMATORS } from '../../rl/kl.ts';
 import { readLatest } from '../../rl/run-dir.ts';
 import { canUseReplica, ReplicaRollouts } from '../../rl/replica.ts';
 import { GptTrainable } from '../../rl/tfjs-trainable.ts';
-import { train, type EvalMetrics, type StepMetrics } from '../../rl/trainer.ts';
+import { train, type TrainResult } from '../../rl/trainer.ts';
 import { sftWarmStart } from '../../rl/warm-start.ts';
 import { integer, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
 
@@ -98,7 +98,7 @@ async function initialModel(flags: TrainFlags, scenario: Awaited<ReturnType<type
   return { model: ws.trainable, init: `warm-start:${flags.demoPolicy}` };
 }
 
-export async function runTrainCommand(flags: TrainFlags): Promise<{ steps: StepMetrics[]; evals: EvalMetrics[]; finalDir: string }> {
+export async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   const log = (s: string) => process.stderr.write(s + '\n');
   const info = await initBackend(flags.backend);
   log(`backend: ${info.name} (${info.reason})`);
@@ -207,13 +207,14 @@ export function register(program: Command): void {
       const result = await runTrainCommand(flags);
       const last = result.steps.at(-1);
       const lastEval = result.evals.at(-1);
-      if (flags.json) printJson({ out: flags.out, lastStep: last ?? null, lastEval: lastEval ?? null, final: result.finalDir });
+      if (flags.json) printJson({ out: flags.out, lastStep: last ?? null, lastEval: lastEval ?? null, final: result.finalDir, best: result.best });
       else {
         const lines = [
           `steps ${result.steps.length ? `${result.steps[0]!.step}-${last!.step}` : 'none'}; reward ${f3(result.steps[0]?.reward)} → ${f3(last?.reward)}`,
           ...(lastEval ? [`dev (step ${lastEval.step}): EM ${f3(lastEval.outcome.em ?? lastEval.success)}, reward ${f3(lastEval.reward)}`] : []),
           `metrics: ${join(flags.out, 'metrics.jsonl')}`,
           `policy: ckpt:${result.finalDir}`,
+          ...(result.best ? [`best dev checkpoint (step ${result.best.step}, EM ${f3(result.best.devScore)}): ckpt:${result.best.dir}`] : []),
         ];
         process.stdout.write(lines.join('\n') + '\n');
       }
