@@ -121,7 +121,8 @@ for (const [i, dir] of merged.entries()) {
   // runs before trainHops existed trained on 2-hop questions only
   const options = earlier.scenarioOptions ?? { ...START_SCENARIO_OPTIONS, trainHops: '2' };
   scenarioOptions = agreed(options, scenarioOptions, `other scenario options (${JSON.stringify(options)})`);
-  if (earlier.budget) budget = agreed(earlier.budget, budget, 'a different budget');
+  // runs before --select existed evaluated the final policy
+  if (earlier.budget) budget = agreed({ ...earlier.budget, select: earlier.budget.select ?? 'final' }, budget, 'a different budget');
   for (const { seed, result } of earlier.results) {
     // Runs of one seed (one algorithm each, same deterministic baselines) become one result.
     const same = results.find((r) => r.seed === seed);
@@ -131,7 +132,8 @@ for (const [i, dir] of merged.entries()) {
       same.result.scores.push(...result.scores.filter((x) => !has.has(`${x.method}\u0000${x.split}`)));
       same.result.curves.push(...result.curves);
       same.result.rewards.push(...result.rewards);
-      same.result.selected = { ...same.result.selected, ...result.selected };
+      // the first run's scores are kept for a method both have, so its selection too
+      same.result.selected = { ...result.selected, ...same.result.selected };
       // compute spent, phase by phase (each run evaluated the baselines again)
       for (const [phase, s] of Object.entries(result.seconds)) same.result.seconds[phase] = (same.result.seconds[phase] ?? 0) + s;
     }

@@ -287,10 +287,13 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
     selected[algo] = best ? { step: best.step, devScore: best.devScore } : { step: result.lastStep, devScore: finalEval ? devScore(finalEval) : null };
     const chosen = best ? await GptTrainable.fromCheckpoint(best.dir, { id: `rl-${algo}` }) : model;
     if (best) emit({ phase: 'eval', algo, message: `${algo}: evaluating the best dev checkpoint, step ${best.step} (dev ${(100 * best.devScore).toFixed(1)})` });
-    for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES[algo], chosen, split, count(split), seed, options.episode, play));
+    try {
+      for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES[algo], chosen, split, count(split), seed, options.episode, play));
+    } finally {
+      if (chosen !== model) chosen.model.dispose();
+      model.model.dispose();
+    }
     lap(`eval-${algo}`);
-    if (chosen !== model) chosen.model.dispose();
-    model.model.dispose();
   }
   ws.trainable.model.dispose();
   const result: PaperResult = {

@@ -12,8 +12,8 @@ import { TrainingError } from './errors.ts';
  *   checkpoints/step-N/    policy/ (a policy checkpoint), adamw.{json,bin}, trainer.json
  *   latest.json            {step, dir}: the newest complete checkpoint
  *   final/                 the last policy checkpoint (`--policy ckpt:DIR/final`)
- *   best/, best.json       the policy of the best dev eval after step 0 ({step, devScore, split};
- *                          dev EM, else success; ties to the later step)
+ *   best/                  the policy of the best dev eval after step 0 (dev EM, else success; ties
+ *                          to the later step), with best.json {step, devScore, split} inside it
  * Every file that a crash could leave half-written is written to a temporary name and renamed.
  */
 

@@ -1,4 +1,5 @@
-import { readFile, rename, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { cp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createRng, deriveSeed } from '../core/rng.ts';
@@ -10,6 +11,7 @@ import { TrainingError } from './errors.ts';
 import { rolloutInThread, type ModelRollout } from './model-rollout.ts';
 import {
   appendJsonl,
+  checkpointName,
   prepareRunDir,
   readLatest,
   truncateJsonl,
@@ -79,7 +81,7 @@ export interface TrainOptions {
   stopAfter?: number;
 }
 
-/** The policy of the best dev eval so far (DIR/best, described by DIR/best.json). */
+/** The policy of the best dev eval so far (DIR/best, described by DIR/best/best.json). */
 export interface BestCheckpoint {
   step: number;
   /** The dev split's EM where the scenario reports it, else its success rate. */
@@ -130,12 +132,16 @@ export function batchTasks(pool: readonly Task[], config: TrainConfig, step: num
   return out;
 }
 
-/** Writes a folder under a temporary name, then puts it in place of the old one. */
+/**
+ * Writes a folder under a temporary name, then swaps it for the old one (moved aside first, so a
+ * crash leaves the old folder or the new one complete, never a half-written one).
+ */
 async function replaceDir(dir: string, fill: (tmp: string) => Promise<void>): Promise<void> {
-  await rm(`${dir}.tmp`, { recursive: true, force: true });
+  for (const stale of [`${dir}.tmp`, `${dir}.old`]) await rm(stale, { recursive: true, force: true });
   await fill(`${dir}.tmp`);
-  await rm(dir, { recursive: true, force: true });
+  if (existsSync(dir)) await rename(dir, `${dir}.old`);
   await rename(`${dir}.tmp`, dir);
+  await rm(`${dir}.old`, { recursive: true, force: true });
 }
 
 async function readEvals(metricsPath: string): Promise<EvalMetrics[]> {
@@ -149,10 +155,52 @@ async function readEvals(metricsPath: string): Promise<EvalMetrics[]> {
 }
 
 /** The best trained eval among `evals` (step > 0; ties to the later step), as the trainer keeps it. */
-function bestOf(evals: readonly EvalMetrics[], outDir: string): BestCheckpoint | null {
-  let best: BestCheckpoint | null = null;
-  for (const e of evals) if (e.step > 0 && (best === null || devScore(e) >= best.devScore)) best = { step: e.step, devScore: devScore(e), dir: join(outDir, 'best') };
+function bestOf(evals: readonly EvalMetrics[]): EvalMetrics | null {
+  let best: EvalMetrics | null = null;
+  for (const e of evals) if (e.step > 0 && (best === null || devScore(e) >= devScore(best))) best = e;
   return best;
+}
+
+// The selection's record sits inside best/, so one rename swaps the weights and the record together.
+const BEST_RECORD = 'best.json';
+const bestRecord = (e: EvalMetrics) => JSON.stringify({ step: e.step, devScore: devScore(e), split: e.split }) + '\n';
+const bestCheckpoint = (e: EvalMetrics, outDir: string): BestCheckpoint => ({ step: e.step, devScore: devScore(e), dir: join(outDir, 'best') });
+
+async function saveBest(model: TrainablePolicy, outDir: string, e: EvalMetrics): Promise<BestCheckpoint> {
+  const best = bestCheckpoint(e, outDir);
+  await replaceDir(best.dir, async (tmp) => {
+    await model.save(tmp);
+    await writeFile(join(tmp, BEST_RECORD), bestRecord(e));
+  });
+  return best;
+}
+
+/**
+ * On resume, the best of the evals kept up to the checkpoint. best/ may hold a later step (written
+ * before a crash, rewritten when that step is redone) or nothing (a run from before best/ existed):
+ * then that step's checkpoint is copied in while it is still kept; otherwise no best is claimed
+ * until an eval at least as good as the lost one.
+ */
+async function restoreBest(outDir: string, evals: readonly EvalMetrics[]): Promise<{ best: BestCheckpoint | null; score: number | null }> {
+  const top = bestOf(evals);
+  const dir = join(outDir, 'best');
+  if (top === null) {
+    await rm(dir, { recursive: true, force: true });
+    return { best: null, score: null };
+  }
+  const onDisk = await readFile(join(dir, BEST_RECORD), 'utf8').catch(() => null);
+  if (onDisk !== bestRecord(top)) {
+    const kept = join(outDir, 'checkpoints', checkpointName(top.step), 'policy');
+    if (!existsSync(kept)) {
+      await rm(dir, { recursive: true, force: true });
+      return { best: null, score: devScore(top) };
+    }
+    await replaceDir(dir, async (tmp) => {
+      await cp(kept, tmp, { recursive: true });
+      await writeFile(join(tmp, BEST_RECORD), bestRecord(top));
+    });
+  }
+  return { best: bestCheckpoint(top, outDir), score: devScore(top) };
 }
 
 async function evaluate(opts: TrainOptions, step: number): Promise<EvalMetrics> {
@@ -223,18 +271,16 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
 
   const steps: StepMetrics[] = [];
   const evals: EvalMetrics[] = [];
-  // Step 0 is the initial policy, not a trained one, so it is never "best". On resume the best so far
-  // comes from the evals kept up to the checkpoint; a best/ written after it is rewritten when redone.
-  let best: BestCheckpoint | null = opts.resume ? bestOf(await readEvals(metricsPath), outDir) : null;
+  // Step 0 is the initial policy, not a trained one, so it is never "best".
+  let { best, score: bestScore } = opts.resume ? await restoreBest(outDir, await readEvals(metricsPath)) : { best: null as BestCheckpoint | null, score: null as number | null };
   const doEval = async (step: number) => {
     const e = await evaluate(opts, step);
     evals.push(e);
     await appendJsonl(metricsPath, [e]);
     // ties go to the later step: leaving the final policy needs a strictly better dev score
-    if (step > 0 && (best === null || devScore(e) >= best.devScore)) {
-      best = { step, devScore: devScore(e), dir: join(outDir, 'best') };
-      await replaceDir(best.dir, (tmp) => model.save(tmp));
-      await writeFileAtomic(join(outDir, 'best.json'), JSON.stringify({ step, devScore: best.devScore, split: e.split }) + '\n');
+    if (step > 0 && (bestScore === null || devScore(e) >= bestScore)) {
+      best = await saveBest(model, outDir, e);
+      bestScore = best.devScore;
     }
     opts.onEval?.(e);
   };

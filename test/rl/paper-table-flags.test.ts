@@ -43,6 +43,22 @@ test('paper-table --merge refuses runs made with different budgets', (t) => {
   t.regex(r.stderr, /b was run with a different budget than .*a; not merging/);
 });
 
+test('paper-table --merge: a run from before --select evaluated the final policy, so it merges with --select final only', (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
+  const run = (name: string, select?: string) => {
+    mkdirSync(join(dir, name));
+    const budget = { rl: { steps: 14, tasksPerStep: 8, group: 8, lr: 3e-4, minibatch: 64 }, warmStart: { steps: 1320, episodes: 800 }, evalEpisodes: { test: 150, ood: 75 }, ...(select ? { select } : {}) };
+    writeFileSync(join(dir, name, 'results.json'), JSON.stringify({ budget, scenarioOptions: { trainHops: '3' }, results: [] }));
+    return join(dir, name);
+  };
+  const old = run('old');
+  const ok = bench(['--merge', `${old},${run('final', 'final')}`, '--out', join(dir, 'out')]);
+  t.is(ok.code, 0, ok.stderr.slice(-1000));
+  const r = bench(['--merge', `${old},${run('best', 'best-dev')}`, '--out', join(dir, 'out2')]);
+  t.not(r.code, 0);
+  t.regex(r.stderr, /best was run with a different budget than .*old; not merging/);
+});
+
 test('paper-table --merge refuses runs made with different scenario options (runs without them trained on 2 hops)', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
   const run = (name: string, scenarioOptions?: object) => {

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { GptTrainable } from '../../src/rl/tfjs-trainable.ts';
 import { cli } from '../helpers/cli.ts';
 
 const errors: Array<[string, string[], RegExp, number]> = [
@@ -32,11 +33,15 @@ test('agent-r1 train plays half of each rollout on a replica by default: the sam
     const r = cli([...args, '--out', out, ...(i === 1 ? ['--no-replica'] : [])], { timeout: 5 * 60_000 });
     t.is(r.code, 0, r.stderr.slice(-2000));
     // the policy of the best dev eval after step 0 is kept apart, and the CLI says where
-    const best = JSON.parse(readFileSync(join(out, 'best.json'), 'utf8'));
-    t.regex(r.stdout, new RegExp(`best dev checkpoint \\(step ${best.step}, EM [\\d.]+\\): ckpt:${join(out, 'best')}`));
+    const best = JSON.parse(readFileSync(join(out, 'best', 'best.json'), 'utf8'));
+    t.true(r.stdout.includes(`best dev checkpoint (step ${best.step}, dev ${best.devScore.toFixed(3)}): ckpt:${join(out, 'best')}\n`), r.stdout);
     return { episodes: readFileSync(join(out, 'episodes.jsonl')), weights: readFileSync(join(out, 'final', 'weights.bin')), best: readFileSync(join(out, 'best', 'weights.bin')) };
   });
   t.true(runs[0]!.best.equals(runs[1]!.best));
+  // best/ is a policy checkpoint like final/ (what bench/paper-table.ts --select best-dev loads)
+  const best = await GptTrainable.fromCheckpoint(join(dir, 'replica', 'best'));
+  t.true(best.model.parameterCount() > 0);
+  best.model.dispose();
   t.is(runs[0]!.episodes.toString().trim().split('\n').length, 16);
   t.true(runs[0]!.episodes.equals(runs[1]!.episodes));
   t.true(runs[0]!.weights.equals(runs[1]!.weights));

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { mkdtemp, readFile, readdir } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -61,7 +61,7 @@ test('a seeded GRPO run on the toy scenario raises the mean reward', async (t) =
   const trained = metrics.filter((m) => m.kind === 'eval' && m.step > 0);
   const top = Math.max(...trained.map((e) => e.outcome.em ?? e.success));
   const expected = trained.filter((e) => (e.outcome.em ?? e.success) === top).at(-1);
-  const best = JSON.parse(await readFile(join(out, 'best.json'), 'utf8'));
+  const best = JSON.parse(await readFile(join(out, 'best', 'best.json'), 'utf8'));
   t.deepEqual(best, { step: expected.step, devScore: top, split: 'dev' });
   t.deepEqual(result.best, { step: expected.step, devScore: top, dir: join(out, 'best') });
   t.is(await readFile(join(out, 'best', 'toy.json'), 'utf8'), await readFile(join(out, 'checkpoints', `step-0000${String(expected.step).padStart(2, '0')}`, 'policy', 'toy.json'), 'utf8'));
@@ -84,7 +84,7 @@ test('resume after 2 steps gives the same metrics at step 4 as an uninterrupted 
   t.deepEqual(mb, ma);
   t.is(await readFile(join(b, 'episodes.jsonl'), 'utf8'), await readFile(join(a, 'episodes.jsonl'), 'utf8'));
   // the best dev checkpoint is the same one, with the same weights
-  t.is(await readFile(join(b, 'best.json'), 'utf8'), await readFile(join(a, 'best.json'), 'utf8'));
+  t.is(await readFile(join(b, 'best', 'best.json'), 'utf8'), await readFile(join(a, 'best', 'best.json'), 'utf8'));
   t.is(await readFile(join(b, 'best', 'toy.json'), 'utf8'), await readFile(join(a, 'best', 'toy.json'), 'utf8'));
   // resuming from another initial policy (e.g. the latest checkpoint instead of the warm start) is refused
   const other = new BigramPolicy();
@@ -112,8 +112,33 @@ test('the best dev checkpoint survives a resume: a worse eval after it does not 
   await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: b, stopAfter: 3 });
   const resumed = await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: b, resume: true });
   t.deepEqual(resumed.best, { ...whole.best!, dir: join(b, 'best') });
-  t.is(await readFile(join(b, 'best.json'), 'utf8'), await readFile(join(a, 'best.json'), 'utf8'));
+  t.is(await readFile(join(b, 'best', 'best.json'), 'utf8'), await readFile(join(a, 'best', 'best.json'), 'utf8'));
   t.is(await readFile(join(b, 'best', 'toy.json'), 'utf8'), await readFile(join(a, 'best', 'toy.json'), 'utf8'));
+});
+
+test('resume mends a best/ that does not match the kept evals: from the kept checkpoint, or claims none', async (t) => {
+  // the same seeded run: dev peaks at step 2 and falls after it
+  const config = toyConfig({ algo: 'ppo', steps: 4, lr: 1, evalEvery: 1, evalEpisodes: 16, checkpointEvery: 1 });
+  const a = await tmp();
+  await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: a, stopAfter: 3 });
+  const record = await readFile(join(a, 'best', 'best.json'), 'utf8');
+  const weights = await readFile(join(a, 'best', 'toy.json'), 'utf8');
+  // as if a crash came after a later step's best/ was written but before its checkpoint
+  await writeFile(join(a, 'best', 'best.json'), JSON.stringify({ step: 4, devScore: 1, split: 'dev' }));
+  await writeFile(join(a, 'best', 'toy.json'), '{}');
+  const resumed = await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: a, resume: true });
+  t.is(resumed.best?.step, 2);
+  t.is(await readFile(join(a, 'best', 'best.json'), 'utf8'), record);
+  t.is(await readFile(join(a, 'best', 'toy.json'), 'utf8'), weights, 'copied from checkpoints/step-000002');
+
+  // a run from before best/ existed, whose best step has no checkpoint left: no best is claimed,
+  // and a later, worse eval does not become one
+  const b = await tmp();
+  await train({ scenario: toyScenario(), model: new BigramPolicy(), config: { ...config, checkpointEvery: 10 }, outDir: b, stopAfter: 3 });
+  await rm(join(b, 'best'), { recursive: true });
+  const old = await train({ scenario: toyScenario(), model: new BigramPolicy(), config: { ...config, checkpointEvery: 10 }, outDir: b, resume: true });
+  t.is(old.best, null);
+  t.false(existsSync(join(b, 'best')));
 });
 
 test('a rollout batch where some episodes failed still trains on the rest', async (t) => {

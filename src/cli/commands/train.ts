@@ -214,7 +214,7 @@ export function register(program: Command): void {
           ...(lastEval ? [`dev (step ${lastEval.step}): EM ${f3(lastEval.outcome.em ?? lastEval.success)}, reward ${f3(lastEval.reward)}`] : []),
           `metrics: ${join(flags.out, 'metrics.jsonl')}`,
           `policy: ckpt:${result.finalDir}`,
-          ...(result.best ? [`best dev checkpoint (step ${result.best.step}, EM ${f3(result.best.devScore)}): ckpt:${result.best.dir}`] : []),
+          ...(result.best ? [`best dev checkpoint (step ${result.best.step}, dev ${f3(result.best.devScore)}): ckpt:${result.best.dir}`] : []),
         ];
         process.stdout.write(lines.join('\n') + '\n');
       }
