@@ -281,7 +281,7 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
     for (const e of result.evals) curves.push({ algo, step: e.step, em: devScore(e), reward: e.reward });
     for (const s of result.steps) rewards.push({ algo, step: s.step, reward: s.reward });
     lap(`train-${algo}`);
-    // no eval after step 0 (fewer steps than evalEvery): the final policy is the only candidate
+    // best-dev: the best checkpoint, unless it is the final policy (in memory) or there is none (no eval after step 0)
     const best = select === 'best-dev' && result.best && result.best.step !== result.lastStep ? result.best : null;
     const finalEval = result.evals.find((e) => e.step === result.lastStep);
     selected[algo] = best ? { step: best.step, devScore: best.devScore } : { step: result.lastStep, devScore: finalEval ? devScore(finalEval) : null };
