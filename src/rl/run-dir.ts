@@ -80,9 +80,12 @@ export async function prepareRunDir(outDir: string, configJson: unknown, resume:
   await writeFileAtomic(path, JSON.stringify(configJson, null, 2) + '\n');
 }
 
-/** Keeps the JSONL lines that `keep` accepts (used on resume to drop what came after the checkpoint). */
-export async function truncateJsonl(path: string, keep: (row: any) => boolean): Promise<void> {
-  if (!existsSync(path)) return;
+/**
+ * Keeps the JSONL lines that `keep` accepts (used on resume to drop what came after the checkpoint)
+ * and returns them.
+ */
+export async function truncateJsonl(path: string, keep: (row: any) => boolean): Promise<string[]> {
+  if (!existsSync(path)) return [];
   const lines = (await readFile(path, 'utf8')).split('\n').filter((l) => l.trim() !== '');
   const kept: string[] = [];
   for (const line of lines) {
@@ -95,6 +98,19 @@ export async function truncateJsonl(path: string, keep: (row: any) => boolean): 
     if (keep(row)) kept.push(line);
   }
   await writeFileAtomic(path, kept.map((l) => l + '\n').join(''));
+  return kept;
+}
+
+/**
+ * Writes a folder under a temporary name, then swaps it for the old one (moved aside first, so a
+ * crash leaves the old folder or the new one complete, never a half-written one).
+ */
+export async function replaceDir(dir: string, fill: (tmp: string) => Promise<void>): Promise<void> {
+  for (const stale of [`${dir}.tmp`, `${dir}.old`]) await rm(stale, { recursive: true, force: true });
+  await fill(`${dir}.tmp`);
+  if (existsSync(dir)) await rename(dir, `${dir}.old`);
+  await rename(`${dir}.tmp`, dir);
+  await rm(`${dir}.old`, { recursive: true, force: true });
 }
 
 export async function appendJsonl(path: string, rows: readonly unknown[]): Promise<void> {

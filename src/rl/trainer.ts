@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { cp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { cp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createRng, deriveSeed } from '../core/rng.ts';
@@ -14,6 +14,7 @@ import {
   checkpointName,
   prepareRunDir,
   readLatest,
+  replaceDir,
   truncateJsonl,
   writeCheckpoint,
   writeFileAtomic,
@@ -132,32 +133,13 @@ export function batchTasks(pool: readonly Task[], config: TrainConfig, step: num
   return out;
 }
 
-/**
- * Writes a folder under a temporary name, then swaps it for the old one (moved aside first, so a
- * crash leaves the old folder or the new one complete, never a half-written one).
- */
-async function replaceDir(dir: string, fill: (tmp: string) => Promise<void>): Promise<void> {
-  for (const stale of [`${dir}.tmp`, `${dir}.old`]) await rm(stale, { recursive: true, force: true });
-  await fill(`${dir}.tmp`);
-  if (existsSync(dir)) await rename(dir, `${dir}.old`);
-  await rename(`${dir}.tmp`, dir);
-  await rm(`${dir}.old`, { recursive: true, force: true });
-}
+/** Whether eval `e` becomes the best: a trained step (> 0) at least as good as the best so far (ties to the later step). */
+const improves = (e: EvalMetrics, bestScore: number | null) => e.step > 0 && (bestScore === null || devScore(e) >= bestScore);
 
-async function readEvals(metricsPath: string): Promise<EvalMetrics[]> {
-  let text: string;
-  try {
-    text = await readFile(metricsPath, 'utf8');
-  } catch {
-    return [];
-  }
-  return text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l)).filter((r) => r.kind === 'eval');
-}
-
-/** The best trained eval among `evals` (step > 0; ties to the later step), as the trainer keeps it. */
+/** The best trained eval among `evals`, as the trainer keeps it. */
 function bestOf(evals: readonly EvalMetrics[]): EvalMetrics | null {
   let best: EvalMetrics | null = null;
-  for (const e of evals) if (e.step > 0 && (best === null || devScore(e) >= devScore(best))) best = e;
+  for (const e of evals) if (improves(e, best && devScore(best))) best = e;
   return best;
 }
 
@@ -261,9 +243,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     await optimizer.load(dir);
     start = latest.step;
   }
+  let keptEvals: EvalMetrics[] = [];
   if (opts.resume) {
     // Whatever came after the checkpoint is redone, exactly as it was.
-    await truncateJsonl(metricsPath, (row) => row.step <= start);
+    const kept = await truncateJsonl(metricsPath, (row) => row.step <= start);
+    keptEvals = kept.map((l) => JSON.parse(l)).filter((r) => r.kind === 'eval');
     await truncateJsonl(episodesPath, (row) => row.index < start * episodesPerStep);
   }
   const pool = await scenario.tasks({ split: config.trainSplit, seed: config.seed, count: config.taskPool });
@@ -272,13 +256,13 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   const steps: StepMetrics[] = [];
   const evals: EvalMetrics[] = [];
   // Step 0 is the initial policy, not a trained one, so it is never "best".
-  let { best, score: bestScore } = opts.resume ? await restoreBest(outDir, await readEvals(metricsPath)) : { best: null as BestCheckpoint | null, score: null as number | null };
+  let { best, score: bestScore } = opts.resume ? await restoreBest(outDir, keptEvals) : { best: null as BestCheckpoint | null, score: null as number | null };
   const doEval = async (step: number) => {
     const e = await evaluate(opts, step);
     evals.push(e);
     await appendJsonl(metricsPath, [e]);
     // ties go to the later step: leaving the final policy needs a strictly better dev score
-    if (step > 0 && (bestScore === null || devScore(e) >= bestScore)) {
+    if (improves(e, bestScore)) {
       best = await saveBest(model, outDir, e);
       bestScore = best.devScore;
     }
