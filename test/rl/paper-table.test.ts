@@ -1,6 +1,10 @@
 import test from 'ava';
 import type { EpisodeRecord } from '../../src/core/types.ts';
-import { evalEpisodeCount, formatPaperTable, scoreRecords } from '../../src/rl/paper.ts';
+import { readdirSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { evalEpisodeCount, formatPaperTable, runPaper, scoreRecords } from '../../src/rl/paper.ts';
 import calculator from '../../scenarios/calculator/index.ts';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 
@@ -41,4 +45,14 @@ test("evaluation episodes: 'all' is one per task of a fixed split; a number stay
   t.is(evalEpisodeCount(qa, 'test', 12), 12);
   t.throws(() => evalEpisodeCount(calculator, 'test', 'all'), { message: /generates its "test" tasks, so "all" has no end; give a number/ });
   t.throws(() => evalEpisodeCount(qa, 'nope', 'all'), { message: /unknown split "nope"/ });
+});
+
+test('runPaper refuses best-dev selection without dev evals, before any work', async (t) => {
+  const outDir = await mkdtemp(join(tmpdir(), 'paper-select-'));
+  const warmStart = { demoPolicy: 'expert', episodes: 4, steps: 1, batchSize: 2, lr: 1e-3 };
+  await t.throwsAsync(
+    runPaper({ scenario: calculator, seed: 1, algos: ['grpo'], outDir, warmStart, rl: { evalEvery: 0 }, select: 'best-dev', evalEpisodes: { test: 2, ood: 2 }, evalSplits: ['test'] }),
+    { instanceOf: RangeError, message: /selecting the best dev checkpoint needs dev evals: set rl.evalEvery > 0/ },
+  );
+  t.deepEqual(readdirSync(outDir), [], 'nothing written');
 });
