@@ -36,14 +36,14 @@ const { values: args } = parseArgs({
     /**
      * SFT steps of the warm start. The table has its own budget, three times npm start's 440: at 440
      * steps the reader is so weak that even a perfect imitation of the expert scores ~Base + 19 EM,
-     * which leaves RL no room to show (measured; README, "The ceiling").
+     * which leaves RL no room to show (measured; docs/experiments.md, "Where the ceiling is").
      */
     'sft-steps': { type: 'string', default: '1320' },
     /**
      * The longest chain the train split asks (scenario option trainHops). 3 (the table's default):
      * some train questions are 3-hop, so the agents can learn to search past two hops; dev/test stay
      * 2-hop, ood 3-4 hop on held-out entities. With 2, no agent ever saw a chain longer than two and
-     * every method tied on ood (measured; README).
+     * every method tied on ood (measured; docs/experiments.md).
      */
     'train-hops': { type: 'string', default: '3' },
     /**
