@@ -1,6 +1,6 @@
 /**
  * Rollout benchmark (not a test): parallel scaling on a CPU-bound tool, the engine's overhead per
- * env step, and policy-server batching with a checkpoint policy. Prints a table; --json prints the
+ * env step, and batch-queue batching with a checkpoint policy. Prints a table; --json prints the
  * figures as one JSON object. Run: npx tsx bench/rollout.ts [--json] [--episodes N]
  */
 import { mkdtempSync } from 'node:fs';
@@ -13,8 +13,9 @@ import { createRng } from '../src/core/rng.ts';
 import type { Scenario } from '../src/scenario/scenario.ts';
 import { parseAction } from '../src/parse/parse-action.ts';
 import { DEFAULT_MODEL_CONFIG, GPTModel, initBackend, loadCheckpointPolicy, saveCheckpoint, trainTokenizer } from '../src/policy/tfjs/index.ts';
-import { createRolloutPool, parallelRollout } from '../src/rollout/parallel-rollout.ts';
-import { rollout, planEpisodes } from '../src/rollout/rollout.ts';
+import { planEpisodes } from '../src/rollout/plan.ts';
+import { rollout } from '../src/rollout/rollout.ts';
+import { workerThreads } from '../src/rollout/worker-threads.ts';
 import { episodeConfig } from '../src/rollout/run-episode.ts';
 import { worldSeed } from '../src/rollout/drive-episode.ts';
 import { openAITools } from '../src/rollout/drive-episode.ts';
@@ -32,16 +33,17 @@ async function scaling(scenario: Scenario, workers: number) {
   const policy = await scenario.policies.expert!({ scenario, seed: 0 });
   const stamps: number[] = [];
   const started = performance.now();
-  const r = await parallelRollout({
+  const executor = workerThreads({ workers, scenarioSource: 'multihop-qa' });
+  const r = await rollout({
     scenario,
     policy,
     split: 'train',
     episodes: flags.episodes,
     seed: 1,
-    workers,
-    scenarioSource: 'multihop-qa',
+    executor,
     onProgress: () => stamps.push(performance.now()),
   });
+  await executor.close();
   const steady = ((stamps.length - 1) / (stamps.at(-1)! - stamps[0]!)) * 1000;
   const steps = r.records.reduce((n, x) => n + x.turns.length, 0);
   return { workers, episodesPerSecond: steady, wallSeconds: (performance.now() - started) / 1000, steps, toolShare: r.summary.throughput.share.tools };
@@ -91,13 +93,13 @@ async function engineInProcess(scenario: Scenario, episodes: number) {
 
 async function engineOneWorker(scenario: Scenario, episodes: number) {
   const policy = await scenario.policies.expert!({ scenario, seed: 0 });
-  const pool = createRolloutPool(1);
-  const run = () => parallelRollout({ scenario, policy, split: 'train', episodes, seed: 1, pool, perWorkerConcurrency: 1, scenarioSource: 'multihop-qa' });
+  const executor = workerThreads({ workers: 1, scenarioSource: 'multihop-qa' });
+  const run = () => rollout({ scenario, policy, split: 'train', episodes, seed: 1, executor, concurrency: 1 });
   await run(); // warm: the worker's world, index and search cache
   const start = performance.now();
   const r = await run();
   const ms = performance.now() - start;
-  await pool.destroy();
+  await executor.close();
   return { ms, steps: r.records.reduce((n, x) => n + x.turns.length, 0) };
 }
 
@@ -112,8 +114,11 @@ async function checkpointBatching() {
   const policy = await loadCheckpointPolicy(dir);
   const rows = [];
   for (const maxBatch of [8, 32]) {
-    const r = await parallelRollout({ scenario: calc, policy, split: 'train', episodes: 64, seed: 1, workers: 2, maxBatch, config: { maxTurns: 2, maxTokensPerTurn: 32 } });
-    const s = r.summary.policyServer!;
+    const executor = workerThreads({ workers: 2, maxBatch });
+    const config = { maxTurns: 2, maxTokensPerTurn: 32 };
+    const r = await rollout({ scenario: calc, policy, split: 'train', episodes: 64, seed: 1, executor, config });
+    await executor.close();
+    const s = r.summary.batching!;
     rows.push({ maxBatch, meanBatch: s.meanBatchSize, maxObservedBatch: Math.max(...Object.keys(s.batchSizes).map(Number)), policyShare: r.summary.throughput.share.policy, tokensPerSecond: r.summary.throughput.tokensPerSecond });
   }
   return rows;

@@ -1,15 +1,13 @@
 import { createHash, randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { z } from 'zod';
 import type { PolicyOutput } from '../core/types.ts';
 import { parseAction } from '../parse/parse-action.ts';
 import { chatEncoding } from '../policy/tfjs/chat-template.ts';
 import type { SamplingOptions } from '../policy/tfjs/generate.ts';
-import { PolicyServer, type PolicyServerStats } from '../rollout/policy-server.ts';
-import { RemotePolicy } from '../rollout/remote-policy.ts';
-import type { ServerMessage } from '../rollout/protocol.ts';
+import { BatchQueue, type BatchQueueStats } from '../rollout/batch-queue.ts';
+import type { Policy } from '../policy/policy.ts';
 import { ChatBridge } from './chat-bridge.ts';
 import { OpenAIHttpError } from './errors.ts';
 import { actionToAssistant } from './messages.ts';
@@ -45,16 +43,15 @@ export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 /**
  * An OpenAI-compatible HTTP server for a token policy: `POST /v1/chat/completions` (plain and
  * streamed), `GET /v1/models`. Conversations are read into the policy's own chat template
- * (ChatBridge); generation goes through the same batching PolicyServer as rollouts, over a
- * MessageChannel, so concurrent requests are merged into batches. Every failure is answered with an
+ * (ChatBridge); generation goes through the same batch queue as rollouts, so concurrent
+ * requests are merged into batches. Every failure is answered with an
  * OpenAI error object; nothing a client sends can crash the process.
  */
 export class ChatServer {
   readonly http: Server;
   private readonly serving: ServingPolicy;
-  private readonly policyServer: PolicyServer;
-  private readonly remote: RemotePolicy;
-  private readonly ports: [MessagePort, MessagePort];
+  private readonly queue: BatchQueue;
+  private readonly batched: Policy;
   private readonly bridge: ChatBridge;
   private readonly maxBodyBytes: number;
   private readonly stopTokens: Set<number>;
@@ -66,12 +63,8 @@ export class ChatServer {
     const template = chatEncoding(policy.tokenizer);
     this.bridge = new ChatBridge(template);
     this.serving = new ServingPolicy(policy);
-    this.policyServer = new PolicyServer(this.serving, { maxBatch: options.maxBatch ?? 32, maxWaitMs: options.maxWaitMs ?? 10 });
-    const { port1, port2 } = new MessageChannel();
-    this.ports = [port1, port2];
-    this.policyServer.attach(port1);
-    this.remote = new RemotePolicy(port2, policy.id, policy.version, template);
-    port2.on('message', (m: ServerMessage) => this.remote.receive(m));
+    this.queue = new BatchQueue(this.serving, { maxBatch: options.maxBatch ?? 32, maxWaitMs: options.maxWaitMs ?? 10 });
+    this.batched = this.queue.direct();
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     const t = policy.tokenizer;
     this.stopTokens = new Set([t.special('</tool_call>'), t.special('</answer>'), t.special('<|end|>'), t.eos]);
@@ -99,12 +92,11 @@ export class ChatServer {
   async close(): Promise<void> {
     this.http.closeAllConnections();
     await new Promise<void>((resolve) => this.http.close(() => resolve()));
-    this.policyServer.close();
-    for (const p of this.ports) p.close();
+    this.queue.close();
   }
 
-  stats(): PolicyServerStats {
-    return this.policyServer.stats();
+  stats(): BatchQueueStats {
+    return this.queue.stats();
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -183,7 +175,7 @@ export class ChatServer {
     this.serving.configure(rowId, sampling(policy.sampling, body));
     let output: PolicyOutput;
     try {
-      output = await this.remote.act({
+      output = await this.batched.act({
         episodeId: rowId,
         task: { id: rowId, split: '', question: '' },
         tools: [],
@@ -196,7 +188,7 @@ export class ChatServer {
     } catch (err) {
       throw new OpenAIHttpError(500, `generation failed: ${err instanceof Error ? err.message : String(err)}`, 'server_error', 'generation_failed');
     } finally {
-      this.remote.release(rowId);
+      this.batched.release!(rowId);
     }
     let tokens = output.tokens ?? policy.tokenizer.encode(output.text);
     let logprobs = output.logprobs ?? [];

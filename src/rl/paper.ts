@@ -9,8 +9,8 @@ import type { Policy } from '../policy/policy.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { resolveConfig, type Algorithm, type TrainConfig } from './config.ts';
-import { rolloutInThread, type ModelRollout } from './model-rollout.ts';
-import { canUseReplica, ReplicaRollouts } from './replica.ts';
+import type { RolloutExecutor } from '../rollout/executor.ts';
+import { canUseReplica, Replica } from '../rollout/replica.ts';
 import { writeFileAtomic } from './run-dir.ts';
 import { GptTrainable } from './tfjs-trainable.ts';
 import { devScore, train, type EvalMetrics, type StepMetrics } from './trainer.ts';
@@ -77,7 +77,7 @@ export interface PaperOptions {
   warmStartFrom?: string;
   /**
    * Play the model's episodes (training, dev evals, evaluations) on two threads, half on a replica
-   * in a worker thread (wasm and cpu backends; see ReplicaRollouts). Same records, shorter wall time.
+   * in a worker thread (wasm and cpu backends; see Replica). Same records, shorter wall time.
    */
   replica?: boolean;
   /** How the replica's thread loads the scenario: a built-in name or a folder (default: its id). */
@@ -164,7 +164,7 @@ export async function evaluateMethod(
   return scoreRecords(method, split, records);
 }
 
-/** Greedy evaluation of a trainable model, played by `play` (in this thread by default). */
+/** Greedy evaluation of a trainable model, played by `executor` (in this thread by default). */
 export async function evaluateModel(
   scenario: Scenario,
   method: string,
@@ -173,9 +173,10 @@ export async function evaluateModel(
   episodes: number,
   seed: number,
   episode?: Partial<EpisodeConfig>,
-  play: ModelRollout = rolloutInThread,
+  executor?: RolloutExecutor,
 ): Promise<MethodScore> {
-  const { records } = await play(evalRollout(scenario, split, episodes, seed, episode), model, { temperature: 0 });
+  const policy = model.policy({ temperature: 0 });
+  const { records } = await rollout({ ...evalRollout(scenario, split, episodes, seed, episode), policy, executor });
   return scoreRecords(method, split, records);
 }
 
@@ -192,19 +193,20 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
   const backend = tf.getBackend();
   const replica =
     options.replica && canUseReplica(backend)
-      ? new ReplicaRollouts(options.scenario, backend, {
+      ? new Replica({
+          backend,
           scenarioSource: options.scenarioSource,
           onFallback: (e) => options.onEvent?.({ phase: 'eval', message: `the replica failed (its episodes were played on the main thread): ${e.message}` }),
         })
       : undefined;
   try {
-    return await runPaperWith(options, replica?.run ?? rolloutInThread);
+    return await runPaperWith(options, replica);
   } finally {
     await replica?.close();
   }
 }
 
-async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<PaperResult> {
+async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | undefined): Promise<PaperResult> {
   const { scenario, seed } = options;
   const emit = (e: PaperEvent) => options.onEvent?.(e);
   const splits = options.evalSplits ?? ['test', 'ood'];
@@ -254,7 +256,7 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
       ? `warm start loaded from ${options.warmStartFrom}`
       : `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}`,
   });
-  for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES.base, ws.trainable, split, count(split), seed, options.episode, play));
+  for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES.base, ws.trainable, split, count(split), seed, options.episode, executor));
   lap('eval-base');
   emit({ phase: 'eval', message: 'Base Tool Call evaluated' });
 
@@ -274,7 +276,7 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
       outDir,
       init: `ckpt:${warmDir}`,
       episode: options.episode,
-      rollouts: play,
+      executor,
       onStep: (m) => emit({ phase: 'rl-step', step: m, algo }),
       onEval: (e) => emit({ phase: 'rl-eval', eval: e, algo }),
     });
@@ -288,7 +290,7 @@ async function runPaperWith(options: PaperOptions, play: ModelRollout): Promise<
     const chosen = best ? await GptTrainable.fromCheckpoint(best.dir, { id: `rl-${algo}` }) : model;
     if (best) emit({ phase: 'eval', algo, message: `${algo}: evaluating the best dev checkpoint, step ${best.step} (dev ${(100 * best.devScore).toFixed(1)})` });
     try {
-      for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES[algo], chosen, split, count(split), seed, options.episode, play));
+      for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES[algo], chosen, split, count(split), seed, options.episode, executor));
     } finally {
       if (chosen !== model) chosen.model.dispose();
       model.model.dispose();

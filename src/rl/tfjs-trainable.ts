@@ -6,7 +6,6 @@ import { GPTModel } from '../policy/tfjs/model.ts';
 import { maskedIndices, padBatch, scoreSequences, scoreTokens } from '../policy/tfjs/score.ts';
 import { TfjsPolicy } from '../policy/tfjs/tfjs-policy.ts';
 import type { Tokenizer } from '../policy/tfjs/tokenizer.ts';
-import { batchingPolicy } from './batching-policy.ts';
 import { TrainingError } from './errors.ts';
 import type { SamplingOptions, ScoreOutput, ScoreRequest, TrainablePolicy } from './trainable.ts';
 
@@ -19,12 +18,12 @@ export class GptTrainable implements TrainablePolicy {
   readonly maxLength: number;
   readonly hasValueHead = true;
   private hash = '';
-  private readonly policies = new Map<string, { inner: TfjsPolicy; outer: Policy }>();
+  private readonly policies = new Map<string, TfjsPolicy>();
 
   constructor(
     readonly model: GPTModel,
     readonly tokenizer: Tokenizer,
-    readonly options: { id?: string; meta?: { [key: string]: Json }; maxBatch?: number } = {},
+    readonly options: { id?: string; meta?: { [key: string]: Json } } = {},
   ) {
     this.maxLength = model.config.contextLength;
     this.weightsChanged();
@@ -77,17 +76,16 @@ export class GptTrainable implements TrainablePolicy {
     const key = `${this.hash}:${sampling.temperature}:${sampling.topK ?? 0}:${sampling.topP ?? 1}`;
     let p = this.policies.get(key);
     if (!p) {
-      const inner = new TfjsPolicy({
+      p = new TfjsPolicy({
         id: this.options.id ?? 'rl',
         version: this.hash,
         model: this.model,
         tokenizer: this.tokenizer,
         sampling: { temperature: sampling.temperature, topK: sampling.topK, topP: sampling.topP },
       });
-      p = { inner, outer: batchingPolicy(inner, this.options.maxBatch ?? 64) };
       this.policies.set(key, p);
     }
-    return p.outer;
+    return p;
   }
 
   weightsChanged(): void {
@@ -105,7 +103,7 @@ export class GptTrainable implements TrainablePolicy {
     }
     this.hash = contentHash(this.model.config, this.tokenizer.toJSON(), bytes);
     // Old policies hold KV caches computed with the old weights.
-    for (const p of this.policies.values()) p.inner.clearCache();
+    for (const p of this.policies.values()) p.clearCache();
     this.policies.clear();
   }
 

@@ -4,11 +4,12 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createRng, deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
+import type { RolloutExecutor } from '../rollout/executor.ts';
+import { rollout } from '../rollout/rollout.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { AdamW } from './adamw.ts';
 import type { TrainConfig } from './config.ts';
 import { TrainingError } from './errors.ts';
-import { rolloutInThread, type ModelRollout } from './model-rollout.ts';
 import {
   appendJsonl,
   checkpointName,
@@ -71,8 +72,8 @@ export interface TrainOptions {
   episode?: Partial<EpisodeConfig>;
   /** Greedy (0) or sampled evals. */
   evalTemperature?: number;
-  /** How episodes are played (default: in this thread; see ReplicaRollouts for two threads). */
-  rollouts?: ModelRollout;
+  /** Where episodes are played (default: in this thread; see Replica for two threads). */
+  executor?: RolloutExecutor;
   onStep?(metrics: StepMetrics): void;
   onEval?(metrics: EvalMetrics): void;
   onCheckpoint?(dir: string, step: number): void;
@@ -190,12 +191,16 @@ async function evaluate(opts: TrainOptions, step: number): Promise<EvalMetrics> 
   const t0 = performance.now();
   const sampling = { temperature: opts.evalTemperature ?? 0 };
   const policy = model.policy(sampling);
-  const run = opts.rollouts ?? rolloutInThread;
-  const { records, summary } = await run(
-    { scenario, split: config.evalSplit, episodes: config.evalEpisodes, seed: deriveSeed(config.seed, 'eval'), concurrency: config.concurrency, config: opts.episode },
-    model,
-    sampling,
-  );
+  const { records, summary } = await rollout({
+    scenario,
+    policy,
+    split: config.evalSplit,
+    episodes: config.evalEpisodes,
+    seed: deriveSeed(config.seed, 'eval'),
+    concurrency: config.concurrency,
+    config: opts.episode,
+    executor: opts.executor,
+  });
   return {
     kind: 'eval',
     step,
@@ -277,21 +282,19 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       const t0 = performance.now();
       const sampling = { temperature: config.temperature };
       const policy = model.policy(sampling);
-      const { records } = await (opts.rollouts ?? rolloutInThread)(
-        {
-          scenario,
-          split: config.trainSplit,
-          episodes: episodesPerStep,
-          group: config.group,
-          seed: deriveSeed(config.seed, 'rollout', s),
-          tasks: batchTasks(pool, config, s),
-          indexOffset: s * episodesPerStep,
-          concurrency: config.concurrency,
-          config: opts.episode,
-        },
-        model,
-        sampling,
-      );
+      const { records } = await rollout({
+        scenario,
+        policy,
+        split: config.trainSplit,
+        episodes: episodesPerStep,
+        group: config.group,
+        seed: deriveSeed(config.seed, 'rollout', s),
+        tasks: batchTasks(pool, config, s),
+        indexOffset: s * episodesPerStep,
+        concurrency: config.concurrency,
+        config: opts.episode,
+        executor: opts.executor,
+      });
       const t1 = performance.now();
       const { sequences, skipped } = buildTrajectories(records);
       const update = updateOnBatch(model, ref, optimizer, config, sequences, deriveSeed(config.seed, 'minibatch', s));

@@ -8,7 +8,7 @@ import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../replay/jsonl.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
 import { checkSplit, formatSummary, integer, keyValue, nonNegativeInt, nonNegativeNumber, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
-import { canRunInWorkers, parallelRollout } from '../../rollout/parallel-rollout.ts';
+import { canRunInWorkers, workerThreads } from '../../rollout/worker-threads.ts';
 import { availableParallelism } from 'node:os';
 
 export interface RolloutFlags {
@@ -103,18 +103,16 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
     signal: controller.signal,
     onRecord,
   };
+  // External (network) policies run in this thread: their time is waiting, not compute.
+  const inWorkers = flags.workers > 0 && canRunInWorkers(policy, scenario);
+  const executor = inWorkers ? workerThreads({ workers: flags.workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario }) : undefined;
   try {
-    const { summary } =
-      // External (network) policies run in this thread: their time is waiting, not compute.
-      flags.workers === 0 || !canRunInWorkers(policy, scenario)
-        ? await rollout({ ...common, concurrency: flags.concurrency })
-        : await parallelRollout({
-            ...common,
-            workers: flags.workers,
-            maxBatch: flags.maxBatch,
-            perWorkerConcurrency: 'actBatch' in policy ? undefined : flags.concurrency,
-            scenarioSource: flags.scenario,
-          });
+    const { summary } = await rollout({
+      ...common,
+      executor,
+      // A batch policy's concurrency follows from the batch size (see workerThreads).
+      concurrency: inWorkers && 'actBatch' in policy ? undefined : flags.concurrency,
+    });
     if (controller.signal.aborted) {
       process.stderr.write(`\ninterrupted: ${count} finished episodes written\n`);
       process.exitCode = 130;
@@ -127,6 +125,7 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
   } finally {
     bar.stop();
     writer?.close();
+    await executor?.close();
     process.off('SIGINT', onSigint);
   }
 }

@@ -8,7 +8,7 @@ import { ALGORITHMS, resolveConfig, type TrainConfig } from '../../rl/config.ts'
 import { TrainingError } from '../../rl/errors.ts';
 import { KL_ESTIMATORS } from '../../rl/kl.ts';
 import { readLatest } from '../../rl/run-dir.ts';
-import { canUseReplica, ReplicaRollouts } from '../../rl/replica.ts';
+import { canUseReplica, Replica } from '../../rollout/replica.ts';
 import { GptTrainable } from '../../rl/tfjs-trainable.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
 import { sftWarmStart } from '../../rl/warm-start.ts';
@@ -137,7 +137,11 @@ export async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   // A GPT checkpoint can be replicated into a worker thread that plays half of every rollout.
   const replica =
     flags.replica !== false && canUseReplica(info.name) && model instanceof GptTrainable
-      ? new ReplicaRollouts(scenario, info.name, { scenarioSource: flags.scenario, onFallback: (e) => log(`replica failed, its episodes were played on the main thread: ${e.message}`) })
+      ? new Replica({
+          backend: info.name,
+          scenarioSource: flags.scenario,
+          onFallback: (e) => log(`replica failed, its episodes were played on the main thread: ${e.message}`),
+        })
       : undefined;
   bar.start(config.steps, startStep, { reward: '-', em: '-', kl: '-', tps: '-' });
   try {
@@ -149,7 +153,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
       resume: flags.resume,
       init,
       signal: controller.signal,
-      ...(replica ? { rollouts: replica.run } : {}),
+      executor: replica,
       onStep: (m) =>
         bar.update(m.step, {
           reward: f3(m.reward),

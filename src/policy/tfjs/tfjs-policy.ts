@@ -75,6 +75,12 @@ export class TfjsPolicy implements BatchPolicy {
     });
   }
 
+  /** Writes the weights as a checkpoint (so a worker thread can load a copy); returns its content hash. */
+  async saveCheckpoint(dir: string): Promise<string> {
+    const { saveCheckpoint } = await import('./checkpoint.ts');
+    return saveCheckpoint(dir, this.model, this.tokenizer);
+  }
+
   release(episodeId: string): void {
     this.caches.delete(episodeId);
   }

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import test from 'ava';
 import calculator from '../../scenarios/calculator/index.ts';
-import { parallelRollout } from '../../src/rollout/parallel-rollout.ts';
-import { rollout } from '../../src/rollout/rollout.ts';
+import { workerThreads, type WorkerThreadsOptions } from '../../src/rollout/worker-threads.ts';
+import { rollout, type RolloutOptions } from '../../src/rollout/rollout.ts';
 import { serializeRecord } from '../../src/replay/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
@@ -16,6 +16,15 @@ import type { EpisodeRecord } from '../../src/core/types.ts';
 const FAULTY = fileURLToPath(new URL('../fixtures/faulty', import.meta.url));
 const calc = calculator as unknown as Scenario;
 const bytes = (records: EpisodeRecord[]) => records.map(serializeRecord).join('\n');
+/** A rollout on its own worker pool, closed afterwards. */
+async function inWorkers(options: RolloutOptions, executorOptions: WorkerThreadsOptions) {
+  const executor = workerThreads(executorOptions);
+  try {
+    return await rollout({ ...options, executor });
+  } finally {
+    await executor.close();
+  }
+}
 const call = (name: string, args: object = {}) => `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;
 
 test('scripted policy: byte-identical records with 1, 2 and 4 workers, and in one thread', async (t) => {
@@ -23,7 +32,7 @@ test('scripted policy: byte-identical records with 1, 2 and 4 workers, and in on
   const options = { scenario: calc, policy, split: 'train', episodes: 48, seed: 11 };
   const single = bytes((await rollout(options)).records);
   for (const workers of [1, 2, 4]) {
-    const { records } = await parallelRollout({ ...options, workers });
+    const { records } = await inWorkers(options, { workers });
     t.is(records.length, 48);
     t.is(bytes(records), single, `${workers} workers`);
   }
@@ -44,7 +53,8 @@ for (const [how, toolName] of [
     );
     const scenario = await faulty(scripts);
     const policy = await scenario.policies.script!({ scenario, seed: 0 });
-    const result = await parallelRollout({ scenario, policy, split: 'train', episodes: 12, seed: 3, workers: 2, scenarioSource: FAULTY });
+    const options = { scenario, policy, split: 'train', episodes: 12, seed: 3 };
+    const result = await inWorkers(options, { workers: 2, scenarioSource: FAULTY });
     t.is(result.records.length, 12);
     t.deepEqual(result.records.map((r) => r.index), [...Array(12).keys()]);
     t.true(result.summary.throughput.crashes >= 1);
@@ -58,7 +68,8 @@ test('an episode whose worker dies on every attempt is recorded as an error; the
   const scripts = [[call('exit', { marker: 'a', always: true })], [call('echo', { text: 'x' }), '<answer>ok</answer>'], ['<answer>ok</answer>']];
   const scenario = await faulty(scripts);
   const policy = await scenario.policies.script!({ scenario, seed: 0 });
-  const result = await parallelRollout({ scenario, policy, split: 'train', episodes: 9, seed: 3, workers: 2, scenarioSource: FAULTY, maxAttempts: 2 });
+  const options = { scenario, policy, split: 'train', episodes: 9, seed: 3 };
+  const result = await inWorkers(options, { workers: 2, scenarioSource: FAULTY, maxAttempts: 2 });
   t.is(result.records.length, 9);
   const crashed = result.records.filter((r) => r.status === 'error');
   // Only the three episodes that really kill their worker (the tasks playing script 0: f-0, f-3,
@@ -77,20 +88,19 @@ test('a hanging tool times out without holding up the other episodes', async (t)
   // hanging episode (index 0) is emitted the moment it finishes.
   let finished = 0;
   let finishedBeforeHang = -1;
-  const result = await parallelRollout({
+  const options: RolloutOptions = {
     scenario,
     policy,
     split: 'train',
     episodes: 8,
     seed: 1,
-    workers: 1,
-    perWorkerConcurrency: 8,
-    scenarioSource: FAULTY,
+    concurrency: 8,
     onProgress: (p) => (finished = p.done),
     onRecord: (r) => {
       if (r.index === 0) finishedBeforeHang = finished;
     },
-  });
+  };
+  const result = await inWorkers(options, { workers: 1, scenarioSource: FAULTY });
   const hang = result.records[0]!;
   t.is(hang.turns[0]!.results[0]!.error!.kind, 'timeout');
   t.true(hang.outcome.success);
