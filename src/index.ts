@@ -43,7 +43,7 @@ export { replayRecord, firstDivergence, type Divergence, type ReplayResult, type
 // RL: advantages, losses, KL, trajectories
 export { computeAdvantages, ADVANTAGE_ESTIMATORS } from './rl/advantages.ts';
 export type { AdvantageEstimator, AdvantageSequence, AdvantageOptions, AdvantageResult } from './rl/advantages.ts';
-export { ppoPolicyLoss, clippedValueLoss, aggregateLoss, clipByGlobalNorm, LOSS_AGGREGATIONS } from './rl/losses.ts';
+export { ppoPolicyLoss, clippedValueLoss, aggregateLoss, LOSS_AGGREGATIONS } from './rl/losses.ts';
 export type { LossAggregation, PolicyLossOptions } from './rl/losses.ts';
 export { klToken, klTensor, applyKlPenalty, KL_ESTIMATORS } from './rl/kl.ts';
 export type { KlEstimator } from './rl/kl.ts';
@@ -112,7 +112,7 @@ export { RunDirError, ViewRequestError } from './view/errors.ts';
 // The tfjs policy: backend selection, tokenizer, GPT, generation, scoring, checkpoints, SFT
 export {
   initBackend, backendInfo, GPTModel, DEFAULT_MODEL_CONFIG, parseModelConfig, scoreSequences, scoreTokens, maskedIndices, padBatch,
-  AdamW, scheduleLr, maskedNll, saveCheckpoint, loadCheckpoint, loadCheckpointPolicy, modelHash, CheckpointError, Tokenizer,
+  AdamW, scheduleLr, clipByGlobalNorm, OptimizerError, maskedNll, saveCheckpoint, loadCheckpoint, loadCheckpointPolicy, modelHash, CheckpointError, Tokenizer,
   trainTokenizer, SPECIAL_TOKENS, chatEncoding, generate, sampleToken, TfjsPolicy, KVCache,
   type ModelConfig, type SamplingOptions, type TokenizerJSON, type Checkpoint, type AdamWOptions, type StepStats,
 } from './policy/tfjs/index.ts';

@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import { createRng, deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
 import type { Scenario } from '../scenario/scenario.ts';
-import { AdamW } from './adamw.ts';
+import { AdamW } from '../policy/tfjs/adamw.ts';
 import type { TrainConfig } from './config.ts';
 import { TrainingError } from './errors.ts';
 import { rolloutInThread, type ModelRollout } from './model-rollout.ts';

@@ -9,7 +9,8 @@ import { loadCheckpoint, saveCheckpoint } from '../../src/policy/tfjs/checkpoint
 import { generate } from '../../src/policy/tfjs/generate.ts';
 import { GPTModel } from '../../src/policy/tfjs/model.ts';
 import { padBatch, scoreSequences, scoreTokens } from '../../src/policy/tfjs/score.ts';
-import { AdamW } from '../../src/policy/tfjs/train-step.ts';
+import { AdamW } from '../../src/policy/tfjs/adamw.ts';
+import { SFT_ADAMW } from '../../src/policy/tfjs/sft.ts';
 import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
 
 const config = { vocabSize: 50, dModel: 32, nLayers: 2, nHeads: 4, contextLength: 64, dMlp: 64, copyHead: true };
@@ -117,7 +118,8 @@ test('with a copy head a small model learns to copy unseen tokens where the same
   };
   const fit = (copyHead: boolean) => {
     const m = new GPTModel({ vocabSize: V, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 16, dMlp: 64, copyHead }, 1);
-    const opt = new AdamW(m.trainableVariables, { lr: 1e-2, warmupSteps: 4, totalSteps: train.length });
+    const schedule = { warmupSteps: 4, totalSteps: train.length };
+    const opt = new AdamW(m.trainableVariables, { ...SFT_ADAMW, lr: 1e-2, schedule, weightDecay: 0.01, clipNorm: 1 });
     const select = (B: number) => Array.from({ length: B }, (_, b) => [7, 8, 9, 10, 11, 12].map((t0) => b * 13 + t0)).flat();
     for (const batch of train) {
       const { tokens } = padBatch(batch, 0);

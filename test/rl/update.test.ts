@@ -1,6 +1,6 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
-import { AdamW } from '../../src/rl/adamw.ts';
+import { AdamW } from '../../src/policy/tfjs/adamw.ts';
 import { resolveConfig } from '../../src/rl/config.ts';
 import { updateOnBatch } from '../../src/rl/update.ts';
 import type { TrainingSequence } from '../../src/rl/trajectory.ts';

@@ -3,7 +3,7 @@
  *
  *   await initBackend();                              // once: tfjs-node-gpu → tfjs-node → wasm → cpu
  *   const model = new GPTModel({vocabSize, ...DEFAULT_MODEL_CONFIG}, seed);
- *   const opt = new AdamW(model.trainableVariables, {lr: 1e-3, warmupSteps: 20, totalSteps: 500, clipNorm: 1});
+ *   const opt = new AdamW(model.trainableVariables, {lr: 1e-3, schedule: {warmupSteps: 20, totalSteps: 500}, clipNorm: 1});
  *   const {tokens, mask} = padBatch(seqs, tokenizer.pad, masks);          // [B, T] int32, [B, T] float
  *   const stats = opt.minimize(() => {
  *     const s = scoreSequences(model, {tokens});     // logprobs / values / entropy, all [B, T]
@@ -33,8 +33,18 @@ export {
   type ForwardResult,
   type LayerKV,
 } from './model.ts';
-export { scoreSequences, scoreTokens, maskedIndices, padBatch, type ScoreBatch, type ScoreResult } from './score.ts';
-export { AdamW, scheduleLr, maskedNll, TrainStepError, type AdamWOptions, type StepStats } from './train-step.ts';
+export { scoreSequences, scoreTokens, maskedIndices, maskedNll, padBatch, type ScoreBatch, type ScoreResult } from './score.ts';
+export {
+  AdamW,
+  scheduleLr,
+  clipByGlobalNorm,
+  globalNorm,
+  OptimizerError,
+  type AdamWOptions,
+  type DecayForm,
+  type LrSchedule,
+  type StepStats,
+} from './adamw.ts';
 export {
   saveCheckpoint,
   loadCheckpoint,

@@ -122,7 +122,7 @@ let nextModelId = 0;
 
 /**
  * The model. `forward(tokens)` is differentiable with respect to `trainableVariables`, so it can be
- * used inside `tf.variableGrads` / `optimizer.minimize` (see train-step.ts).
+ * used inside `tf.variableGrads` / `optimizer.minimize` (see adamw.ts).
  */
 export class GPTModel {
   readonly config: ModelConfig;

@@ -3,11 +3,11 @@ import { AgentR1Error } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
 import type { EpisodeRecord, Json } from '../../core/types.ts';
 import type { PolicyEncoding } from '../policy.ts';
+import { AdamW, type AdamWOptions, type StepStats } from './adamw.ts';
 import { chatEncoding } from './chat-template.ts';
 import type { SamplingOptions } from './generate.ts';
 import { DEFAULT_MODEL_CONFIG, GPTModel, type ModelConfig } from './model.ts';
 import { maskedIndices, padBatch, scoreTokens } from './score.ts';
-import { AdamW, type StepStats } from './train-step.ts';
 import { TfjsPolicy } from './tfjs-policy.ts';
 import { trainTokenizer, type Chunking, type Tokenizer } from './tokenizer.ts';
 import { modelHash } from './checkpoint.ts';
@@ -75,6 +75,12 @@ export function recordTexts(records: readonly EpisodeRecord[]): string[] {
   return texts;
 }
 
+/**
+ * SFT's optimizer settings besides the rate, schedule, decay and clip norm: β2 0.95, the decay
+ * added to the update, and the clip scale clipNorm / ‖g‖ (no ε). Its results were made with these.
+ */
+export const SFT_ADAMW = { beta2: 0.95, decayForm: 'optax', clipEps: 0 } as const satisfies Partial<AdamWOptions>;
+
 export interface SftOptions {
   records: readonly EpisodeRecord[];
   /** A tokenizer to use; otherwise one is trained on the records (vocabSize). */
@@ -130,9 +136,9 @@ export function trainSft(options: SftOptions): SftResult {
   const steps = options.steps ?? (options.epochs !== undefined ? perEpoch * options.epochs : 600);
   if (!(steps >= 1)) throw new SftError(`steps must be ≥ 1, got ${steps}`);
   const opt = new AdamW(model.trainableVariables, {
+    ...SFT_ADAMW,
     lr: options.lr ?? 1e-2,
-    warmupSteps: options.warmupSteps ?? Math.min(30, Math.ceil(steps / 10)),
-    totalSteps: steps,
+    schedule: { warmupSteps: options.warmupSteps ?? Math.min(30, Math.ceil(steps / 10)), totalSteps: steps },
     weightDecay: options.weightDecay ?? 0.01,
     clipNorm: options.clipNorm ?? 1,
   });
