@@ -24,6 +24,8 @@ export { defineScenario, type Scenario, type ScenarioDefinition, type TaskQuery,
 export { loadScenario, instantiateScenario, type ScenarioRegistry } from './scenario/load.ts';
 export type { Policy, BatchPolicy, PolicyRequest, PolicyEncoding } from './policy/policy.ts';
 export { resolvePolicy } from './policy/resolve.ts';
+export { recordTokens, buildTrajectory, buildTrajectories, fitToContext, TrajectoryError } from './policy/trajectory.ts';
+export type { TokenSequence, TrainingSequence, RecordTokensOptions } from './policy/trajectory.ts';
 
 // Episodes, rollouts, records and replay
 export { episodeMachine, type EpisodeActors, type EpisodeInput, type EpisodeOutput } from '../machines/episode.ts';
@@ -47,8 +49,6 @@ export { ppoPolicyLoss, clippedValueLoss, aggregateLoss, LOSS_AGGREGATIONS } fro
 export type { LossAggregation, PolicyLossOptions } from './rl/losses.ts';
 export { klToken, klTensor, applyKlPenalty, KL_ESTIMATORS } from './rl/kl.ts';
 export type { KlEstimator } from './rl/kl.ts';
-export { buildTrajectory, buildTrajectories } from './rl/trajectory.ts';
-export type { TrainingSequence } from './rl/trajectory.ts';
 export { RlInputError, TrainingError } from './rl/errors.ts';
 // RL: the training loop
 export { train, batchTasks } from './rl/trainer.ts';

@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createRng, deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
-import type { Scenario } from '../scenario/scenario.ts';
 import { AdamW } from '../policy/tfjs/adamw.ts';
+import { buildTrajectories } from '../policy/trajectory.ts';
+import type { Scenario } from '../scenario/scenario.ts';
 import type { TrainConfig } from './config.ts';
 import { TrainingError } from './errors.ts';
 import { rolloutInThread, type ModelRollout } from './model-rollout.ts';
@@ -20,7 +21,6 @@ import {
   writeFileAtomic,
 } from './run-dir.ts';
 import type { TrainablePolicy } from './trainable.ts';
-import { buildTrajectories } from './trajectory.ts';
 import { updateOnBatch, type Scorer, type UpdateMetrics } from './update.ts';
 
 export interface StepMetrics extends UpdateMetrics {

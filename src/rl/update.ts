@@ -1,13 +1,13 @@
 import * as tf from '@tensorflow/tfjs';
 import { createRng } from '../core/rng.ts';
+import { clipByGlobalNorm, type AdamW } from '../policy/tfjs/adamw.ts';
+import { fitToContext, type TrainingSequence } from '../policy/trajectory.ts';
 import { computeAdvantages } from './advantages.ts';
 import { TrainingError } from './errors.ts';
-import { clipByGlobalNorm, type AdamW } from '../policy/tfjs/adamw.ts';
 import { ESTIMATOR_OF, type TrainConfig } from './config.ts';
 import { applyKlPenalty, klTensor } from './kl.ts';
 import { aggregateLoss, clippedValueLoss, maskedMean, policyGradientLoss, ppoPolicyLoss } from './losses.ts';
 import type { ScoreOutput, TrainablePolicy } from './trainable.ts';
-import { fitToContext, type TrainingSequence } from './trajectory.ts';
 
 /** Scores sequences without gradients, in chunks; returns plain per-token arrays. */
 export interface Scorer {

@@ -3,7 +3,7 @@ import * as tf from '@tensorflow/tfjs';
 import { AdamW } from '../../src/policy/tfjs/adamw.ts';
 import { resolveConfig } from '../../src/rl/config.ts';
 import { updateOnBatch } from '../../src/rl/update.ts';
-import type { TrainingSequence } from '../../src/rl/trajectory.ts';
+import type { TrainingSequence } from '../../src/policy/trajectory.ts';
 import { ANS, BigramPolicy, BOS, OBS, PEEK } from './toy.ts';
 
 const seq = (tokens: number[], mask: number[], reward: number, group: string): TrainingSequence => {

@@ -3,6 +3,7 @@ import { AgentR1Error } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
 import type { EpisodeRecord, Json } from '../../core/types.ts';
 import type { PolicyEncoding } from '../policy.ts';
+import { recordTokens, type TokenSequence } from '../trajectory.ts';
 import { AdamW, type AdamWOptions, type StepStats } from './adamw.ts';
 import { chatEncoding } from './chat-template.ts';
 import type { SamplingOptions } from './generate.ts';
@@ -18,41 +19,22 @@ import { modelHash } from './checkpoint.ts';
  */
 export class SftError extends AgentR1Error {}
 
-export interface TrainingSequence {
-  tokens: number[];
-  /** 1 on the agent's own (generated) tokens. */
-  mask: number[];
-}
-
 /**
- * Token sequences from records, built exactly as live play builds the history: the prompt, each
- * action, its observation in the chat template (or the end tokens after the last action).
- * Records of a tokenizing policy carry token ids; scripted policies' records have text only, which
- * is encoded here (`useRecordTokens: false` forces that, e.g. when the ids came from another tokenizer).
+ * Token sequences from records, built exactly as live play builds the history (recordTokens): the
+ * prompt, each action, its observation in the chat template (or the end tokens after the last
+ * action), cut to `contextLength`; records without an agent token left are dropped. The texts are
+ * encoded with `encoding` (`useRecordTokens` takes the recorded ids where there are some instead:
+ * only right when they come from this tokenizer).
  */
 export function sequencesFromRecords(
   records: readonly EpisodeRecord[],
   encoding: PolicyEncoding & { action(text: string): number[] },
   options: { useRecordTokens?: boolean; contextLength?: number; onlySuccessful?: boolean } = {},
-): TrainingSequence[] {
-  const useIds = options.useRecordTokens ?? false;
-  const out: TrainingSequence[] = [];
+): TokenSequence[] {
+  const out: TokenSequence[] = [];
   for (const r of records) {
     if (options.onlySuccessful && !r.outcome.success) continue;
-    const tokens = useIds && r.promptTokens ? r.promptTokens.slice() : encoding.prompt(r.prompt);
-    const mask = tokens.map(() => 0);
-    const push = (ids: readonly number[], m: number) => {
-      for (const id of ids) {
-        tokens.push(id);
-        mask.push(m);
-      }
-    };
-    r.turns.forEach((turn, i) => {
-      push(useIds && turn.tokens ? turn.tokens : encoding.action(turn.text), 1);
-      if (turn.observation !== null) {
-        push(useIds && turn.observationTokens ? turn.observationTokens : encoding.observation(turn.observation), 0);
-      } else if (i === r.turns.length - 1 && encoding.end) push(encoding.end(), 0);
-    });
+    const { tokens, mask } = recordTokens(r, { encoding, useRecordTokens: options.useRecordTokens ?? false });
     if (options.contextLength && tokens.length > options.contextLength) {
       tokens.length = options.contextLength;
       mask.length = options.contextLength;
