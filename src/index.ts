@@ -56,7 +56,7 @@ export type { TrainOptions, TrainResult, StepMetrics, EvalMetrics, BestCheckpoin
 export { resolveConfig, defaultConfig, ALGORITHMS } from './rl/config.ts';
 export type { TrainConfig, Algorithm } from './rl/config.ts';
 export { updateOnBatch } from './rl/update.ts';
-export type { TrainablePolicy, ScoreOutput, ScoreRequest } from './rl/trainable.ts';
+export type { TrainablePolicy, ScoreOutput, ScoreRequest, RolloutSampling } from './rl/trainable.ts';
 export { GptTrainable } from './rl/tfjs-trainable.ts';
 export { sftWarmStart } from './rl/warm-start.ts';
 export { rolloutInThread, type ModelRollout } from './rl/model-rollout.ts';

@@ -1,7 +1,7 @@
 import type { EpisodeRecord } from '../core/types.ts';
 import { rollout, type RolloutOptions } from '../rollout/rollout.ts';
 import type { RolloutSummary } from '../rollout/summary.ts';
-import type { SamplingOptions, TrainablePolicy } from './trainable.ts';
+import type { RolloutSampling, TrainablePolicy } from './trainable.ts';
 
 /**
  * A rollout of a trainable model's current weights: how the trainer and the paper pipeline play
@@ -10,7 +10,7 @@ import type { SamplingOptions, TrainablePolicy } from './trainable.ts';
 export type ModelRollout = (
   options: Omit<RolloutOptions, 'policy'>,
   model: TrainablePolicy,
-  sampling: SamplingOptions,
+  sampling: RolloutSampling,
 ) => Promise<{ records: EpisodeRecord[]; summary: RolloutSummary }>;
 
 /** Every episode in this thread (the default). */

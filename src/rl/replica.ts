@@ -9,7 +9,7 @@ import { summarizeRecords } from '../rollout/summary.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { TrainingError } from './errors.ts';
 import type { ModelRollout } from './model-rollout.ts';
-import type { SamplingOptions, TrainablePolicy } from './trainable.ts';
+import type { RolloutSampling, TrainablePolicy } from './trainable.ts';
 
 /** The part of a rollout's options that crosses to the replica's thread. */
 export type ReplicaRolloutOptions = Omit<RolloutOptions, 'scenario' | 'policy' | 'onRecord' | 'signal'>;
@@ -23,7 +23,7 @@ export interface ReplicaTask {
     /** The weights' content hash: the replica refuses a checkpoint that is not these weights. */
     version: string;
     policyId: string;
-    sampling: SamplingOptions;
+    sampling: RolloutSampling;
     rollout: ReplicaRolloutOptions;
   };
 }

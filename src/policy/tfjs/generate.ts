@@ -30,7 +30,8 @@ export interface RowCache {
   bytes: number;
 }
 
-export interface GenerateRow {
+/** One row of a batched generation. */
+export interface GenerateRequest {
   /** The whole history, as ids. */
   tokens: readonly number[];
   seed: number;
@@ -73,7 +74,7 @@ export class GenerateError extends AgentR1Error {}
 
 interface Active {
   index: number;
-  row: GenerateRow;
+  row: GenerateRequest;
   rng: Rng;
   out: GenerateResult;
   /** Tokens fed so far (for the cache). */
@@ -83,7 +84,7 @@ interface Active {
   limit: number;
 }
 
-export function generate(model: GPTModel, rows: readonly GenerateRow[], options: GenerateOptions = {}): GenerateResult[] {
+export function generate(model: GPTModel, rows: readonly GenerateRequest[], options: GenerateOptions = {}): GenerateResult[] {
   const C = model.config.contextLength;
   const pad = options.pad ?? 0;
   const results: GenerateResult[] = [];
@@ -110,7 +111,7 @@ export function generate(model: GPTModel, rows: readonly GenerateRow[], options:
   return results;
 }
 
-function usableCache(row: GenerateRow): RowCache | undefined {
+function usableCache(row: GenerateRequest): RowCache | undefined {
   const c = row.cache;
   if (!c || c.tokens.length === 0 || c.tokens.length >= row.tokens.length) return undefined;
   for (let i = 0; i < c.tokens.length; i++) if (c.tokens[i] !== row.tokens[i]) return undefined;

@@ -57,6 +57,6 @@ export {
 } from './checkpoint.ts';
 export { Tokenizer, trainTokenizer, SPECIAL_TOKENS, TokenizerError, type TokenizerJSON } from './tokenizer.ts';
 export { chatEncoding } from './chat-template.ts';
-export { generate, sampleToken, disposeCache, GenerateError, type GenerateRow, type GenerateResult, type GenerateOptions, type SamplingOptions, type RowCache } from './generate.ts';
+export { generate, sampleToken, disposeCache, GenerateError, type GenerateRequest, type GenerateResult, type GenerateOptions, type SamplingOptions, type RowCache } from './generate.ts';
 export { TfjsPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
 export { KVCache } from './kv-cache.ts';
