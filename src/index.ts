@@ -9,7 +9,7 @@ export { DEFAULT_EPISODE_CONFIG, RECORD_SCHEMA_VERSION } from './core/types.ts';
 export { createRng, deriveSeed, type Rng } from './core/rng.ts';
 export { canonicalJson } from './core/canonical-json.ts';
 export {
-  AgentR1Error, UnknownNameError, ToolArgumentsError, ToolTimeoutError, CorruptRecordError, ScenarioError, ScenarioOptionsError, UsageError,
+  AgentR1Error, UnknownNameError, CorruptRecordError, ScenarioError, ScenarioOptionsError, UsageError,
 } from './core/errors.ts';
 
 // Tools and the ToolEnv: the Tool says what happened, the ToolEnv what it means

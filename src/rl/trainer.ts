@@ -105,7 +105,7 @@ export const devScore = (e: Pick<EvalMetrics, 'outcome' | 'success'>): number =>
 const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
 
 /** Mean of every numeric outcome metric over the records (em, f1, …). */
-export function outcomeMeans(records: readonly EpisodeRecord[]): { [key: string]: number } {
+function outcomeMeans(records: readonly EpisodeRecord[]): { [key: string]: number } {
   const sums: { [key: string]: number[] } = {};
   for (const r of records) {
     for (const [k, v] of Object.entries(r.outcome.metrics ?? {})) if (Number.isFinite(v)) (sums[k] ??= []).push(v);

@@ -16,8 +16,8 @@ import type { BatchPolicy } from '../policy.ts';
  * order). Written through a tfjs IOHandler of our own (no tfjs-node needed), into a temporary
  * sibling directory that is then renamed into place, so a reader never sees half a checkpoint.
  */
-export const CHECKPOINT_FORMAT = 'agent-r1-gpt';
-export const CHECKPOINT_VERSION = 1;
+const CHECKPOINT_FORMAT = 'agent-r1-gpt';
+const CHECKPOINT_VERSION = 1;
 
 export class CheckpointError extends AgentR1Error {}
 

@@ -211,9 +211,6 @@ function finished(a: Active, token: number, options: GenerateOptions): boolean {
   return false;
 }
 
-/** Caches live in JS memory; kept for callers that release caches explicitly (a no-op today). */
-export function disposeCache(_cache: RowCache | undefined): void {}
-
 /**
  * Samples one token from logits with the row's stream. Returns the token and its log-probability
  * under the untempered distribution (what the trainer recomputes).

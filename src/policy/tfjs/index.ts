@@ -29,9 +29,7 @@ export {
   modelConfigSchema,
   ModelError,
   type ModelConfig,
-  type ForwardOptions,
   type ForwardResult,
-  type LayerKV,
 } from './model.ts';
 export { scoreSequences, scoreTokens, maskedIndices, maskedNll, padBatch, type ScoreBatch, type ScoreResult } from './score.ts';
 export {
@@ -57,6 +55,6 @@ export {
 } from './checkpoint.ts';
 export { Tokenizer, trainTokenizer, SPECIAL_TOKENS, TokenizerError, type TokenizerJSON } from './tokenizer.ts';
 export { chatEncoding } from './chat-template.ts';
-export { generate, sampleToken, disposeCache, GenerateError, type GenerateRequest, type GenerateResult, type GenerateOptions, type SamplingOptions, type RowCache } from './generate.ts';
+export { generate, sampleToken, GenerateError, type GenerateRequest, type GenerateResult, type GenerateOptions, type SamplingOptions, type RowCache } from './generate.ts';
 export { TfjsPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
 export { KVCache } from './kv-cache.ts';

@@ -80,12 +80,6 @@ interface LayerParams {
   b2: tf.Variable;
 }
 
-/** Per-layer keys and values of the tokens seen so far: [B, H, T, dh] each. */
-export interface LayerKV {
-  k: tf.Tensor4D;
-  v: tf.Tensor4D;
-}
-
 /** One row of an incremental step: new tokens on top of an optional cache. */
 export interface RowStep {
   tokens: readonly number[];
@@ -95,26 +89,11 @@ export interface RowStep {
   cache: KVCache;
 }
 
-export interface ForwardOptions {
-  /** Positions of the input tokens, [B, T] int32 (default 0..T-1 for every row). */
-  positions?: tf.Tensor2D;
-  /** Keys/values of earlier tokens per layer; the new tokens attend to them. */
-  past?: readonly LayerKV[];
-  /**
-   * Additive attention mask [B, 1, Tq, Tpast + Tq] (0 = attend, -1e9 = not). Default: causal over
-   * the new tokens, everything in `past` visible.
-   */
-  mask?: tf.Tensor4D;
-  /** Return each layer's keys/values (past concatenated with the new ones). */
-  returnKV?: boolean;
-}
-
 export interface ForwardResult {
   /** [B, T, V] */
   logits: tf.Tensor3D;
   /** [B, T] */
   values: tf.Tensor2D;
-  kv?: LayerKV[];
 }
 
 const NEG = -1e9;
@@ -229,63 +208,46 @@ export class GPTModel {
     return this.trainableVariables.reduce((n, v) => n + v.size, 0);
   }
 
-  /** Bytes of keys+values one token occupies in the KV cache. */
-  kvBytesPerToken(): number {
-    return (this.config.nLayers * 2 * this.config.dModel + (this.copy ? this.config.dModel : 0) + 1) * 4;
-  }
-
   /**
-   * tokens [B, T] int32 → logits [B, T, V] and values [B, T]. With no options: positions 0..T-1,
-   * causal attention (training and scoring; right padding does not affect earlier positions).
+   * tokens [B, T] int32 → logits [B, T, V] and values [B, T], positions 0..T-1, causal attention
+   * (training and scoring; right padding does not affect earlier positions).
    */
-  forward(tokens: tf.Tensor2D, options: ForwardOptions = {}): ForwardResult {
+  forward(tokens: tf.Tensor2D): ForwardResult {
     const { vocabSize: V } = this.config;
     const [B, T] = tokens.shape;
-    if (this.copy && options.past) throw new ModelError('forward with past does not support the copy head; use forwardRows');
-    const kvOut: LayerKV[] = [];
     const [logits, values] = tf.tidy(() => {
-      const h = this.hiddenStates(tokens, options, kvOut);
+      const h = this.hiddenStates(tokens);
       const out = this.copy ? this.predict(h, tokens, Int32Array.from({ length: B * T }, (_, i) => i)) : this.logitsOf(h);
       return [out.reshape([B, T, V]) as tf.Tensor3D, this.valuesOf(h).reshape([B, T]) as tf.Tensor2D] as const;
     });
-    return options.returnKV ? { logits, values, kv: kvOut } : { logits, values };
+    return { logits, values };
   }
 
   /** The final (layer-normed) hidden states, [B*T, d]; logitsOf / valuesOf turn any rows of it into outputs. */
-  hiddenStates(tokens: tf.Tensor2D, options: ForwardOptions = {}, kvOut?: LayerKV[]): tf.Tensor2D {
-    const { vocabSize: V, dModel: d, nHeads: H, contextLength: C } = this.config;
+  hiddenStates(tokens: tf.Tensor2D): tf.Tensor2D {
+    const { dModel: d, nHeads: H, contextLength: C } = this.config;
     const [B, T] = tokens.shape;
-    const pastLen = options.past?.[0]?.k.shape[2] ?? 0;
-    if (!options.positions && T > C) throw new ModelError(`sequence of ${T} tokens is longer than the context (${C})`);
-    checkAttentionSize(B, H, T, pastLen + T);
+    if (T > C) throw new ModelError(`sequence of ${T} tokens is longer than the context (${C})`);
+    checkAttentionSize(B, H, T, T);
     const dh = d / H;
     return tf.tidy(() => {
       // A gather: its gradient (UnsortedSegmentSum) is registered for wasm in backend.ts.
       let x = tf.gather(this.tokEmb, tokens.reshape([B * T])) as tf.Tensor2D; // [B*T, d]
       if (this.shiftGate) {
-        if (options.past) throw new ModelError('forward with past does not support the token shift; use forwardRows');
         const prev = x.reshape([B, T, d]).slice([0, 0, 0], [B, T - 1, d]).pad([[0, 0], [1, 0], [0, 0]]).reshape([B * T, d]);
         x = x.add(prev.mul(this.shiftGate));
       }
-      const posIds = options.positions
-        ? (options.positions.reshape([B * T]).clipByValue(0, C - 1) as tf.Tensor1D)
-        : (tf.range(0, T, 1, 'int32').tile([B]) as tf.Tensor1D);
+      const posIds = tf.range(0, T, 1, 'int32').tile([B]) as tf.Tensor1D;
       if (this.posEmb) x = x.add(tf.gather(this.posEmb, posIds));
       const rotary = this.rotaryAt(posIds);
-      const mask = options.mask ?? (this.causal(T, pastLen).reshape([1, 1, T, pastLen + T]) as tf.Tensor4D);
+      const mask = this.causal(T).reshape([1, 1, T, T]) as tf.Tensor4D;
       const scale = 1 / Math.sqrt(dh);
-      this.layers.forEach((p, l) => {
+      this.layers.forEach((p) => {
         const h = layerNorm(x, p.ln1g, p.ln1b);
         const heads = (x2: tf.Tensor2D) => x2.reshape([B, T, H, dh]).transpose([0, 2, 1, 3]) as tf.Tensor4D;
-        let k = heads(rotary(tf.matMul(h, p.wk).add(p.bk)));
-        let v = heads(tf.matMul(h, p.wv).add(p.bv));
+        const k = heads(rotary(tf.matMul(h, p.wk).add(p.bk)));
+        const v = heads(tf.matMul(h, p.wv).add(p.bv));
         const q = heads(rotary(tf.matMul(h, p.wq).add(p.bq)).mul(scale));
-        const past = options.past?.[l];
-        if (past) {
-          k = tf.concat([past.k, k], 2);
-          v = tf.concat([past.v, v], 2);
-        }
-        if (options.returnKV && kvOut) kvOut.push({ k: tf.keep(k), v: tf.keep(v) });
         const scores = tf.matMul(q, k, false, true).add(mask); // [B, H, T, Tk]
         const att = tf.softmax(scores);
         const ctx = tf.matMul(att, v).transpose([0, 2, 1, 3]).reshape([B * T, d]);
@@ -490,19 +452,18 @@ export class GPTModel {
     return (x) => x.mul(cos).add(tf.matMul(x, rot).mul(sin)) as tf.Tensor2D;
   }
 
-  /** Additive causal mask [T, past + T]: every past key visible, new keys causally. */
-  private causal(T: number, past: number): tf.Tensor2D {
-    const key = T * 100_003 + past;
-    let m = this.causalCache.get(key);
+  /** Additive causal mask [T, T]. */
+  private causal(T: number): tf.Tensor2D {
+    let m = this.causalCache.get(T);
     if (!m) {
-      const data = new Float32Array(T * (past + T));
-      for (let i = 0; i < T; i++) for (let j = past + i + 1; j < past + T; j++) data[i * (past + T) + j] = NEG;
-      m = tf.keep(tf.tensor2d(data, [T, past + T]));
+      const data = new Float32Array(T * T);
+      for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) data[i * T + j] = NEG;
+      m = tf.keep(tf.tensor2d(data, [T, T]));
       if (this.causalCache.size > 64) {
         for (const t of this.causalCache.values()) t.dispose();
         this.causalCache.clear();
       }
-      this.causalCache.set(key, m);
+      this.causalCache.set(T, m);
     }
     return m;
   }
@@ -555,8 +516,6 @@ function layerNorm(x: tf.Tensor2D, g: tf.Tensor, b: tf.Tensor): tf.Tensor2D {
 function gelu(x: tf.Tensor): tf.Tensor {
   return x.mul(tf.sigmoid(x.mul(1.702)));
 }
-
-export { NEG as MASK_VALUE };
 
 /**
  * The largest attention-score tensor a forward may make on the wasm backend. Its heap is at most a

@@ -164,17 +164,6 @@ export function trainSft(options: SftOptions): SftResult {
   };
 }
 
-/** A policy over a trained (possibly unsaved) model; its version is the model's content hash. */
-export async function policyFromModel(
-  model: GPTModel,
-  tokenizer: Tokenizer,
-  options: { id?: string; sampling?: SamplingOptions } = {},
-): Promise<TfjsPolicy> {
-  return new TfjsPolicy({ id: options.id ?? 'tfjs', version: await modelHash(model, tokenizer), model, tokenizer, sampling: options.sampling });
-}
-
-export type SftMeta = { [key: string]: Json };
-
 export interface RunSftOptions {
   scenario: import('../../scenario/scenario.ts').Scenario;
   /** The reference policy whose episodes are cloned. */
