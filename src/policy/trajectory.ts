@@ -49,6 +49,9 @@ export interface RecordTokens extends TokenSequence {
   actions: { start: number; end: number }[];
 }
 
+const noPromptIds = (id: string) =>
+  `episode ${id} has no prompt token ids: RL needs a policy that tokenizes (a checkpoint policy)`;
+
 /** The record's history as token ids with the action mask (see RecordTokensOptions for where the ids come from). */
 export function recordTokens(record: EpisodeRecord, options: RecordTokensOptions = {}): RecordTokens {
   const enc = options.encoding;
@@ -57,7 +60,7 @@ export function recordTokens(record: EpisodeRecord, options: RecordTokensOptions
   let tokens: number[];
   if (ids && record.promptTokens) tokens = record.promptTokens.slice();
   else if (enc) tokens = enc.prompt(record.prompt);
-  else throw new TrajectoryError(`episode ${id} has no prompt token ids: RL needs a policy that tokenizes (a checkpoint policy)`);
+  else throw new TrajectoryError(noPromptIds(id));
   const mask: number[] = tokens.map(() => 0);
   const push = (part: readonly number[], m: number) => {
     for (const t of part) {
@@ -72,8 +75,8 @@ export function recordTokens(record: EpisodeRecord, options: RecordTokensOptions
   };
   const observation = (turn: TurnRecord, last: boolean): readonly number[] => {
     if (!enc) return turn.observationTokens ?? [];
-    if (turn.observation !== null) return ids && turn.observationTokens ? turn.observationTokens : enc.observation(turn.observation);
-    return last && enc.end ? enc.end() : [];
+    if (turn.observation === null) return last && enc.end ? enc.end() : [];
+    return ids && turn.observationTokens ? turn.observationTokens : enc.observation(turn.observation);
   };
   const actions = record.turns.map((turn, i) => {
     const start = tokens.length;
@@ -92,9 +95,11 @@ export function recordTokens(record: EpisodeRecord, options: RecordTokensOptions
 export function buildTrajectory(record: EpisodeRecord): TrainingSequence {
   if (record === null || typeof record !== 'object') throw new TrajectoryError('record is not an object');
   const id = record.episodeId;
-  if (record.status !== 'ok') throw new TrajectoryError(`episode ${id} failed (${record.error ?? 'status error'}); it has no trajectory`);
+  if (record.status !== 'ok') {
+    throw new TrajectoryError(`episode ${id} failed (${record.error ?? 'status error'}); it has no trajectory`);
+  }
   if (!Array.isArray(record.promptTokens)) {
-    throw new TrajectoryError(`episode ${id} has no prompt token ids: RL needs a policy that tokenizes (a checkpoint policy)`);
+    throw new TrajectoryError(noPromptIds(id));
   }
   if (!Array.isArray(record.turns)) throw new TrajectoryError(`episode ${id} has no turns array`);
   for (const turn of record.turns) {
@@ -102,9 +107,12 @@ export function buildTrajectory(record: EpisodeRecord): TrainingSequence {
       throw new TrajectoryError(`episode ${id} turn ${turn.index} has no token ids: RL needs a policy that tokenizes`);
     }
     if (turn.logprobs !== undefined && turn.logprobs.length !== turn.tokens.length) {
-      throw new TrajectoryError(`episode ${id} turn ${turn.index}: ${turn.logprobs.length} log-probs for ${turn.tokens.length} tokens`);
+      const [logprobs, tokens] = [turn.logprobs.length, turn.tokens.length];
+      throw new TrajectoryError(`episode ${id} turn ${turn.index}: ${logprobs} log-probs for ${tokens} tokens`);
     }
-    if (!Number.isFinite(turn.reward)) throw new TrajectoryError(`episode ${id} turn ${turn.index}: reward is not a finite number`);
+    if (!Number.isFinite(turn.reward)) {
+      throw new TrajectoryError(`episode ${id} turn ${turn.index}: reward is not a finite number`);
+    }
   }
   const { tokens, mask, actions } = recordTokens(record);
   const rewards: number[] = new Array(tokens.length).fill(0);
@@ -157,7 +165,10 @@ export interface SkippedEpisode {
  * Builds the trajectories of a rollout batch. Episodes that failed or cannot be used are skipped
  * with their reason, so one bad rollout never stops a training step.
  */
-export function buildTrajectories(records: readonly EpisodeRecord[]): { sequences: TrainingSequence[]; skipped: SkippedEpisode[] } {
+export function buildTrajectories(records: readonly EpisodeRecord[]): {
+  sequences: TrainingSequence[];
+  skipped: SkippedEpisode[];
+} {
   const sequences: TrainingSequence[] = [];
   const skipped: SkippedEpisode[] = [];
   for (const record of records) {

@@ -46,8 +46,10 @@ for (const form of ['torch', 'optax'] as const) {
     opt.step(grads);
     const gw = [0.2, -0.05, 1.5, 0];
     const gb = [-0.3, 0.01];
-    t.deepEqual(Array.from(vs[0]!.dataSync()), before[0]!.map((p, i) => reference(p, f(gw[i]!), { lr: 0.01, wd: 0.1, form, matrix: true })));
-    t.deepEqual(Array.from(vs[1]!.dataSync()), before[1]!.map((p, i) => reference(p, f(gb[i]!), { lr: 0.01, wd: 0.1, form, matrix: false })));
+    const expect = (k: number, g: number[], matrix: boolean) =>
+      before[k]!.map((p, i) => reference(p, f(g[i]!), { lr: 0.01, wd: 0.1, form, matrix }));
+    t.deepEqual(Array.from(vs[0]!.dataSync()), expect(0, gw, true));
+    t.deepEqual(Array.from(vs[1]!.dataSync()), expect(1, gb, false));
     t.is(opt.steps, 1);
     tf.dispose([...Object.values(grads), ...vs]);
     opt.dispose();
@@ -114,7 +116,8 @@ test('minimize: a non-finite loss throws and leaves weights, moments and step co
   const opt = new AdamW(vs, { lr: 0.1, clipNorm: 1 });
   const before = Array.from(vs[0]!.dataSync());
   const tensors = tf.memory().numTensors;
-  t.throws(() => opt.minimize(() => tf.sum(tf.mul(vs[0]!, NaN)) as tf.Scalar), { instanceOf: OptimizerError, message: /non-finite/ });
+  const nan = () => opt.minimize(() => tf.sum(tf.mul(vs[0]!, NaN)) as tf.Scalar);
+  t.throws(nan, { instanceOf: OptimizerError, message: /non-finite/ });
   t.is(tf.memory().numTensors, tensors);
   t.deepEqual(Array.from(vs[0]!.dataSync()), before);
   t.is(opt.steps, 0);
@@ -126,7 +129,7 @@ test('minimize: a non-finite loss throws and leaves weights, moments and step co
   opt.dispose();
 });
 
-test('save/load restores the state bit for bit, in the checkpoint format (adamw.json + adamw.bin, m then v)', async (t) => {
+test('save/load restores the state bit for bit, in the checkpoint format (adamw.json, adamw.bin)', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'adamw-'));
   const [a, b] = [vars(), vars()];
   const oa = new AdamW(a, { lr: 0.05, weightDecay: 0.1 });
@@ -139,7 +142,8 @@ test('save/load restores the state bit for bit, in the checkpoint format (adamw.
   }
   await oa.save(dir);
   const manifest = JSON.parse(readFileSync(join(dir, 'adamw.json'), 'utf8'));
-  t.deepEqual(manifest, { t: 3, lr: 0.05, vars: [{ name: a[0]!.name, shape: [2, 2] }, { name: a[1]!.name, shape: [2] }] });
+  const shapes = [{ name: a[0]!.name, shape: [2, 2] }, { name: a[1]!.name, shape: [2] }];
+  t.deepEqual(manifest, { t: 3, lr: 0.05, vars: shapes });
   t.is(readFileSync(join(dir, 'adamw.bin')).length, 2 * 6 * 4);
   // b takes a's weights and optimizer state; the next updates then match exactly
   b.forEach((v, i) => v.assign(a[i]!));
@@ -171,7 +175,8 @@ test('save/load restores the state bit for bit, in the checkpoint format (adamw.
 
 test('bad options are clear errors', (t) => {
   t.throws(() => new AdamW([], { lr: 0 }), { instanceOf: OptimizerError, message: /learning rate/ });
-  const schedule = (totalSteps: number, warmupSteps: number) => new AdamW([], { lr: 1, schedule: { totalSteps, warmupSteps } });
+  const schedule = (totalSteps: number, warmupSteps: number) =>
+    new AdamW([], { lr: 1, schedule: { totalSteps, warmupSteps } });
   t.throws(() => schedule(0, 0), { instanceOf: OptimizerError, message: /totalSteps/ });
   t.throws(() => schedule(10, -1), { instanceOf: OptimizerError, message: /warmupSteps/ });
 });

@@ -1,7 +1,13 @@
 import test from 'ava';
 import type { EpisodeRecord, TurnRecord } from '../../src/core/types.ts';
 import { DEFAULT_EPISODE_CONFIG } from '../../src/core/types.ts';
-import { buildTrajectories, buildTrajectory, fitToContext, recordTokens, TrajectoryError } from '../../src/policy/trajectory.ts';
+import {
+  buildTrajectories,
+  buildTrajectory,
+  fitToContext,
+  recordTokens,
+  TrajectoryError,
+} from '../../src/policy/trajectory.ts';
 
 const turn = (index: number, tokens: number[], obs: number[] | undefined, reward: number): TurnRecord => ({
   index,
@@ -113,7 +119,8 @@ test('recordTokens: recorded ids as they are (RL), or the texts encoded as live 
   // useRecordTokens: the ids where the record has them, the encoding where not
   const mixed = recordTokens({ ...r, promptTokens: undefined }, { encoding, useRecordTokens: true });
   t.deepEqual(mixed.tokens, [100, 10, 11, 20, 21, 22, 12, 13, 14, 99]);
-  t.throws(() => recordTokens({ ...r, promptTokens: undefined }), { instanceOf: TrajectoryError, message: /no prompt token ids/ });
+  const textOnly = { ...r, promptTokens: undefined };
+  t.throws(() => recordTokens(textOnly), { instanceOf: TrajectoryError, message: /no prompt token ids/ });
   const untokenized = record({ turns: [{ ...turn(0, [], undefined, 0), tokens: undefined }] });
   t.throws(() => recordTokens(untokenized), { instanceOf: TrajectoryError, message: /turn 0 has no token ids/ });
 });

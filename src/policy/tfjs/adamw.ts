@@ -188,7 +188,8 @@ export class AdamW {
     const { value, grads } = tf.variableGrads(lossFn, this.variables as tf.Variable[]);
     const loss = value.dataSync()[0]!;
     value.dispose();
-    const clipped = this.clipNorm > 0 ? clipByGlobalNorm(grads, this.clipNorm, this.clipEps) : { grads, norm: globalNorm(grads) };
+    const clipped =
+      this.clipNorm > 0 ? clipByGlobalNorm(grads, this.clipNorm, this.clipEps) : { grads, norm: globalNorm(grads) };
     try {
       if (!Number.isFinite(loss) || !Number.isFinite(clipped.norm)) {
         throw new OptimizerError(`non-finite loss (${loss}) or gradient norm (${clipped.norm}) at step ${this.t}`);
@@ -223,7 +224,8 @@ export class AdamW {
       vars: { name: string; shape: number[] }[];
     };
     if (manifest.vars.length !== this.variables.length) {
-      throw new OptimizerError(`optimizer state has ${manifest.vars.length} variables, the model ${this.variables.length}`);
+      const [saved, model] = [manifest.vars.length, this.variables.length];
+      throw new OptimizerError(`optimizer state has ${saved} variables, the model ${model}`);
     }
     manifest.vars.forEach((saved, i) => {
       const shape = this.variables[i]!.shape;
