@@ -6,7 +6,8 @@ import { AgentR1Error } from '../../core/errors.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import type { Json } from '../../core/types.ts';
 import type { SamplingOptions } from './generate.ts';
-import { GPTModel, parseModelConfig, type ModelConfig } from './model.ts';
+import { parseModelConfig, type ModelConfig } from './model-config.ts';
+import { GPTModel } from './model.ts';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.ts';
 import type { BatchPolicy } from '../policy.ts';
 

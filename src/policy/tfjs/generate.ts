@@ -1,14 +1,15 @@
 import * as tf from '@tensorflow/tfjs';
 import { createRng, type Rng } from '../../core/rng.ts';
 import { AgentR1Error } from '../../core/errors.ts';
-import type { GPTModel } from './model.ts';
+import { forwardRows, newCache } from './decode.ts';
 import type { KVCache } from './kv-cache.ts';
+import type { GPTModel } from './model.ts';
 
 /**
  * Batched incremental decoding with a KV cache.
  *
  * Every row prefills only the tokens its cache does not hold, then all rows decode one token per
- * step (GPTModel.forwardRows: dense layers batched in tfjs over the packed rows, attention in JS per
+ * step (decode.ts forwardRows: dense layers batched in tfjs over the packed rows, attention in JS per
  * row on the row's own keys, so a row's logits are bit-identical alone or in any batch). Each row samples
  * from its own PRNG stream (seeded by the row's seed). Finished rows leave the batch.
  */
@@ -122,7 +123,7 @@ function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions)
   // Each row feeds what its cache lacks (first step) or its last sampled token (later steps).
   let feed = rows.map((a) => {
     const cache = usableCache(a.row);
-    a.kv = cache ? cache.kv.clone(a.row.tokens.length - cache.tokens.length + a.limit) : model.newCache(a.row.tokens.length + a.limit);
+    a.kv = cache ? cache.kv.clone(a.row.tokens.length - cache.tokens.length + a.limit) : newCache(model, a.row.tokens.length + a.limit);
     a.fed = a.row.tokens.slice();
     a.out.prefilled = a.row.tokens.length - (cache?.tokens.length ?? 0);
     return a.row.tokens.slice(cache?.tokens.length ?? 0);
@@ -134,7 +135,7 @@ function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions)
       const before = a.fed.length - feed[i]!.length - 1;
       return { tokens: feed[i]!, cache: a.kv!, ...(before >= 0 ? { prevToken: a.fed[before]! } : {}) };
     });
-    const logits = model.forwardRows(steps);
+    const logits = forwardRows(model, steps);
     const data = logits.dataSync() as Float32Array;
     const V = logits.shape[1];
     logits.dispose();

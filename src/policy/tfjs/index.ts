@@ -22,15 +22,9 @@
  * After a weight update, call `policy.clearCache()` (cached keys/values belong to the old weights).
  */
 export { initBackend, backendInfo, BACKEND_NAMES, type BackendInfo } from './backend.ts';
-export {
-  GPTModel,
-  DEFAULT_MODEL_CONFIG,
-  parseModelConfig,
-  modelConfigSchema,
-  ModelError,
-  type ModelConfig,
-  type ForwardResult,
-} from './model.ts';
+export { DEFAULT_MODEL_CONFIG, parseModelConfig, modelConfigSchema, ModelError, type ModelConfig } from './model-config.ts';
+export { GPTModel, type ForwardResult } from './model.ts';
+export { forwardRows, newCache, type RowStep } from './decode.ts';
 export { scoreSequences, scoreTokens, maskedIndices, maskedNll, padBatch, type ScoreBatch, type ScoreResult } from './score.ts';
 export {
   AdamW,
