@@ -21,7 +21,9 @@ import {
   writeFileAtomic,
 } from './run-dir.ts';
 import type { TrainablePolicy } from './trainable.ts';
-import { updateOnBatch, type Scorer, type UpdateMetrics } from './update.ts';
+import type { UpdateMetrics } from './update/metrics.ts';
+import type { Scorer } from './update/score.ts';
+import { updateOnBatch } from './update/update.ts';
 
 export interface StepMetrics extends UpdateMetrics {
   kind: 'step';
