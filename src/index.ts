@@ -52,7 +52,8 @@ export type { KlEstimator } from './rl/kl.ts';
 export { RlInputError, TrainingError } from './rl/errors.ts';
 // RL: the training loop
 export { train, batchTasks } from './rl/trainer.ts';
-export type { TrainOptions, TrainResult, StepMetrics, EvalMetrics, BestCheckpoint } from './rl/trainer.ts';
+export type { TrainOptions, TrainResult, StepMetrics, EvalMetrics } from './rl/trainer.ts';
+export type { BestCheckpoint } from './rl/best-checkpoint.ts';
 export { resolveConfig, defaultConfig, ALGORITHMS } from './rl/config.ts';
 export type { TrainConfig, Algorithm } from './rl/config.ts';
 export { updateOnBatch } from './rl/update/update.ts';
