@@ -31,7 +31,7 @@ export function padRows(rows: readonly (readonly number[])[], length: number): n
 }
 
 /** Per-token outputs of a scorer over many sequences, `chunk` rows per forward pass, no gradients. */
-export function scoreAll(
+function scoreAll(
   scorer: Scorer & { maxLength: number },
   seqs: readonly TrainingSequence[],
   chunk: number,
