@@ -11,7 +11,9 @@
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../src/policy/tfjs/backend.ts';
-import { DEFAULT_MODEL_CONFIG, GPTModel } from '../src/policy/tfjs/model.ts';
+import { forwardRows, newCache } from '../src/policy/tfjs/decode.ts';
+import { DEFAULT_MODEL_CONFIG } from '../src/policy/tfjs/model-config.ts';
+import { GPTModel } from '../src/policy/tfjs/model.ts';
 import { generate } from '../src/policy/tfjs/generate.ts';
 
 const { values: args } = parseArgs({
@@ -73,9 +75,9 @@ const peak = matmulGflops();
 const rows: Row[] = [];
 for (const B of batches) {
   // Prefill: B rows of L tokens in one pass (the first step of cached generation).
-  model.forwardRows([{ tokens: prompt(0, 8), cache: model.newCache() }]).dispose();
+  forwardRows(model, [{ tokens: prompt(0, 8), cache: newCache(model) }]).dispose();
   const t0 = performance.now();
-  const pre = model.forwardRows(Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L), cache: model.newCache(L) })));
+  const pre = forwardRows(model, Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L), cache: newCache(model, L) })));
   pre.dataSync();
   const prefillMs = performance.now() - t0;
   pre.dispose();

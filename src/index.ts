@@ -9,7 +9,7 @@ export { DEFAULT_EPISODE_CONFIG, RECORD_SCHEMA_VERSION } from './core/types.ts';
 export { createRng, deriveSeed, type Rng } from './core/rng.ts';
 export { canonicalJson } from './core/canonical-json.ts';
 export {
-  AgentR1Error, UnknownNameError, ToolArgumentsError, ToolTimeoutError, CorruptRecordError, ScenarioError, ScenarioOptionsError, UsageError,
+  AgentR1Error, UnknownNameError, CorruptRecordError, ScenarioError, ScenarioOptionsError, UsageError,
 } from './core/errors.ts';
 
 // Tools and the ToolEnv: the Tool says what happened, the ToolEnv what it means
@@ -24,6 +24,8 @@ export { defineScenario, type Scenario, type ScenarioDefinition, type TaskQuery,
 export { loadScenario, instantiateScenario, type ScenarioRegistry } from './scenario/load.ts';
 export type { Policy, BatchPolicy, PolicyRequest, PolicyEncoding } from './policy/policy.ts';
 export { resolvePolicy } from './policy/resolve.ts';
+export { recordTokens, buildTrajectory, buildTrajectories, fitToContext, TrajectoryError } from './policy/trajectory.ts';
+export type { TokenSequence, TrainingSequence, RecordTokensOptions } from './policy/trajectory.ts';
 
 // Episodes, rollouts, records and replay
 export { episodeMachine, type EpisodeActors, type EpisodeInput, type EpisodeOutput } from '../machines/episode.ts';
@@ -46,20 +48,20 @@ export { replayRecord, firstDivergence, type Divergence, type ReplayResult, type
 // RL: advantages, losses, KL, trajectories
 export { computeAdvantages, ADVANTAGE_ESTIMATORS } from './rl/advantages.ts';
 export type { AdvantageEstimator, AdvantageSequence, AdvantageOptions, AdvantageResult } from './rl/advantages.ts';
-export { ppoPolicyLoss, clippedValueLoss, aggregateLoss, clipByGlobalNorm, LOSS_AGGREGATIONS } from './rl/losses.ts';
+export { ppoPolicyLoss, clippedValueLoss, aggregateLoss, LOSS_AGGREGATIONS } from './rl/losses.ts';
 export type { LossAggregation, PolicyLossOptions } from './rl/losses.ts';
 export { klToken, klTensor, applyKlPenalty, KL_ESTIMATORS } from './rl/kl.ts';
 export type { KlEstimator } from './rl/kl.ts';
-export { buildTrajectory, buildTrajectories } from './rl/trajectory.ts';
-export type { TrainingSequence } from './rl/trajectory.ts';
 export { RlInputError, TrainingError } from './rl/errors.ts';
 // RL: the training loop
 export { train, batchTasks } from './rl/trainer.ts';
-export type { TrainOptions, TrainResult, StepMetrics, EvalMetrics, BestCheckpoint } from './rl/trainer.ts';
+export type { TrainOptions, TrainResult, StepMetrics, EvalMetrics } from './rl/trainer.ts';
+export type { BestCheckpoint } from './rl/best-checkpoint.ts';
 export { resolveConfig, defaultConfig, ALGORITHMS } from './rl/config.ts';
 export type { TrainConfig, Algorithm } from './rl/config.ts';
-export { updateOnBatch } from './rl/update.ts';
-export type { TrainablePolicy, ScoreOutput, ScoreRequest } from './rl/trainable.ts';
+export { updateOnBatch } from './rl/update/update.ts';
+export type { UpdateMetrics } from './rl/update/metrics.ts';
+export type { TrainablePolicy, ScoreOutput, ScoreRequest, RolloutSampling } from './rl/trainable.ts';
 export { GptTrainable } from './rl/tfjs-trainable.ts';
 export { sftWarmStart } from './rl/warm-start.ts';
 export { runPaper, formatPaperTable, evaluateMethod, evaluateModel, evalEpisodeCount, scoreRecords } from './rl/paper.ts';
@@ -113,7 +115,7 @@ export { RunDirError, ViewRequestError } from './view/errors.ts';
 // The tfjs policy: backend selection, tokenizer, GPT, generation, scoring, checkpoints, SFT
 export {
   initBackend, backendInfo, GPTModel, DEFAULT_MODEL_CONFIG, parseModelConfig, scoreSequences, scoreTokens, maskedIndices, padBatch,
-  AdamW, scheduleLr, maskedNll, saveCheckpoint, loadCheckpoint, loadCheckpointPolicy, modelHash, CheckpointError, Tokenizer,
+  AdamW, scheduleLr, clipByGlobalNorm, OptimizerError, maskedNll, saveCheckpoint, loadCheckpoint, loadCheckpointPolicy, modelHash, CheckpointError, Tokenizer,
   trainTokenizer, SPECIAL_TOKENS, chatEncoding, generate, sampleToken, TfjsPolicy, KVCache,
   type ModelConfig, type SamplingOptions, type TokenizerJSON, type Checkpoint, type AdamWOptions, type StepStats,
 } from './policy/tfjs/index.ts';

@@ -17,12 +17,6 @@ export class UnknownNameError extends AgentR1Error {
   }
 }
 
-/** Tool arguments that fail the tool's schema. */
-export class ToolArgumentsError extends AgentR1Error {}
-
-/** A tool that ran past its timeout. */
-export class ToolTimeoutError extends AgentR1Error {}
-
 /** A record line that cannot be parsed, fails its schema, or fails its checksum. */
 export class CorruptRecordError extends AgentR1Error {
   constructor(

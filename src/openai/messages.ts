@@ -24,7 +24,7 @@ export function actionToAssistant(text: string, callId: (index: number) => strin
   return { role: 'assistant', content: rest === '' ? null : rest, tool_calls: toolCallsToOpenAI(action.calls, callId) };
 }
 
-export function toolCallsToOpenAI(calls: readonly ToolCall[], callId: (index: number) => string): OpenAIToolCall[] {
+function toolCallsToOpenAI(calls: readonly ToolCall[], callId: (index: number) => string): OpenAIToolCall[] {
   return calls.map((c, i) => ({ id: callId(i), type: 'function', function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
 }
 

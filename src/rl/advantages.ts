@@ -211,7 +211,7 @@ function rloo(seqs: readonly AdvantageSequence[]): AdvantageResult[] {
  * verl's `masked_whiten`: (x − mean) / sqrt(var + 1e-8) over every masked position of the batch,
  * with the unbiased (Bessel-corrected) variance. Unmasked positions stay 0.
  */
-export function whitenInPlace(xs: number[][], masks: readonly (readonly number[])[]): void {
+function whitenInPlace(xs: number[][], masks: readonly (readonly number[])[]): void {
   let n = 0;
   let sum = 0;
   xs.forEach((x, i) => x.forEach((v, t) => {

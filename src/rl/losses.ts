@@ -160,26 +160,3 @@ export function policyGradientLoss(
   checkShapes({ logprobs: input.logprobs, advantages: input.advantages, mask: input.mask });
   return tf.tidy(() => aggregateLoss(tf.mul(tf.neg(input.advantages), input.logprobs), input.mask, aggregation, denominator));
 }
-
-/**
- * Global gradient-norm clipping (torch's `clip_grad_norm_`): scale every gradient by
- * min(1, maxNorm / (‖g‖ + 1e-6)). Returns the norm before clipping; a non-finite norm is returned
- * as is (with the gradients untouched) so the caller can skip that update, as verl does.
- */
-export function clipByGlobalNorm(grads: tf.NamedTensorMap, maxNorm: number): { grads: tf.NamedTensorMap; norm: number } {
-  if (!(maxNorm > 0)) throw new RlInputError(`max grad norm must be > 0, got ${maxNorm}`);
-  const names = Object.keys(grads);
-  if (names.length === 0) return { grads, norm: 0 };
-  const normT = tf.tidy(() => tf.sqrt(tf.addN(names.map((n) => tf.sum(tf.square(grads[n]!))))));
-  const norm = normT.dataSync()[0]!;
-  normT.dispose();
-  if (!Number.isFinite(norm)) return { grads, norm };
-  const scale = Math.min(1, maxNorm / (norm + 1e-6));
-  if (scale === 1) return { grads, norm };
-  const out: tf.NamedTensorMap = {};
-  for (const n of names) {
-    out[n] = tf.mul(grads[n]!, scale);
-    grads[n]!.dispose();
-  }
-  return { grads: out, norm };
-}

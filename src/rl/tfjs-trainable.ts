@@ -7,7 +7,7 @@ import { maskedIndices, padBatch, scoreSequences, scoreTokens } from '../policy/
 import { TfjsPolicy } from '../policy/tfjs/tfjs-policy.ts';
 import type { Tokenizer } from '../policy/tfjs/tokenizer.ts';
 import { TrainingError } from './errors.ts';
-import type { SamplingOptions, ScoreOutput, ScoreRequest, TrainablePolicy } from './trainable.ts';
+import type { RolloutSampling, ScoreOutput, ScoreRequest, TrainablePolicy } from './trainable.ts';
 
 /**
  * The tfjs GPT policy (src/policy/tfjs) as the trainer's TrainablePolicy. Its version is the same
@@ -72,7 +72,7 @@ export class GptTrainable implements TrainablePolicy {
     });
   }
 
-  policy(sampling: SamplingOptions): Policy {
+  policy(sampling: RolloutSampling): Policy {
     const key = `${this.hash}:${sampling.temperature}:${sampling.topK ?? 0}:${sampling.topP ?? 1}`;
     let p = this.policies.get(key);
     if (!p) {

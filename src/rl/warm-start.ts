@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
-import type { ModelConfig } from '../policy/tfjs/model.ts';
+import type { ModelConfig } from '../policy/tfjs/model-config.ts';
 import { trainSft } from '../policy/tfjs/sft.ts';
 import type { Chunking } from '../policy/tfjs/tokenizer.ts';
 import { rollout } from '../rollout/rollout.ts';

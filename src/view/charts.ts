@@ -14,7 +14,7 @@ export interface Chart {
 }
 
 /** Renders a Vega-Lite spec to an SVG string in Node, headless (no DOM, no canvas, no network). */
-export async function renderSvg(spec: TopLevelSpec): Promise<Html> {
+async function renderSvg(spec: TopLevelSpec): Promise<Html> {
   const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
   try {
     return trusted(await view.toSVG());

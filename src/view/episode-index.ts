@@ -51,7 +51,7 @@ export interface Facets {
 const CHUNK = 1 << 20;
 
 /** The text an episode is searched by: what the agent generated, and its answer. */
-export function generatedText(record: Pick<EpisodeRecord, 'turns' | 'answer'>): string {
+function generatedText(record: Pick<EpisodeRecord, 'turns' | 'answer'>): string {
   return record.turns.map((t) => t.text).join('\n') + (record.answer === null ? '' : `\n${record.answer}`);
 }
 

@@ -51,7 +51,7 @@ function readJsonObject(path: string): { [key: string]: unknown } {
 }
 
 /** Every finite number in a JSON object, nested ones under dotted names (`outcome.em`, `time.tokensPerS`). */
-export function numericFields(value: { [key: string]: unknown }, prefix = '', out: { [field: string]: number } = {}): { [field: string]: number } {
+function numericFields(value: { [key: string]: unknown }, prefix = '', out: { [field: string]: number } = {}): { [field: string]: number } {
   for (const [k, v] of Object.entries(value)) {
     if (typeof v === 'number' && Number.isFinite(v)) out[prefix + k] = v;
     else if (isObject(v)) numericFields(v, `${prefix}${k}.`, out);

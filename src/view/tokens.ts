@@ -32,7 +32,7 @@ export async function loadTokenDecoder(path: string | undefined): Promise<{ deco
 }
 
 /** Background colour for a token's probability: red (unlikely) through yellow to green (certain). */
-export function probabilityColour(logprob: number): string {
+function probabilityColour(logprob: number): string {
   const p = Math.min(1, Math.max(0, Math.exp(logprob)));
   return `hsl(${Math.round(120 * p)}, 75%, ${Math.round(86 - 6 * (1 - p))}%)`;
 }

@@ -2,7 +2,6 @@ import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import {
   aggregateLoss,
-  clipByGlobalNorm,
   clippedValueLoss,
   policyGradientLoss,
   ppoPolicyLoss,
@@ -106,17 +105,6 @@ test('KL as a reward penalty touches action tokens only', (t) => {
   t.throws(() => applyKlPenalty([0], [0, 1], [0], [1], 0.1), { instanceOf: RlInputError, message: /differ in length/ });
   t.throws(() => applyKlPenalty([0], [0], [0], [1], -1), { instanceOf: RlInputError, message: /coefficient/ });
   t.throws(() => klToken(0, 0, 'k9' as any), { instanceOf: RlInputError, message: /unknown KL estimator "k9"/ });
-});
-
-test('global grad-norm clipping scales every gradient by maxNorm / norm', (t) => {
-  const { grads, norm } = clipByGlobalNorm({ a: tf.tensor1d([3]), b: tf.tensor1d([0, 4]) }, 1);
-  near(t, norm, 5);
-  near(t, grads.a!.dataSync()[0]!, 0.6);
-  near(t, grads.b!.dataSync()[1]!, 0.8);
-  const small = clipByGlobalNorm({ a: tf.tensor1d([0.3]) }, 1);
-  near(t, small.grads.a!.dataSync()[0]!, 0.3);
-  t.false(Number.isFinite(clipByGlobalNorm({ a: tf.tensor1d([NaN]) }, 1).norm));
-  t.throws(() => clipByGlobalNorm({}, 0), { instanceOf: RlInputError });
 });
 
 test('losses reject bad shapes and options', (t) => {

@@ -6,11 +6,11 @@ import { join } from 'node:path';
 import { loadCheckpoint } from '../../src/policy/tfjs/checkpoint.ts';
 import { GPTModel } from '../../src/policy/tfjs/model.ts';
 import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
-import { AdamW } from '../../src/rl/adamw.ts';
+import { AdamW } from '../../src/policy/tfjs/adamw.ts';
 import { resolveConfig } from '../../src/rl/config.ts';
 import { GptTrainable } from '../../src/rl/tfjs-trainable.ts';
-import { updateOnBatch } from '../../src/rl/update.ts';
-import type { TrainingSequence } from '../../src/rl/trajectory.ts';
+import { updateOnBatch } from '../../src/rl/update/update.ts';
+import type { TrainingSequence } from '../../src/policy/trajectory.ts';
 
 const tokenizer = trainTokenizer(['search the answer', '<tool_call>{"name": "search"}</tool_call>', '<answer>yes</answer>'], { vocabSize: 300 });
 const tiny = (seed: number) =>

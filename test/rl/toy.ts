@@ -16,7 +16,7 @@ import type { ToolEnv } from '../../src/env/tool-env.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { tool } from '../../src/tools/tool.ts';
-import type { SamplingOptions, ScoreOutput, ScoreRequest, TrainablePolicy } from '../../src/rl/trainable.ts';
+import type { RolloutSampling, ScoreOutput, ScoreRequest, TrainablePolicy } from '../../src/rl/trainable.ts';
 
 export const PAD = 0;
 export const BOS = 1;
@@ -72,7 +72,7 @@ export class BigramPolicy implements TrainablePolicy {
     });
   }
 
-  policy(sampling: SamplingOptions): Policy {
+  policy(sampling: RolloutSampling): Policy {
     const table = this.logits.arraySync() as number[][];
     return {
       id: 'toy-bigram',

@@ -19,7 +19,7 @@ interface ReplayFlags {
 const clip = (s: string, n = 300) => (s.length > n ? `${s.slice(0, n)}…` : s);
 
 /** An episode turn by turn, as the replay saw it. */
-export function formatEpisode(record: EpisodeRecord): string {
+function formatEpisode(record: EpisodeRecord): string {
   const lines = [`episode ${record.episodeId} (task ${record.task.id}, ${record.task.split})`, `  question: ${clip(record.task.question)}`];
   for (const turn of record.turns) {
     lines.push(`  turn ${turn.index} [${turn.states.join(' → ')}]`);

@@ -98,7 +98,7 @@ async function initialModel(flags: TrainFlags, scenario: Awaited<ReturnType<type
   return { model: ws.trainable, init: `warm-start:${flags.demoPolicy}` };
 }
 
-export async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
+async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   const log = (s: string) => process.stderr.write(s + '\n');
   const info = await initBackend(flags.backend);
   log(`backend: ${info.name} (${info.reason})`);

@@ -123,7 +123,7 @@ const LOOP_MIN_WORK = 32_768;
  * a naive loop (~1 GFLOP/s) while the 2-D path uses XNNPACK. Both are exact (same arithmetic per
  * output element). Also registers UnsortedSegmentSum (gather's gradient), which wasm lacks.
  */
-export function patchWasmKernels(): void {
+function patchWasmKernels(): void {
   if (patched) return;
   const original = tf.getKernel('BatchMatMul', 'wasm');
   const transpose = tf.getKernel('Transpose', 'wasm');

@@ -5,7 +5,9 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { AgentR1Error } from '../../core/errors.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import type { Json } from '../../core/types.ts';
-import { GPTModel, parseModelConfig, type ModelConfig } from './model.ts';
+import type { SamplingOptions } from './generate.ts';
+import { parseModelConfig, type ModelConfig } from './model-config.ts';
+import { GPTModel } from './model.ts';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.ts';
 import type { BatchPolicy } from '../policy.ts';
 
@@ -15,8 +17,8 @@ import type { BatchPolicy } from '../policy.ts';
  * order). Written through a tfjs IOHandler of our own (no tfjs-node needed), into a temporary
  * sibling directory that is then renamed into place, so a reader never sees half a checkpoint.
  */
-export const CHECKPOINT_FORMAT = 'agent-r1-gpt';
-export const CHECKPOINT_VERSION = 1;
+const CHECKPOINT_FORMAT = 'agent-r1-gpt';
+const CHECKPOINT_VERSION = 1;
 
 export class CheckpointError extends AgentR1Error {}
 
@@ -192,15 +194,13 @@ export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
   }
 }
 
-export type CheckpointSampling = { temperature?: number; topK?: number; topP?: number };
-
 /**
  * The `ckpt:DIR` policy: what resolvePolicy dynamic-imports. It samples as the checkpoint says
  * unless `sampling` overrides that; its version is the content hash, followed by the override when
  * there is one (`<hash>+temperature=0`), so records of one checkpoint sampled differently are told
  * apart (and never share a run id).
  */
-export async function loadCheckpointPolicy(dir: string, options: { backend?: string; sampling?: CheckpointSampling } = {}): Promise<BatchPolicy> {
+export async function loadCheckpointPolicy(dir: string, options: { backend?: string; sampling?: SamplingOptions } = {}): Promise<BatchPolicy> {
   const { initBackend } = await import('./backend.ts');
   await initBackend(options.backend);
   const ckpt = await loadCheckpoint(dir);
@@ -211,7 +211,7 @@ export async function loadCheckpointPolicy(dir: string, options: { backend?: str
   return new TfjsPolicy({ id: `ckpt:${dir}`, version, model: ckpt.model, tokenizer: ckpt.tokenizer, sampling });
 }
 
-function samplingFromMeta(meta: { [key: string]: Json }): CheckpointSampling {
+function samplingFromMeta(meta: { [key: string]: Json }): SamplingOptions {
   const s = meta.sampling;
   if (s === null || typeof s !== 'object' || Array.isArray(s)) return {};
   const pick = (k: string) => (typeof s[k] === 'number' ? (s[k] as number) : undefined);

@@ -120,3 +120,11 @@ export function padBatch(
     length: T,
   };
 }
+
+/**
+ * Masked token-mean cross-entropy: −Σ mask·logπ / Σ mask, with logprobs from scoreSequences.
+ * The SFT loss (mask = the agent's own tokens).
+ */
+export function maskedNll(logprobs: tf.Tensor2D, mask: tf.Tensor2D): tf.Scalar {
+  return tf.tidy(() => logprobs.mul(mask).sum().neg().div(mask.sum().maximum(1)) as tf.Scalar);
+}

@@ -3,11 +3,13 @@ import { AgentR1Error } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
 import type { EpisodeRecord, Json } from '../../core/types.ts';
 import type { PolicyEncoding } from '../policy.ts';
+import { recordTokens, type TokenSequence } from '../trajectory.ts';
+import { AdamW, type AdamWOptions, type StepStats } from './adamw.ts';
 import { chatEncoding } from './chat-template.ts';
 import type { SamplingOptions } from './generate.ts';
-import { DEFAULT_MODEL_CONFIG, GPTModel, type ModelConfig } from './model.ts';
+import { DEFAULT_MODEL_CONFIG, type ModelConfig } from './model-config.ts';
+import { GPTModel } from './model.ts';
 import { maskedIndices, padBatch, scoreTokens } from './score.ts';
-import { AdamW, type StepStats } from './train-step.ts';
 import { TfjsPolicy } from './tfjs-policy.ts';
 import { trainTokenizer, type Chunking, type Tokenizer } from './tokenizer.ts';
 import { modelHash } from './checkpoint.ts';
@@ -18,41 +20,22 @@ import { modelHash } from './checkpoint.ts';
  */
 export class SftError extends AgentR1Error {}
 
-export interface TrainingSequence {
-  tokens: number[];
-  /** 1 on the agent's own (generated) tokens. */
-  mask: number[];
-}
-
 /**
- * Token sequences from records, built exactly as live play builds the history: the prompt, each
- * action, its observation in the chat template (or the end tokens after the last action).
- * Records of a tokenizing policy carry token ids; scripted policies' records have text only, which
- * is encoded here (`useRecordTokens: false` forces that, e.g. when the ids came from another tokenizer).
+ * Token sequences from records, built exactly as live play builds the history (recordTokens): the
+ * prompt, each action, its observation in the chat template (or the end tokens after the last
+ * action), cut to `contextLength`; records without an agent token left are dropped. The texts are
+ * encoded with `encoding` (`useRecordTokens` takes the recorded ids where there are some instead:
+ * only right when they come from this tokenizer).
  */
 export function sequencesFromRecords(
   records: readonly EpisodeRecord[],
   encoding: PolicyEncoding & { action(text: string): number[] },
   options: { useRecordTokens?: boolean; contextLength?: number; onlySuccessful?: boolean } = {},
-): TrainingSequence[] {
-  const useIds = options.useRecordTokens ?? false;
-  const out: TrainingSequence[] = [];
+): TokenSequence[] {
+  const out: TokenSequence[] = [];
   for (const r of records) {
     if (options.onlySuccessful && !r.outcome.success) continue;
-    const tokens = useIds && r.promptTokens ? r.promptTokens.slice() : encoding.prompt(r.prompt);
-    const mask = tokens.map(() => 0);
-    const push = (ids: readonly number[], m: number) => {
-      for (const id of ids) {
-        tokens.push(id);
-        mask.push(m);
-      }
-    };
-    r.turns.forEach((turn, i) => {
-      push(useIds && turn.tokens ? turn.tokens : encoding.action(turn.text), 1);
-      if (turn.observation !== null) {
-        push(useIds && turn.observationTokens ? turn.observationTokens : encoding.observation(turn.observation), 0);
-      } else if (i === r.turns.length - 1 && encoding.end) push(encoding.end(), 0);
-    });
+    const { tokens, mask } = recordTokens(r, { encoding, useRecordTokens: options.useRecordTokens ?? false });
     if (options.contextLength && tokens.length > options.contextLength) {
       tokens.length = options.contextLength;
       mask.length = options.contextLength;
@@ -74,6 +57,12 @@ export function recordTexts(records: readonly EpisodeRecord[]): string[] {
   }
   return texts;
 }
+
+/**
+ * SFT's optimizer settings besides the rate, schedule, decay and clip norm: β2 0.95, the decay
+ * added to the update, and the clip scale clipNorm / ‖g‖ (no ε). Its results were made with these.
+ */
+export const SFT_ADAMW = { beta2: 0.95, decayForm: 'optax', clipEps: 0 } as const satisfies Partial<AdamWOptions>;
 
 export interface SftOptions {
   records: readonly EpisodeRecord[];
@@ -130,9 +119,9 @@ export function trainSft(options: SftOptions): SftResult {
   const steps = options.steps ?? (options.epochs !== undefined ? perEpoch * options.epochs : 600);
   if (!(steps >= 1)) throw new SftError(`steps must be ≥ 1, got ${steps}`);
   const opt = new AdamW(model.trainableVariables, {
+    ...SFT_ADAMW,
     lr: options.lr ?? 1e-2,
-    warmupSteps: options.warmupSteps ?? Math.min(30, Math.ceil(steps / 10)),
-    totalSteps: steps,
+    schedule: { warmupSteps: options.warmupSteps ?? Math.min(30, Math.ceil(steps / 10)), totalSteps: steps },
     weightDecay: options.weightDecay ?? 0.01,
     clipNorm: options.clipNorm ?? 1,
   });
@@ -175,17 +164,6 @@ export function trainSft(options: SftOptions): SftResult {
     seconds: (performance.now() - start) / 1000,
   };
 }
-
-/** A policy over a trained (possibly unsaved) model; its version is the model's content hash. */
-export async function policyFromModel(
-  model: GPTModel,
-  tokenizer: Tokenizer,
-  options: { id?: string; sampling?: SamplingOptions } = {},
-): Promise<TfjsPolicy> {
-  return new TfjsPolicy({ id: options.id ?? 'tfjs', version: await modelHash(model, tokenizer), model, tokenizer, sampling: options.sampling });
-}
-
-export type SftMeta = { [key: string]: Json };
 
 export interface RunSftOptions {
   scenario: import('../../scenario/scenario.ts').Scenario;

@@ -37,7 +37,6 @@ export const SPECIAL_TOKENS = [
   '<think>',
   '</think>',
 ] as const;
-export type SpecialToken = (typeof SPECIAL_TOKENS)[number];
 
 export class TokenizerError extends AgentR1Error {}
 
@@ -283,7 +282,7 @@ export function trainTokenizer(texts: Iterable<string>, options: TrainTokenizerO
 }
 
 /** Control tokens look like `<|name|>`: template-only, decoded as nothing. */
-export function isControl(special: string): boolean {
+function isControl(special: string): boolean {
   return special.startsWith('<|') && special.endsWith('|>');
 }
 

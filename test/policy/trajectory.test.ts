@@ -1,8 +1,13 @@
 import test from 'ava';
 import type { EpisodeRecord, TurnRecord } from '../../src/core/types.ts';
 import { DEFAULT_EPISODE_CONFIG } from '../../src/core/types.ts';
-import { buildTrajectories, buildTrajectory, fitToContext } from '../../src/rl/trajectory.ts';
-import { RlInputError } from '../../src/rl/errors.ts';
+import {
+  buildTrajectories,
+  buildTrajectory,
+  fitToContext,
+  recordTokens,
+  TrajectoryError,
+} from '../../src/policy/trajectory.ts';
 
 const turn = (index: number, tokens: number[], obs: number[] | undefined, reward: number): TurnRecord => ({
   index,
@@ -80,7 +85,7 @@ test('failed or untokenized episodes are skipped with a reason; the rest still b
   t.regex(skipped[1]!.reason, /no prompt token ids/);
   t.regex(skipped[2]!.reason, /no action tokens/);
   t.regex(skipped[3]!.reason, /1 log-probs for 2 tokens/);
-  t.throws(() => buildTrajectory(null as any), { instanceOf: RlInputError });
+  t.throws(() => buildTrajectory(null as any), { instanceOf: TrajectoryError });
 });
 
 test('fitToContext cuts at the context and moves rewards beyond it to the last action token inside', (t) => {
@@ -91,4 +96,31 @@ test('fitToContext cuts at the context and moves rewards beyond it to the last a
   t.deepEqual(cut.mask, [0, 0, 0, 1, 1, 0, 0, 0, 1]);
   t.deepEqual(cut.rewards, [0, 0, 0, 0, 0.5, 0, 0, 0, 1.25]);
   t.is(fitToContext(s, 3), null);
+});
+
+// A stand-in encoding: prompt [100], action text → [200 + length], observation → [50, 51], end → [99].
+const encoding = {
+  prompt: () => [100],
+  action: (text: string) => [200 + text.length],
+  observation: () => [50, 51],
+  end: () => [99],
+};
+
+test('recordTokens: recorded ids as they are (RL), or the texts encoded as live play encodes them (SFT)', (t) => {
+  const r = record({ turns: [turn(0, [10, 11], [20, 21, 22], 0.5), turn(1, [12, 13, 14], undefined, 0.25)] });
+  const ids = recordTokens(r);
+  t.deepEqual(ids.tokens, [1, 2, 3, 10, 11, 20, 21, 22, 12, 13, 14]);
+  t.deepEqual(ids.actions, [{ start: 3, end: 5 }, { start: 8, end: 11 }]);
+  t.deepEqual(buildTrajectory(r).tokens, ids.tokens);
+  // encoded: the end tokens close the last action, which has no observation
+  const encoded = recordTokens(r, { encoding });
+  t.deepEqual(encoded.tokens, [100, 201, 50, 51, 201, 99]);
+  t.deepEqual(encoded.mask, [0, 1, 0, 0, 1, 0]);
+  // useRecordTokens: the ids where the record has them, the encoding where not
+  const mixed = recordTokens({ ...r, promptTokens: undefined }, { encoding, useRecordTokens: true });
+  t.deepEqual(mixed.tokens, [100, 10, 11, 20, 21, 22, 12, 13, 14, 99]);
+  const textOnly = { ...r, promptTokens: undefined };
+  t.throws(() => recordTokens(textOnly), { instanceOf: TrajectoryError, message: /no prompt token ids/ });
+  const untokenized = record({ turns: [{ ...turn(0, [], undefined, 0), tokens: undefined }] });
+  t.throws(() => recordTokens(untokenized), { instanceOf: TrajectoryError, message: /turn 0 has no token ids/ });
 });

@@ -1,9 +1,11 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { GPTModel, ModelError, WASM_ATTENTION_LIMIT_BYTES } from '../../src/policy/tfjs/model.ts';
-import { maskedIndices, padBatch, scoreSequences, scoreTokens } from '../../src/policy/tfjs/score.ts';
-import { AdamW, maskedNll, scheduleLr, TrainStepError } from '../../src/policy/tfjs/train-step.ts';
+import { ModelError } from '../../src/policy/tfjs/model-config.ts';
+import { GPTModel, WASM_ATTENTION_LIMIT_BYTES } from '../../src/policy/tfjs/model.ts';
+import { AdamW } from '../../src/policy/tfjs/adamw.ts';
+import { maskedIndices, maskedNll, padBatch, scoreSequences, scoreTokens } from '../../src/policy/tfjs/score.ts';
+import { SFT_ADAMW } from '../../src/policy/tfjs/sft.ts';
 
 test.before(async () => {
   await initBackend('wasm');
@@ -19,7 +21,8 @@ test('a full training step runs on wasm (gather gradient registered, patched mat
   ];
   const masks = seqs.map((s) => s.map((_, i) => (i >= 2 ? 1 : 0)));
   const { tokens, mask } = padBatch(seqs, 0, masks);
-  const opt = new AdamW(model.trainableVariables, { lr: 1e-2, warmupSteps: 2, totalSteps: 30 });
+  const schedule = { warmupSteps: 2, totalSteps: 30 };
+  const opt = new AdamW(model.trainableVariables, { ...SFT_ADAMW, lr: 1e-2, schedule, weightDecay: 0.01, clipNorm: 1 });
   const first = opt.minimize(() => maskedNll(scoreSequences(model, { tokens }).logprobs, mask!));
   const before = tf.memory().numTensors;
   let last = first;
@@ -66,20 +69,7 @@ test('scoreSequences: aligned per token, log-probs ≤ 0, entropy ≤ log V, gra
   model.dispose();
 });
 
-test('schedule: linear warm-up, cosine decay to the floor', (t) => {
-  const o = { lr: 1, warmupSteps: 10, totalSteps: 110, minLrRatio: 0.1 };
-  t.is(scheduleLr(0, o), 0.1);
-  t.is(scheduleLr(9, o), 1);
-  t.is(scheduleLr(10, o), 1);
-  t.true(Math.abs(scheduleLr(60, o) - 0.55) < 1e-9);
-  t.true(Math.abs(scheduleLr(110, o) - 0.1) < 1e-9);
-  t.true(Math.abs(scheduleLr(500, o) - 0.1) < 1e-9);
-});
-
-test('bad options and configs are clear errors', (t) => {
-  t.throws(() => new AdamW([], { lr: 0, warmupSteps: 0, totalSteps: 1 }), { instanceOf: TrainStepError, message: /lr/ });
-  t.throws(() => new AdamW([], { lr: 1, warmupSteps: 0, totalSteps: 0 }), { instanceOf: TrainStepError, message: /totalSteps/ });
-  t.throws(() => new GPTModel({ vocabSize: 10, dModel: 10, nLayers: 1, nHeads: 3, contextLength: 8, dMlp: 8 }), { instanceOf: ModelError, message: /divisible/ });
+test('bad configs and inputs are clear errors', (t) => {
   t.throws(() => new GPTModel({ vocabSize: 10 } as never), { instanceOf: ModelError, message: /bad model config/ });
   const m = new GPTModel({ vocabSize: 10, dModel: 8, nLayers: 1, nHeads: 2, contextLength: 4, dMlp: 8 });
   t.throws(() => m.forward(tf.zeros([1, 5], 'int32') as tf.Tensor2D), { instanceOf: ModelError, message: /longer than the context/ });

@@ -1,23 +1,10 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
-import { AdamW } from '../../src/rl/adamw.ts';
-import { resolveConfig } from '../../src/rl/config.ts';
-import { updateOnBatch } from '../../src/rl/update.ts';
-import type { TrainingSequence } from '../../src/rl/trajectory.ts';
-import { ANS, BigramPolicy, BOS, OBS, PEEK } from './toy.ts';
-
-const seq = (tokens: number[], mask: number[], reward: number, group: string): TrainingSequence => {
-  const rewards = tokens.map(() => 0);
-  rewards[mask.lastIndexOf(1)] = reward;
-  return { episodeId: group + reward, group, sample: 0, tokens, mask, rewards, sampleLogprobs: tokens.map(() => 0), promptLength: 1, totalReward: reward, success: reward > 0, metrics: {}, policyVersion: '' };
-};
-
-const batch = [
-  seq([BOS, PEEK, OBS[2]!, ANS[2]!], [0, 1, 0, 1], 1, 'a'),
-  seq([BOS, ANS[0]!], [0, 1], 0, 'a'),
-  seq([BOS, PEEK, OBS[1]!, ANS[3]!], [0, 1, 0, 1], 0, 'b'),
-  seq([BOS, PEEK, OBS[1]!, ANS[1]!], [0, 1, 0, 1], 1, 'b'),
-];
+import { AdamW } from '../../../src/policy/tfjs/adamw.ts';
+import { resolveConfig } from '../../../src/rl/config.ts';
+import { updateOnBatch } from '../../../src/rl/update/update.ts';
+import { BigramPolicy, BOS, OBS, PEEK } from '../toy.ts';
+import { batch, seq } from './fixtures.ts';
 
 test('the on-policy shortcut gives the same update as recomputing old log-probs', (t) => {
   const config = resolveConfig({ algo: 'grpo', seed: 1, minibatch: 8, lr: 0.1, klMode: 'none', klCoef: 0 });
