@@ -9,6 +9,7 @@ import type { RolloutTask, RolloutTaskResult, Trajectory, WorkerPolicySpec } fro
 import { planEpisodes, type EpisodePlanItem, type RolloutOptions } from './rollout.ts';
 import { buildRecord, episodeConfig } from './run-episode.ts';
 import { summarizeRecords, type RolloutSummary } from './summary.ts';
+import { workerEntryUrl } from './worker-entry.ts';
 
 export interface ParallelRolloutOptions extends RolloutOptions {
   /** Worker threads (default: the CPU count). */
@@ -47,8 +48,8 @@ export interface ParallelRolloutResult {
   summary: RolloutSummary & { throughput: ThroughputSummary; policyServer?: PolicyServerStats };
 }
 
-/** The entry every worker thread loads (workers/bootstrap.mjs); tasks pick their kind by export name. */
-export const WORKER_URL = new URL('../../workers/bootstrap.mjs', import.meta.url).href;
+/** The entry every worker thread loads (see worker-entry.ts); tasks pick their kind by export name. */
+export const WORKER_URL = workerEntryUrl();
 
 /**
  * A pool of rollout workers. parallelRollout makes one per call unless given one; a trainer that
