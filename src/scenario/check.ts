@@ -1,6 +1,5 @@
 import { existsSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { basename, resolve } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { createActor, type AnyStateMachine } from 'xstate';
 import { z } from 'zod';
@@ -8,6 +7,7 @@ import type { EpisodeConfig, Task } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { runEpisode } from '../rollout/run-episode.ts';
 import type { Scenario } from './scenario.ts';
+import { importUserModule, scenarioEntry } from './user-module.ts';
 
 /**
  * `agent-r1 scenario check DIR`: loads a user's scenario folder and names every problem it finds,
@@ -57,19 +57,20 @@ export interface CheckResult {
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-/** Loads DIR/index.ts and checks the scenario it exports. */
+/** Loads DIR/index.ts (or its compiled index.js) and checks the scenario it exports. */
 export async function checkScenarioDir(dir: string, options: CheckOptions = {}): Promise<CheckResult> {
   const path = resolve(dir);
   if (!existsSync(path) || !statSync(path).isDirectory()) {
     return { problems: [{ kind: 'load', where: dir, message: `${path} is not a folder` }], checked: [] };
   }
-  const file = join(path, 'index.ts');
-  if (!existsSync(file)) return { problems: [{ kind: 'load', where: dir, message: `${path} has no index.ts` }], checked: [] };
+  const file = scenarioEntry(path);
+  if (!file) return { problems: [{ kind: 'load', where: dir, message: `${path} has no index.ts (or index.js)` }], checked: [] };
+  const name = basename(file);
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+    mod = await importUserModule(file);
   } catch (err) {
-    return { problems: [{ kind: 'load', where: 'index.ts', message: `importing index.ts failed: ${errorText(err)}` }], checked: [] };
+    return { problems: [{ kind: 'load', where: name, message: `importing ${name} failed: ${errorText(err)}` }], checked: [] };
   }
   return checkScenarioModule(mod, options);
 }
