@@ -1,6 +1,7 @@
 import { existsSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { basename, resolve } from 'node:path';
-import { Ajv2020 } from 'ajv/dist/2020.js';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { createActor, type AnyStateMachine } from 'xstate';
 import { z } from 'zod';
 import type { EpisodeConfig, Task } from '../core/types.ts';
@@ -264,7 +265,15 @@ async function runOneEpisode(
   }
 }
 
-const ajv = new Ajv2020({ strict: false, allErrors: true });
+// Loaded on first use: this module is part of the package's root, which every worker thread loads.
+let validator: Ajv2020 | undefined;
+function schemaValidator(): Ajv2020 {
+  if (!validator) {
+    const ajv = createRequire(import.meta.url)('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js');
+    validator = new ajv.Ajv2020({ strict: false, allErrors: true });
+  }
+  return validator;
+}
 
 /** Problems with the tools: shape, names, and JSON Schemas of their parameters. */
 export function checkTools(tools: readonly unknown[]): ScenarioProblem[] {
@@ -295,6 +304,7 @@ export function checkTools(tools: readonly unknown[]): ScenarioProblem[] {
       add('tool_schema', `its parameters cannot be written as JSON Schema: ${errorText(err)}`);
       return;
     }
+    const ajv = schemaValidator();
     if (!ajv.validateSchema(schema)) {
       add('tool_schema', `its parameters' JSON Schema is invalid: ${ajv.errorsText(ajv.errors, { dataVar: 'schema' })}`);
       return;
