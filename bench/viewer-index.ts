@@ -3,7 +3,7 @@
  * few hundred real calculator episodes with new ids, seeds and texts) and times the index pass,
  * a filtered page, a text search and reading one episode (wall and CPU time: the machine may be shared).
  *
- *   npx tsx bench/viewer-index.ts [--episodes N] [--json]
+ *   npx tsx --conditions=source bench/viewer-index.ts [--episodes N] [--json]
  */
 import { mkdtempSync, rmSync, statSync, createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
