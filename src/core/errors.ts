@@ -49,7 +49,6 @@ const COPIES = Symbol.for('agent-r1-ts/copies');
 const copies = ((globalThis as { [COPIES]?: Set<string> })[COPIES] ??= new Set<string>());
 copies.add(new URL('../..', import.meta.url).href);
 if (copies.size === 2) {
-  process.emitWarning(
-    `agent-r1-ts is loaded twice, from ${[...copies].join(' and ')}: run the TypeScript sources with --conditions=source`,
-  );
+  const where = [...copies].join(' and ');
+  process.emitWarning(`agent-r1-ts is loaded twice, from ${where}: run the TypeScript sources with --conditions=source`);
 }

@@ -65,13 +65,16 @@ export async function checkScenarioDir(dir: string, options: CheckOptions = {}):
     return { problems: [{ kind: 'load', where: dir, message: `${path} is not a folder` }], checked: [] };
   }
   const file = scenarioEntry(path);
-  if (!file) return { problems: [{ kind: 'load', where: dir, message: `${path} has no index.ts (or index.js)` }], checked: [] };
+  if (!file) {
+    return { problems: [{ kind: 'load', where: dir, message: `${path} has no index.ts (or index.js)` }], checked: [] };
+  }
   const name = basename(file);
   let mod: Record<string, unknown>;
   try {
     mod = await importUserModule(file);
   } catch (err) {
-    return { problems: [{ kind: 'load', where: name, message: `importing ${name} failed: ${errorText(err)}` }], checked: [] };
+    const message = `importing ${name} failed: ${errorText(err)}`;
+    return { problems: [{ kind: 'load', where: name, message }], checked: [] };
   }
   return checkScenarioModule(mod, options);
 }

@@ -18,10 +18,8 @@ async function registerTsx(file: string): Promise<void> {
   try {
     api = await import('tsx/esm/api');
   } catch (err) {
-    throw new ScenarioError(
-      `${file} is TypeScript, and loading it needs tsx: npm install --save-dev tsx (or compile the scenario to index.js)`,
-      { cause: err },
-    );
+    const how = 'npm install --save-dev tsx (or compile the scenario to index.js)';
+    throw new ScenarioError(`${file} is TypeScript, and loading it needs tsx: ${how}`, { cause: err });
   }
   api.register();
 }

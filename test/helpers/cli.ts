@@ -23,6 +23,7 @@ export function cli(args: string[], options: { cwd?: string; timeout?: number } 
 /** Runs bench/paper-table.ts in a child process. */
 export function paperTable(args: string[], options: { timeout?: number } = {}) {
   const argv = [...SOURCE_ARGS, `${repoRoot}/bench/paper-table.ts`, ...args];
-  const result = spawnSync(process.execPath, argv, { cwd: repoRoot, encoding: 'utf8', timeout: options.timeout ?? 60_000 });
+  const timeout = options.timeout ?? 60_000;
+  const result = spawnSync(process.execPath, argv, { cwd: repoRoot, encoding: 'utf8', timeout });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
