@@ -3,7 +3,7 @@
  * and 64, with and without the KV cache, for 256-token sequences; the backend's own 2-D matmul
  * GFLOP/s measured in the same run, and decoding's achieved GFLOP/s as a fraction of it.
  *
- *   npx tsx bench/generate.ts [--json] [--backend wasm] [--batches 1,16,64] [--d-model 64] [--layers 2] [--vocab 1024]
+ *   npx tsx --conditions=source bench/generate.ts [--json] [--backend wasm] [--batches 1,16,64] [--d-model 64] [--layers 2] [--vocab 1024]
  *
  * Sequences: a prompt of 256 − D tokens, then D decoded tokens (D = 32 with the cache, 8 without:
  * uncached decoding recomputes the whole sequence every step, so fewer steps measure it as well).

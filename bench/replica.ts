@@ -3,7 +3,7 @@
  * in a worker thread plays half of them (Replica), on the main job's kinds of rollout — a
  * GRPO step's sampled groups and a greedy evaluation — with the same checkpoint, in one run so the
  * ratio is fair on a shared machine. Checks the records are byte-identical.
- * Run: npx tsx bench/replica.ts [--policy DIR] [--repeat N] [--json]   (default DIR: runs/start/warm-start)
+ * Run: npx tsx --conditions=source bench/replica.ts [--policy DIR] [--repeat N] [--json]   (default DIR: runs/start/warm-start)
  */
 import { existsSync } from 'node:fs';
 import { cpus } from 'node:os';

@@ -1,7 +1,7 @@
 /**
  * Rollout benchmark (not a test): parallel scaling on a CPU-bound tool, the engine's overhead per
  * env step, and batch-queue batching with a checkpoint policy. Prints a table; --json prints the
- * figures as one JSON object. Run: npx tsx bench/rollout.ts [--json] [--episodes N]
+ * figures as one JSON object. Run: npx tsx --conditions=source bench/rollout.ts [--json] [--episodes N]
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';

@@ -3,12 +3,13 @@
  * few hundred real calculator episodes with new ids, seeds and texts) and times the index pass,
  * a filtered page, a text search and reading one episode (wall and CPU time: the machine may be shared).
  *
- *   npx tsx bench/viewer-index.ts [--episodes N] [--json]
+ *   npx tsx --conditions=source bench/viewer-index.ts [--episodes N] [--json]
  */
 import { mkdtempSync, rmSync, statSync, createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import calculator from '../scenarios/calculator/index.ts';
+import { builtinScenarios } from '../scenarios/index.ts';
 import { rollout } from '../src/rollout/rollout.ts';
 import { sealRecord, serializeRecord } from '../src/replay/record.ts';
 import type { EpisodeRecord } from '../src/core/types.ts';
@@ -59,7 +60,7 @@ index.filter({ q: 'warm-up' });
 const [hits, searchMs] = time(() => index.filter({ q: 'golf7' }));
 const [, readMs] = time(() => index.read(Math.floor(n / 2)));
 // The same over HTTP, as a browser gets it: the viewer builds its own index at start.
-const [viewerStart, viewerStartMs] = await timeAsync(() => startViewer({ dirs: [dir] }));
+const [viewerStart, viewerStartMs] = await timeAsync(() => startViewer({ dirs: [dir], scenarios: builtinScenarios }));
 const viewer = viewerStart;
 const fetchMs = async (path: string) => (await timeAsync(async () => {
   const res = await fetch(viewer.url + path);

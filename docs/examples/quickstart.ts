@@ -1,7 +1,7 @@
-// The README's library example. Users import from 'agent-r1-ts'; inside this repository the file imports the sources.
+// The README's library example, importing the package by name as a user's code does.
 // Run it: npx tsx docs/examples/quickstart.ts
 import { z } from 'zod';
-import { defineScenario, rollout, tool, type Policy, type ToolEnv } from '../../src/index.ts';
+import { defineScenario, rollout, tool, type Policy, type ToolEnv } from 'agent-r1-ts';
 
 const add = tool({
   name: 'add',

@@ -1,11 +1,8 @@
 import { z } from 'zod';
-import type { Task } from '../../src/core/types.ts';
-import { createRng } from '../../src/core/rng.ts';
-import type { ToolEnv } from '../../src/env/tool-env.ts';
-import { formatInvalidAction, formatResults, toolsSystemPrompt } from '../../src/env/observation.ts';
-import type { Policy } from '../../src/policy/policy.ts';
-import { defineScenario, type Scenario } from '../../src/scenario/scenario.ts';
-import { tool } from '../../src/tools/tool.ts';
+import {
+  createRng, formatInvalidAction, formatResults, toolsSystemPrompt, defineScenario, tool, type Task, type ToolEnv,
+  type Policy, type Scenario,
+} from 'agent-r1-ts';
 import { evaluateArithmetic, formatNumber } from './arithmetic.ts';
 import { calculatorTasks, SPLITS } from './tasks.ts';
 

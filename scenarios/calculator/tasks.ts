@@ -1,5 +1,4 @@
-import { createRng, deriveSeed, type Rng } from '../../src/core/rng.ts';
-import type { Task } from '../../src/core/types.ts';
+import { createRng, deriveSeed, type Rng, type Task } from 'agent-r1-ts';
 import { evaluateArithmetic, formatNumber } from './arithmetic.ts';
 
 export const SPLITS = ['train', 'dev', 'test'] as const;

@@ -1,5 +1,4 @@
-import type { EpisodeRecord, Task } from '../../src/core/types.ts';
-import { defineScenario, type Scenario } from '../../src/scenario/scenario.ts';
+import { defineScenario, type EpisodeRecord, type Task, type Scenario } from 'agent-r1-ts';
 import { gridEnv } from './env.ts';
 import { expert, random } from './policies.ts';
 import { gridTasks, MAX_TURNS, SPLITS } from './tasks.ts';

@@ -1,4 +1,4 @@
-import type { Rng } from '../../src/core/rng.ts';
+import type { Rng } from 'agent-r1-ts';
 
 /**
  * A slippery gridworld: walls `#`, floor `.`, pits `O`, one key `K`, one locked door `D` in a wall

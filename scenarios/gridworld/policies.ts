@@ -1,6 +1,4 @@
-import { createRng } from '../../src/core/rng.ts';
-import type { Json, Message, Task } from '../../src/core/types.ts';
-import type { Policy } from '../../src/policy/policy.ts';
+import { createRng, type Json, type Message, type Task, type Policy } from 'agent-r1-ts';
 import { DIRECTIONS } from './layout.ts';
 import { plan, type WorldView } from './planner.ts';
 import { MAX_TURNS } from './tasks.ts';

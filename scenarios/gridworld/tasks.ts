@@ -1,6 +1,4 @@
-import { ScenarioError } from '../../src/core/errors.ts';
-import { createRng, deriveSeed } from '../../src/core/rng.ts';
-import type { Json, Task } from '../../src/core/types.ts';
+import { ScenarioError, createRng, deriveSeed, type Json, type Task } from 'agent-r1-ts';
 import { randomLayout, renderMap, type Layout } from './layout.ts';
 import { successProbability } from './planner.ts';
 

@@ -1,7 +1,5 @@
 import { z } from 'zod';
-import type { Json } from '../../src/core/types.ts';
-import { commitEffect } from '../../src/scenario/effects.ts';
-import { tool, type ToolContext } from '../../src/tools/tool.ts';
+import { commitEffect, tool, type Json, type ToolContext } from 'agent-r1-ts';
 import { add, DIRECTIONS, perpendicular, renderMap, samePoint, type Direction } from './layout.ts';
 import { applyGridEffect, view, type GridEffect, type GridState } from './world.ts';
 

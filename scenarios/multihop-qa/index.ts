@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { UnknownNameError } from '../../src/core/errors.ts';
-import { defineScenario, type Scenario } from '../../src/scenario/scenario.ts';
+import { UnknownNameError, defineScenario, type Scenario } from 'agent-r1-ts';
 import { createQaEnv, parseRewardOption, type QaTask } from './env.ts';
 import { DEFAULT_NOISY_RATES, qaPolicies } from './policies.ts';
 import { sampleTasks, WORLD_SPLITS, worldTasks, type WorldTasks } from './questions.ts';

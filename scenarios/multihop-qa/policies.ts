@@ -1,6 +1,4 @@
-import { createRng, deriveSeed } from '../../src/core/rng.ts';
-import type { Policy, PolicyRequest } from '../../src/policy/policy.ts';
-import type { PolicyFactory } from '../../src/scenario/scenario.ts';
+import { createRng, deriveSeed, type Policy, type PolicyRequest, type PolicyFactory } from 'agent-r1-ts';
 import type { QaTask } from './env.ts';
 import { DEFAULT_TOP_K, type SearchCorpus } from './search.ts';
 

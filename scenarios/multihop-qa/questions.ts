@@ -1,5 +1,4 @@
-import { createRng, deriveSeed, type Rng } from '../../src/core/rng.ts';
-import { normalizeAnswer } from '../../src/env/qa-metrics.ts';
+import { createRng, deriveSeed, normalizeAnswer, type Rng } from 'agent-r1-ts';
 import type { QaTask } from './env.ts';
 import type { Book, City, Company, Country, Entity, Film, Person, World } from './world.ts';
 

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../../src/core/canonical-json.ts';
-import { createRng, type Rng } from '../../src/core/rng.ts';
+import { canonicalJson, createRng, type Rng } from 'agent-r1-ts';
 import {
   CITY_NAMES,
   COMPANY_SUFFIXES,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AgentR1Error } from '../../src/core/errors.ts';
+import { AgentR1Error } from 'agent-r1-ts';
 import type { QaTask } from '../multihop-qa/env.ts';
 import type { QaDocument } from '../multihop-qa/search.ts';
 

@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { createActor } from 'xstate';
-import { canonicalJson } from '../../src/core/canonical-json.ts';
-import { createRng, type Rng } from '../../src/core/rng.ts';
-import type { Json } from '../../src/core/types.ts';
+import { canonicalJson, createRng, type Rng, type Json } from 'agent-r1-ts';
 import { orderMachine, type OrderEvent, type OrderStatus } from './order-machine.ts';
 
 /**

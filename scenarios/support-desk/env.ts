@@ -1,8 +1,7 @@
-import { canonicalJson } from '../../src/core/canonical-json.ts';
-import type { Json, Message, StepResult, Task, ToolResult, TurnRecord } from '../../src/core/types.ts';
-import type { ToolEnv } from '../../src/env/tool-env.ts';
-import { syncEffects, withoutEffects } from '../../src/scenario/effects.ts';
-import type { OpenAITool } from '../../src/tools/tool.ts';
+import {
+  canonicalJson, syncEffects, withoutEffects, type Json, type Message, type StepResult, type Task, type ToolResult,
+  type TurnRecord, type ToolEnv, type OpenAITool,
+} from 'agent-r1-ts';
 import { digestDb, TODAY } from './db.ts';
 import { ACTING_TOOLS, IDENTIFY_TOOLS, RULES } from './tools.ts';
 import { applyEffect, createDeskState, disposeDeskState, type DeskEffect, type DeskState } from './world.ts';

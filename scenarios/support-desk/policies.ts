@@ -1,5 +1,4 @@
-import type { Json, Message, Task } from '../../src/core/types.ts';
-import type { Policy } from '../../src/policy/policy.ts';
+import type { Json, Message, Task, Policy } from 'agent-r1-ts';
 import { RETURN_WINDOW_DAYS } from './order-machine.ts';
 import type { DeskRequest } from './tasks.ts';
 

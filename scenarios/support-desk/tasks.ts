@@ -1,6 +1,4 @@
-import { createRng, deriveSeed } from '../../src/core/rng.ts';
-import type { Json, Task } from '../../src/core/types.ts';
-import { ScenarioError } from '../../src/core/errors.ts';
+import { createRng, deriveSeed, ScenarioError, type Json, type Task } from 'agent-r1-ts';
 import { digestDb, getItems, getOrder, openCopy, TODAY_DAY, dayNumber, type Db, type OrderRow } from './db.ts';
 import { RETURN_WINDOW_DAYS } from './order-machine.ts';
 import { applyEffect, createDeskState, disposeDeskState, type DeskEffect } from './world.ts';

@@ -1,7 +1,5 @@
 import { z } from 'zod';
-import type { Json } from '../../src/core/types.ts';
-import { commitEffect } from '../../src/scenario/effects.ts';
-import { tool, type ToolContext } from '../../src/tools/tool.ts';
+import { commitEffect, tool, type Json, type ToolContext } from 'agent-r1-ts';
 import { getItems, getOrder, TODAY, TODAY_DAY, dayNumber, type OrderRow } from './db.ts';
 import { RETURN_WINDOW_DAYS } from './order-machine.ts';
 import { applyEffect, orderAllows, type DeskEffect, type DeskState } from './world.ts';

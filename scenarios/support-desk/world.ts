@@ -1,5 +1,5 @@
 import { createActor, type Actor } from 'xstate';
-import type { EffectLog } from '../../src/scenario/effects.ts';
+import type { EffectLog } from 'agent-r1-ts';
 import { cancelOrder, changeAddress, getOrder, openCopy, returnItems, TODAY_DAY, dayNumber, type Db, type OrderRow } from './db.ts';
 import { orderMachine, type OrderEvent, type OrderMachine } from './order-machine.ts';
 

@@ -35,3 +35,14 @@ export class UsageError extends AgentR1Error {}
 
 /** Scenario options (from --data / --option) that the scenario rejects. A usage error. */
 export class ScenarioOptionsError extends UsageError {}
+
+// One copy of the library per thread: the TypeScript sources and the compiled package side by side
+// (a script run through tsx without --conditions=source, whose scenarios import 'agent-r1-ts' from
+// dist/) would make two of every class, and `instanceof` would fail between them.
+const COPIES = Symbol.for('agent-r1-ts/copies');
+const copies = ((globalThis as { [COPIES]?: Set<string> })[COPIES] ??= new Set<string>());
+copies.add(new URL('../..', import.meta.url).href);
+if (copies.size === 2) {
+  const where = [...copies].join(' and ');
+  process.emitWarning(`agent-r1-ts is loaded twice, from ${where}: run the TypeScript sources with --conditions=source`);
+}

@@ -13,6 +13,7 @@ import { isBatchPolicy } from './in-thread.ts';
 import type { EpisodePlanItem } from './plan.ts';
 import type { RolloutTask, RolloutTaskResult, WorkerPolicySpec } from './protocol.ts';
 import { buildRecord } from './run-episode.ts';
+import { workerEntryUrl } from './worker-entry.ts';
 
 export interface WorkerThreadsOptions {
   /** Worker threads (default: the CPU count). */
@@ -41,8 +42,8 @@ export interface CheckpointablePolicy extends Policy {
   saveCheckpoint(dir: string): Promise<string>;
 }
 
-/** The entry every worker thread loads (workers/bootstrap.mjs). */
-export const WORKER_URL = new URL('../../workers/bootstrap.mjs', import.meta.url).href;
+/** The entry every worker thread loads (see worker-entry.ts). */
+export const WORKER_URL = workerEntryUrl();
 
 /** Whether a policy can be played by workers (a reference policy by name, or a tokenizing batch policy). */
 export function canRunInWorkers(policy: Policy, scenario: Scenario): boolean {

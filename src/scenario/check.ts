@@ -1,13 +1,14 @@
 import { existsSync, statSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
-import { Ajv2020 } from 'ajv/dist/2020.js';
+import { createRequire } from 'node:module';
+import { basename, resolve } from 'node:path';
+import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { createActor, type AnyStateMachine } from 'xstate';
 import { z } from 'zod';
 import type { EpisodeConfig, Task } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { runEpisode } from '../rollout/run-episode.ts';
 import type { Scenario } from './scenario.ts';
+import { importUserModule, scenarioEntry } from './user-module.ts';
 
 /**
  * `agent-r1 scenario check DIR`: loads a user's scenario folder and names every problem it finds,
@@ -57,19 +58,23 @@ export interface CheckResult {
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-/** Loads DIR/index.ts and checks the scenario it exports. */
+/** Loads DIR/index.ts (or its compiled index.js) and checks the scenario it exports. */
 export async function checkScenarioDir(dir: string, options: CheckOptions = {}): Promise<CheckResult> {
   const path = resolve(dir);
   if (!existsSync(path) || !statSync(path).isDirectory()) {
     return { problems: [{ kind: 'load', where: dir, message: `${path} is not a folder` }], checked: [] };
   }
-  const file = join(path, 'index.ts');
-  if (!existsSync(file)) return { problems: [{ kind: 'load', where: dir, message: `${path} has no index.ts` }], checked: [] };
+  const file = scenarioEntry(path);
+  if (!file) {
+    return { problems: [{ kind: 'load', where: dir, message: `${path} has no index.ts (or index.js)` }], checked: [] };
+  }
+  const name = basename(file);
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+    mod = await importUserModule(file);
   } catch (err) {
-    return { problems: [{ kind: 'load', where: 'index.ts', message: `importing index.ts failed: ${errorText(err)}` }], checked: [] };
+    const message = `importing ${name} failed: ${errorText(err)}`;
+    return { problems: [{ kind: 'load', where: name, message }], checked: [] };
   }
   return checkScenarioModule(mod, options);
 }
@@ -263,7 +268,15 @@ async function runOneEpisode(
   }
 }
 
-const ajv = new Ajv2020({ strict: false, allErrors: true });
+// Loaded on first use: this module is part of the package's root, which every worker thread loads.
+let validator: Ajv2020 | undefined;
+function schemaValidator(): Ajv2020 {
+  if (!validator) {
+    const ajv = createRequire(import.meta.url)('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js');
+    validator = new ajv.Ajv2020({ strict: false, allErrors: true });
+  }
+  return validator;
+}
 
 /** Problems with the tools: shape, names, and JSON Schemas of their parameters. */
 export function checkTools(tools: readonly unknown[]): ScenarioProblem[] {
@@ -294,6 +307,7 @@ export function checkTools(tools: readonly unknown[]): ScenarioProblem[] {
       add('tool_schema', `its parameters cannot be written as JSON Schema: ${errorText(err)}`);
       return;
     }
+    const ajv = schemaValidator();
     if (!ajv.validateSchema(schema)) {
       add('tool_schema', `its parameters' JSON Schema is invalid: ${ajv.errorsText(ajv.errors, { dataVar: 'schema' })}`);
       return;

@@ -1,8 +1,7 @@
 import { episodeMachine } from '../../machines/episode.ts';
-import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
-import { loadScenario } from '../scenario/load.ts';
+import { loadScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import { metricCharts, rewardHistogram, runSeries } from './charts.ts';
 import { EpisodeIndex, type EpisodeSummary } from './episode-index.ts';
 import { RunDirError } from './errors.ts';
@@ -17,6 +16,8 @@ import { loadTokenDecoder } from './tokens.ts';
 export interface ReportOptions {
   /** Replay the example episodes and show the verdict (default true). */
   replay?: boolean;
+  /** The scenarios records may name, to replay episodes and draw world machines (the CLI: the built-in ones). */
+  scenarios?: ScenarioRegistry;
 }
 
 /** Best, median and worst episodes by total reward (ties broken by file order), without repeats. */
@@ -67,7 +68,7 @@ export async function buildReport(dir: string, options: ReportOptions = {}): Pro
       examples.push(html`<div class="warn">${pick.label} episode: ${record.message}</div>`);
       continue;
     }
-    const { replay, worldGraph } = await replayAndWorld(record, options.replay ?? true);
+    const { replay, worldGraph } = await replayAndWorld(record, options.replay ?? true, options.scenarios ?? {});
     examples.push(html`<section class="example" data-example="${pick.label}"><h2>${pick.label[0]!.toUpperCase() + pick.label.slice(1)} episode: ${record.episodeId} (total reward ${fmtNumber(record.totalReward)})</h2>
       ${episodeView({ record, episodeGraph, worldGraph, replay, decode, compact: true })}</section>`);
   }
@@ -80,9 +81,13 @@ export async function buildReport(dir: string, options: ReportOptions = {}): Pro
   return page(`report: ${info.name}`, body);
 }
 
-async function replayAndWorld(record: EpisodeRecord, replay: boolean): Promise<{ replay?: ReplayResult | { error: string }; worldGraph?: ReturnType<typeof machineGraph> }> {
+async function replayAndWorld(
+  record: EpisodeRecord,
+  replay: boolean,
+  registry: ScenarioRegistry,
+): Promise<{ replay?: ReplayResult | { error: string }; worldGraph?: ReturnType<typeof machineGraph> }> {
   try {
-    const scenario = await loadScenario(record.scenario.id, builtinScenarios, record.scenario.options);
+    const scenario = await loadScenario(record.scenario.id, registry, record.scenario.options);
     const worldGraph = scenario.worldMachine ? machineGraph(scenario.worldMachine) : undefined;
     if (!replay) return { worldGraph };
     try {

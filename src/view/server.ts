@@ -3,12 +3,11 @@ import { statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { episodeMachine } from '../../machines/episode.ts';
-import { builtinScenarios } from '../../scenarios/index.ts';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { CorruptRecordError } from '../core/errors.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
-import { loadScenario } from '../scenario/load.ts';
+import { loadScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { groupAdvantages } from './advantages.ts';
 import { metricCharts, rewardHistogram, runSeries, type Chart } from './charts.ts';
@@ -29,6 +28,8 @@ export interface ViewerOptions {
   host?: string;
   /** Default 0: any free port. */
   port?: number;
+  /** The scenarios records may name, to replay episodes and draw world machines (the CLI: the built-in ones). */
+  scenarios?: ScenarioRegistry;
 }
 
 export interface Viewer {
@@ -65,7 +66,10 @@ export class ViewerApp {
   private readonly chartCache = new Map<string, Promise<unknown>>();
   readonly episodeGraph: MachineGraph = machineGraph(episodeMachine);
 
-  constructor(dirs: readonly string[]) {
+  constructor(
+    dirs: readonly string[],
+    private readonly registry: ScenarioRegistry = {},
+  ) {
     if (dirs.length === 0) throw new ViewRequestError('give at least one run directory');
     const names = runNames(dirs);
     this.runs = dirs.map((dir, i) => {
@@ -118,7 +122,7 @@ export class ViewerApp {
     const key = canonicalJson(record.scenario);
     let s = this.scenarios.get(key);
     if (!s) {
-      s = loadScenario(record.scenario.id, builtinScenarios, record.scenario.options).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+      s = loadScenario(record.scenario.id, this.registry, record.scenario.options).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
       this.scenarios.set(key, s);
     }
     return s;
@@ -255,7 +259,7 @@ function errorPage(status: number, message: string): string {
 
 /** Starts the viewer on host:port (127.0.0.1 and a free port by default). */
 export async function startViewer(options: ViewerOptions): Promise<Viewer> {
-  const app = new ViewerApp(options.dirs);
+  const app = new ViewerApp(options.dirs, options.scenarios);
   const host = options.host ?? '127.0.0.1';
   let port = 0;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { parseRecordLine } from '../../src/replay/record.ts';
-import { repoRoot } from '../helpers/cli.ts';
+import { cliArgs, repoRoot } from '../helpers/cli.ts';
 
 const lines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean).length : 0);
 
@@ -12,7 +12,7 @@ for (const workers of ['0', '2']) {
   test(`SIGINT stops a rollout cleanly (${workers} workers): every finished record written, the file valid JSONL`, async (t) => {
     const out = join(mkdtempSync(join(tmpdir(), 'agent-r1-sigint-')), 'run');
     const file = join(out, 'episodes.jsonl');
-    const child = spawn(process.execPath, [`${repoRoot}/bin/agent-r1.js`, 'rollout', '--scenario', 'calculator', '--policy', 'random', '--episodes', '50000', '--workers', workers, '--out', out], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, cliArgs(['rollout', '--scenario', 'calculator', '--policy', 'random', '--episodes', '50000', '--workers', workers, '--out', out]), { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (d) => (stderr += d));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));

@@ -3,9 +3,16 @@ import { fileURLToPath } from 'node:url';
 
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 
-/** Runs the real CLI (bin/agent-r1.js) in a child process. */
+/**
+ * Node arguments that run the real CLI (bin/agent-r1.js) on the TypeScript sources, as the tests do:
+ * no build needed, and what is tested is what was just edited (test/build checks the compiled one).
+ */
+export const SOURCE_ARGS = ['--import=tsx', '--conditions=source'];
+export const cliArgs = (args: string[]): string[] => [...SOURCE_ARGS, `${repoRoot}/bin/agent-r1.js`, ...args];
+
+/** Runs the real CLI (bin/agent-r1.js, on the sources) in a child process. */
 export function cli(args: string[], options: { cwd?: string; timeout?: number } = {}) {
-  const result = spawnSync(process.execPath, [`${repoRoot}/bin/agent-r1.js`, ...args], {
+  const result = spawnSync(process.execPath, cliArgs(args), {
     cwd: options.cwd ?? repoRoot,
     encoding: 'utf8',
     timeout: options.timeout ?? 120_000,
@@ -15,6 +22,8 @@ export function cli(args: string[], options: { cwd?: string; timeout?: number } 
 
 /** Runs bench/paper-table.ts in a child process. */
 export function paperTable(args: string[], options: { timeout?: number } = {}) {
-  const result = spawnSync(process.execPath, ['--import=tsx', `${repoRoot}/bench/paper-table.ts`, ...args], { cwd: repoRoot, encoding: 'utf8', timeout: options.timeout ?? 60_000 });
+  const argv = [...SOURCE_ARGS, `${repoRoot}/bench/paper-table.ts`, ...args];
+  const timeout = options.timeout ?? 60_000;
+  const result = spawnSync(process.execPath, argv, { cwd: repoRoot, encoding: 'utf8', timeout });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }

@@ -2,12 +2,12 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import test from 'ava';
 import OpenAI from 'openai';
-import { cli, repoRoot } from '../helpers/cli.ts';
+import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
 import { calculatorCheckpoint } from './fixtures.ts';
 
 test('agent-r1 serve: the openai client talks to it; the request log goes to stderr; SIGTERM stops it cleanly', async (t) => {
   const { dir } = await calculatorCheckpoint();
-  const child = spawn(process.execPath, [`${repoRoot}/bin/agent-r1.js`, 'serve', '--policy', `ckpt:${dir}`, '--port', '0', '--model-name', 'tiny', '--json'], {
+  const child = spawn(process.execPath, cliArgs(['serve', '--policy', `ckpt:${dir}`, '--port', '0', '--model-name', 'tiny', '--json']), {
     cwd: repoRoot,
     env: { ...process.env, AGENT_R1_API_KEY: 'sk-cli' },
   });

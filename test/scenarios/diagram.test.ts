@@ -91,7 +91,7 @@ test('nested, parallel, guarded and invoking machines are drawn as such', (t) =>
 
 test('docs/scenarios.md holds the diagrams and the example as generated now', (t) => {
   const page = readFileSync(DOC, 'utf8');
-  t.is(updateScenariosDoc(page), page, 'stale: run npx tsx docs/update-scenarios-doc.ts');
+  t.is(updateScenariosDoc(page), page, 'stale: run npx tsx --conditions=source docs/update-scenarios-doc.ts');
   for (const name of ['episode', 'tiny-desk', 'support-desk', 'gridworld']) t.true(page.includes(`<!-- diagram: ${name} -->`));
   t.throws(() => replaceDiagramBlocks('<!-- diagram: nope -->\n```mermaid\n```', {}), { message: /no diagram named "nope"/ });
 });

@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import calculator from '../../scenarios/calculator/index.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import { serializeRecord } from '../../src/replay/record.ts';
@@ -76,7 +77,7 @@ test.before(async () => {
   writeFileSync(join(runDir, 'ckpt-step-12', 'model.json'), JSON.stringify({ tokenizer: tokenizer.toJSON() }));
   secondDir = mkdtempSync(join(tmpdir(), 'viewer-run2-'));
   writeFileSync(join(secondDir, 'metrics.jsonl'), metrics.map((m) => JSON.stringify({ ...m, reward: m.reward + 0.3 }) + '\n').join(''));
-  viewer = await startViewer({ dirs: [runDir, secondDir] });
+  viewer = await startViewer({ dirs: [runDir, secondDir], scenarios: builtinScenarios });
   mkdirSync(ARTIFACTS, { recursive: true });
   if (existsSync(CHROMIUM)) {
     browser = await chromium.launch({
@@ -236,7 +237,7 @@ test.serial('filters and search return the right episodes; the group page shows 
 
 test.serial('the report opens from file:// with its charts, tables and examples, and asks the network for nothing', async (t) => {
   const file = join(runDir, 'report.html');
-  writeFileSync(file, await buildReport(runDir));
+  writeFileSync(file, await buildReport(runDir, { scenarios: builtinScenarios }));
   const { page, requests } = await openPage(t);
   await page.route('**/*', (route) => (route.request().url().startsWith('file://') ? route.continue() : route.abort()));
   await page.goto(pathToFileURL(file).href);

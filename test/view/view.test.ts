@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { request } from 'node:http';
 import { setup } from 'xstate';
 import calculator from '../../scenarios/calculator/index.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
 import { episodeMachine } from '../../machines/episode.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import { canonicalJson } from '../../src/core/canonical-json.ts';
@@ -211,7 +212,7 @@ test('tokens are coloured by log-prob and shown as escaped text', (t) => {
 
 test('the report is one self-contained file and refuses a directory with nothing to report', async (t) => {
   const dir = runDir(records.map(serializeRecord), { 'metrics.jsonl': '{"step":0,"reward":0.1}\n{"step":1,"reward":0.4}\n' });
-  const report = await buildReport(dir);
+  const report = await buildReport(dir, { scenarios: builtinScenarios });
   t.regex(report, /<svg/);
   t.false(/<script|src="http|href="http(?!:\/\/www\.w3\.org)/.test(report.replace(/xmlns(:xlink)?="http:\/\/www\.w3\.org[^"]*"/g, '')));
   t.is((report.match(/data-example="/g) ?? []).length, 3);
@@ -234,7 +235,7 @@ function get(url: string, path: string, headers: Record<string, string> = {}, me
 
 test('the server: loopback only, GET only, clear 400/404s, no script allowed by its CSP', async (t) => {
   const dir = runDir(records.map(serializeRecord));
-  const viewer = await startViewer({ dirs: [dir] });
+  const viewer = await startViewer({ dirs: [dir], scenarios: builtinScenarios });
   try {
     t.regex(viewer.url, /^http:\/\/127\.0\.0\.1:\d+$/);
     const page = await get(viewer.url, '/run/0');

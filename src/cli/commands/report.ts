@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
+import { builtinScenarios } from '../../../scenarios/index.ts';
 
 interface ReportFlags {
   out?: string;
@@ -17,7 +18,7 @@ export function register(program: Command): void {
     .action(async (dir: string, flags: ReportFlags) => {
       const out = flags.out ?? join(dir, 'report.html');
       const { buildReport } = await import('../../view/report.ts');
-      const report = await buildReport(dir, { replay: flags.replay });
+      const report = await buildReport(dir, { replay: flags.replay, scenarios: builtinScenarios });
       mkdirSync(dirname(out), { recursive: true });
       writeFileSync(out, report);
       process.stdout.write(`report: ${out} (${(Buffer.byteLength(report) / 1024).toFixed(0)} KiB)\n`);

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { builtinScenarios } from '../../../scenarios/index.ts';
 import { integer } from '../common.ts';
 
 interface ViewFlags {
@@ -22,7 +23,7 @@ export function register(program: Command): void {
       const t = performance.now();
       // Loaded on use: the viewer pulls in the chart library, which other commands do not need.
       const { startViewer } = await import('../../view/server.ts');
-      const viewer = await startViewer({ dirs, host: flags.host, port: flags.port });
+      const viewer = await startViewer({ dirs, host: flags.host, port: flags.port, scenarios: builtinScenarios });
       process.stderr.write(`indexed ${dirs.length} run${dirs.length > 1 ? 's' : ''} in ${((performance.now() - t) / 1000).toFixed(1)} s\n`);
       process.stdout.write(`viewer: ${viewer.url}/\n`);
       const stop = () => {

@@ -52,3 +52,6 @@ export { chatEncoding } from './chat-template.ts';
 export { generate, sampleToken, GenerateError, type GenerateRequest, type GenerateResult, type GenerateOptions, type SamplingOptions, type RowCache } from './generate.ts';
 export { TfjsPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
 export { KVCache } from './kv-cache.ts';
+export {
+  trainSft, runSft, sequencesFromRecords, recordTexts, SftError, type SftOptions, type RunSftOptions,
+} from './sft.ts';
