@@ -17,9 +17,9 @@ import { builtinScenarios } from '../scenarios/index.ts';
 import { initBackend } from '../src/policy/tfjs/backend.ts';
 import { ALGORITHMS, resolveConfig, TrainConfigSchema, type Algorithm, type TrainConfig } from '../src/rl/config.ts';
 import { learningCurvesSvg, type CurvePoint } from '../src/rl/learning-curves.ts';
-import { METHOD_NAMES, runPaper, type MethodScore, type PaperOptions, type PaperResult, type PolicySelection } from '../src/rl/paper.ts';
+import { METHOD_NAMES, runPaper, type MethodScore, type PaperOptions, type PaperResult, type PolicySelection } from '../src/app/paper.ts';
 import { loadScenario } from '../src/scenario/load.ts';
-import { START_SCENARIO_OPTIONS, startBudget } from '../src/cli/commands/start.ts';
+import { START_SCENARIO_OPTIONS, startBudget } from '../src/app/start.ts';
 
 const { values: args } = parseArgs({
   options: {

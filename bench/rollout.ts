@@ -16,9 +16,9 @@ import { DEFAULT_MODEL_CONFIG, GPTModel, initBackend, loadCheckpointPolicy, save
 import { planEpisodes } from '../src/rollout/plan.ts';
 import { rollout } from '../src/rollout/rollout.ts';
 import { workerThreads } from '../src/rollout/worker-threads.ts';
-import { episodeConfig } from '../src/rollout/run-episode.ts';
-import { worldSeed } from '../src/rollout/drive-episode.ts';
-import { openAITools } from '../src/rollout/drive-episode.ts';
+import { episodeConfig } from '../src/episode/run-episode.ts';
+import { worldSeed } from '../src/episode/drive-episode.ts';
+import { openAITools } from '../src/episode/drive-episode.ts';
 import { ToolRunner } from '../src/tools/runner.ts';
 import type { Message, TurnRecord } from '../src/core/types.ts';
 

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import calculator from '../scenarios/calculator/index.ts';
 import { builtinScenarios } from '../scenarios/index.ts';
 import { rollout } from '../src/rollout/rollout.ts';
-import { sealRecord, serializeRecord } from '../src/replay/record.ts';
+import { sealRecord, serializeRecord } from '../src/record/record.ts';
 import type { EpisodeRecord } from '../src/core/types.ts';
 import { EpisodeIndex } from '../src/view/episode-index.ts';
 import { startViewer } from '../src/view/server.ts';

@@ -2,7 +2,7 @@
 // reference policies, a world machine) and to run, evaluate, record and replay its episodes. It
 // loads no model library: scenarios import it in every worker thread. The rest is on subpaths:
 //   agent-r1-ts/tfjs    the tfjs policy: backend, tokenizer, GPT, generation, checkpoints, SFT
-//   agent-r1-ts/rl      training: trajectories, advantages, losses, the trainer, the paper table
+//   agent-r1-ts/rl      training: trajectories, advantages, losses, the trainer, the warm start
 //   agent-r1-ts/openai  OpenAI interop (serve a policy, call an endpoint, messages) and run export
 //   agent-r1-ts/view    the episode viewer and the HTML report
 
@@ -29,12 +29,12 @@ export { parseAction } from './parse/parse-action.ts';
 export { defineScenario, type Scenario, type ScenarioDefinition, type TaskQuery, type PolicyFactory } from './scenario/scenario.ts';
 export { loadScenario, instantiateScenario, type ScenarioRegistry } from './scenario/load.ts';
 export type { Policy, BatchPolicy, PolicyRequest, PolicyEncoding } from './policy/policy.ts';
-export { resolvePolicy } from './policy/resolve.ts';
+export { resolvePolicy } from './app/resolve-policy.ts';
 
 // Episodes, rollouts, records and replay
 export { episodeMachine, type EpisodeActors, type EpisodeInput, type EpisodeOutput } from '../machines/episode.ts';
-export { runEpisode, episodeSeed, episodeConfig, type RunEpisodeOptions } from './rollout/run-episode.ts';
-export { driveEpisode, samplerSeed, worldSeed, type EpisodeDrivers } from './rollout/drive-episode.ts';
+export { runEpisode, episodeSeed, episodeConfig, type RunEpisodeOptions } from './episode/run-episode.ts';
+export { driveEpisode, samplerSeed, worldSeed, type EpisodeDrivers } from './episode/drive-episode.ts';
 export { rollout, type RolloutOptions, type RolloutResult, type ThroughputSummary } from './rollout/rollout.ts';
 export { planEpisodes, runIdOf, type PlanOptions, type EpisodePlanItem } from './rollout/plan.ts';
 export type { RolloutExecutor, EpisodeBatch, ExecutorReport } from './rollout/executor.ts';
@@ -44,8 +44,8 @@ export { Replica, canUseReplica, type ReplicaOptions } from './rollout/replica.t
 export { BatchQueue, type BatchQueueOptions, type BatchQueueStats } from './rollout/batch-queue.ts';
 export { playEpisodes, type EpisodeContext } from './rollout/play-episodes.ts';
 export { summarizeRecords, type RolloutSummary } from './rollout/summary.ts';
-export { sealRecord, serializeRecord, parseRecordLine, recordChecksum, episodeRecordSchema } from './replay/record.ts';
-export { readRecords, loadRecords, RecordWriter, type RecordLine } from './replay/jsonl.ts';
+export { sealRecord, serializeRecord, parseRecordLine, recordChecksum, episodeRecordSchema } from './record/record.ts';
+export { readRecords, loadRecords, RecordWriter, type RecordLine } from './record/jsonl.ts';
 export { replayRecord, firstDivergence, type Divergence, type ReplayResult, type ReplayOptions } from './replay/replay.ts';
 
 // QA metrics (HotpotQA's official normalization, EM and F1)
@@ -53,8 +53,8 @@ export { normalizeAnswer, exactMatch, f1Score, f1Detail, qaScores } from './env/
 export type { F1Detail } from './env/qa-metrics.ts';
 
 // Scenarios: checks, diagrams of machines, the effects log for exact replay
-export { checkScenario, checkScenarioDir, checkScenarioModule, checkTools } from './scenario/check.ts';
-export type { ScenarioProblem, ProblemKind, CheckOptions, CheckResult } from './scenario/check.ts';
+export { checkScenario, checkScenarioDir, checkScenarioModule, checkTools } from './app/check-scenario.ts';
+export type { ScenarioProblem, ProblemKind, CheckOptions, CheckResult } from './app/check-scenario.ts';
 export { machineToMermaid, replaceDiagramBlocks } from './scenario/diagram.ts';
 export { commitEffect, syncEffects, effectsOf, withoutEffects } from './scenario/effects.ts';
 export type { Effect, EffectLog } from './scenario/effects.ts';

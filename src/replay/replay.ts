@@ -1,8 +1,8 @@
 import type { EpisodeRecord, PolicyOutput, ToolResult } from '../core/types.ts';
 import { AgentR1Error } from '../core/errors.ts';
 import { canonicalJson } from '../core/canonical-json.ts';
-import { driveEpisode } from '../rollout/drive-episode.ts';
-import { buildRecord } from '../rollout/run-episode.ts';
+import { driveEpisode } from '../episode/drive-episode.ts';
+import { buildRecord } from '../episode/run-episode.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { ToolRunner } from '../tools/runner.ts';
 

@@ -1,5 +1,5 @@
 // agent-r1-ts/rl: training. Trajectories, advantages, losses, KL, the trainer and its config, the
-// paper pipeline.
+// SFT warm start. (The paper pipeline is the application's: src/app/paper.ts.)
 
 // One record → token sequence conversion, for SFT and RL
 export { recordTokens, buildTrajectory, buildTrajectories, fitToContext, TrajectoryError } from '../policy/trajectory.ts';
@@ -23,8 +23,6 @@ export type { UpdateMetrics } from './update/metrics.ts';
 export type { TrainablePolicy, ScoreOutput, ScoreRequest, RolloutSampling } from './trainable.ts';
 export { GptTrainable } from './tfjs-trainable.ts';
 export { sftWarmStart } from './warm-start.ts';
-export { runPaper, formatPaperTable, evaluateMethod, evaluateModel, evalEpisodeCount, scoreRecords } from './paper.ts';
-export type { EvalEpisodes, MethodScore, PaperOptions, PaperResult } from './paper.ts';
 export { learningCurvesSvg } from './learning-curves.ts';
 
 // Rollout internals a worker of one's own uses: the worker side of the batch queue's port front end

@@ -3,7 +3,7 @@ import { canonicalJson } from '../core/canonical-json.ts';
 import type { EpisodeConfig, Task } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
-import { episodeConfig, episodeSeed } from './run-episode.ts';
+import { episodeConfig, episodeSeed } from '../episode/run-episode.ts';
 
 /** What determines a run's episodes: which tasks, how many samples each, and their seeds. */
 export interface PlanOptions {

@@ -3,7 +3,7 @@ import type { Policy } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import type { ToolCache } from '../tools/runner.ts';
 import type { EpisodePlanItem } from './plan.ts';
-import { runEpisode } from './run-episode.ts';
+import { runEpisode } from '../episode/run-episode.ts';
 
 /** Everything the episodes of one run share. */
 export interface EpisodeContext {

@@ -3,7 +3,7 @@ import type { BatchQueueStats } from './batch-queue.ts';
 import type { RolloutExecutor } from './executor.ts';
 import { inThread } from './in-thread.ts';
 import { planEpisodes, type PlanOptions } from './plan.ts';
-import { episodeConfig } from './run-episode.ts';
+import { episodeConfig } from '../episode/run-episode.ts';
 import { summarizeRecords, type RolloutSummary } from './summary.ts';
 
 export interface RolloutOptions extends PlanOptions {

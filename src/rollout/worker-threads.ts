@@ -12,7 +12,7 @@ import type { EpisodeBatch, ExecutorReport, RolloutExecutor } from './executor.t
 import { isBatchPolicy } from './in-thread.ts';
 import type { EpisodePlanItem } from './plan.ts';
 import type { RolloutTask, RolloutTaskResult, WorkerPolicySpec } from './protocol.ts';
-import { buildRecord } from './run-episode.ts';
+import { buildRecord } from '../episode/run-episode.ts';
 import { workerEntryUrl } from './worker-entry.ts';
 
 export interface WorkerThreadsOptions {

@@ -1,7 +1,7 @@
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import type { EndReason, EpisodeRecord } from '../core/types.ts';
 import { CorruptRecordError } from '../core/errors.ts';
-import { parseRecordLine } from '../replay/record.ts';
+import { parseRecordLine } from '../record/record.ts';
 import { RunDirError } from './errors.ts';
 
 /** The few fields of one episode the table shows and filters on; the record itself stays on disk. */

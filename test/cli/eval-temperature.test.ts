@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runRolloutCommand, type RolloutFlags } from '../../src/cli/commands/rollout.ts';
 import { loadCheckpoint, saveCheckpoint } from '../../src/policy/tfjs/checkpoint.ts';
-import { loadRecords } from '../../src/replay/jsonl.ts';
+import { loadRecords } from '../../src/record/jsonl.ts';
 import { cli } from '../helpers/cli.ts';
 import { calculatorCheckpoint } from '../openai/fixtures.ts';
 

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { parseRecordLine } from '../../src/replay/record.ts';
+import { parseRecordLine } from '../../src/record/record.ts';
 import { cliArgs, repoRoot } from '../helpers/cli.ts';
 
 const lines = (file: string) => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean).length : 0);

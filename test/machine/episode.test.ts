@@ -1,5 +1,5 @@
 import test from 'ava';
-import { runEpisode } from '../../src/rollout/run-episode.ts';
+import { runEpisode } from '../../src/episode/run-episode.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import { call, FORMAT_PENALTY, scripted, toyScenario } from '../helpers/toy-scenario.ts';
 

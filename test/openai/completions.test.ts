@@ -5,7 +5,7 @@ import { OpenAIHttpError } from '../../src/openai/errors.ts';
 import type { ServablePolicy } from '../../src/openai/serving-policy.ts';
 import type { ChatCompletionRequest } from '../../src/openai/wire.ts';
 import { loadCheckpointPolicy } from '../../src/policy/tfjs/index.ts';
-import { openAITools } from '../../src/rollout/drive-episode.ts';
+import { openAITools } from '../../src/episode/drive-episode.ts';
 import { calc, calculatorCheckpoint } from './fixtures.ts';
 
 const MODEL = 'calc-tiny';

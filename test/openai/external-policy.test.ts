@@ -10,12 +10,12 @@ import { ExternalPolicyError, PolicySpecError } from '../../src/openai/errors.ts
 import { OpenAIPolicy, openAIOptionsFromSpec } from '../../src/openai/external-policy.ts';
 import { ChatServer } from '../../src/openai/server.ts';
 import type { ServablePolicy } from '../../src/openai/serving-policy.ts';
-import { resolvePolicy } from '../../src/policy/resolve.ts';
+import { resolvePolicy } from '../../src/app/resolve-policy.ts';
 import { loadCheckpointPolicy } from '../../src/policy/tfjs/index.ts';
-import { loadRecords } from '../../src/replay/jsonl.ts';
+import { loadRecords } from '../../src/record/jsonl.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
-import { runEpisode } from '../../src/rollout/run-episode.ts';
+import { runEpisode } from '../../src/episode/run-episode.ts';
 import { calc, calculatorCheckpoint } from './fixtures.ts';
 
 const task = (calc.tasks({ split: 'train', seed: 0, count: 1 }) as Task[])[0]!;

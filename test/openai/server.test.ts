@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import { loadCheckpointPolicy } from '../../src/policy/tfjs/index.ts';
 import { ChatServer } from '../../src/openai/server.ts';
 import type { ServablePolicy } from '../../src/openai/serving-policy.ts';
-import { openAITools } from '../../src/rollout/drive-episode.ts';
+import { openAITools } from '../../src/episode/drive-episode.ts';
 import { calc, calculatorCheckpoint } from './fixtures.ts';
 
 const KEY = 'sk-test-key';

@@ -4,7 +4,7 @@ import { readdirSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { evalEpisodeCount, formatPaperTable, runPaper, scoreRecords } from '../../src/rl/paper.ts';
+import { evalEpisodeCount, formatPaperTable, runPaper, scoreRecords } from '../../src/app/paper.ts';
 import calculator from '../../scenarios/calculator/index.ts';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 

@@ -8,7 +8,7 @@ import { GPTModel, initBackend, loadCheckpointPolicy, saveCheckpoint, trainToken
 import type { BatchPolicy } from '../../src/policy/policy.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { workerThreads } from '../../src/rollout/worker-threads.ts';
-import { serializeRecord } from '../../src/replay/record.ts';
+import { serializeRecord } from '../../src/record/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { builtinScenarios } from '../../scenarios/index.ts';
-import { serializeRecord } from '../../src/replay/record.ts';
+import { serializeRecord } from '../../src/record/record.ts';
 import { initBackend } from '../../src/policy/tfjs/backend.ts';
 import type { TrainablePolicy } from '../../src/rl/trainable.ts';
 import { sftWarmStart } from '../../src/rl/warm-start.ts';

@@ -7,7 +7,7 @@ import test from 'ava';
 import calculator from '../../scenarios/calculator/index.ts';
 import { workerThreads, type WorkerThreadsOptions } from '../../src/rollout/worker-threads.ts';
 import { rollout, type RolloutOptions } from '../../src/rollout/rollout.ts';
-import { serializeRecord } from '../../src/replay/record.ts';
+import { serializeRecord } from '../../src/record/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';

@@ -5,10 +5,10 @@ import { episodeMachine } from '../../machines/episode.ts';
 import { DOC, updateScenariosDoc } from '../../docs/update-scenarios-doc.ts';
 import { gridMachine } from '../../scenarios/gridworld/world-machine.ts';
 import { orderMachine } from '../../scenarios/support-desk/order-machine.ts';
-import { parseRecordLine, serializeRecord } from '../../src/replay/record.ts';
+import { parseRecordLine, serializeRecord } from '../../src/record/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
-import { checkScenarioDir } from '../../src/scenario/check.ts';
+import { checkScenarioDir } from '../../src/app/check-scenario.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { machineToMermaid, replaceDiagramBlocks } from '../../src/scenario/diagram.ts';
 

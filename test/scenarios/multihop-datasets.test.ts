@@ -5,7 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
-import { resolvePolicy } from '../../src/policy/resolve.ts';
+import { resolvePolicy } from '../../src/app/resolve-policy.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { createRng } from '../../src/core/rng.ts';

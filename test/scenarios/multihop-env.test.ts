@@ -3,7 +3,7 @@ import { createRng } from '../../src/core/rng.ts';
 import type { Json, ToolResult, TurnRecord } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
-import { runEpisode } from '../../src/rollout/run-episode.ts';
+import { runEpisode } from '../../src/episode/run-episode.ts';
 import { ToolRunner } from '../../src/tools/runner.ts';
 import { toOpenAITool } from '../../src/tools/tool.ts';
 import { DEFAULT_QA_REWARDS, judgeTurn, parseRewardOption, searchKey, type QaTask } from '../../scenarios/multihop-qa/env.ts';

@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { EpisodeRecord } from '../../src/core/types.ts';
-import { resolvePolicy } from '../../src/policy/resolve.ts';
+import { resolvePolicy } from '../../src/app/resolve-policy.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { createMultihopQaScenario, loadWorld } from '../../scenarios/multihop-qa/index.ts';
 import { noisyMode } from '../../scenarios/multihop-qa/policies.ts';

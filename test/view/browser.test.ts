@@ -13,7 +13,7 @@ import calculator from '../../scenarios/calculator/index.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';
-import { serializeRecord } from '../../src/replay/record.ts';
+import { serializeRecord } from '../../src/record/record.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';

@@ -9,7 +9,7 @@ import { builtinScenarios } from '../../scenarios/index.ts';
 import { episodeMachine } from '../../machines/episode.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import { canonicalJson } from '../../src/core/canonical-json.ts';
-import { serializeRecord } from '../../src/replay/record.ts';
+import { serializeRecord } from '../../src/record/record.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { groupAdvantages } from '../../src/view/advantages.ts';

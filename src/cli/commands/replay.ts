@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
-import { readRecords } from '../../replay/jsonl.ts';
+import { readRecords } from '../../record/jsonl.ts';
 import { replayRecord, type Divergence } from '../../replay/replay.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import type { Scenario } from '../../scenario/scenario.ts';

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { episodeMachine } from '../../../machines/episode.ts';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { AgentR1Error } from '../../core/errors.ts';
-import { checkScenarioDir } from '../../scenario/check.ts';
+import { checkScenarioDir } from '../../app/check-scenario.ts';
 import { machineToMermaid } from '../../scenario/diagram.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { EXIT_USAGE, integer, positiveInt, printJson } from '../common.ts';

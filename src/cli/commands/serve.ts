@@ -42,7 +42,7 @@ export function register(program: Command): void {
     .action(async (flags: ServeFlags) => {
       if (!flags.policy.startsWith('ckpt:')) throw new UnknownNameError('policy to serve', flags.policy, ['ckpt:DIR']);
       const dir = flags.policy.slice('ckpt:'.length);
-      const { loadCheckpointPolicy } = await import('../../policy/tfjs/checkpoint.ts');
+      const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
       const policy = (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
       const modelName = flags.modelName ?? basename(resolve(dir));
       const server = new ChatServer({

@@ -2,9 +2,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
-import { resolvePolicy } from '../../policy/resolve.ts';
+import { resolvePolicy } from '../../app/resolve-policy.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
-import { runSft } from '../../policy/tfjs/sft.ts';
+import { runSft } from '../../app/run-sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
 import { checkSplit, formatSummary, integer, nonNegativeNumber, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
 

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { initBackend } from '../../policy/tfjs/backend.ts';
-import { resolvePolicy } from '../../policy/resolve.ts';
+import { resolvePolicy } from '../../app/resolve-policy.ts';
 import { ALGORITHMS, resolveConfig, type TrainConfig } from '../../rl/config.ts';
 import { TrainingError } from '../../rl/errors.ts';
 import { KL_ESTIMATORS } from '../../rl/kl.ts';

@@ -5,11 +5,9 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { AgentR1Error } from '../../core/errors.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import type { Json } from '../../core/types.ts';
-import type { SamplingOptions } from './generate.ts';
 import { parseModelConfig, type ModelConfig } from './model-config.ts';
 import { GPTModel } from './model.ts';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.ts';
-import type { BatchPolicy } from '../policy.ts';
 
 /**
  * Checkpoints: a directory with `model.json` (format, model config, tokenizer, weight specs, the
@@ -192,28 +190,4 @@ export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
   } finally {
     for (const t of weights.values()) t.dispose();
   }
-}
-
-/**
- * The `ckpt:DIR` policy: what resolvePolicy dynamic-imports. It samples as the checkpoint says
- * unless `sampling` overrides that; its version is the content hash, followed by the override when
- * there is one (`<hash>+temperature=0`), so records of one checkpoint sampled differently are told
- * apart (and never share a run id).
- */
-export async function loadCheckpointPolicy(dir: string, options: { backend?: string; sampling?: SamplingOptions } = {}): Promise<BatchPolicy> {
-  const { initBackend } = await import('./backend.ts');
-  await initBackend(options.backend);
-  const ckpt = await loadCheckpoint(dir);
-  const { TfjsPolicy } = await import('./tfjs-policy.ts');
-  const override = Object.entries(options.sampling ?? {}).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : 1));
-  const version = [ckpt.hash, ...override.map(([k, v]) => `${k}=${v}`)].join('+');
-  const sampling = { ...samplingFromMeta(ckpt.meta), ...Object.fromEntries(override) };
-  return new TfjsPolicy({ id: `ckpt:${dir}`, version, model: ckpt.model, tokenizer: ckpt.tokenizer, sampling });
-}
-
-function samplingFromMeta(meta: { [key: string]: Json }): SamplingOptions {
-  const s = meta.sampling;
-  if (s === null || typeof s !== 'object' || Array.isArray(s)) return {};
-  const pick = (k: string) => (typeof s[k] === 'number' ? (s[k] as number) : undefined);
-  return Object.fromEntries(Object.entries({ temperature: pick('temperature'), topK: pick('topK'), topP: pick('topP') }).filter(([, v]) => v !== undefined));
 }

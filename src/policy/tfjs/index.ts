@@ -40,7 +40,6 @@ export {
 export {
   saveCheckpoint,
   loadCheckpoint,
-  loadCheckpointPolicy,
   checkpointIO,
   contentHash,
   modelHash,
@@ -50,8 +49,8 @@ export {
 export { Tokenizer, trainTokenizer, SPECIAL_TOKENS, TokenizerError, type TokenizerJSON } from './tokenizer.ts';
 export { chatEncoding } from './chat-template.ts';
 export { generate, sampleToken, GenerateError, type GenerateRequest, type GenerateResult, type GenerateOptions, type SamplingOptions, type RowCache } from './generate.ts';
-export { TfjsPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
+export { TfjsPolicy, loadCheckpointPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
 export { KVCache } from './kv-cache.ts';
 export {
-  trainSft, runSft, sequencesFromRecords, recordTexts, SftError, type SftOptions, type RunSftOptions,
+  trainSft, sequencesFromRecords, recordTexts, SftError, type SftOptions,
 } from './sft.ts';

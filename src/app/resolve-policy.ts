@@ -1,6 +1,6 @@
 import { UnknownNameError, UsageError } from '../core/errors.ts';
 import type { Scenario } from '../scenario/scenario.ts';
-import type { Policy } from './policy.ts';
+import type { Policy } from '../policy/policy.ts';
 
 /**
  * A policy from its command-line spec: one of the scenario's reference policies by name, or
@@ -10,7 +10,7 @@ import type { Policy } from './policy.ts';
  */
 export async function resolvePolicy(spec: string, scenario: Scenario, seed: number, options: { temperature?: number } = {}): Promise<Policy> {
   if (spec.startsWith('ckpt:')) {
-    const { loadCheckpointPolicy } = await import('./tfjs/checkpoint.ts');
+    const { loadCheckpointPolicy } = await import('../policy/tfjs/tfjs-policy.ts');
     return loadCheckpointPolicy(spec.slice('ckpt:'.length), { sampling: { temperature: options.temperature } });
   }
   // Scripted policies do not sample from logits, and an endpoint's temperature is its own setting.

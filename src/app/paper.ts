@@ -8,15 +8,15 @@ import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { Scenario } from '../scenario/scenario.ts';
-import { devScore } from './best-checkpoint.ts';
-import { resolveConfig, type Algorithm, type TrainConfig } from './config.ts';
+import { devScore } from '../rl/best-checkpoint.ts';
+import { resolveConfig, type Algorithm, type TrainConfig } from '../rl/config.ts';
 import type { RolloutExecutor } from '../rollout/executor.ts';
 import { canUseReplica, Replica } from '../rollout/replica.ts';
-import { writeFileAtomic } from './run-dir.ts';
-import { GptTrainable } from './tfjs-trainable.ts';
-import { train, type EvalMetrics, type StepMetrics } from './trainer.ts';
-import type { TrainablePolicy } from './trainable.ts';
-import { sftWarmStart, type WarmStartOptions, type WarmStartResult } from './warm-start.ts';
+import { writeFileAtomic } from '../rl/run-dir.ts';
+import { GptTrainable } from '../rl/tfjs-trainable.ts';
+import { train, type EvalMetrics, type StepMetrics } from '../rl/trainer.ts';
+import type { TrainablePolicy } from '../rl/trainable.ts';
+import { sftWarmStart, type WarmStartOptions, type WarmStartResult } from '../rl/warm-start.ts';
 
 /**
  * The paper's comparison in miniature: Naive RAG (one retrieval, then read), Base Tool Call (the

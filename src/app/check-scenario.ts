@@ -6,9 +6,9 @@ import { createActor, type AnyStateMachine } from 'xstate';
 import { z } from 'zod';
 import type { EpisodeConfig, Task } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
-import { runEpisode } from '../rollout/run-episode.ts';
-import type { Scenario } from './scenario.ts';
-import { importUserModule, scenarioEntry } from './user-module.ts';
+import { runEpisode } from '../episode/run-episode.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import { importUserModule, scenarioEntry } from '../scenario/user-module.ts';
 
 /**
  * `agent-r1 scenario check DIR`: loads a user's scenario folder and names every problem it finds,
