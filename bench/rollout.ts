@@ -105,7 +105,7 @@ async function engineOneWorker(scenario: Scenario, episodes: number) {
 
 async function checkpointBatching() {
   await initBackend();
-  const calc = calculator as Exclude<typeof calculator, Function>;
+  const calc = calculator as Exclude<typeof calculator, (...args: never[]) => unknown>;
   const texts = calc.tasks({ split: 'train', seed: 0, count: 200 }).map((t) => t.question);
   const tokenizer = trainTokenizer(texts, { vocabSize: 512 });
   const model = new GPTModel({ vocabSize: tokenizer.vocabSize, ...DEFAULT_MODEL_CONFIG }, 1);

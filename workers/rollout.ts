@@ -1,4 +1,4 @@
-import type { MessagePort } from 'node:worker_threads';
+
 import type { EpisodeRecord } from '../src/core/types.ts';
 import { AgentR1Error } from '../src/core/errors.ts';
 import type { Policy } from '../src/policy/policy.ts';

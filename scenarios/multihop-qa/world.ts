@@ -105,7 +105,7 @@ export interface World {
 
 class Namer {
   private readonly used = new Set<string>();
-  take(rng: Rng, make: () => string, tries = 200): string {
+  take(_rng: Rng, make: () => string, tries = 200): string {
     for (let i = 0; i < tries; i++) {
       const name = make();
       if (!this.used.has(name)) {

@@ -45,7 +45,14 @@ export class Replica implements RolloutExecutor {
     const split = Math.ceil(batch.items.length / 2);
     const theirs = batch.items.slice(split);
     const done = new Set<number>();
-    const remote = this.there.play({ ...batch, items: theirs }, (r) => (done.add(r.index), emit(r)), signal);
+    const remote = this.there.play(
+      { ...batch, items: theirs },
+      (record) => {
+        done.add(record.index);
+        emit(record);
+      },
+      signal,
+    );
     remote.catch(() => {});
     const local = await this.here.play({ ...batch, items: batch.items.slice(0, split) }, emit, signal);
     try {

@@ -1,6 +1,6 @@
 import type { EpisodeRecord } from '../core/types.ts';
 import type { BatchQueueStats } from './batch-queue.ts';
-import type { RolloutExecutor } from './executor.ts';
+import type { ExecutorReport, RolloutExecutor } from './executor.ts';
 import { inThread } from './in-thread.ts';
 import { planEpisodes, type PlanOptions } from './plan.ts';
 import { episodeConfig } from '../episode/run-episode.ts';
@@ -63,7 +63,7 @@ export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
     options.onProgress?.({ done, tokens });
   };
   const batch = { scenario: options.scenario, policy: options.policy, runId, config, items: plan, concurrency: options.concurrency };
-  let report;
+  let report: ExecutorReport;
   try {
     report = await executor.play(batch, emit, options.signal);
   } finally {

@@ -92,9 +92,14 @@ export async function metricCharts(series: readonly MetricSeries[], options: { w
 export async function rewardHistogram(series: readonly { run: string; rewards: readonly number[] }[]): Promise<Html> {
   let lo = Infinity;
   let hi = -Infinity;
-  for (const s of series) for (const r of s.rewards) if (Number.isFinite(r)) (lo = Math.min(lo, r)), (hi = Math.max(hi, r));
-  if (lo === Infinity) (lo = 0), (hi = 1);
-  if (lo === hi) (lo -= 0.5), (hi += 0.5);
+  for (const s of series) {
+    for (const r of s.rewards.filter(Number.isFinite)) {
+      lo = Math.min(lo, r);
+      hi = Math.max(hi, r);
+    }
+  }
+  if (lo === Infinity) [lo, hi] = [0, 1];
+  if (lo === hi) [lo, hi] = [lo - 0.5, hi + 0.5];
   const { start, step } = (vega as unknown as { bin(o: { extent: [number, number]; maxbins: number }): { start: number; stop: number; step: number } }).bin({ extent: [lo, hi], maxbins: 30 });
   const values: { run: string; start: number; end: number; count: number }[] = [];
   for (const s of series) {

@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
 import { TrainingError } from '../../rl/errors.ts';
-import { formatPaperTable, runPaper, type PaperOptions } from '../../app/paper.ts';
+import { formatPaperTable, runPaper, } from '../../app/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { integer } from '../common.ts';
 import { START_SCENARIO_OPTIONS, startBudget } from '../../app/start.ts';

@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { AgentR1Error } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
-import type { EpisodeRecord, Json } from '../../core/types.ts';
+import type { EpisodeRecord, } from '../../core/types.ts';
 import type { PolicyEncoding } from '../policy.ts';
 import { recordTokens, type TokenSequence } from '../trajectory.ts';
 import { AdamW, type AdamWOptions, type StepStats } from './adamw.ts';
