@@ -40,7 +40,7 @@ export interface TransitionInput {
 /** A step result plus the observation's token ids, when the policy tokenizes. */
 export type TransitionOutput = StepResult & { observationTokens?: number[] };
 
-export interface OutcomeInput {
+export interface EpisodeOutcomeInput {
   answer: string | null;
   endReason: EndReason;
   history: readonly TurnRecord[];
@@ -55,7 +55,7 @@ export interface EpisodeActors {
   generate(input: GenerateInput, signal: AbortSignal): Promise<PolicyOutput>;
   execute(input: ExecuteInput, signal: AbortSignal): Promise<ToolResult[]>;
   transition(input: TransitionInput): Promise<TransitionOutput>;
-  outcome(input: OutcomeInput): Promise<Outcome>;
+  outcome(input: EpisodeOutcomeInput): Promise<Outcome>;
 }
 
 export interface ExecuteInput {
@@ -123,7 +123,7 @@ export const episodeMachine = setup({
     generate: fromPromise<PolicyOutput, WithActors<GenerateInput>>(({ input, signal }) => input.actors.generate(input, signal)),
     execute: fromPromise<ToolResult[], WithActors<ExecuteInput>>(({ input, signal }) => input.actors.execute(input, signal)),
     transition: fromPromise<TransitionOutput, WithActors<TransitionInput>>(({ input }) => input.actors.transition(input)),
-    outcome: fromPromise<Outcome, WithActors<OutcomeInput>>(({ input }) => input.actors.outcome(input)),
+    outcome: fromPromise<Outcome, WithActors<EpisodeOutcomeInput>>(({ input }) => input.actors.outcome(input)),
   },
   actions: {
     /** Notes the state in the current turn's path (outcome and done belong to the last turn). */
