@@ -46,7 +46,7 @@ async function scaling(scenario: Scenario, workers: number) {
   await executor.close();
   const steady = ((stamps.length - 1) / (stamps.at(-1)! - stamps[0]!)) * 1000;
   const steps = r.records.reduce((n, x) => n + x.turns.length, 0);
-  return { workers, episodesPerSecond: steady, wallSeconds: (performance.now() - started) / 1000, steps, toolShare: r.summary.throughput.share.tools };
+  return { workers, episodesPerSecond: steady, wallSeconds: (performance.now() - started) / 1000, steps, toolShare: r.throughput.share.tools };
 }
 
 /** The same episodes without the engine: policy, parser, tool runner and ToolEnv called in a plain loop. */
@@ -118,8 +118,8 @@ async function checkpointBatching() {
     const config = { maxTurns: 2, maxTokensPerTurn: 32 };
     const r = await rollout({ scenario: calc, policy, split: 'train', episodes: 64, seed: 1, executor, config });
     await executor.close();
-    const s = r.summary.batching!;
-    rows.push({ maxBatch, meanBatch: s.meanBatchSize, maxObservedBatch: Math.max(...Object.keys(s.batchSizes).map(Number)), policyShare: r.summary.throughput.share.policy, tokensPerSecond: r.summary.throughput.tokensPerSecond });
+    const s = r.batching!;
+    rows.push({ maxBatch, meanBatch: s.meanBatchSize, maxObservedBatch: Math.max(...Object.keys(s.batchSizes).map(Number)), policyShare: r.throughput.share.policy, tokensPerSecond: r.throughput.tokensPerSecond });
   }
   return rows;
 }

@@ -52,8 +52,8 @@ test("the batch queue merges two workers' requests into one batch", async (t) =>
   const options = { scenario: calc, policy, split: 'train', episodes: 16, seed: 2, concurrency: 4, config };
   const result = await rollout({ ...options, executor });
   await executor.close();
-  const sizes = Object.keys(result.summary.batching!.batchSizes).map(Number);
+  const sizes = Object.keys(result.batching!.batchSizes).map(Number);
   // Each worker has at most 4 episodes in flight: a batch above 4 holds rows from both.
-  t.true(Math.max(...sizes) > 4, `batch sizes ${JSON.stringify(result.summary.batching!.batchSizes)}`);
-  t.true(result.summary.throughput.share.policy > 0);
+  t.true(Math.max(...sizes) > 4, `batch sizes ${JSON.stringify(result.batching!.batchSizes)}`);
+  t.true(result.throughput.share.policy > 0);
 });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { resolvePolicy } from '../../app/resolve-policy.ts';
-import { rollout } from '../../rollout/rollout.ts';
+import { rollout, type ThroughputSummary } from '../../rollout/rollout.ts';
 import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../record/jsonl.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
@@ -55,7 +55,9 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
 }
 
 /** Runs a rollout with a progress bar on stderr; writes records to `out` when given. */
-export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSummary> {
+export async function runRolloutCommand(
+  flags: RolloutFlags,
+): Promise<RolloutSummary & { throughput: ThroughputSummary }> {
   const scenario = await scenarioFromFlags(flags);
   checkSplit(scenario, flags.split);
   const policy = await resolvePolicy(flags.policy, scenario, flags.seed, { temperature: flags.temperature });
@@ -107,12 +109,14 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
   const inWorkers = flags.workers > 0 && canRunInWorkers(policy, scenario);
   const executor = inWorkers ? workerThreads({ workers: flags.workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario }) : undefined;
   try {
-    const { summary } = await rollout({
+    const result = await rollout({
       ...common,
       executor,
       // A batch policy's concurrency follows from the batch size (see workerThreads).
       concurrency: inWorkers && 'actBatch' in policy ? undefined : flags.concurrency,
     });
+    const { throughput, batching } = result;
+    const summary = { ...result.summary, throughput, ...(batching ? { batching } : {}) };
     if (controller.signal.aborted) {
       process.stderr.write(`\ninterrupted: ${count} finished episodes written\n`);
       process.exitCode = 130;
@@ -143,7 +147,7 @@ export function register(program: Command): void {
         successRate: summary.successRate,
         failed: summary.failed,
         byEndReason: summary.byEndReason,
-        ...('throughput' in summary ? { throughput: summary.throughput } : {}),
+        throughput: summary.throughput,
       };
       if (flags.json) printJson({ ...brief, out });
       else process.stdout.write(`${formatSummary(brief)}\nrecords: ${join(out, 'episodes.jsonl')}\n`);
