@@ -1,9 +1,9 @@
 import test from 'ava';
 import { z } from 'zod';
-import { checkScenario, checkScenarioDir, checkScenarioModule, checkTools } from '../src/scenario/check.ts';
-import { cli } from './helpers/cli.ts';
-import calculator from '../scenarios/calculator/index.ts';
-import { createMultihopQaScenario } from '../scenarios/multihop-qa/index.ts';
+import { checkScenario, checkScenarioDir, checkScenarioModule, checkTools } from '../../src/scenario/check.ts';
+import { cli } from '../helpers/cli.ts';
+import calculator from '../../scenarios/calculator/index.ts';
+import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 
 const BROKEN = 'test/fixtures/broken-scenario';
 

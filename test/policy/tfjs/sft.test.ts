@@ -1,12 +1,12 @@
 import test from 'ava';
-import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { chatEncoding } from '../../src/policy/tfjs/chat-template.ts';
-import { recordTexts, runSft, sequencesFromRecords, SftError, trainSft } from '../../src/policy/tfjs/sft.ts';
-import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
-import { loadScenario } from '../../src/scenario/load.ts';
-import { rollout } from '../../src/rollout/rollout.ts';
-import { resolvePolicy } from '../../src/policy/resolve.ts';
-import { builtinScenarios } from '../../scenarios/index.ts';
+import { initBackend } from '../../../src/policy/tfjs/backend.ts';
+import { chatEncoding } from '../../../src/policy/tfjs/chat-template.ts';
+import { recordTexts, runSft, sequencesFromRecords, SftError, trainSft } from '../../../src/policy/tfjs/sft.ts';
+import { trainTokenizer } from '../../../src/policy/tfjs/tokenizer.ts';
+import { loadScenario } from '../../../src/scenario/load.ts';
+import { rollout } from '../../../src/rollout/rollout.ts';
+import { resolvePolicy } from '../../../src/policy/resolve.ts';
+import { builtinScenarios } from '../../../scenarios/index.ts';
 
 const SFT_EPISODES = Number(process.env.SFT_EPISODES ?? 400);
 const SFT_STEPS = Number(process.env.SFT_STEPS ?? 600);

@@ -1,9 +1,9 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
-import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { GPTModel, ModelError, WASM_ATTENTION_LIMIT_BYTES } from '../../src/policy/tfjs/model.ts';
-import { maskedIndices, padBatch, scoreSequences, scoreTokens } from '../../src/policy/tfjs/score.ts';
-import { AdamW, maskedNll, scheduleLr, TrainStepError } from '../../src/policy/tfjs/train-step.ts';
+import { initBackend } from '../../../src/policy/tfjs/backend.ts';
+import { GPTModel, ModelError, WASM_ATTENTION_LIMIT_BYTES } from '../../../src/policy/tfjs/model.ts';
+import { maskedIndices, padBatch, scoreSequences, scoreTokens } from '../../../src/policy/tfjs/score.ts';
+import { AdamW, maskedNll, scheduleLr, TrainStepError } from '../../../src/policy/tfjs/train-step.ts';
 
 test.before(async () => {
   await initBackend('wasm');
