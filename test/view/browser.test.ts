@@ -1,10 +1,11 @@
 /**
- * The viewer and the report in a real browser: Debian's chromium driven by playwright-core.
+ * The viewer and the report in a real browser: headless Chromium (from npm, see helpers/chromium.ts)
+ * driven by playwright-core.
  * Runs are made here with the calculator scenario (random, expert and a scripted policy whose
  * text is hostile markup); screenshots go to test-artifacts/.
  */
 import test from 'ava';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -13,6 +14,7 @@ import calculator from '../../scenarios/calculator/index.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';
+import { CHROMIUM_ARGS, chromiumExecutable } from '../helpers/chromium.ts';
 import { serializeRecord } from '../../src/record/record.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
@@ -21,7 +23,6 @@ import { groupAdvantages } from '../../src/view/advantages.ts';
 import { buildReport } from '../../src/view/report.ts';
 import { startViewer, type Viewer } from '../../src/view/server.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = resolve('test-artifacts');
 const scenario = calculator as unknown as Scenario;
 
@@ -79,12 +80,7 @@ test.before(async () => {
   writeFileSync(join(secondDir, 'metrics.jsonl'), metrics.map((m) => JSON.stringify({ ...m, reward: m.reward + 0.3 }) + '\n').join(''));
   viewer = await startViewer({ dirs: [runDir, secondDir], scenarios: builtinScenarios });
   mkdirSync(ARTIFACTS, { recursive: true });
-  if (existsSync(CHROMIUM)) {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
-  }
+  browser = await chromium.launch({ executablePath: await chromiumExecutable(), args: CHROMIUM_ARGS });
 });
 
 test.after.always(async () => {
@@ -95,7 +91,7 @@ test.after.always(async () => {
 
 /** A fresh page that records every request and every dialog, and fails on any page error. */
 async function openPage(t: { fail: (m: string) => void }): Promise<{ page: Page; requests: string[]; dialogs: string[] }> {
-  if (!browser) throw new Error(`chromium is not installed at ${CHROMIUM} (apt-get install chromium)`);
+  if (!browser) throw new Error('chromium did not start (see the before hook)');
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
   const requests: string[] = [];

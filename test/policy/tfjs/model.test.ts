@@ -1,11 +1,11 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
-import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { ModelError } from '../../src/policy/tfjs/model-config.ts';
-import { GPTModel, WASM_ATTENTION_LIMIT_BYTES } from '../../src/policy/tfjs/model.ts';
-import { AdamW } from '../../src/policy/tfjs/adamw.ts';
-import { maskedIndices, maskedNll, padBatch, scoreSequences, scoreTokens } from '../../src/policy/tfjs/score.ts';
-import { SFT_ADAMW } from '../../src/policy/tfjs/sft.ts';
+import { initBackend } from '../../../src/policy/tfjs/backend.ts';
+import { ModelError } from '../../../src/policy/tfjs/model-config.ts';
+import { GPTModel, WASM_ATTENTION_LIMIT_BYTES } from '../../../src/policy/tfjs/model.ts';
+import { AdamW } from '../../../src/policy/tfjs/adamw.ts';
+import { maskedIndices, maskedNll, padBatch, scoreSequences, scoreTokens } from '../../../src/policy/tfjs/score.ts';
+import { SFT_ADAMW } from '../../../src/policy/tfjs/sft.ts';
 
 test.before(async () => {
   await initBackend('wasm');

@@ -1,10 +1,10 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
-import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { GPTModel } from '../../src/policy/tfjs/model.ts';
-import { TfjsPolicy } from '../../src/policy/tfjs/tfjs-policy.ts';
-import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
-import type { PolicyRequest } from '../../src/policy/policy.ts';
+import { initBackend } from '../../../src/policy/tfjs/backend.ts';
+import { GPTModel } from '../../../src/policy/tfjs/model.ts';
+import { TfjsPolicy } from '../../../src/policy/tfjs/tfjs-policy.ts';
+import { trainTokenizer } from '../../../src/policy/tfjs/tokenizer.ts';
+import type { PolicyRequest } from '../../../src/policy/policy.ts';
 
 const tokenizer = trainTokenizer(['<tool_call>{"name": "calculate", "arguments": {"expression": "1 + 2"}}</tool_call>', '<answer>3</answer> What is one plus two?'], {
   vocabSize: 15 + 256 + 30,

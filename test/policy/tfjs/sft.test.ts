@@ -1,16 +1,13 @@
 import test from 'ava';
-import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { chatEncoding } from '../../src/policy/tfjs/chat-template.ts';
-import { recordTexts, sequencesFromRecords, SftError, trainSft } from '../../src/policy/tfjs/sft.ts';
-import { runSft } from '../../src/app/run-sft.ts';
-import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
-import { loadScenario } from '../../src/scenario/load.ts';
-import { rollout } from '../../src/rollout/rollout.ts';
-import { resolvePolicy } from '../../src/app/resolve-policy.ts';
-import { builtinScenarios } from '../../scenarios/index.ts';
-
-const SFT_EPISODES = Number(process.env.SFT_EPISODES ?? 400);
-const SFT_STEPS = Number(process.env.SFT_STEPS ?? 600);
+import { initBackend } from '../../../src/policy/tfjs/backend.ts';
+import { chatEncoding } from '../../../src/policy/tfjs/chat-template.ts';
+import { recordTexts, sequencesFromRecords, SftError, trainSft } from '../../../src/policy/tfjs/sft.ts';
+import { runSft } from '../../../src/app/run-sft.ts';
+import { trainTokenizer } from '../../../src/policy/tfjs/tokenizer.ts';
+import { loadScenario } from '../../../src/scenario/load.ts';
+import { rollout } from '../../../src/rollout/rollout.ts';
+import { resolvePolicy } from '../../../src/app/resolve-policy.ts';
+import { builtinScenarios } from '../../../scenarios/index.ts';
 
 test.before(async () => {
   await initBackend('wasm');
@@ -35,24 +32,26 @@ test('training sequences: the loss mask covers exactly the agent’s own tokens,
   t.throws(() => trainSft({ records, tokenizer: tok, steps: 0 }), { instanceOf: SftError, message: /steps/ });
 });
 
-test(`SFT on the calculator (${SFT_EPISODES} expert episodes, ${SFT_STEPS} steps) brings dev success above 80%`, async (t) => {
-  t.timeout(15 * 60_000);
-  const started = performance.now();
+// A small budget that still shows learning: a 1-layer d32 model with a copy head (and word tokens,
+// which it can copy) goes from nothing to most dev answers right in 150 steps (~20 s on an idle core;
+// measured 68% greedy). The full-strength run (the default model, 400 episodes, 600 steps, > 80%) is
+// sft.slow.test.ts.
+test('SFT on the calculator (100 expert episodes, 150 steps, d32 × 1 layer with a copy head) brings greedy dev success above 50%', async (t) => {
+  t.timeout(3 * 60_000);
   const scenario = await loadScenario('calculator', builtinScenarios);
   const teacher = await resolvePolicy('expert', scenario, 0);
   const result = await runSft({
     scenario,
     teacher,
-    episodes: SFT_EPISODES,
+    episodes: 100,
     seed: 1,
-    evalEpisodes: 100,
-    // Greedy: success measures what the policy learned, not sampling noise.
+    evalEpisodes: 50,
     sampling: { temperature: 0 },
-    train: { steps: SFT_STEPS, batchSize: 8, lr: 1e-2 },
+    train: { steps: 150, batchSize: 8, lr: 1e-2, model: { dModel: 32, nLayers: 1, copyHead: true }, chunking: 'words' },
   });
-  const seconds = (performance.now() - started) / 1000;
-  t.log(`train ${result.seconds.toFixed(1)} s, total ${seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)}, dev success ${result.eval!.successRate}`);
+  t.log(`train ${result.seconds.toFixed(1)} s, tail loss ${result.tailLoss.toFixed(4)}, dev success ${result.eval!.successRate}`);
   t.is(result.teacherSuccess, 1);
-  t.true(result.eval!.successRate > 0.8, `dev success ${result.eval!.successRate}`);
+  t.true(result.tailLoss < 0.2, `tail loss ${result.tailLoss}`);
+  t.true(result.eval!.successRate > 0.5, `dev success ${result.eval!.successRate}`);
   t.regex(result.hash, /^[0-9a-f]{64}$/);
 });

@@ -3,11 +3,11 @@ import * as tf from '@tensorflow/tfjs';
 import { mkdtemp, readFile, readdir, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { GPTModel } from '../../src/policy/tfjs/model.ts';
-import { trainTokenizer, SPECIAL_TOKENS } from '../../src/policy/tfjs/tokenizer.ts';
-import { CheckpointError, loadCheckpoint, modelHash, saveCheckpoint } from '../../src/policy/tfjs/checkpoint.ts';
-import { loadCheckpointPolicy } from '../../src/policy/tfjs/tfjs-policy.ts';
+import { initBackend } from '../../../src/policy/tfjs/backend.ts';
+import { GPTModel } from '../../../src/policy/tfjs/model.ts';
+import { trainTokenizer, SPECIAL_TOKENS } from '../../../src/policy/tfjs/tokenizer.ts';
+import { CheckpointError, loadCheckpoint, modelHash, saveCheckpoint } from '../../../src/policy/tfjs/checkpoint.ts';
+import { loadCheckpointPolicy } from '../../../src/policy/tfjs/tfjs-policy.ts';
 
 const tokenizer = trainTokenizer(['<tool_call>{"name": "calculate"}</tool_call> <answer>42</answer> hello world'], { vocabSize: SPECIAL_TOKENS.length + 256 + 8 });
 const config = { vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 32, dMlp: 32 };

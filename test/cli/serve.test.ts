@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import test from 'ava';
 import OpenAI from 'openai';
 import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
-import { calculatorCheckpoint } from './fixtures.ts';
+import { calculatorCheckpoint } from '../openai/fixtures.ts';
 
 test('agent-r1 serve: the openai client talks to it; the request log goes to stderr; SIGTERM stops it cleanly', async (t) => {
   const { dir } = await calculatorCheckpoint();

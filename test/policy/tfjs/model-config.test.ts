@@ -1,5 +1,5 @@
 import test from 'ava';
-import { DEFAULT_MODEL_CONFIG, ModelError, parseModelConfig } from '../../src/policy/tfjs/model-config.ts';
+import { DEFAULT_MODEL_CONFIG, ModelError, parseModelConfig } from '../../../src/policy/tfjs/model-config.ts';
 
 test('a config gets its defaults; a bad one is a clear error', (t) => {
   const c = parseModelConfig({ vocabSize: 10, dModel: 8, nLayers: 1, nHeads: 2, contextLength: 4, dMlp: 8 });

@@ -3,8 +3,8 @@ import * as tf from '@tensorflow/tfjs';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AdamW, clipByGlobalNorm, OptimizerError, scheduleLr, type DecayForm } from '../../src/policy/tfjs/adamw.ts';
-import { initBackend } from '../../src/policy/tfjs/backend.ts';
+import { AdamW, clipByGlobalNorm, OptimizerError, scheduleLr, type DecayForm } from '../../../src/policy/tfjs/adamw.ts';
+import { initBackend } from '../../../src/policy/tfjs/backend.ts';
 
 test.before(async () => {
   await initBackend('wasm');

@@ -1,7 +1,7 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
-import { initBackend, backendInfo } from '../../src/policy/tfjs/backend.ts';
-import { UnknownNameError } from '../../src/core/errors.ts';
+import { initBackend, backendInfo } from '../../../src/policy/tfjs/backend.ts';
+import { UnknownNameError } from '../../../src/core/errors.ts';
 
 test.serial('auto selection tries the node bindings first, says why it fell back, and lands on wasm here', async (t) => {
   const info = await initBackend();

@@ -5,8 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli, paperTable } from '../helpers/cli.ts';
 
-// The main job's CI variant end to end: world → SFT warm start → GRPO → table. About 2 minutes
-// on 2 idle cores (longer on a busy machine).
+// The main job's CI variant end to end: world → SFT warm start → GRPO → table, then
+// bench/paper-table.ts from its warm start. Slow (npm run test:slow): 3 CPU-minutes, 4.5 min wall at
+// load 5-9 on 2 cores.
 test('npm start -- --quick trains, shows the reward rising, and prints the table', async (t) => {
   t.timeout(15 * 60_000);
   const out = join(await mkdtemp(join(tmpdir(), 'start-quick-')), 'run');

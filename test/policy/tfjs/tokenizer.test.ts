@@ -1,6 +1,6 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { Tokenizer, TokenizerError, trainTokenizer, SPECIAL_TOKENS, wtf8Decode, wtf8Encode } from '../../src/policy/tfjs/tokenizer.ts';
+import { Tokenizer, TokenizerError, trainTokenizer, SPECIAL_TOKENS, wtf8Decode, wtf8Encode } from '../../../src/policy/tfjs/tokenizer.ts';
 
 const corpus = [
   'Ava has 12 apples, gets 7 more and then gives away 5. How many apples does Ava have now?',

@@ -1,0 +1,39 @@
+/**
+ * SFT at full strength (slow: ~1.5 min of one idle core, several on a busy machine). The fast
+ * version, a smaller model and budget with a lower bar, is sft.test.ts.
+ */
+import test from 'ava';
+import { initBackend } from '../../../src/policy/tfjs/backend.ts';
+import { runSft } from '../../../src/app/run-sft.ts';
+import { loadScenario } from '../../../src/scenario/load.ts';
+import { resolvePolicy } from '../../../src/app/resolve-policy.ts';
+import { builtinScenarios } from '../../../scenarios/index.ts';
+
+const SFT_EPISODES = Number(process.env.SFT_EPISODES ?? 400);
+const SFT_STEPS = Number(process.env.SFT_STEPS ?? 600);
+
+test.before(async () => {
+  await initBackend('wasm');
+});
+
+test(`SFT on the calculator (${SFT_EPISODES} expert episodes, ${SFT_STEPS} steps) brings dev success above 80%`, async (t) => {
+  t.timeout(15 * 60_000);
+  const started = performance.now();
+  const scenario = await loadScenario('calculator', builtinScenarios);
+  const teacher = await resolvePolicy('expert', scenario, 0);
+  const result = await runSft({
+    scenario,
+    teacher,
+    episodes: SFT_EPISODES,
+    seed: 1,
+    evalEpisodes: 100,
+    // Greedy: success measures what the policy learned, not sampling noise.
+    sampling: { temperature: 0 },
+    train: { steps: SFT_STEPS, batchSize: 8, lr: 1e-2 },
+  });
+  const seconds = (performance.now() - started) / 1000;
+  t.log(`train ${result.seconds.toFixed(1)} s, total ${seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)}, dev success ${result.eval!.successRate}`);
+  t.is(result.teacherSuccess, 1);
+  t.true(result.eval!.successRate > 0.8, `dev success ${result.eval!.successRate}`);
+  t.regex(result.hash, /^[0-9a-f]{64}$/);
+});
