@@ -30,7 +30,13 @@ const { values: args } = parseArgs({
 
 const backend = await initBackend(args.backend);
 const d = Number(args['d-model']);
-const config = { ...DEFAULT_MODEL_CONFIG, vocabSize: Number(args.vocab), dModel: d, dMlp: 4 * d, nLayers: Number(args.layers) };
+const config = {
+  ...DEFAULT_MODEL_CONFIG,
+  vocabSize: Number(args.vocab),
+  dModel: d,
+  dMlp: 4 * d,
+  nLayers: Number(args.layers),
+};
 const model = new GPTModel(config, 1);
 const L = Number(args.length);
 const batches = args.batches!.split(',').map(Number);
@@ -77,7 +83,10 @@ for (const B of batches) {
   // Prefill: B rows of L tokens in one pass (the first step of cached generation).
   forwardRows(model, [{ tokens: prompt(0, 8), cache: newCache(model) }]).dispose();
   const t0 = performance.now();
-  const pre = forwardRows(model, Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L), cache: newCache(model, L) })));
+  const pre = forwardRows(
+    model,
+    Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L), cache: newCache(model, L) })),
+  );
   pre.dataSync();
   const prefillMs = performance.now() - t0;
   pre.dispose();
@@ -86,7 +95,11 @@ for (const B of batches) {
   const decodeWith = (useCache: boolean, steps: number) => {
     const reqs = Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L - steps), seed: b, maxTokens: steps }));
     const t1 = performance.now();
-    generate(model, reqs.map((r) => ({ ...r, maxTokens: 1 })), { useCache });
+    generate(
+      model,
+      reqs.map((r) => ({ ...r, maxTokens: 1 })),
+      { useCache },
+    );
     const prefill = performance.now() - t1;
     const t2 = performance.now();
     const out = generate(model, reqs, { useCache });

@@ -37,8 +37,16 @@ const model = await GptTrainable.fromCheckpoint(flags.policy);
 const episode = { maxTokensPerTurn: 64 };
 const tasks = await scenario.tasks({ split: 'train', seed: 1, count: 8 });
 const kinds = [
-  { kind: 'GRPO step: 8 tasks × 8 samples, T = 1', options: { scenario, split: 'train', episodes: 64, group: 8, tasks, seed: 11, concurrency: 64, config: episode }, temperature: 1 },
-  { kind: 'evaluation: 150 test tasks, greedy', options: { scenario, split: 'test', episodes: 150, seed: 12, concurrency: 64, config: episode }, temperature: 0 },
+  {
+    kind: 'GRPO step: 8 tasks × 8 samples, T = 1',
+    options: { scenario, split: 'train', episodes: 64, group: 8, tasks, seed: 11, concurrency: 64, config: episode },
+    temperature: 1,
+  },
+  {
+    kind: 'evaluation: 150 test tasks, greedy',
+    options: { scenario, split: 'test', episodes: 150, seed: 12, concurrency: 64, config: episode },
+    temperature: 0,
+  },
 ];
 const replica = new Replica({ backend: backend.name, scenarioSource: 'multihop-qa' });
 const bytes = (records: EpisodeRecord[]) => records.map(serializeRecord).join('\n');
@@ -76,7 +84,10 @@ if (flags.json) {
     '',
     '| rollout | main thread only | with the replica | speed-up | records identical |',
     '|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.kind} | ${r.oneThreadS.toFixed(1)} s | ${r.withReplicaS.toFixed(1)} s | ×${r.speedup.toFixed(2)} | ${r.identical ? 'yes' : 'NO'} |`),
+    ...rows.map(
+      (r) =>
+        `| ${r.kind} | ${r.oneThreadS.toFixed(1)} s | ${r.withReplicaS.toFixed(1)} s | ×${r.speedup.toFixed(2)} | ${r.identical ? 'yes' : 'NO'} |`,
+    ),
   ];
   process.stdout.write(lines.join('\n') + '\n');
 }

@@ -12,7 +12,14 @@ import { createMultihopQaScenario } from '../scenarios/multihop-qa/index.ts';
 import { createRng } from '../src/core/rng.ts';
 import type { Scenario } from '../src/scenario/scenario.ts';
 import { parseAction } from '../src/parse/parse-action.ts';
-import { DEFAULT_MODEL_CONFIG, GPTModel, initBackend, loadCheckpointPolicy, saveCheckpoint, trainTokenizer } from '../src/policy/tfjs/index.ts';
+import {
+  DEFAULT_MODEL_CONFIG,
+  GPTModel,
+  initBackend,
+  loadCheckpointPolicy,
+  saveCheckpoint,
+  trainTokenizer,
+} from '../src/policy/tfjs/index.ts';
 import { planEpisodes } from '../src/rollout/plan.ts';
 import { rollout } from '../src/rollout/rollout.ts';
 import { workerThreads } from '../src/rollout/worker-threads.ts';
@@ -46,7 +53,13 @@ async function scaling(scenario: Scenario, workers: number) {
   await executor.close();
   const steady = ((stamps.length - 1) / (stamps.at(-1)! - stamps[0]!)) * 1000;
   const steps = r.records.reduce((n, x) => n + x.turns.length, 0);
-  return { workers, episodesPerSecond: steady, wallSeconds: (performance.now() - started) / 1000, steps, toolShare: r.throughput.share.tools };
+  return {
+    workers,
+    episodesPerSecond: steady,
+    wallSeconds: (performance.now() - started) / 1000,
+    steps,
+    toolShare: r.throughput.share.tools,
+  };
 }
 
 /** The same episodes without the engine: policy, parser, tool runner and ToolEnv called in a plain loop. */
@@ -54,7 +67,10 @@ async function plainLoop(scenario: Scenario, episodes: number) {
   const policy = await scenario.policies.expert!({ scenario, seed: 0 });
   const { plan } = await planEpisodes({ scenario, policy, split: 'train', episodes, seed: 1 });
   const config = episodeConfig(scenario);
-  const runner = new ToolRunner(scenario.tools, { timeoutMs: config.toolTimeoutMs, maxOutputChars: config.maxToolOutputChars });
+  const runner = new ToolRunner(scenario.tools, {
+    timeoutMs: config.toolTimeoutMs,
+    maxOutputChars: config.maxToolOutputChars,
+  });
   const tools = openAITools(scenario);
   let steps = 0;
   const start = performance.now();
@@ -65,14 +81,35 @@ async function plainLoop(scenario: Scenario, episodes: number) {
     const history: TurnRecord[] = [];
     let answer: string | null = null;
     for (let turn = 0; turn < config.maxTurns; turn++) {
-      const out = await policy.act({ episodeId: 'x', task: item.task, tools, messages, turn, seed: 0, maxTokens: config.maxTokensPerTurn });
+      const out = await policy.act({
+        episodeId: 'x',
+        task: item.task,
+        tools,
+        messages,
+        turn,
+        seed: 0,
+        maxTokens: config.maxTokensPerTurn,
+      });
       const action = parseAction(out.text);
-      const results = action.kind === 'tool_calls' ? await Promise.all(action.calls.map((c) => runner.run(c, { task: item.task, rng, state }))) : [];
+      const results =
+        action.kind === 'tool_calls'
+          ? await Promise.all(action.calls.map((c) => runner.run(c, { task: item.task, rng, state })))
+          : [];
       const step = await scenario.env.step({ task: item.task, state, rng, turn, action, results, history });
       steps++;
       messages.push({ role: 'assistant', content: out.text });
       if (step.observation !== null) messages.push({ role: 'tool', content: step.observation });
-      history.push({ index: turn, text: out.text, tokenCount: 0, action, results, observation: step.observation, reward: step.reward, done: step.done, states: [] });
+      history.push({
+        index: turn,
+        text: out.text,
+        tokenCount: 0,
+        action,
+        results,
+        observation: step.observation,
+        reward: step.reward,
+        done: step.done,
+        states: [],
+      });
       if (action.kind === 'answer') {
         answer = action.text;
         break;
@@ -119,7 +156,13 @@ async function checkpointBatching() {
     const r = await rollout({ scenario: calc, policy, split: 'train', episodes: 64, seed: 1, executor, config });
     await executor.close();
     const s = r.batching!;
-    rows.push({ maxBatch, meanBatch: s.meanBatchSize, maxObservedBatch: Math.max(...Object.keys(s.batchSizes).map(Number)), policyShare: r.throughput.share.policy, tokensPerSecond: r.throughput.tokensPerSecond });
+    rows.push({
+      maxBatch,
+      meanBatch: s.meanBatchSize,
+      maxObservedBatch: Math.max(...Object.keys(s.batchSizes).map(Number)),
+      policyShare: r.throughput.share.policy,
+      tokensPerSecond: r.throughput.tokensPerSecond,
+    });
   }
   return rows;
 }

@@ -19,8 +19,15 @@ if (process.argv[2] === '--child') {
   const run = () => {
     const { port1, port2 } = new MessageChannel();
     port1.on('message', () => {});
-    const task = { scenario: { source: 'calculator', options: {} }, policy: { kind: 'scripted', name: 'expert' },
-      items: [], port: port2, runId: 'startup', config: {}, concurrency: 1 };
+    const task = {
+      scenario: { source: 'calculator', options: {} },
+      policy: { kind: 'scripted', name: 'expert' },
+      items: [],
+      port: port2,
+      runId: 'startup',
+      config: {},
+      concurrency: 1,
+    };
     return pool.run(task, { transferList: [port2] }).finally(() => port1.close());
   };
   await Promise.all(Array.from({ length: threads }, run));
@@ -37,8 +44,10 @@ if (process.argv[2] === '--child') {
   const result = {};
   for (let r = 0; r < runs; r++) {
     for (const [mode, [flags, file]] of Object.entries(modes)) {
-      const out = spawnSync(process.execPath, [...flags, fileURLToPath(import.meta.url), '--child', file, threads],
-        { cwd: root, encoding: 'utf8' });
+      const out = spawnSync(process.execPath, [...flags, fileURLToPath(import.meta.url), '--child', file, threads], {
+        cwd: root,
+        encoding: 'utf8',
+      });
       if (out.status !== 0) throw new Error(`${mode}: ${out.stderr}`);
       (result[mode] ??= []).push(Math.round(Number(out.stdout.trim())));
     }

@@ -23,8 +23,10 @@ if (main.startsWith('file:') && main.endsWith('.js')) {
       : [],
   );
   if (newer.length > 0) {
-    console.error(`agent-r1: warning: ${newer[0]}${newer.length > 1 ? ` and ${newer.length - 1} more` : ''} changed ` +
-      'after the build in dist/: npm run build, or npm run dev -- … to run the sources');
+    console.error(
+      `agent-r1: warning: ${newer[0]}${newer.length > 1 ? ` and ${newer.length - 1} more` : ''} changed ` +
+        'after the build in dist/: npm run build, or npm run dev -- … to run the sources',
+    );
   }
 }
 await import(main);

@@ -8,14 +8,32 @@
 
 // Core: the vocabulary, seeded randomness, errors
 export type {
-  Json, Task, Role, Message, ToolCall, ParsedAction, ToolResult, ToolErrorKind, StepResult, Outcome, EndReason,
-  PolicyOutput, TurnRecord, EpisodeConfig, EpisodeRecord,
+  Json,
+  Task,
+  Role,
+  Message,
+  ToolCall,
+  ParsedAction,
+  ToolResult,
+  ToolErrorKind,
+  StepResult,
+  Outcome,
+  EndReason,
+  PolicyOutput,
+  TurnRecord,
+  EpisodeConfig,
+  EpisodeRecord,
 } from './core/types.ts';
 export { DEFAULT_EPISODE_CONFIG, RECORD_SCHEMA_VERSION } from './core/types.ts';
 export { createRng, deriveSeed, type Rng } from './core/rng.ts';
 export { canonicalJson } from './core/canonical-json.ts';
 export {
-  AgentR1Error, UnknownNameError, CorruptRecordError, ScenarioError, ScenarioOptionsError, UsageError,
+  AgentR1Error,
+  UnknownNameError,
+  CorruptRecordError,
+  ScenarioError,
+  ScenarioOptionsError,
+  UsageError,
 } from './core/errors.ts';
 
 // Tools and the ToolEnv: the Tool says what happened, the ToolEnv what it means
@@ -26,7 +44,13 @@ export { formatResults, formatInvalidAction, toolsSystemPrompt } from './env/obs
 export { parseAction } from './parse/parse-action.ts';
 
 // Scenarios and policies
-export { defineScenario, type Scenario, type ScenarioDefinition, type TaskQuery, type PolicyFactory } from './scenario/scenario.ts';
+export {
+  defineScenario,
+  type Scenario,
+  type ScenarioDefinition,
+  type TaskQuery,
+  type PolicyFactory,
+} from './scenario/scenario.ts';
 export { loadScenario, instantiateScenario, type ScenarioRegistry } from './scenario/load.ts';
 export type { Policy, BatchPolicy, PolicyRequest, PolicyEncoding } from './policy/policy.ts';
 export { resolvePolicy } from './app/resolve-policy.ts';
@@ -46,7 +70,13 @@ export { playEpisodes, type EpisodeContext } from './rollout/play-episodes.ts';
 export { summarizeRecords, type RolloutSummary } from './rollout/summary.ts';
 export { sealRecord, serializeRecord, parseRecordLine, recordChecksum, episodeRecordSchema } from './record/record.ts';
 export { readRecords, loadRecords, RecordWriter, type RecordLine } from './record/jsonl.ts';
-export { replayRecord, firstDivergence, type Divergence, type ReplayResult, type ReplayOptions } from './replay/replay.ts';
+export {
+  replayRecord,
+  firstDivergence,
+  type Divergence,
+  type ReplayResult,
+  type ReplayOptions,
+} from './replay/replay.ts';
 
 // QA metrics (HotpotQA's official normalization, EM and F1)
 export { normalizeAnswer, exactMatch, f1Score, f1Detail, qaScores } from './env/qa-metrics.ts';

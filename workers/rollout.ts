@@ -1,4 +1,3 @@
-
 import type { EpisodeRecord } from '../src/core/types.ts';
 import { AgentR1Error } from '../src/core/errors.ts';
 import type { Policy } from '../src/policy/policy.ts';
@@ -23,13 +22,24 @@ async function loadCopy(spec: Extract<WorkerPolicySpec, { kind: 'copy' }>): Prom
   if (copy?.weights !== spec.weights) {
     const old = copy;
     copy = { weights: spec.weights, load: loadCheckpoint(spec.checkpoint) };
-    old?.load.then((c) => c.model.dispose(), () => {});
+    old?.load.then(
+      (c) => c.model.dispose(),
+      () => {},
+    );
   }
   const ckpt = await copy.load;
   if (ckpt.hash !== spec.weights) {
-    throw new AgentR1Error(`checkpoint ${spec.checkpoint} holds weights ${ckpt.hash.slice(0, 12)}, not the ${spec.weights.slice(0, 12)} asked for`);
+    throw new AgentR1Error(
+      `checkpoint ${spec.checkpoint} holds weights ${ckpt.hash.slice(0, 12)}, not the ${spec.weights.slice(0, 12)} asked for`,
+    );
   }
-  const inner = new TfjsPolicy({ id: spec.id, version: spec.version, model: ckpt.model, tokenizer: ckpt.tokenizer, sampling: spec.sampling as object });
+  const inner = new TfjsPolicy({
+    id: spec.id,
+    version: spec.version,
+    model: ckpt.model,
+    tokenizer: ckpt.tokenizer,
+    sampling: spec.sampling as object,
+  });
   return new BatchQueue(inner, { maxBatch: spec.maxBatch, maxWaitMs: 0 }).direct();
 }
 
@@ -42,7 +52,12 @@ async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, task: Rollo
   if (spec.kind === 'copy') return loadCopy(spec);
   const { Tokenizer } = await import('../src/policy/tfjs/tokenizer.ts');
   const { chatEncoding } = await import('../src/policy/tfjs/chat-template.ts');
-  const remote = new RemotePolicy(task.port, spec.id, spec.version, chatEncoding(new Tokenizer(spec.tokenizer as never)));
+  const remote = new RemotePolicy(
+    task.port,
+    spec.id,
+    spec.version,
+    chatEncoding(new Tokenizer(spec.tokenizer as never)),
+  );
   task.port.on('message', (m: ServerMessage) => remote.receive(m));
   return remote;
 }

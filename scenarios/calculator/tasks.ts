@@ -3,7 +3,24 @@ import { evaluateArithmetic, formatNumber } from './arithmetic.ts';
 
 export const SPLITS = ['train', 'dev', 'test'] as const;
 
-const NAMES = ['Ava', 'Ben', 'Chloe', 'Dev', 'Elif', 'Farid', 'Gina', 'Hugo', 'Iris', 'Jonas', 'Kemal', 'Lena', 'Mia', 'Noah', 'Omar', 'Priya'];
+const NAMES = [
+  'Ava',
+  'Ben',
+  'Chloe',
+  'Dev',
+  'Elif',
+  'Farid',
+  'Gina',
+  'Hugo',
+  'Iris',
+  'Jonas',
+  'Kemal',
+  'Lena',
+  'Mia',
+  'Noah',
+  'Omar',
+  'Priya',
+];
 const THINGS = ['apples', 'marbles', 'stickers', 'books', 'coins', 'shells', 'pencils', 'cards'];
 
 interface Problem {

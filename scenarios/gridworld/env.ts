@@ -1,6 +1,15 @@
 import {
-  canonicalJson, formatInvalidAction, toolsSystemPrompt, effectsOf, syncEffects, withoutEffects, type Json,
-  type StepResult, type Task, type ToolResult, type ToolEnv,
+  canonicalJson,
+  formatInvalidAction,
+  toolsSystemPrompt,
+  effectsOf,
+  syncEffects,
+  withoutEffects,
+  type Json,
+  type StepResult,
+  type Task,
+  type ToolResult,
+  type ToolEnv,
 } from 'agent-r1-ts';
 import { applyGridEffect, createGridState, view, type GridEffect, type GridState } from './world.ts';
 
@@ -35,7 +44,8 @@ export const gridEnv: ToolEnv<Task, GridState> = {
     const v = view(state);
     const done = v.fell || v.escaped;
     if (action.kind === 'answer') return { observation: null, reward: 0, done: true };
-    if (action.kind === 'invalid') return { observation: formatInvalidAction(action), reward: GRID_REWARDS.invalidAction, done };
+    if (action.kind === 'invalid')
+      return { observation: formatInvalidAction(action), reward: GRID_REWARDS.invalidAction, done };
     const events = eventsOf(results);
     const key = events.some((e) => e.type === 'PICK_UP');
     const door = events.some((e) => e.type === 'UNLOCK' && e.success);

@@ -9,7 +9,13 @@ import { gridMachine } from './world-machine.ts';
 function summarize(records: readonly EpisodeRecord[]) {
   const n = Math.max(1, records.length);
   const mean = (k: string) => records.reduce((s, r) => s + (r.outcome.metrics?.[k] ?? 0), 0) / n;
-  return { escapedRate: mean('escaped'), fellRate: mean('fell'), keyRate: mean('key'), doorRate: mean('door'), meanMoves: mean('moves') };
+  return {
+    escapedRate: mean('escaped'),
+    fellRate: mean('fell'),
+    keyRate: mean('key'),
+    doorRate: mean('door'),
+    meanMoves: mean('moves'),
+  };
 }
 
 const scenario: Scenario<Task, GridState> = {

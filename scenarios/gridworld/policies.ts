@@ -4,7 +4,9 @@ import { plan, type WorldView } from './planner.ts';
 import { MAX_TURNS } from './tasks.ts';
 import { layoutOf } from './world.ts';
 
-const call = (name: string, args: { [key: string]: Json }) => ({ text: `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>` });
+const call = (name: string, args: { [key: string]: Json }) => ({
+  text: `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`,
+});
 
 /** The world as the last observation describes it (the start, before any). */
 export function currentView(task: Task, messages: readonly Message[]): WorldView {
@@ -18,7 +20,11 @@ export function currentView(task: Task, messages: readonly Message[]): WorldView
       try {
         const data = JSON.parse(match[1]!);
         if (Array.isArray(data.position)) {
-          return { position: { x: data.position[0], y: data.position[1] }, hasKey: data.has_key === true, doorOpen: data.door_open === true };
+          return {
+            position: { x: data.position[0], y: data.position[1] },
+            hasKey: data.has_key === true,
+            doorOpen: data.door_open === true,
+          };
         }
       } catch {
         // not a state line

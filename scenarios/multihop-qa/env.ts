@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import {
-  qaScores, type Json, type Message, type StepResult, type Task, type ToolResult, type TurnRecord, type ToolEnv,
+  qaScores,
+  type Json,
+  type Message,
+  type StepResult,
+  type Task,
+  type ToolResult,
+  type TurnRecord,
+  type ToolEnv,
   type OpenAITool,
 } from 'agent-r1-ts';
 import { DEFAULT_TOP_K, type SearchCorpus } from './search.ts';
@@ -127,7 +134,10 @@ export function renderSearch(output: SearchOutput): string {
 
 function isSearchOutput(data: Json | undefined): data is Json & SearchOutput {
   return (
-    typeof data === 'object' && data !== null && !Array.isArray(data) && Array.isArray((data as { results?: unknown }).results)
+    typeof data === 'object' &&
+    data !== null &&
+    !Array.isArray(data) &&
+    Array.isArray((data as { results?: unknown }).results)
   );
 }
 

@@ -29,7 +29,7 @@ const scenario: Scenario<Task, DeskState> = {
   id: 'support-desk',
   version: '1',
   description:
-    'A store\'s customer support desk on a real SQLite database (customers, orders, items, payments, refunds) with a policy of rules; ' +
+    "A store's customer support desk on a real SQLite database (customers, orders, items, payments, refunds) with a policy of rules; " +
     'outcome = the final database equals the expected one.',
   splits: SPLITS,
   options: {},

@@ -80,21 +80,45 @@ export async function checkScenarioDir(dir: string, options: CheckOptions = {}):
 }
 
 /** Checks a scenario module's exports (its default export: a Scenario or a function of options). */
-export async function checkScenarioModule(mod: Record<string, unknown>, options: CheckOptions = {}): Promise<CheckResult> {
+export async function checkScenarioModule(
+  mod: Record<string, unknown>,
+  options: CheckOptions = {},
+): Promise<CheckResult> {
   const definition = mod['default'];
   if (definition === undefined) {
-    return { problems: [{ kind: 'missing_export', where: 'default', message: 'index.ts has no default export (the scenario, or a function returning it)' }], checked: [] };
+    return {
+      problems: [
+        {
+          kind: 'missing_export',
+          where: 'default',
+          message: 'index.ts has no default export (the scenario, or a function returning it)',
+        },
+      ],
+      checked: [],
+    };
   }
   let scenario: unknown = definition;
   if (typeof definition === 'function') {
     try {
       scenario = await (definition as (o: { [key: string]: string }) => unknown)(options.options ?? {});
     } catch (err) {
-      return { problems: [{ kind: 'load', where: 'default', message: `the scenario function threw: ${errorText(err)}` }], checked: [] };
+      return {
+        problems: [{ kind: 'load', where: 'default', message: `the scenario function threw: ${errorText(err)}` }],
+        checked: [],
+      };
     }
   }
   if (!scenario || typeof scenario !== 'object') {
-    return { problems: [{ kind: 'missing_export', where: 'default', message: 'the default export is not a scenario object (or a function returning one)' }], checked: [] };
+    return {
+      problems: [
+        {
+          kind: 'missing_export',
+          where: 'default',
+          message: 'the default export is not a scenario object (or a function returning one)',
+        },
+      ],
+      checked: [],
+    };
   }
   return checkScenario(scenario as Scenario, options);
 }
@@ -111,7 +135,11 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
     ['id', 'a non-empty string', (v) => typeof v === 'string' && v.length > 0],
     ['version', 'a string', (v) => typeof v === 'string'],
     ['description', 'a non-empty string', (v) => typeof v === 'string' && v.length > 0],
-    ['splits', 'a non-empty array of strings', (v) => Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'string')],
+    [
+      'splits',
+      'a non-empty array of strings',
+      (v) => Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'string'),
+    ],
     ['options', 'an object of strings', (v) => isRecord(v) && Object.values(v).every((x) => typeof x === 'string')],
     ['tasks', 'a function ({split, seed, count}) → tasks', (v) => typeof v === 'function'],
     ['tools', 'an array of tools', (v) => Array.isArray(v)],
@@ -129,15 +157,22 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
     ['worldMachine', 'an XState machine (setup(...).createMachine(...))', isMachine],
   ];
   for (const [name, what, ok] of optional) {
-    if (s[name] !== undefined && !ok(s[name])) problem('bad_field', name, `"${name}" must be ${what}, got ${describe(s[name])}`);
+    if (s[name] !== undefined && !ok(s[name]))
+      problem('bad_field', name, `"${name}" must be ${what}, got ${describe(s[name])}`);
   }
   const env = isRecord(s['env']) ? s['env'] : undefined;
   if (env) {
     for (const fn of ['prompt', 'step', 'outcome']) {
-      if (typeof env[fn] !== 'function') problem(env[fn] === undefined ? 'missing_export' : 'bad_field', `env.${fn}`, `the ToolEnv has no ${fn} function`);
+      if (typeof env[fn] !== 'function')
+        problem(
+          env[fn] === undefined ? 'missing_export' : 'bad_field',
+          `env.${fn}`,
+          `the ToolEnv has no ${fn} function`,
+        );
     }
     for (const fn of ['init', 'dispose']) {
-      if (env[fn] !== undefined && typeof env[fn] !== 'function') problem('bad_field', `env.${fn}`, `env.${fn} must be a function, got ${describe(env[fn])}`);
+      if (env[fn] !== undefined && typeof env[fn] !== 'function')
+        problem('bad_field', `env.${fn}`, `env.${fn} must be a function, got ${describe(env[fn])}`);
     }
   }
 
@@ -159,7 +194,11 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
       const snapshot = actor.getSnapshot();
       actor.stop();
       if (failure !== undefined || snapshot.status === 'error') {
-        problem('world_machine', 'worldMachine', `the world machine fails on start: ${errorText(failure ?? snapshot.error)}`);
+        problem(
+          'world_machine',
+          'worldMachine',
+          `the world machine fails on start: ${errorText(failure ?? snapshot.error)}`,
+        );
       } else checked.push(`worldMachine: starts in ${JSON.stringify(snapshot.value)}`);
     } catch (err) {
       problem('world_machine', 'worldMachine', `the world machine does not start: ${errorText(err)}`);
@@ -180,14 +219,23 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
             const bad = taskProblem(task);
             if (bad) problem('tasks', `${where}[${i}]`, bad);
           });
-          if (new Set(tasks.map((t) => t?.id)).size !== tasks.length) problem('tasks', where, 'task ids are not unique');
+          if (new Set(tasks.map((t) => t?.id)).size !== tasks.length)
+            problem('tasks', where, 'task ids are not unique');
           if (!firstTask && tasks.every((t) => !taskProblem(t))) firstTask = tasks[0];
           checked.push(`${where}: ${tasks.length} tasks`);
           if (typeof s['taskCount'] === 'function') {
             // a fixed split: asked for one more than it says it has, it gives exactly that many
             const n = scenario.taskCount!(split);
-            const all = Number.isInteger(n) && n > 0 ? await scenario.tasks({ split, seed: options.seed ?? 0, count: n + 1 }) : [];
-            if (all.length !== n) problem('tasks', `taskCount(${split})`, `taskCount says ${Number.isInteger(n) ? n : describe(n)} tasks, tasks() gives ${all.length}`);
+            const all =
+              Number.isInteger(n) && n > 0
+                ? await scenario.tasks({ split, seed: options.seed ?? 0, count: n + 1 })
+                : [];
+            if (all.length !== n)
+              problem(
+                'tasks',
+                `taskCount(${split})`,
+                `taskCount says ${Number.isInteger(n) ? n : describe(n)} tasks, tasks() gives ${all.length}`,
+              );
           }
         }
       } catch (err) {
@@ -199,13 +247,22 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
   // Every reference policy finishes an episode.
   if (isRecord(s['policies'])) {
     const names = Object.keys(s['policies']);
-    if (names.length === 0) problem('policy', 'policies', 'the scenario has no reference policy (e.g. an `expert`), so nothing shows an episode can finish');
+    if (names.length === 0)
+      problem(
+        'policy',
+        'policies',
+        'the scenario has no reference policy (e.g. an `expert`), so nothing shows an episode can finish',
+      );
     // Episodes need a complete ToolEnv and a task; tools with broken schemas are left out of them
     // (their problems are already listed), so a policy's own failure is still found.
     const envComplete = env !== undefined && ['prompt', 'step', 'outcome'].every((fn) => typeof env[fn] === 'function');
-    const brokenTools = new Set(problems.filter((p) => p.kind === 'tool' || p.kind === 'tool_schema').map((p) => p.where));
+    const brokenTools = new Set(
+      problems.filter((p) => p.kind === 'tool' || p.kind === 'tool_schema').map((p) => p.where),
+    );
     const tools = Array.isArray(s['tools'])
-      ? (s['tools'] as unknown[]).filter((t, i) => isRecord(t) && ![...brokenTools].some((w) => w === `tools[${i}]` || w.startsWith(`tools[${i}] `)))
+      ? (s['tools'] as unknown[]).filter(
+          (t, i) => isRecord(t) && ![...brokenTools].some((w) => w === `tools[${i}]` || w.startsWith(`tools[${i}] `)),
+        )
       : [];
     const runnable = envComplete && firstTask !== undefined;
     const episodeScenario = { ...scenario, tools } as Scenario;
@@ -213,7 +270,11 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
       const factory = (s['policies'] as Record<string, unknown>)[name];
       const where = `policies.${name}`;
       if (typeof factory !== 'function') {
-        problem('bad_field', where, `a policy entry must be a factory function (ctx) → Policy, got ${describe(factory)}`);
+        problem(
+          'bad_field',
+          where,
+          `a policy entry must be a factory function (ctx) → Policy, got ${describe(factory)}`,
+        );
         continue;
       }
       let policy: Policy;
@@ -233,7 +294,8 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
       }
       const outcome = await runOneEpisode(episodeScenario, firstTask!, policy, options);
       if (typeof outcome === 'string') problem('policy', where, outcome);
-      else checked.push(`${where}: finished (${outcome.endReason}) in ${outcome.turns} turns, success ${outcome.success}`);
+      else
+        checked.push(`${where}: finished (${outcome.endReason}) in ${outcome.turns} turns, success ${outcome.success}`);
     }
   }
   return { problems, checked, scenario };
@@ -251,7 +313,14 @@ async function runOneEpisode(
   const timeout = new Promise<'timeout'>((res) => {
     timer = setTimeout(() => res('timeout'), timeoutMs);
   });
-  const episode = runEpisode({ scenario, task, policy, seed: options.seed ?? 0, config: options.config, signal: controller.signal });
+  const episode = runEpisode({
+    scenario,
+    task,
+    policy,
+    seed: options.seed ?? 0,
+    config: options.config,
+    signal: controller.signal,
+  });
   episode.catch(() => {}); // a late failure after the timeout must not become unhandled
   try {
     const record = await Promise.race([episode, timeout]);
@@ -259,7 +328,8 @@ async function runOneEpisode(
       controller.abort(new Error('scenario check: episode timeout'));
       return `the policy did not finish an episode of task ${task.id} within ${timeoutMs} ms`;
     }
-    if (record.status === 'error') return `the episode of task ${task.id} ended in an error at turn ${record.turns.length}: ${record.error}`;
+    if (record.status === 'error')
+      return `the episode of task ${task.id} ended in an error at turn ${record.turns.length}: ${record.error}`;
     return { endReason: record.endReason, turns: record.turns.length, success: record.outcome.success };
   } catch (err) {
     return `the episode of task ${task.id} could not run: ${errorText(err)}`;
@@ -290,10 +360,12 @@ export function checkTools(tools: readonly unknown[]): ScenarioProblem[] {
       return;
     }
     const name = t['name'];
-    if (typeof name !== 'string' || !/^[a-zA-Z0-9_-]{1,64}$/.test(name)) add('tool', `the name must be 1-64 letters, digits, _ or -, got ${describe(name)}`);
+    if (typeof name !== 'string' || !/^[a-zA-Z0-9_-]{1,64}$/.test(name))
+      add('tool', `the name must be 1-64 letters, digits, _ or -, got ${describe(name)}`);
     else if (seen.has(name)) add('tool', `the name "${name}" is also used by tools[${seen.get(name)}]`);
     else seen.set(name, i);
-    if (typeof t['description'] !== 'string' || t['description'].length === 0) add('tool', 'the description must be a non-empty string');
+    if (typeof t['description'] !== 'string' || t['description'].length === 0)
+      add('tool', 'the description must be a non-empty string');
     if (typeof t['execute'] !== 'function') add('tool', 'execute must be a function (args, ctx) → result');
     const parameters = t['parameters'];
     if (!(parameters instanceof z.ZodType)) {
@@ -309,10 +381,17 @@ export function checkTools(tools: readonly unknown[]): ScenarioProblem[] {
     }
     const ajv = schemaValidator();
     if (!ajv.validateSchema(schema)) {
-      add('tool_schema', `its parameters' JSON Schema is invalid: ${ajv.errorsText(ajv.errors, { dataVar: 'schema' })}`);
+      add(
+        'tool_schema',
+        `its parameters' JSON Schema is invalid: ${ajv.errorsText(ajv.errors, { dataVar: 'schema' })}`,
+      );
       return;
     }
-    if (schema['type'] !== 'object') add('tool_schema', `its parameters must describe an object (the call's arguments), got type ${describe(schema['type'])}`);
+    if (schema['type'] !== 'object')
+      add(
+        'tool_schema',
+        `its parameters must describe an object (the call's arguments), got type ${describe(schema['type'])}`,
+      );
   });
   return problems;
 }

@@ -92,7 +92,15 @@ export interface PaperResult {
   curves: { algo: Algorithm; step: number; em: number; reward: number }[];
   /** Mean training reward per step, per algorithm. */
   rewards: { algo: Algorithm; step: number; reward: number }[];
-  warmStart: { sequences: number; demoSuccess: number; steps: number; finalLoss: number; seconds: number; parameters: number; dir: string };
+  warmStart: {
+    sequences: number;
+    demoSuccess: number;
+    steps: number;
+    finalLoss: number;
+    seconds: number;
+    parameters: number;
+    dir: string;
+  };
   runDirs: { [algo: string]: string };
   /** The RL step whose policy the table evaluates, per algorithm, and its dev score. */
   selected: { [algo: string]: { step: number; devScore: number | null } };
@@ -127,7 +135,13 @@ export function scoreRecords(method: string, split: string, records: readonly Ep
     ...(recalls.length === records.length && records.length > 0 ? { recall: mean(recalls) } : {}),
     byType,
     meanTurns: mean(records.map((r) => r.turns.length)),
-    ...(sealed ? { digest: createHash('sha256').update(records.map((r) => r.checksum).join('\n')).digest('hex') } : {}),
+    ...(sealed
+      ? {
+          digest: createHash('sha256')
+            .update(records.map((r) => r.checksum).join('\n'))
+            .digest('hex'),
+        }
+      : {}),
   };
 }
 
@@ -140,14 +154,23 @@ export type PolicySelection = 'final' | 'best-dev';
  */
 export function evalEpisodeCount(scenario: Scenario, split: string, n: EvalEpisodes): number {
   if (n !== 'all') return n;
-  if (!scenario.taskCount) throw new RangeError(`scenario ${scenario.id} generates its "${split}" tasks, so "all" has no end; give a number of episodes`);
+  if (!scenario.taskCount)
+    throw new RangeError(
+      `scenario ${scenario.id} generates its "${split}" tasks, so "all" has no end; give a number of episodes`,
+    );
   const count = scenario.taskCount(split);
   if (count === 0) throw new RangeError(`scenario ${scenario.id} has no tasks in split "${split}"`);
   return count;
 }
 
 /** The evaluation episodes of a split: every method sees the same tasks with the same seeds. */
-function evalRollout(scenario: Scenario, split: string, episodes: number, seed: number, episode?: Partial<EpisodeConfig>) {
+function evalRollout(
+  scenario: Scenario,
+  split: string,
+  episodes: number,
+  seed: number,
+  episode?: Partial<EpisodeConfig>,
+) {
   return { scenario, split, episodes, seed: deriveSeed(seed, 'paper-eval', split), concurrency: 64, config: episode };
 }
 
@@ -197,7 +220,11 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
       ? new Replica({
           backend,
           scenarioSource: options.scenarioSource,
-          onFallback: (e) => options.onEvent?.({ phase: 'eval', message: `the replica failed (its episodes were played on the main thread): ${e.message}` }),
+          onFallback: (e) =>
+            options.onEvent?.({
+              phase: 'eval',
+              message: `the replica failed (its episodes were played on the main thread): ${e.message}`,
+            }),
         })
       : undefined;
   try {
@@ -211,7 +238,8 @@ async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | u
   const { scenario, seed } = options;
   const emit = (e: PaperEvent) => options.onEvent?.(e);
   const splits = options.evalSplits ?? ['test', 'ood'];
-  const count = (split: string) => evalEpisodeCount(scenario, split, split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test);
+  const count = (split: string) =>
+    evalEpisodeCount(scenario, split, split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test);
   // an evaluation size the scenario cannot give fails now, not after the warm start
   for (const split of splits) count(split);
   const select = options.select ?? 'final';
@@ -231,13 +259,17 @@ async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | u
   const naive = scenario.policies['naive-rag'];
   if (naive) {
     const policy = await naive({ scenario, seed });
-    for (const split of splits) scores.push(await evaluateMethod(scenario, METHOD_NAMES['naive-rag'], policy, split, count(split), seed, options.episode));
+    for (const split of splits)
+      scores.push(
+        await evaluateMethod(scenario, METHOD_NAMES['naive-rag'], policy, split, count(split), seed, options.episode),
+      );
     emit({ phase: 'baseline', message: 'Naive RAG evaluated' });
   }
   lap('naive-rag');
 
   const demoFactory = scenario.policies[options.warmStart.demoPolicy];
-  if (!demoFactory) throw new Error(`scenario ${scenario.id} has no "${options.warmStart.demoPolicy}" policy for the warm start`);
+  if (!demoFactory)
+    throw new Error(`scenario ${scenario.id} has no "${options.warmStart.demoPolicy}" policy for the warm start`);
   const ws = options.warmStartFrom
     ? await loadWarmStart(options.warmStartFrom)
     : await sftWarmStart({
@@ -257,7 +289,19 @@ async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | u
       ? `warm start loaded from ${options.warmStartFrom}`
       : `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}`,
   });
-  for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES.base, ws.trainable, split, count(split), seed, options.episode, executor));
+  for (const split of splits)
+    scores.push(
+      await evaluateModel(
+        scenario,
+        METHOD_NAMES.base,
+        ws.trainable,
+        split,
+        count(split),
+        seed,
+        options.episode,
+        executor,
+      ),
+    );
   lap('eval-base');
   emit({ phase: 'eval', message: 'Base Tool Call evaluated' });
 
@@ -287,11 +331,30 @@ async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | u
     // best-dev: the best checkpoint, unless it is the final policy (in memory) or there is none (no eval after step 0)
     const best = select === 'best-dev' && result.best && result.best.step !== result.lastStep ? result.best : null;
     const finalEval = result.evals.find((e) => e.step === result.lastStep);
-    selected[algo] = best ? { step: best.step, devScore: best.devScore } : { step: result.lastStep, devScore: finalEval ? devScore(finalEval) : null };
+    selected[algo] = best
+      ? { step: best.step, devScore: best.devScore }
+      : { step: result.lastStep, devScore: finalEval ? devScore(finalEval) : null };
     const chosen = best ? await GptTrainable.fromCheckpoint(best.dir, { id: `rl-${algo}` }) : model;
-    if (best) emit({ phase: 'eval', algo, message: `${algo}: evaluating the best dev checkpoint, step ${best.step} (dev ${(100 * best.devScore).toFixed(1)})` });
+    if (best)
+      emit({
+        phase: 'eval',
+        algo,
+        message: `${algo}: evaluating the best dev checkpoint, step ${best.step} (dev ${(100 * best.devScore).toFixed(1)})`,
+      });
     try {
-      for (const split of splits) scores.push(await evaluateModel(scenario, METHOD_NAMES[algo], chosen, split, count(split), seed, options.episode, executor));
+      for (const split of splits)
+        scores.push(
+          await evaluateModel(
+            scenario,
+            METHOD_NAMES[algo],
+            chosen,
+            split,
+            count(split),
+            seed,
+            options.episode,
+            executor,
+          ),
+        );
     } finally {
       if (chosen !== model) chosen.model.dispose();
       model.model.dispose();
@@ -303,7 +366,15 @@ async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | u
     scores,
     curves,
     rewards,
-    warmStart: { sequences: ws.sequences, demoSuccess: ws.demoSuccess, steps: ws.steps, finalLoss: ws.finalLoss, seconds: ws.seconds, parameters: ws.parameters, dir: warmDir },
+    warmStart: {
+      sequences: ws.sequences,
+      demoSuccess: ws.demoSuccess,
+      steps: ws.steps,
+      finalLoss: ws.finalLoss,
+      seconds: ws.seconds,
+      parameters: ws.parameters,
+      dir: warmDir,
+    },
     runDirs,
     selected,
     seconds,
@@ -313,7 +384,11 @@ async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | u
 }
 
 /** A saved warm start, with the figures its run recorded (paper.json next to it, when there is one). */
-async function loadWarmStart(dir: string): Promise<Pick<WarmStartResult, 'trainable' | 'sequences' | 'demoSuccess' | 'steps' | 'finalLoss' | 'seconds' | 'parameters'>> {
+async function loadWarmStart(
+  dir: string,
+): Promise<
+  Pick<WarmStartResult, 'trainable' | 'sequences' | 'demoSuccess' | 'steps' | 'finalLoss' | 'seconds' | 'parameters'>
+> {
   const trainable = await GptTrainable.fromCheckpoint(dir, { id: 'rl' });
   let recorded: Partial<PaperResult['warmStart']> = {};
   try {
@@ -341,15 +416,32 @@ export function formatPaperTable(scores: readonly MethodScore[]): string {
   const get = (m: string, split: string) => scores.find((s) => s.method === m && s.split === split);
   const types = [...new Set(scores.filter((s) => s.split === 'test').flatMap((s) => Object.keys(s.byType)))].sort();
   const withRecall = scores.some((s) => s.recall !== undefined);
-  const head = ['method', ...types.map((t) => `test:${t}`), 'test EM', 'test F1', 'ood EM', 'ood F1', ...(withRecall ? ['test recall', 'ood recall'] : [])];
+  const head = [
+    'method',
+    ...types.map((t) => `test:${t}`),
+    'test EM',
+    'test F1',
+    'ood EM',
+    'ood F1',
+    ...(withRecall ? ['test recall', 'ood recall'] : []),
+  ];
   const pct = (x: number | undefined) => (x === undefined ? '-' : (100 * x).toFixed(1));
   const rows = methods.map((m) => {
     const test = get(m, 'test');
     const ood = get(m, 'ood');
     const recall = withRecall ? [pct(test?.recall), pct(ood?.recall)] : [];
-    return [m, ...types.map((t) => pct(test?.byType[t]?.em)), pct(test?.em), pct(test?.f1), pct(ood?.em), pct(ood?.f1), ...recall];
+    return [
+      m,
+      ...types.map((t) => pct(test?.byType[t]?.em)),
+      pct(test?.em),
+      pct(test?.f1),
+      pct(ood?.em),
+      pct(ood?.f1),
+      ...recall,
+    ];
   });
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
   return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }

@@ -23,8 +23,28 @@ export function startBudget(quick: boolean): Pick<PaperOptions, 'warmStart' | 'r
       // Short episodes (3 turns: enough for a 2-hop chain); the run shows the warm-started policy's
       // reward rising under GRPO.
       episode: { ...episode, maxTurns: 3 },
-      warmStart: { demoPolicy: 'noisy-expert', episodes: 128, steps: 40, batchSize: 8, lr: 6e-3, vocabSize: 768, model },
-      rl: { steps: 8, tasksPerStep: 2, group: 8, epochs: 1, minibatch: 16, lr: 2e-3, klMode: 'none', klCoef: 0, evalEvery: 4, evalEpisodes: 16, checkpointEvery: 8 },
+      warmStart: {
+        demoPolicy: 'noisy-expert',
+        episodes: 128,
+        steps: 40,
+        batchSize: 8,
+        lr: 6e-3,
+        vocabSize: 768,
+        model,
+      },
+      rl: {
+        steps: 8,
+        tasksPerStep: 2,
+        group: 8,
+        epochs: 1,
+        minibatch: 16,
+        lr: 2e-3,
+        klMode: 'none',
+        klCoef: 0,
+        evalEvery: 4,
+        evalEpisodes: 16,
+        checkpointEvery: 8,
+      },
       evalEpisodes: { test: 24, ood: 12 },
     };
   }
@@ -32,7 +52,18 @@ export function startBudget(quick: boolean): Pick<PaperOptions, 'warmStart' | 'r
     episode,
     warmStart: { demoPolicy: 'noisy-expert', episodes: 800, steps: 440, batchSize: 8, lr: 6e-3, vocabSize: 768, model },
     // lr 1e-3 doubled dev EM by step 8 and lost it all by step 16 (seed 1); 3e-4 climbs slower and holds.
-    rl: { steps: 14, tasksPerStep: 8, group: 8, minibatch: 64, lr: 3e-4, klMode: 'none', klCoef: 0, evalEvery: 7, evalEpisodes: 32, checkpointEvery: 7 },
+    rl: {
+      steps: 14,
+      tasksPerStep: 8,
+      group: 8,
+      minibatch: 64,
+      lr: 3e-4,
+      klMode: 'none',
+      klCoef: 0,
+      evalEvery: 7,
+      evalEpisodes: 32,
+      checkpointEvery: 7,
+    },
     evalEpisodes: { test: 150, ood: 75 },
   };
 }

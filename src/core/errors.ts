@@ -44,5 +44,7 @@ const copies = ((globalThis as { [COPIES]?: Set<string> })[COPIES] ??= new Set<s
 copies.add(new URL('../..', import.meta.url).href);
 if (copies.size === 2) {
   const where = [...copies].join(' and ');
-  process.emitWarning(`agent-r1-ts is loaded twice, from ${where}: run the TypeScript sources with --conditions=source`);
+  process.emitWarning(
+    `agent-r1-ts is loaded twice, from ${where}: run the TypeScript sources with --conditions=source`,
+  );
 }

@@ -9,7 +9,10 @@ import { toOpenAITool, type OpenAITool } from '../tools/tool.ts';
 /** How a driven episode gets its actions and tool results: live, or from a record. */
 export interface EpisodeDrivers {
   act(input: GenerateInput & { seed: number; prompt: readonly Message[] }, signal: AbortSignal): Promise<PolicyOutput>;
-  execute(call: ToolCall, ctx: { turn: number; callIndex: number; rng: Rng; state: unknown; signal: AbortSignal }): Promise<ToolResult>;
+  execute(
+    call: ToolCall,
+    ctx: { turn: number; callIndex: number; rng: Rng; state: unknown; signal: AbortSignal },
+  ): Promise<ToolResult>;
   encode?: PolicyEncoding;
 }
 
@@ -56,11 +59,21 @@ export async function driveEpisode(
         return results;
       },
       transition: async (input) => {
-        const step = await env.step({ task, state, rng, turn: input.turn, action: input.action, results: input.results, history: input.history });
-        const observationTokens = drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
+        const step = await env.step({
+          task,
+          state,
+          rng,
+          turn: input.turn,
+          action: input.action,
+          results: input.results,
+          history: input.history,
+        });
+        const observationTokens =
+          drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
         return observationTokens ? { ...step, observationTokens } : step;
       },
-      outcome: async (input) => env.outcome({ task, state, answer: input.answer, endReason: input.endReason, history: input.history }),
+      outcome: async (input) =>
+        env.outcome({ task, state, answer: input.answer, endReason: input.endReason, history: input.history }),
     };
     const actor = createActor(episodeMachine, { input: { config, prompt, promptTokens, actors } });
     const done = toPromise(actor);

@@ -1,6 +1,13 @@
 import type { LRUCache } from 'lru-cache';
 import { deriveSeed } from '../core/rng.ts';
-import { DEFAULT_EPISODE_CONFIG, RECORD_SCHEMA_VERSION, type EpisodeConfig, type EpisodeRecord, type Json, type Task } from '../core/types.ts';
+import {
+  DEFAULT_EPISODE_CONFIG,
+  RECORD_SCHEMA_VERSION,
+  type EpisodeConfig,
+  type EpisodeRecord,
+  type Json,
+  type Task,
+} from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { sealRecord } from '../record/record.ts';
 import type { Scenario } from '../scenario/scenario.ts';

@@ -7,7 +7,13 @@ export type { ServablePolicy } from './serving-policy.ts';
 export { ChatBridge } from './chat-bridge.ts';
 export { OpenAIPolicy, openAIPolicyFromSpec, openAIOptionsFromSpec, readCompletion } from './external-policy.ts';
 export type { OpenAIPolicyOptions } from './external-policy.ts';
-export { actionToAssistant, assistantToAction, historyToOpenAI, observationToToolMessages, joinToolResults } from './messages.ts';
+export {
+  actionToAssistant,
+  assistantToAction,
+  historyToOpenAI,
+  observationToToolMessages,
+  joinToolResults,
+} from './messages.ts';
 export { chatCompletionRequestSchema } from './wire.ts';
 export type { OpenAIMessage, OpenAIToolCall, AssistantMessage, ChatCompletion } from './wire.ts';
 export { OpenAIHttpError, ExternalPolicyError, PolicySpecError } from './errors.ts';

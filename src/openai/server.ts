@@ -113,9 +113,10 @@ export class ChatServer {
       else sendJson(res, 200, completion);
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
-      const error = err instanceof OpenAIHttpError
-        ? err
-        : new OpenAIHttpError(500, `internal error: ${why}`, 'server_error', 'internal_error');
+      const error =
+        err instanceof OpenAIHttpError
+          ? err
+          : new OpenAIHttpError(500, `internal error: ${why}`, 'server_error', 'internal_error');
       if (!res.headersSent) sendJson(res, error.status, error.body());
       else res.end();
       // The rest of a refused body is read and dropped, so the client gets the answer, not a reset.

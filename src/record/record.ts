@@ -37,7 +37,9 @@ const toolResult = z.object({
   content: z.string(),
   data: json.optional(),
   truncated: z.boolean().optional(),
-  error: z.object({ kind: z.enum(['unknown_tool', 'bad_arguments', 'tool_error', 'timeout']), message: z.string() }).optional(),
+  error: z
+    .object({ kind: z.enum(['unknown_tool', 'bad_arguments', 'tool_error', 'timeout']), message: z.string() })
+    .optional(),
 });
 
 const ints = z.array(z.number().int());

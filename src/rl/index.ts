@@ -2,7 +2,13 @@
 // SFT warm start. (The paper pipeline is the application's: src/app/paper.ts.)
 
 // One record → token sequence conversion, for SFT and RL
-export { recordTokens, buildTrajectory, buildTrajectories, fitToContext, TrajectoryError } from '../policy/trajectory.ts';
+export {
+  recordTokens,
+  buildTrajectory,
+  buildTrajectories,
+  fitToContext,
+  TrajectoryError,
+} from '../policy/trajectory.ts';
 export type { TokenSequence, TrainingSequence, RecordTokensOptions } from '../policy/trajectory.ts';
 // RL: advantages, losses, KL, trajectories
 export { computeAdvantages, ADVANTAGE_ESTIMATORS } from './advantages.ts';

@@ -59,11 +59,15 @@ export class GptTrainable implements TrainablePolicy {
   /** Scores the masked positions only (the output head and copy head are most of the cost), scattered back to [B, T]. */
   private scoreMasked(tokens: tf.Tensor2D, req: ScoreRequest): ScoreOutput {
     const [B, T] = tokens.shape;
-    const select = maskedIndices(req.mask!.map((m) => m.slice(0, T)), T);
+    const select = maskedIndices(
+      req.mask!.map((m) => m.slice(0, T)),
+      T,
+    );
     return tf.tidy(() => {
       const out = select.length > 0 ? scoreTokens(this.model, tokens, select, { temperature: req.temperature }) : null;
       const ids = tf.tensor1d(Int32Array.from(select), 'int32');
-      const place = (x: tf.Tensor1D | undefined) => (x ? tf.unsortedSegmentSum(x, ids, B * T).reshape([B, T]) : tf.zeros([B, T])) as tf.Tensor2D;
+      const place = (x: tf.Tensor1D | undefined) =>
+        (x ? tf.unsortedSegmentSum(x, ids, B * T).reshape([B, T]) : tf.zeros([B, T])) as tf.Tensor2D;
       return {
         logprobs: place(out?.logprobs),
         ...(req.values ? { values: place(out?.values) } : {}),
@@ -113,7 +117,10 @@ export class GptTrainable implements TrainablePolicy {
 
   async save(dir: string): Promise<void> {
     const hash = await saveCheckpoint(dir, this.model, this.tokenizer, { ...(this.options.meta ?? {}) });
-    if (hash !== this.hash) throw new TrainingError(`checkpoint hash ${hash.slice(0, 12)} differs from the policy version ${this.hash.slice(0, 12)}`);
+    if (hash !== this.hash)
+      throw new TrainingError(
+        `checkpoint hash ${hash.slice(0, 12)} differs from the policy version ${this.hash.slice(0, 12)}`,
+      );
   }
 
   async load(dir: string): Promise<void> {
@@ -125,7 +132,9 @@ export class GptTrainable implements TrainablePolicy {
       mine.forEach(([name, v], i) => {
         const [otherName, w] = theirs[i]!;
         if (name !== otherName || v.shape.join(',') !== w.shape.join(',')) {
-          throw new TrainingError(`checkpoint ${dir}: weight ${otherName} [${w.shape}] does not fit ${name} [${v.shape}]`);
+          throw new TrainingError(
+            `checkpoint ${dir}: weight ${otherName} [${w.shape}] does not fit ${name} [${v.shape}]`,
+          );
         }
         v.assign(w);
       });

@@ -100,7 +100,11 @@ function outcomeMeans(records: readonly EpisodeRecord[]): { [key: string]: numbe
   for (const r of records) {
     for (const [k, v] of Object.entries(r.outcome.metrics ?? {})) if (Number.isFinite(v)) (sums[k] ??= []).push(v);
   }
-  return Object.fromEntries(Object.entries(sums).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => [k, mean(v)]));
+  return Object.fromEntries(
+    Object.entries(sums)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => [k, mean(v)]),
+  );
 }
 
 /**
@@ -172,7 +176,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   };
   await prepareRunDir(outDir, runConfig, opts.resume ?? false);
   const optimizer = new AdamW(model.variables, { lr: config.lr, weightDecay: config.weightDecay });
-  const ref: (Scorer & { dispose(): void }) | null = config.klMode !== 'none' && config.klCoef > 0 ? await model.freeze() : null;
+  const ref: (Scorer & { dispose(): void }) | null =
+    config.klMode !== 'none' && config.klCoef > 0 ? await model.freeze() : null;
   const metricsPath = join(outDir, 'metrics.jsonl');
   const episodesPath = join(outDir, 'episodes.jsonl');
   const episodesPerStep = config.tasksPerStep * config.group;
@@ -193,7 +198,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     await truncateJsonl(episodesPath, (row) => row.index < start * episodesPerStep);
   }
   const pool = await scenario.tasks({ split: config.trainSplit, seed: config.seed, count: config.taskPool });
-  if (pool.length === 0) throw new TrainingError(`scenario ${scenario.id} has no tasks in split "${config.trainSplit}"`);
+  if (pool.length === 0)
+    throw new TrainingError(`scenario ${scenario.id} has no tasks in split "${config.trainSplit}"`);
 
   const steps: StepMetrics[] = [];
   const evals: EvalMetrics[] = [];

@@ -64,8 +64,11 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
     config: options.episode,
     onRecord: () => {},
   });
-  const used: EpisodeRecord[] = records.filter((r) => r.status === 'ok' && (!options.onlySuccessful || r.outcome.success));
-  if (used.length === 0) throw new TrainingError(`the ${options.demoPolicy.id} policy produced no usable demonstrations`);
+  const used: EpisodeRecord[] = records.filter(
+    (r) => r.status === 'ok' && (!options.onlySuccessful || r.outcome.success),
+  );
+  if (used.length === 0)
+    throw new TrainingError(`the ${options.demoPolicy.id} policy produced no usable demonstrations`);
   const trained = trainSft({
     records: used,
     onlySuccessful: false,
@@ -86,7 +89,9 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
   return {
     trainable: new GptTrainable(model, tokenizer, {
       id: 'rl',
-      meta: { warmStart: { demoPolicy: options.demoPolicy.id, episodes: used.length, steps: options.steps, demoSuccess } },
+      meta: {
+        warmStart: { demoPolicy: options.demoPolicy.id, episodes: used.length, steps: options.steps, demoSuccess },
+      },
     }),
     demos: summary,
     sequences: trained.sequences,

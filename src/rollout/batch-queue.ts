@@ -37,7 +37,11 @@ interface Pending {
   reject(error: Error): void;
 }
 
-const requestSchema = z.object({ type: z.literal('generate'), id: z.number().int(), rows: z.array(generateRowSchema).min(1) });
+const requestSchema = z.object({
+  type: z.literal('generate'),
+  id: z.number().int(),
+  rows: z.array(generateRowSchema).min(1),
+});
 
 /**
  * Merges the generation requests of many episodes into `actBatch` calls of at most `maxBatch` rows.
@@ -52,7 +56,15 @@ export class BatchQueue {
   private running = false;
   private lastComputeMs = 0;
   private readonly sizes: { [size: number]: number } = {};
-  private readonly counters = { requests: 0, rows: 0, batches: 0, generatedTokens: 0, computeMs: 0, queueMs: 0, rejected: 0 };
+  private readonly counters = {
+    requests: 0,
+    rows: 0,
+    batches: 0,
+    generatedTokens: 0,
+    computeMs: 0,
+    queueMs: 0,
+    rejected: 0,
+  };
 
   constructor(
     private readonly policy: BatchPolicy,
@@ -68,7 +80,9 @@ export class BatchQueue {
       release: (episodeId) => this.policy.release?.(episodeId),
       act: (request) => {
         this.counters.requests++;
-        return new Promise((resolve, reject) => this.enqueue({ request, queuedAt: performance.now(), resolve, reject }));
+        return new Promise((resolve, reject) =>
+          this.enqueue({ request, queuedAt: performance.now(), resolve, reject }),
+        );
       },
     };
   }
@@ -111,7 +125,8 @@ export class BatchQueue {
         // A request is answered once all its rows are, in the order the worker sent them.
         resolve: (output) => {
           outputs[slot] = output;
-          if (--remaining === 0 && !failed) port.postMessage({ type: 'generated', id, outputs } satisfies ServerMessage);
+          if (--remaining === 0 && !failed)
+            port.postMessage({ type: 'generated', id, outputs } satisfies ServerMessage);
         },
         reject: (error) => {
           if (failed) return;
@@ -129,7 +144,8 @@ export class BatchQueue {
 
   private schedule(): void {
     if (this.running || this.immediate) return;
-    const wait = this.options.maxWaitMs === 'auto' ? Math.min(50, Math.max(1, this.lastComputeMs / 4)) : this.options.maxWaitMs;
+    const wait =
+      this.options.maxWaitMs === 'auto' ? Math.min(50, Math.max(1, this.lastComputeMs / 4)) : this.options.maxWaitMs;
     if (this.queue.length >= this.options.maxBatch || wait === 0) {
       clearTimeout(this.timer);
       this.timer = undefined;

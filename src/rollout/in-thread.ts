@@ -20,13 +20,23 @@ export function isBatchPolicy(policy: Policy): policy is BatchPolicy {
  */
 export function inThread(options: InThreadOptions = {}): RolloutExecutor {
   return {
-    async play(batch: EpisodeBatch, emit: (record: EpisodeRecord) => void, signal?: AbortSignal): Promise<ExecutorReport> {
+    async play(
+      batch: EpisodeBatch,
+      emit: (record: EpisodeRecord) => void,
+      signal?: AbortSignal,
+    ): Promise<ExecutorReport> {
       const queue = isBatchPolicy(batch.policy)
         ? new BatchQueue(batch.policy, { maxBatch: options.maxBatch ?? 64, maxWaitMs: 0 })
         : undefined;
       const metrics = { toolMs: 0 };
       try {
-        const context = { ...batch, policy: queue?.direct() ?? batch.policy, toolCache: createToolCache(), metrics, signal };
+        const context = {
+          ...batch,
+          policy: queue?.direct() ?? batch.policy,
+          toolCache: createToolCache(),
+          metrics,
+          signal,
+        };
         await playEpisodes(batch.items, batch.concurrency ?? 8, context, emit);
       } finally {
         queue?.close();

@@ -44,7 +44,12 @@ export async function planEpisodes(options: PlanOptions): Promise<{ runId: strin
     const slot = Math.floor(i / group);
     const task = tasks[slot % tasks.length]!;
     const sample = (i % group) + group * Math.floor(slot / tasks.length);
-    plan.push({ index: (options.indexOffset ?? 0) + i, task, sample, seed: episodeSeed(options.seed, task.id, sample) });
+    plan.push({
+      index: (options.indexOffset ?? 0) + i,
+      task,
+      sample,
+      seed: episodeSeed(options.seed, task.id, sample),
+    });
   }
   return { runId: runIdOf(options), plan };
 }

@@ -35,7 +35,16 @@ export type ServerMessage =
 export type WorkerPolicySpec =
   | { kind: 'scripted'; name: string }
   | { kind: 'served'; id: string; version: string; tokenizer: Json }
-  | { kind: 'copy'; id: string; version: string; checkpoint: string; weights: string; backend: string; sampling: Json; maxBatch: number };
+  | {
+      kind: 'copy';
+      id: string;
+      version: string;
+      checkpoint: string;
+      weights: string;
+      backend: string;
+      sampling: Json;
+      maxBatch: number;
+    };
 
 export interface ScenarioSpec {
   source: string;

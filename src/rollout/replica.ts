@@ -41,7 +41,11 @@ export class Replica implements RolloutExecutor {
     });
   }
 
-  async play(batch: EpisodeBatch, emit: (record: EpisodeRecord) => void, signal?: AbortSignal): Promise<ExecutorReport> {
+  async play(
+    batch: EpisodeBatch,
+    emit: (record: EpisodeRecord) => void,
+    signal?: AbortSignal,
+  ): Promise<ExecutorReport> {
     const split = Math.ceil(batch.items.length / 2);
     const theirs = batch.items.slice(split);
     const done = new Set<number>();

@@ -67,7 +67,14 @@ export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
     for (; emitted < plan.length && records[emitted]; emitted++) options.onRecord?.(records[emitted]!);
     options.onProgress?.({ done, tokens });
   };
-  const batch = { scenario: options.scenario, policy: options.policy, runId, config, items: plan, concurrency: options.concurrency };
+  const batch = {
+    scenario: options.scenario,
+    policy: options.policy,
+    runId,
+    config,
+    items: plan,
+    concurrency: options.concurrency,
+  };
   let report: ExecutorReport;
   try {
     report = await executor.play(batch, emit, options.signal);

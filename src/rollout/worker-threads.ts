@@ -68,7 +68,11 @@ export class WorkerThreads implements RolloutExecutor {
     this.workers = Math.max(1, options.workers ?? availableParallelism());
   }
 
-  async play(batch: EpisodeBatch, emit: (record: EpisodeRecord) => void, signal?: AbortSignal): Promise<ExecutorReport> {
+  async play(
+    batch: EpisodeBatch,
+    emit: (record: EpisodeRecord) => void,
+    signal?: AbortSignal,
+  ): Promise<ExecutorReport> {
     const spec = await this.policySpec(batch.policy, batch.scenario);
     const maxBatch = this.options.maxBatch ?? (spec.kind === 'copy' ? 64 : 32);
     const queue =
@@ -81,7 +85,9 @@ export class WorkerThreads implements RolloutExecutor {
     // A model policy's episodes go in one chunk per worker (its rows batch together); scripted ones
     // in smaller chunks, so a slow chunk does not hold back the rest.
     const chunkSize =
-      spec.kind === 'scripted' ? Math.max(1, Math.ceil(items.length / (workers * 4))) : Math.ceil(items.length / workers);
+      spec.kind === 'scripted'
+        ? Math.max(1, Math.ceil(items.length / (workers * 4)))
+        : Math.ceil(items.length / workers);
     const maxAttempts = this.options.maxAttempts ?? 3;
     const pool = (this.pool ??= createPool(workers, this.options.tasksPerWorker ?? 4));
     const done = new Set<number>();
@@ -183,7 +189,16 @@ export class WorkerThreads implements RolloutExecutor {
         const checkpoint = await this.saveCopy(policy);
         const sampling = policy.sampling as Json;
         const maxBatch = this.options.maxBatch ?? 64;
-        return { kind: 'copy', id: policy.id, version: policy.version, checkpoint, weights: this.saved.weights, backend: copies.backend, sampling, maxBatch };
+        return {
+          kind: 'copy',
+          id: policy.id,
+          version: policy.version,
+          checkpoint,
+          weights: this.saved.weights,
+          backend: copies.backend,
+          sampling,
+          maxBatch,
+        };
       }
       const tokenizer = tokenizerOf(policy);
       if (tokenizer) return { kind: 'served', id: policy.id, version: policy.version, tokenizer };
@@ -239,8 +254,23 @@ function isCheckpointable(policy: Policy): policy is CheckpointablePolicy {
 function crashedRecord(batch: EpisodeBatch, item: EpisodePlanItem, err: unknown): EpisodeRecord {
   const message = `worker crashed on every attempt: ${err instanceof Error ? err.message : String(err)}`;
   return buildRecord(
-    { scenario: batch.scenario, task: item.task, policy: batch.policy, seed: item.seed, group: item.task.id, runId: batch.runId },
+    {
+      scenario: batch.scenario,
+      task: item.task,
+      policy: batch.policy,
+      seed: item.seed,
+      group: item.task.id,
+      runId: batch.runId,
+    },
     { episodeId: `${item.task.id}#${item.sample}`, index: item.index, sample: item.sample, config: batch.config },
-    { turns: [], answer: null, outcome: { reward: 0, success: false }, totalTokens: 0, endReason: 'error', error: message, prompt: [] },
+    {
+      turns: [],
+      answer: null,
+      outcome: { reward: 0, success: false },
+      totalTokens: 0,
+      endReason: 'error',
+      error: message,
+      prompt: [],
+    },
   );
 }

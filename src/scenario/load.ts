@@ -7,7 +7,10 @@ import { importUserModule, scenarioEntry } from './user-module.ts';
 export type ScenarioRegistry = { [name: string]: () => Promise<{ default: ScenarioDefinition }> };
 
 /** Builds a scenario from its module's default export and the given options. */
-export async function instantiateScenario(definition: ScenarioDefinition, options: { [key: string]: string }): Promise<Scenario> {
+export async function instantiateScenario(
+  definition: ScenarioDefinition,
+  options: { [key: string]: string },
+): Promise<Scenario> {
   let scenario: Scenario;
   try {
     scenario = typeof definition === 'function' ? await definition(options) : definition;
@@ -16,7 +19,9 @@ export async function instantiateScenario(definition: ScenarioDefinition, option
     throw new ScenarioOptionsError(err instanceof Error ? err.message : String(err), { cause: err });
   }
   if (!scenario || typeof scenario !== 'object' || typeof scenario.id !== 'string') {
-    throw new ScenarioError('the scenario module\'s default export is not a scenario (an object with an id) or a function returning one');
+    throw new ScenarioError(
+      "the scenario module's default export is not a scenario (an object with an id) or a function returning one",
+    );
   }
   return scenario;
 }

@@ -43,7 +43,11 @@ export class ToolRunner {
     }
     const parsed = t.parameters.safeParse(call.arguments);
     if (!parsed.success) {
-      return failure(call.name, 'bad_arguments', `invalid arguments for ${call.name}: ${z.prettifyError(parsed.error)}`);
+      return failure(
+        call.name,
+        'bad_arguments',
+        `invalid arguments for ${call.name}: ${z.prettifyError(parsed.error)}`,
+      );
     }
     const key = t.cacheable && this.options.cache ? `${t.name}\u0000${canonicalJson(parsed.data)}` : undefined;
     const hit = key === undefined ? undefined : this.options.cache!.get(key);

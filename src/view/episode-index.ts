@@ -127,7 +127,13 @@ export class EpisodeIndex {
     if (text.trim() === '') return;
     try {
       const r = JSON.parse(text) as EpisodeRecord;
-      if (typeof r !== 'object' || r === null || typeof r.episodeId !== 'string' || !Array.isArray(r.turns) || typeof r.task !== 'object') {
+      if (
+        typeof r !== 'object' ||
+        r === null ||
+        typeof r.episodeId !== 'string' ||
+        !Array.isArray(r.turns) ||
+        typeof r.task !== 'object'
+      ) {
         throw new Error('not an episode record');
       }
       this.episodes.push({
@@ -186,7 +192,13 @@ export class EpisodeIndex {
   /** The distinct values of each filterable field, sorted. */
   facets(): Facets {
     if (this.facetCache) return this.facetCache;
-    const sets = { split: new Set<string>(), type: new Set<string>(), status: new Set<string>(), endReason: new Set<string>(), policy: new Set<string>() };
+    const sets = {
+      split: new Set<string>(),
+      type: new Set<string>(),
+      status: new Set<string>(),
+      endReason: new Set<string>(),
+      policy: new Set<string>(),
+    };
     for (const e of this.episodes) {
       sets.split.add(e.split);
       if (e.type) sets.type.add(e.type);
@@ -226,6 +238,8 @@ export class EpisodeIndex {
 
   /** The episodes of one GRPO group: same group key and policy version. */
   groupMembers(group: string, policyVersion: string): EpisodeSummary[] {
-    return this.episodes.filter((e) => e.group === group && e.policyVersion === policyVersion).sort((a, b) => a.sample - b.sample || a.ordinal - b.ordinal);
+    return this.episodes
+      .filter((e) => e.group === group && e.policyVersion === policyVersion)
+      .sort((a, b) => a.sample - b.sample || a.ordinal - b.ordinal);
   }
 }

@@ -41,10 +41,12 @@ function countTable(title: string, episodes: readonly EpisodeSummary[], key: (e:
   }
   if (groups.size === 0) return html``;
   return html`<table class="values"><tr><th>${title}</th><th class="num">episodes</th><th class="num">success rate</th><th class="num">mean reward</th><th class="num">mean turns</th></tr>
-  ${[...groups].sort(([a], [b]) => a.localeCompare(b)).map(([k, es]) => {
-    const mean = (f: (e: EpisodeSummary) => number) => es.reduce((s, e) => s + f(e), 0) / es.length;
-    return html`<tr><th>${k || '(none)'}</th><td class="num">${es.length}</td><td class="num">${fmtNumber(mean((e) => (e.success ? 1 : 0)))}</td><td class="num">${fmtNumber(mean((e) => e.totalReward))}</td><td class="num">${fmtNumber(mean((e) => e.turns))}</td></tr>`;
-  })}</table>`;
+  ${[...groups]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, es]) => {
+      const mean = (f: (e: EpisodeSummary) => number) => es.reduce((s, e) => s + f(e), 0) / es.length;
+      return html`<tr><th>${k || '(none)'}</th><td class="num">${es.length}</td><td class="num">${fmtNumber(mean((e) => (e.success ? 1 : 0)))}</td><td class="num">${fmtNumber(mean((e) => e.totalReward))}</td><td class="num">${fmtNumber(mean((e) => e.turns))}</td></tr>`;
+    })}</table>`;
 }
 
 /**
@@ -55,10 +57,13 @@ function countTable(title: string, episodes: readonly EpisodeSummary[], key: (e:
 export async function buildReport(dir: string, options: ReportOptions = {}): Promise<string> {
   const info = readRunDir(dir);
   const index = info.episodesPath ? EpisodeIndex.open(info.episodesPath) : undefined;
-  if (!index && info.metrics.length === 0 && info.trainingEvals.length === 0 && !info.summary) throw new RunDirError(`${dir} has nothing to report (no episodes, metrics or summary)`);
+  if (!index && info.metrics.length === 0 && info.trainingEvals.length === 0 && !info.summary)
+    throw new RunDirError(`${dir} has nothing to report (no episodes, metrics or summary)`);
   const charts = await metricCharts(runSeries(info));
   const episodes = index?.episodes ?? [];
-  const hist = episodes.length ? [await rewardHistogram([{ run: info.name, rewards: episodes.map((e) => e.totalReward) }])] : [];
+  const hist = episodes.length
+    ? [await rewardHistogram([{ run: info.name, rewards: episodes.map((e) => e.totalReward) }])]
+    : [];
   const { decode } = await loadTokenDecoder(info.tokenizerPath);
   const episodeGraph = machineGraph(episodeMachine);
   const examples: Html[] = [];
@@ -96,6 +101,12 @@ async function replayAndWorld(
       return { replay: { error: err instanceof Error ? err.message : String(err) }, worldGraph };
     }
   } catch (err) {
-    return { replay: replay ? { error: `scenario ${record.scenario.id} could not be loaded: ${err instanceof Error ? err.message : String(err)}` } : undefined };
+    return {
+      replay: replay
+        ? {
+            error: `scenario ${record.scenario.id} could not be loaded: ${err instanceof Error ? err.message : String(err)}`,
+          }
+        : undefined,
+    };
   }
 }

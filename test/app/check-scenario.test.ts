@@ -33,7 +33,10 @@ test('scenario check names every defect of the broken fixture', async (t) => {
   t.regex(message('worldMachine'), /the door is missing/);
   t.regex(message('policies.stuck'), /did not finish an episode .* within 300 ms/);
   t.regex(message('policies.crash'), /ended in an error .*model server unreachable/);
-  t.false(found.some((f) => f.startsWith('policies.expert')), 'the working policy is not a problem');
+  t.false(
+    found.some((f) => f.startsWith('policies.expert')),
+    'the working policy is not a problem',
+  );
   t.true(checked.some((c) => c.startsWith('policies.expert: finished')));
 });
 
@@ -41,17 +44,29 @@ test('the built-in scenarios pass the check', async (t) => {
   for (const dir of ['scenarios/support-desk', 'scenarios/gridworld']) {
     const { problems, checked } = await checkScenarioDir(dir);
     t.deepEqual(problems, [], dir);
-    t.true(checked.some((c) => c.startsWith('worldMachine: starts')), dir);
-    t.true(checked.some((c) => c.startsWith('policies.expert: finished')), dir);
+    t.true(
+      checked.some((c) => c.startsWith('worldMachine: starts')),
+      dir,
+    );
+    t.true(
+      checked.some((c) => c.startsWith('policies.expert: finished')),
+      dir,
+    );
   }
 });
 
 test('a fixed split whose taskCount disagrees with tasks() is a problem; multihop-qa agrees', async (t) => {
   const qa = createMultihopQaScenario({ size: 'tiny', seed: '3' });
-  t.deepEqual((await checkScenario(qa)).problems.filter((p) => p.where.startsWith('taskCount')), []);
+  t.deepEqual(
+    (await checkScenario(qa)).problems.filter((p) => p.where.startsWith('taskCount')),
+    [],
+  );
   const lying = { ...calculator, taskCount: () => 5 };
   const found = (await checkScenario(lying)).problems.filter((p) => p.where.startsWith('taskCount'));
-  t.deepEqual(found.map((p) => p.where), ['taskCount(train)', 'taskCount(dev)', 'taskCount(test)']);
+  t.deepEqual(
+    found.map((p) => p.where),
+    ['taskCount(train)', 'taskCount(dev)', 'taskCount(test)'],
+  );
   t.regex(found[0]!.message, /taskCount says 5 tasks, tasks\(\) gives 6/);
 });
 
@@ -75,10 +90,18 @@ test('an empty object lists every missing field at once', async (t) => {
 });
 
 test('checkTools accepts good tools and rejects non-tools', (t) => {
-  const good = { name: 'add', description: 'Add.', parameters: z.object({ a: z.number(), b: z.number() }), execute: () => 0 };
+  const good = {
+    name: 'add',
+    description: 'Add.',
+    parameters: z.object({ a: z.number(), b: z.number() }),
+    execute: () => 0,
+  };
   t.deepEqual(checkTools([good]), []);
   t.regex(checkTools([null])[0]!.message, /must be an object/);
-  t.regex(checkTools([{ ...good, parameters: z.object({ f: z.custom(() => true) }) }])[0]!.message, /Custom types cannot be represented/);
+  t.regex(
+    checkTools([{ ...good, parameters: z.object({ f: z.custom(() => true) }) }])[0]!.message,
+    /Custom types cannot be represented/,
+  );
 });
 
 test('agent-r1 scenario check exits 2 and prints each problem; 0 on a good scenario', (t) => {

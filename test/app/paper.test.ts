@@ -10,10 +10,18 @@ import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 
 // The fields scoreRecords reads; the rest of a record does not matter here.
 const record = (type: string, metrics: { [k: string]: number }, turns = 2) =>
-  ({ task: { id: `${type}-${turns}`, type }, outcome: { reward: 0, success: metrics.em === 1, metrics }, turns: Array(turns).fill({}) }) as unknown as EpisodeRecord;
+  ({
+    task: { id: `${type}-${turns}`, type },
+    outcome: { reward: 0, success: metrics.em === 1, metrics },
+    turns: Array(turns).fill({}),
+  }) as unknown as EpisodeRecord;
 
 test('scores: EM and F1 overall and per type; recall only where every record reports it', (t) => {
-  const rs = [record('bridge', { em: 1, f1: 1, recall: 1 }), record('bridge', { em: 0, f1: 0.5, recall: 0.5 }, 4), record('comparison', { em: 0, f1: 0, recall: 0 })];
+  const rs = [
+    record('bridge', { em: 1, f1: 1, recall: 1 }),
+    record('bridge', { em: 0, f1: 0.5, recall: 0.5 }, 4),
+    record('comparison', { em: 0, f1: 0, recall: 0 }),
+  ];
   const s = scoreRecords('GRPO', 'test', rs);
   t.is(s.episodes, 3);
   t.is(s.em, 1 / 3);
@@ -21,7 +29,9 @@ test('scores: EM and F1 overall and per type; recall only where every record rep
   t.is(s.recall, 0.5);
   t.deepEqual(s.byType.bridge, { n: 2, em: 0.5, f1: 0.75 });
   t.is(s.meanTurns, 8 / 3);
-  t.false('recall' in scoreRecords('x', 'test', [record('a', { em: 1, f1: 1 }), record('a', { em: 0, f1: 0, recall: 1 })]));
+  t.false(
+    'recall' in scoreRecords('x', 'test', [record('a', { em: 1, f1: 1 }), record('a', { em: 0, f1: 0, recall: 1 })]),
+  );
   t.false('recall' in scoreRecords('x', 'test', []));
 });
 
@@ -43,7 +53,9 @@ test("evaluation episodes: 'all' is one per task of a fixed split; a number stay
     t.is(new Set(tasks.map((x) => x.id)).size, n, `${split}: each task once`);
   }
   t.is(evalEpisodeCount(qa, 'test', 12), 12);
-  t.throws(() => evalEpisodeCount(calculator, 'test', 'all'), { message: /generates its "test" tasks, so "all" has no end; give a number/ });
+  t.throws(() => evalEpisodeCount(calculator, 'test', 'all'), {
+    message: /generates its "test" tasks, so "all" has no end; give a number/,
+  });
   t.throws(() => evalEpisodeCount(qa, 'nope', 'all'), { message: /unknown split "nope"/ });
 });
 
@@ -51,7 +63,17 @@ test('runPaper refuses best-dev selection without dev evals, before any work', a
   const outDir = await mkdtemp(join(tmpdir(), 'paper-select-'));
   const warmStart = { demoPolicy: 'expert', episodes: 4, steps: 1, batchSize: 2, lr: 1e-3 };
   await t.throwsAsync(
-    runPaper({ scenario: calculator, seed: 1, algos: ['grpo'], outDir, warmStart, rl: { evalEvery: 0 }, select: 'best-dev', evalEpisodes: { test: 2, ood: 2 }, evalSplits: ['test'] }),
+    runPaper({
+      scenario: calculator,
+      seed: 1,
+      algos: ['grpo'],
+      outDir,
+      warmStart,
+      rl: { evalEvery: 0 },
+      select: 'best-dev',
+      evalEpisodes: { test: 2, ood: 2 },
+      evalSplits: ['test'],
+    }),
     { instanceOf: RangeError, message: /selecting the best dev checkpoint needs dev evals: set rl.evalEvery > 0/ },
   );
   t.deepEqual(readdirSync(outDir), [], 'nothing written');

@@ -14,11 +14,27 @@ const guard = pathToFileURL(join(repoRoot, 'test/fixtures/load-guard.mjs')).href
 const BUILT = existsSync(join(repoRoot, 'dist/src/cli/main.js'));
 const NOT_BUILT = 'dist/ is missing or incomplete: run npm run build (npm test and npm install run it)';
 const exportsMap = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')).exports as Record<string, unknown>;
-const SUBPATHS = Object.keys(exportsMap).filter((k) => k !== './package.json').map((k) => `agent-r1-ts${k.slice(1)}`);
+const SUBPATHS = Object.keys(exportsMap)
+  .filter((k) => k !== './package.json')
+  .map((k) => `agent-r1-ts${k.slice(1)}`);
 /** What the root must not load: it is loaded by every worker thread, through the scenarios. */
-const HEAVY = ['@tensorflow/tfjs', '@tensorflow/tfjs-core', '@tensorflow/tfjs-backend-wasm', '@tensorflow/tfjs-node',
-  '@tensorflow/tfjs-node-gpu', 'better-sqlite3', 'vega', 'vega-lite', 'openai', 'hyparquet-writer', 'playwright-core',
-  'ajv', 'minisearch', 'commander', 'cli-progress'];
+const HEAVY = [
+  '@tensorflow/tfjs',
+  '@tensorflow/tfjs-core',
+  '@tensorflow/tfjs-backend-wasm',
+  '@tensorflow/tfjs-node',
+  '@tensorflow/tfjs-node-gpu',
+  'better-sqlite3',
+  'vega',
+  'vega-lite',
+  'openai',
+  'hyparquet-writer',
+  'playwright-core',
+  'ajv',
+  'minisearch',
+  'commander',
+  'cli-progress',
+];
 
 /** Runs node in the repository; `guarded` makes loading those fail in every thread (LOAD_GUARD). */
 function node(args: string[], guarded: string[] = []) {
@@ -90,7 +106,12 @@ test("dist/: a user's TypeScript scenario loads through tsx, registered on need;
     const args = ['rollout', '--scenario', scenario, '--policy', 'expert', '--episodes', '4', '--workers', '2'];
     const ok = node(['bin/agent-r1.js', ...args, '--out', join(dir, 'a')]);
     t.is(ok.code, 0, ok.stderr);
-    t.is(readFileSync(join(dir, 'a', 'episodes.jsonl'), 'utf8').trim().split('\n').length, 4);
+    t.is(
+      readFileSync(join(dir, 'a', 'episodes.jsonl'), 'utf8')
+        .trim()
+        .split('\n').length,
+      4,
+    );
     t.notRegex(ok.stderr, /loaded twice/);
     const noTsx = node(['bin/agent-r1.js', ...args, '--out', join(dir, 'b')], ['tsx']);
     t.not(noTsx.code, 0);

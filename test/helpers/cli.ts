@@ -17,7 +17,12 @@ export function cli(args: string[], options: { cwd?: string; timeout?: number } 
     encoding: 'utf8',
     timeout: options.timeout ?? 120_000,
   });
-  return { code: result.status, stdout: result.stdout, stderr: result.stderr, lastJson: () => JSON.parse(result.stdout.trim().split('\n').at(-1)!) };
+  return {
+    code: result.status,
+    stdout: result.stdout,
+    stderr: result.stderr,
+    lastJson: () => JSON.parse(result.stdout.trim().split('\n').at(-1)!),
+  };
 }
 
 /** Runs bench/paper-table.ts in a child process. */

@@ -56,7 +56,10 @@ test('a record becomes [prompt][action][obs][action][end] with the mask on actio
   t.deepEqual(s.mask, [0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1, 0]);
   // process reward 0.5 on the first action's last token; 0.25 + outcome 1 on the last action token
   t.deepEqual(s.rewards, [0, 0, 0, 0, 0.5, 0, 0, 0, 0, 0, 1.25, 0]);
-  t.deepEqual(s.sampleLogprobs.map((x) => Math.round(x * 10) / 10), [0, 0, 0, -0.1, -0.2, 0, 0, 0, -0.1, -0.2, -0.3, 0]);
+  t.deepEqual(
+    s.sampleLogprobs.map((x) => Math.round(x * 10) / 10),
+    [0, 0, 0, -0.1, -0.2, 0, 0, 0, -0.1, -0.2, -0.3, 0],
+  );
   t.is(s.promptLength, 3);
   t.is(s.policyVersion, 'v7');
   t.is(s.group, 'g0');
@@ -64,7 +67,9 @@ test('a record becomes [prompt][action][obs][action][end] with the mask on actio
 });
 
 test('a turn without tokens hands its reward to the neighbouring action', (t) => {
-  const s = buildTrajectory(record({ turns: [turn(0, [], [20], 0.3), turn(1, [12], undefined, 0.2), turn(2, [], undefined, -0.1)] }));
+  const s = buildTrajectory(
+    record({ turns: [turn(0, [], [20], 0.3), turn(1, [12], undefined, 0.2), turn(2, [], undefined, -0.1)] }),
+  );
   t.deepEqual(s.tokens, [1, 2, 3, 20, 12]);
   t.deepEqual(s.mask, [0, 0, 0, 0, 1]);
   t.is(Math.round(s.rewards[4]! * 1e9) / 1e9, 0.3 + 0.2 - 0.1 + 1);
@@ -79,8 +84,14 @@ test('failed or untokenized episodes are skipped with a reason; the rest still b
     record({ episodeId: 'nan', outcome: { reward: NaN, success: false } }),
   ];
   const { sequences, skipped } = buildTrajectories([record(), ...bad, record({ episodeId: 'e1' })]);
-  t.deepEqual(sequences.map((s) => s.episodeId), ['e0', 'e1']);
-  t.deepEqual(skipped.map((s) => s.episodeId), ['fail', 'text', 'empty', 'lp', 'nan']);
+  t.deepEqual(
+    sequences.map((s) => s.episodeId),
+    ['e0', 'e1'],
+  );
+  t.deepEqual(
+    skipped.map((s) => s.episodeId),
+    ['fail', 'text', 'empty', 'lp', 'nan'],
+  );
   t.regex(skipped[0]!.reason, /worker died/);
   t.regex(skipped[1]!.reason, /no prompt token ids/);
   t.regex(skipped[2]!.reason, /no action tokens/);
@@ -110,7 +121,10 @@ test('recordTokens: recorded ids as they are (RL), or the texts encoded as live 
   const r = record({ turns: [turn(0, [10, 11], [20, 21, 22], 0.5), turn(1, [12, 13, 14], undefined, 0.25)] });
   const ids = recordTokens(r);
   t.deepEqual(ids.tokens, [1, 2, 3, 10, 11, 20, 21, 22, 12, 13, 14]);
-  t.deepEqual(ids.actions, [{ start: 3, end: 5 }, { start: 8, end: 11 }]);
+  t.deepEqual(ids.actions, [
+    { start: 3, end: 5 },
+    { start: 8, end: 11 },
+  ]);
   t.deepEqual(buildTrajectory(r).tokens, ids.tokens);
   // encoded: the end tokens close the last action, which has no observation
   const encoded = recordTokens(r, { encoding });

@@ -89,6 +89,9 @@ test('replay CLI names the episode, turn and field of a divergence and exits 1',
   const file = writeRun(records);
   const run = cli(['replay', file, '--quiet']);
   t.is(run.code, 1);
-  t.regex(run.stdout, new RegExp(`DIVERGED ${rest.episodeId.replace('#', '#')} at turn 0, field reward\\n    expected: 123\\n`));
+  t.regex(
+    run.stdout,
+    new RegExp(`DIVERGED ${rest.episodeId.replace('#', '#')} at turn 0, field reward\\n    expected: 123\\n`),
+  );
   t.regex(run.stdout, /5 episodes: 4 verified, 1 diverged, 0 corrupt lines/);
 });

@@ -20,13 +20,24 @@ function echo(): BatchPolicy & { sizes: number[] } {
   };
 }
 
-const req = (episodeId: string): PolicyRequest => ({ episodeId, task: { id: 't', split: 'train', question: 'q' }, tools: [], messages: [], turn: 0, seed: 1, maxTokens: 8 });
+const req = (episodeId: string): PolicyRequest => ({
+  episodeId,
+  task: { id: 't', split: 'train', question: 'q' },
+  tools: [],
+  messages: [],
+  turn: 0,
+  seed: 1,
+  maxTokens: 8,
+});
 
 test('direct front end: concurrent act calls go out as one batch and each gets its own answer', async (t) => {
   const inner = echo();
   const p = new BatchQueue(inner, { maxBatch: 64, maxWaitMs: 0 }).direct();
   const outs = await Promise.all(['a', 'b', 'c', 'd', 'e'].map((id) => p.act(req(id))));
-  t.deepEqual(outs.map((o) => o.text), ['a', 'b', 'c', 'd', 'e'].map((id) => `<answer>${id}</answer>`));
+  t.deepEqual(
+    outs.map((o) => o.text),
+    ['a', 'b', 'c', 'd', 'e'].map((id) => `<answer>${id}</answer>`),
+  );
   t.deepEqual(inner.sizes, [5]);
   t.is(p.version, 'v1');
 });
@@ -36,7 +47,10 @@ test('batches are capped at maxBatch; a failing batch rejects only its own reque
   const p = new BatchQueue(inner, { maxBatch: 2, maxWaitMs: 0 }).direct();
   const results = await Promise.allSettled(['a', 'b', 'boom', 'c', 'd'].map((id) => p.act(req(id))));
   t.deepEqual(inner.sizes, [2, 2, 1]);
-  t.deepEqual(results.map((r) => r.status), ['fulfilled', 'fulfilled', 'rejected', 'rejected', 'fulfilled']);
+  t.deepEqual(
+    results.map((r) => r.status),
+    ['fulfilled', 'fulfilled', 'rejected', 'rejected', 'fulfilled'],
+  );
 });
 
 test('port front end: a malformed request gets an error on its own port only; other workers are served', async (t) => {
@@ -48,8 +62,16 @@ test('port front end: a malformed request gets an error on its own port only; ot
   const reply = (port: MessageChannel['port2']) => new Promise<any>((resolve) => port.once('message', resolve));
   const badReply = reply(bad.port2);
   const goodReply = reply(good.port2);
-  bad.port2.postMessage({ type: 'generate', id: 7, rows: [{ episodeId: 'x', tokens: [-1], seed: 1.5, maxTokens: 4, turn: 0 }] });
-  good.port2.postMessage({ type: 'generate', id: 1, rows: [{ episodeId: 'y', tokens: [1, 2, 3], seed: 1, maxTokens: 4, turn: 0 }] });
+  bad.port2.postMessage({
+    type: 'generate',
+    id: 7,
+    rows: [{ episodeId: 'x', tokens: [-1], seed: 1.5, maxTokens: 4, turn: 0 }],
+  });
+  good.port2.postMessage({
+    type: 'generate',
+    id: 1,
+    rows: [{ episodeId: 'y', tokens: [1, 2, 3], seed: 1, maxTokens: 4, turn: 0 }],
+  });
   const b = await badReply;
   t.is(b.type, 'error');
   t.is(b.id, 7);

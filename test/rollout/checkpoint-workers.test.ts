@@ -4,7 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import calculator from '../../scenarios/calculator/index.ts';
-import { GPTModel, initBackend, loadCheckpointPolicy, saveCheckpoint, trainTokenizer } from '../../src/policy/tfjs/index.ts';
+import {
+  GPTModel,
+  initBackend,
+  loadCheckpointPolicy,
+  saveCheckpoint,
+  trainTokenizer,
+} from '../../src/policy/tfjs/index.ts';
 import type { BatchPolicy } from '../../src/policy/policy.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { workerThreads } from '../../src/rollout/worker-threads.ts';
@@ -19,9 +25,15 @@ const config = { maxTurns: 2, maxTokensPerTurn: 20, maxTotalTokens: 400 };
 /** A small untrained checkpoint: random weights, a tokenizer trained on calculator text. */
 async function tinyPolicy(): Promise<BatchPolicy> {
   await initBackend();
-  const texts = (await calc.tasks({ split: 'train', seed: 0, count: 50 })).flatMap((task) => [task.question, `<tool_call>{"name": "calculate", "arguments": {"expression": "${task.meta!.expression}"}}</tool_call>`]);
+  const texts = (await calc.tasks({ split: 'train', seed: 0, count: 50 })).flatMap((task) => [
+    task.question,
+    `<tool_call>{"name": "calculate", "arguments": {"expression": "${task.meta!.expression}"}}</tool_call>`,
+  ]);
   const tokenizer = trainTokenizer(texts, { vocabSize: 400 });
-  const model = new GPTModel({ vocabSize: tokenizer.vocabSize, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 512, dMlp: 64 }, 5);
+  const model = new GPTModel(
+    { vocabSize: tokenizer.vocabSize, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 512, dMlp: 64 },
+    5,
+  );
   const dir = join(mkdtempSync(join(tmpdir(), 'agent-r1-ckpt-')), 'ckpt');
   await saveCheckpoint(dir, model, tokenizer, { sampling: { temperature: 1 } });
   return loadCheckpointPolicy(dir);

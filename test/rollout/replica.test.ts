@@ -55,11 +55,24 @@ test('a replicated rollout gives the in-thread records, greedy and sampled in gr
     t.deepEqual(there.summary, here.summary);
 
     const tasks = await scenario.tasks({ split: 'train', seed: 2, count: 3 });
-    const sampled = { scenario, split: 'train', episodes: 12, group: 4, tasks, indexOffset: 24, seed: 6, concurrency: 8, config: episode };
+    const sampled = {
+      scenario,
+      split: 'train',
+      episodes: 12,
+      group: 4,
+      tasks,
+      indexOffset: 24,
+      seed: 6,
+      concurrency: 8,
+      config: episode,
+    };
     const a = await play(sampled, model, 1);
     const b = await play(sampled, model, 1, replica);
     t.is(bytes(b.records), bytes(a.records));
-    t.deepEqual(b.records.map((r) => r.index), Array.from({ length: 12 }, (_, i) => 24 + i));
+    t.deepEqual(
+      b.records.map((r) => r.index),
+      Array.from({ length: 12 }, (_, i) => 24 + i),
+    );
     // Samples differ from one another (the comparison is not between empty or identical episodes).
     t.true(new Set(a.records.map((r) => JSON.stringify(r.turns.map((x) => x.text)))).size > 1);
 
@@ -76,7 +89,10 @@ test('a replicated rollout gives the in-thread records, greedy and sampled in gr
     // A rollout stopped before it starts plays nothing, as in-thread.
     const stopped = new AbortController();
     stopped.abort();
-    t.deepEqual((await play({ ...greedy, signal: stopped.signal }, model, 0, replica)).records, (await play({ ...greedy, signal: stopped.signal }, model, 0)).records);
+    t.deepEqual(
+      (await play({ ...greedy, signal: stopped.signal }, model, 0, replica)).records,
+      (await play({ ...greedy, signal: stopped.signal }, model, 0)).records,
+    );
     t.is(replica.failures, 0);
   } finally {
     await replica.close();
@@ -88,7 +104,11 @@ test('a replica that cannot start: its half is played on the main thread, same r
   const model = await trained;
   const backend = await initBackend();
   const heard: string[] = [];
-  const replica = new Replica({ backend: backend.name, scenarioSource: 'no-such-scenario', onFallback: (e) => heard.push(e.message) });
+  const replica = new Replica({
+    backend: backend.name,
+    scenarioSource: 'no-such-scenario',
+    onFallback: (e) => heard.push(e.message),
+  });
   try {
     const options = { scenario, split: 'test', episodes: 6, seed: 5, concurrency: 8, config: episode };
     const here = await play(options, model, 0);

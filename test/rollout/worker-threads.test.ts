@@ -49,14 +49,19 @@ for (const [how, toolName] of [
 ] as const) {
   test(`a worker that dies by ${how} loses nothing: its episodes rerun from their seeds and all verify`, async (t) => {
     const scripts = Array.from({ length: 12 }, (_, i) =>
-      i === 5 ? [call('echo', { text: 'a' }), call(toolName, { marker: 'm' }), '<answer>ok</answer>'] : [call('echo', { text: String(i) }), '<answer>ok</answer>'],
+      i === 5
+        ? [call('echo', { text: 'a' }), call(toolName, { marker: 'm' }), '<answer>ok</answer>']
+        : [call('echo', { text: String(i) }), '<answer>ok</answer>'],
     );
     const scenario = await faulty(scripts);
     const policy = await scenario.policies.script!({ scenario, seed: 0 });
     const options = { scenario, policy, split: 'train', episodes: 12, seed: 3 };
     const result = await inWorkers(options, { workers: 2, scenarioSource: FAULTY });
     t.is(result.records.length, 12);
-    t.deepEqual(result.records.map((r) => r.index), [...Array(12).keys()]);
+    t.deepEqual(
+      result.records.map((r) => r.index),
+      [...Array(12).keys()],
+    );
     t.true(result.throughput.crashes >= 1);
     t.true(result.records.every((r) => r.status === 'ok' && r.outcome.success));
     t.is(result.records[5]!.turns[1]!.observation, 'survived');
@@ -65,7 +70,11 @@ for (const [how, toolName] of [
 }
 
 test('an episode whose worker dies on every attempt is recorded as an error; the episodes beside it finish', async (t) => {
-  const scripts = [[call('exit', { marker: 'a', always: true })], [call('echo', { text: 'x' }), '<answer>ok</answer>'], ['<answer>ok</answer>']];
+  const scripts = [
+    [call('exit', { marker: 'a', always: true })],
+    [call('echo', { text: 'x' }), '<answer>ok</answer>'],
+    ['<answer>ok</answer>'],
+  ];
   const scenario = await faulty(scripts);
   const policy = await scenario.policies.script!({ scenario, seed: 0 });
   const options = { scenario, policy, split: 'train', episodes: 9, seed: 3 };
@@ -74,14 +83,23 @@ test('an episode whose worker dies on every attempt is recorded as an error; the
   const crashed = result.records.filter((r) => r.status === 'error');
   // Only the three episodes that really kill their worker (the tasks playing script 0: f-0, f-3,
   // f-6), however often their neighbours were caught in the same crashes.
-  t.deepEqual(crashed.map((r) => r.task.id), ['f-0', 'f-3', 'f-6']);
+  t.deepEqual(
+    crashed.map((r) => r.task.id),
+    ['f-0', 'f-3', 'f-6'],
+  );
   t.regex(crashed[0]!.error!, /worker crashed on every attempt/);
   t.is(crashed[0]!.endReason, 'error');
-  t.true(result.records.filter((r) => !['f-0', 'f-3', 'f-6'].includes(r.task.id)).every((r) => r.status === 'ok' && r.outcome.success));
+  t.true(
+    result.records
+      .filter((r) => !['f-0', 'f-3', 'f-6'].includes(r.task.id))
+      .every((r) => r.status === 'ok' && r.outcome.success),
+  );
 });
 
 test('a hanging tool times out without holding up the other episodes', async (t) => {
-  const scripts = Array.from({ length: 8 }, (_, i) => (i === 0 ? [call('hang'), '<answer>ok</answer>'] : ['<answer>ok</answer>']));
+  const scripts = Array.from({ length: 8 }, (_, i) =>
+    i === 0 ? [call('hang'), '<answer>ok</answer>'] : ['<answer>ok</answer>'],
+  );
   const scenario = await faulty(scripts);
   const policy = await scenario.policies.script!({ scenario, seed: 0 });
   // Progress reports come after each finished episode; records are emitted in index order, so the

@@ -11,7 +11,9 @@ interface ReportFlags {
 export function register(program: Command): void {
   program
     .command('report')
-    .description('write one self-contained HTML report of a run (curves as inline SVG, tables, best/median/worst episodes)')
+    .description(
+      'write one self-contained HTML report of a run (curves as inline SVG, tables, best/median/worst episodes)',
+    )
     .argument('<dir>', 'run directory')
     .option('--out <file>', 'output file (default DIR/report.html)')
     .option('--no-replay', 'do not replay the example episodes')

@@ -7,7 +7,17 @@ import { rollout, type ThroughputSummary } from '../../rollout/rollout.ts';
 import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../record/jsonl.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
-import { checkSplit, formatSummary, integer, keyValue, nonNegativeInt, nonNegativeNumber, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+import {
+  checkSplit,
+  formatSummary,
+  integer,
+  keyValue,
+  nonNegativeInt,
+  nonNegativeNumber,
+  positiveInt,
+  printJson,
+  scenarioFromFlags,
+} from '../common.ts';
 import { canRunInWorkers, workerThreads } from '../../rollout/worker-threads.ts';
 import { availableParallelism } from 'node:os';
 
@@ -47,7 +57,11 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
     .option('--max-turns <n>', "turns per episode (default: the scenario's)", positiveInt)
     .option('--max-tokens-per-turn <n>', "tokens one action may take (default: the scenario's)", positiveInt)
     .option('--max-total-tokens <n>', "action + observation tokens per episode (default: the scenario's)", positiveInt)
-    .option('--temperature <x>', "a checkpoint policy's sampling temperature instead of the one it was saved with (0: greedy, as the paper table evaluates)", nonNegativeNumber)
+    .option(
+      '--temperature <x>',
+      "a checkpoint policy's sampling temperature instead of the one it was saved with (0: greedy, as the paper table evaluates)",
+      nonNegativeNumber,
+    )
     .option('--json', 'print the summary as JSON on the last stdout line');
   if (policyRequired) command.requiredOption('--policy <name>', 'reference policy name or ckpt:DIR');
   else command.option('--policy <name>', 'reference policy name or ckpt:DIR', 'expert');
@@ -92,7 +106,11 @@ export async function runRolloutCommand(
     bar.update(count, { reward: (rewardSum / count).toFixed(3), tps: tps.toFixed(0) });
   };
   const config = Object.fromEntries(
-    Object.entries({ maxTurns: flags.maxTurns, maxTokensPerTurn: flags.maxTokensPerTurn, maxTotalTokens: flags.maxTotalTokens }).filter(([, v]) => v !== undefined),
+    Object.entries({
+      maxTurns: flags.maxTurns,
+      maxTokensPerTurn: flags.maxTokensPerTurn,
+      maxTotalTokens: flags.maxTotalTokens,
+    }).filter(([, v]) => v !== undefined),
   );
   const common = {
     config,
@@ -107,7 +125,9 @@ export async function runRolloutCommand(
   };
   // External (network) policies run in this thread: their time is waiting, not compute.
   const inWorkers = flags.workers > 0 && canRunInWorkers(policy, scenario);
-  const executor = inWorkers ? workerThreads({ workers: flags.workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario }) : undefined;
+  const executor = inWorkers
+    ? workerThreads({ workers: flags.workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario })
+    : undefined;
   try {
     const result = await rollout({
       ...common,
@@ -135,10 +155,19 @@ export async function runRolloutCommand(
 }
 
 export function register(program: Command): void {
-  rolloutOptions(program.command('rollout').description('run episodes and write DIR/episodes.jsonl and DIR/summary.json'), false, 'train')
+  rolloutOptions(
+    program.command('rollout').description('run episodes and write DIR/episodes.jsonl and DIR/summary.json'),
+    false,
+    'train',
+  )
     .option('--out <dir>', 'output directory')
     .action(async (flags: RolloutFlags) => {
-      const name = [flags.scenario, flags.policy, flags.seed, ...(flags.temperature !== undefined ? [`t${flags.temperature}`] : [])].join('-');
+      const name = [
+        flags.scenario,
+        flags.policy,
+        flags.seed,
+        ...(flags.temperature !== undefined ? [`t${flags.temperature}`] : []),
+      ].join('-');
       const out = flags.out ?? join('runs', name.replace(/[^\w-]/g, '_'));
       const summary = await runRolloutCommand({ ...flags, out });
       const brief = {

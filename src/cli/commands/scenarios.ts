@@ -18,7 +18,15 @@ export function register(program: Command): void {
         } catch (err) {
           // Dataset scenarios cannot be built without their file; list them with what they need.
           const why = err instanceof Error ? err.message : String(err);
-          rows.push({ name, version: '', description: `(needs options) ${why}`, tools: [] as string[], splits: [] as string[], policies: [] as string[], worldMachine: null });
+          rows.push({
+            name,
+            version: '',
+            description: `(needs options) ${why}`,
+            tools: [] as string[],
+            splits: [] as string[],
+            policies: [] as string[],
+            worldMachine: null,
+          });
           continue;
         }
         rows.push({

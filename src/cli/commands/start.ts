@@ -4,7 +4,7 @@ import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
 import { TrainingError } from '../../rl/errors.ts';
-import { formatPaperTable, runPaper, } from '../../app/paper.ts';
+import { formatPaperTable, runPaper } from '../../app/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { integer } from '../common.ts';
 import { START_SCENARIO_OPTIONS, startBudget } from '../../app/start.ts';
@@ -12,27 +12,40 @@ import { START_SCENARIO_OPTIONS, startBudget } from '../../app/start.ts';
 export function register(program: Command): void {
   program
     .command('start')
-    .description('the main job: multi-hop QA world → SFT warm start on imperfect demonstrations → GRPO, then the results table')
+    .description(
+      'the main job: multi-hop QA world → SFT warm start on imperfect demonstrations → GRPO, then the results table',
+    )
     .option('--quick', 'a small run for CI (under 2 minutes) that still shows the reward rising')
     .option('--seed <n>', 'seed of the world, the demonstrations and the training', integer, 1)
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
-    .option('--no-replica', 'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of them on a second core)')
+    .option(
+      '--no-replica',
+      'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of them on a second core)',
+    )
     .action(async (flags: { quick?: boolean; seed: number; out?: string; backend?: string; replica: boolean }) => {
       const t0 = performance.now();
-      const say = (s: string) => process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
+      const say = (s: string) =>
+        process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
       const quick = flags.quick ?? false;
       const out = flags.out ?? join('runs', quick ? 'start-quick' : 'start');
       if (existsSync(out)) {
         // The main job starts over; refuse to wipe a directory it did not make.
-        if (!existsSync(join(out, 'warm-start')) && !existsSync(join(out, 'paper.json')) && readdirSync(out).length > 0) {
+        if (
+          !existsSync(join(out, 'warm-start')) &&
+          !existsSync(join(out, 'paper.json')) &&
+          readdirSync(out).length > 0
+        ) {
           throw new TrainingError(`${out} exists and is not a start run; choose another --out`);
         }
         rmSync(out, { recursive: true, force: true });
       }
       const info = await initBackend(flags.backend);
       say(`backend ${info.name}`);
-      const scenario = await loadScenario('multihop-qa', builtinScenarios, { seed: String(flags.seed), ...START_SCENARIO_OPTIONS });
+      const scenario = await loadScenario('multihop-qa', builtinScenarios, {
+        seed: String(flags.seed),
+        ...START_SCENARIO_OPTIONS,
+      });
       say(scenario.description);
       const budget = startBudget(quick);
       const result = await runPaper({
@@ -45,7 +58,9 @@ export function register(program: Command): void {
         onEvent: (e) => {
           if (e.message) say(e.message);
           if (e.sft && (e.sft.step % 10 === 0 || e.sft.step === e.sft.steps)) {
-            say(`sft step ${e.sft.step}/${e.sft.steps}  loss ${e.sft.loss.toFixed(3)}  ${e.sft.tokensPerS.toFixed(0)} tok/s`);
+            say(
+              `sft step ${e.sft.step}/${e.sft.steps}  loss ${e.sft.loss.toFixed(3)}  ${e.sft.tokensPerS.toFixed(0)} tok/s`,
+            );
           }
           if (e.step) {
             const m = e.step;
@@ -54,7 +69,10 @@ export function register(program: Command): void {
                 `entropy ${m.entropy.toFixed(3)}  clip ${m.clipFraction.toFixed(3)}  grad ${m.gradNorm.toFixed(2)}  ${m.time.tokensPerS.toFixed(0)} tok/s`,
             );
           }
-          if (e.eval) say(`${e.algo} eval on ${e.eval.split} at step ${e.eval.step}: EM ${(e.eval.outcome.em ?? e.eval.success).toFixed(3)}`);
+          if (e.eval)
+            say(
+              `${e.algo} eval on ${e.eval.split} at step ${e.eval.step}: EM ${(e.eval.outcome.em ?? e.eval.success).toFixed(3)}`,
+            );
         },
       });
       const rewards = result.rewards.map((r) => r.reward);
@@ -70,7 +88,9 @@ export function register(program: Command): void {
           `${result.warmStart.steps} SFT steps, ${result.warmStart.parameters} parameters`,
         `GRPO training reward per step: ${rewards.map((r) => r.toFixed(3)).join(' ')}`,
         `mean reward, first half → second half: ${avg(rewards.slice(0, half)).toFixed(3)} → ${avg(rewards.slice(half)).toFixed(3)}`,
-        `time: ${Object.entries(result.seconds).map(([k, v]) => `${k} ${v.toFixed(0)} s`).join(', ')}; total ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+        `time: ${Object.entries(result.seconds)
+          .map(([k, v]) => `${k} ${v.toFixed(0)} s`)
+          .join(', ')}; total ${((performance.now() - t0) / 1000).toFixed(0)} s`,
         `run directory: ${out}  (GRPO policy: ckpt:${join(out, 'grpo', 'final')}; metrics: ${join(out, 'grpo', 'metrics.jsonl')})`,
       ];
       process.stdout.write(lines.join('\n') + '\n');

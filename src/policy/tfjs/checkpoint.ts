@@ -73,7 +73,11 @@ export function checkpointIO(dir: string): tf.io.IOHandler {
   const target = resolve(dir);
   return {
     async save(artifacts: tf.io.ModelArtifacts): Promise<tf.io.SaveResult> {
-      const extra = artifacts.modelTopology as unknown as { modelConfig: ModelConfig; tokenizer: TokenizerJSON; meta?: { [key: string]: Json } };
+      const extra = artifacts.modelTopology as unknown as {
+        modelConfig: ModelConfig;
+        tokenizer: TokenizerJSON;
+        meta?: { [key: string]: Json };
+      };
       const weights = concat(artifacts.weightData as ArrayBuffer | ArrayBuffer[]);
       const json: ModelJson = {
         format: CHECKPOINT_FORMAT,
@@ -92,7 +96,10 @@ export function checkpointIO(dir: string): tf.io.IOHandler {
         await writeFile(join(tmp, 'weights.bin'), weights);
         await writeFile(join(tmp, 'model.json'), JSON.stringify(json, null, 1) + '\n');
         // rename() cannot replace a non-empty directory: move the old one aside first.
-        const exists = await stat(target).then(() => true, () => false);
+        const exists = await stat(target).then(
+          () => true,
+          () => false,
+        );
         const old = `${tmp}.old`;
         if (exists) await rename(target, old);
         await rename(tmp, target);
@@ -131,7 +138,12 @@ export function checkpointIO(dir: string): tf.io.IOHandler {
       });
       const weightData = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
       return {
-        modelTopology: { modelConfig: json.modelConfig, tokenizer: json.tokenizer, meta: json.meta, hash: json.hash } as unknown as object,
+        modelTopology: {
+          modelConfig: json.modelConfig,
+          tokenizer: json.tokenizer,
+          meta: json.meta,
+          hash: json.hash,
+        } as unknown as object,
         weightSpecs: json.weightSpecs,
         weightData,
         format: CHECKPOINT_FORMAT,
@@ -148,7 +160,9 @@ export async function saveCheckpoint(
   meta: { [key: string]: Json } = {},
 ): Promise<string> {
   if (model.config.vocabSize !== tokenizer.vocabSize) {
-    throw new CheckpointError(`model vocabulary (${model.config.vocabSize}) and tokenizer (${tokenizer.vocabSize}) differ`);
+    throw new CheckpointError(
+      `model vocabulary (${model.config.vocabSize}) and tokenizer (${tokenizer.vocabSize}) differ`,
+    );
   }
   const { data, specs } = await tf.io.encodeWeights(model.namedWeights().map(([name, tensor]) => ({ name, tensor })));
   await checkpointIO(dir).save!({
@@ -162,7 +176,12 @@ export async function saveCheckpoint(
 /** Loads a checkpoint and verifies its content hash (a corrupted weights file is an error). */
 export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
   const artifacts = await checkpointIO(dir).load!();
-  const top = artifacts.modelTopology as unknown as { modelConfig: unknown; tokenizer: TokenizerJSON; meta: { [key: string]: Json }; hash: string };
+  const top = artifacts.modelTopology as unknown as {
+    modelConfig: unknown;
+    tokenizer: TokenizerJSON;
+    meta: { [key: string]: Json };
+    hash: string;
+  };
   const config = (() => {
     try {
       return parseModelConfig(top.modelConfig);
@@ -173,9 +192,14 @@ export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
   const tokenizer = new Tokenizer(top.tokenizer);
   const bytes = new Uint8Array(artifacts.weightData as ArrayBuffer);
   const hash = contentHash(config, tokenizer.toJSON(), bytes);
-  if (hash !== top.hash) throw new CheckpointError(`checkpoint ${dir}: content hash mismatch (stored ${top.hash.slice(0, 12)}, computed ${hash.slice(0, 12)})`);
+  if (hash !== top.hash)
+    throw new CheckpointError(
+      `checkpoint ${dir}: content hash mismatch (stored ${top.hash.slice(0, 12)}, computed ${hash.slice(0, 12)})`,
+    );
   if (config.vocabSize !== tokenizer.vocabSize) {
-    throw new CheckpointError(`checkpoint ${dir}: model vocabulary (${config.vocabSize}) and tokenizer (${tokenizer.vocabSize}) differ`);
+    throw new CheckpointError(
+      `checkpoint ${dir}: model vocabulary (${config.vocabSize}) and tokenizer (${tokenizer.vocabSize}) differ`,
+    );
   }
   let named: tf.NamedTensorMap;
   try {

@@ -85,15 +85,26 @@ interface Active {
   limit: number;
 }
 
-export function generate(model: GPTModel, rows: readonly GenerateRequest[], options: GenerateOptions = {}): GenerateResult[] {
+export function generate(
+  model: GPTModel,
+  rows: readonly GenerateRequest[],
+  options: GenerateOptions = {},
+): GenerateResult[] {
   const C = model.config.contextLength;
   const pad = options.pad ?? 0;
   const results: GenerateResult[] = [];
   const active: Active[] = [];
   rows.forEach((row, index) => {
     if (row.tokens.length === 0) throw new GenerateError(`row ${index} has no tokens (a prompt is needed)`);
-    if (!Number.isInteger(row.maxTokens) || row.maxTokens < 0) throw new GenerateError(`row ${index}: maxTokens must be an integer ≥ 0`);
-    const out: GenerateResult = { tokens: [], logprobs: [], stop: 'length', prefilled: 0, ...(options.returnLogits ? { logits: [] } : {}) };
+    if (!Number.isInteger(row.maxTokens) || row.maxTokens < 0)
+      throw new GenerateError(`row ${index}: maxTokens must be an integer ≥ 0`);
+    const out: GenerateResult = {
+      tokens: [],
+      logprobs: [],
+      stop: 'length',
+      prefilled: 0,
+      ...(options.returnLogits ? { logits: [] } : {}),
+    };
     results.push(out);
     // The last generated token is never fed, so a row may generate up to C - len + 1 tokens.
     const limit = Math.min(row.maxTokens, C - row.tokens.length + 1);
@@ -123,7 +134,9 @@ function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions)
   // Each row feeds what its cache lacks (first step) or its last sampled token (later steps).
   let feed = rows.map((a) => {
     const cache = usableCache(a.row);
-    a.kv = cache ? cache.kv.clone(a.row.tokens.length - cache.tokens.length + a.limit) : newCache(model, a.row.tokens.length + a.limit);
+    a.kv = cache
+      ? cache.kv.clone(a.row.tokens.length - cache.tokens.length + a.limit)
+      : newCache(model, a.row.tokens.length + a.limit);
     a.fed = a.row.tokens.slice();
     a.out.prefilled = a.row.tokens.length - (cache?.tokens.length ?? 0);
     return a.row.tokens.slice(cache?.tokens.length ?? 0);
@@ -166,7 +179,10 @@ function decodeUncached(model: GPTModel, rowsIn: Active[], options: GenerateOpti
     seqs.forEach((s, b) => ids.set(s, b * T));
     const input = tf.tensor2d(ids, [rows.length, T], 'int32');
     const { logits, values } = model.forward(input);
-    const last = pickRows(logits, seqs.map((s, b) => b * T + s.length - 1));
+    const last = pickRows(
+      logits,
+      seqs.map((s, b) => b * T + s.length - 1),
+    );
     tf.dispose([input, logits, values]);
     const keep: Active[] = [];
     rows.forEach((a, b) => {
@@ -216,7 +232,11 @@ function finished(a: Active, token: number, options: GenerateOptions): boolean {
  * Samples one token from logits with the row's stream. Returns the token and its log-probability
  * under the untempered distribution (what the trainer recomputes).
  */
-export function sampleToken(logits: Float32Array, rng: Rng, sampling: SamplingOptions): { token: number; logprob: number } {
+export function sampleToken(
+  logits: Float32Array,
+  rng: Rng,
+  sampling: SamplingOptions,
+): { token: number; logprob: number } {
   const V = logits.length;
   let max = -Infinity;
   for (let i = 0; i < V; i++) if (logits[i]! > max) max = logits[i]!;

@@ -22,10 +22,24 @@
  * After a weight update, call `policy.clearCache()` (cached keys/values belong to the old weights).
  */
 export { initBackend, backendInfo, BACKEND_NAMES, type BackendInfo } from './backend.ts';
-export { DEFAULT_MODEL_CONFIG, parseModelConfig, modelConfigSchema, ModelError, type ModelConfig } from './model-config.ts';
+export {
+  DEFAULT_MODEL_CONFIG,
+  parseModelConfig,
+  modelConfigSchema,
+  ModelError,
+  type ModelConfig,
+} from './model-config.ts';
 export { GPTModel, type ForwardResult } from './model.ts';
 export { forwardRows, newCache, type RowStep } from './decode.ts';
-export { scoreSequences, scoreTokens, maskedIndices, maskedNll, padBatch, type ScoreBatch, type ScoreResult } from './score.ts';
+export {
+  scoreSequences,
+  scoreTokens,
+  maskedIndices,
+  maskedNll,
+  padBatch,
+  type ScoreBatch,
+  type ScoreResult,
+} from './score.ts';
 export {
   AdamW,
   scheduleLr,
@@ -48,9 +62,22 @@ export {
 } from './checkpoint.ts';
 export { Tokenizer, trainTokenizer, SPECIAL_TOKENS, TokenizerError, type TokenizerJSON } from './tokenizer.ts';
 export { chatEncoding } from './chat-template.ts';
-export { generate, sampleToken, GenerateError, type GenerateRequest, type GenerateResult, type GenerateOptions, type SamplingOptions, type RowCache } from './generate.ts';
+export {
+  generate,
+  sampleToken,
+  GenerateError,
+  type GenerateRequest,
+  type GenerateResult,
+  type GenerateOptions,
+  type SamplingOptions,
+  type RowCache,
+} from './generate.ts';
 export { TfjsPolicy, loadCheckpointPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
 export { KVCache } from './kv-cache.ts';
 export {
-  trainSft, sequencesFromRecords, recordTexts, SftError, type SftOptions,
+  trainSft,
+  sequencesFromRecords,
+  recordTexts,
+  SftError,
+  type SftOptions,
 } from './sft.ts';

@@ -134,7 +134,12 @@ export class GPTModel {
     this.valueB = take('value.b', [1], 'zeros');
     // Last, so that models without a copy head draw the same initial weights as before it existed.
     this.copy = this.config.copyHead
-      ? { wq: take('copy.wq', [d, d], 'normal'), wk: take('copy.wk', [d, d], 'normal'), gateW: take('copy.gate.w', [d, 1], 'zeros'), gateB: take('copy.gate.b', [1], 'zeros') }
+      ? {
+          wq: take('copy.wq', [d, d], 'normal'),
+          wk: take('copy.wk', [d, d], 'normal'),
+          gateW: take('copy.gate.w', [d, 1], 'zeros'),
+          gateB: take('copy.gate.b', [1], 'zeros'),
+        }
       : null;
   }
 
@@ -160,7 +165,13 @@ export class GPTModel {
     const [B, T] = tokens.shape;
     const [logits, values] = tf.tidy(() => {
       const h = this.hiddenStates(tokens);
-      const out = this.copy ? this.predict(h, tokens, Int32Array.from({ length: B * T }, (_, i) => i)) : this.logitsOf(h);
+      const out = this.copy
+        ? this.predict(
+            h,
+            tokens,
+            Int32Array.from({ length: B * T }, (_, i) => i),
+          )
+        : this.logitsOf(h);
       return [out.reshape([B, T, V]) as tf.Tensor3D, this.valuesOf(h).reshape([B, T]) as tf.Tensor2D] as const;
     });
     return { logits, values };
@@ -177,7 +188,15 @@ export class GPTModel {
       // A gather: its gradient (UnsortedSegmentSum) is registered for wasm in backend.ts.
       let x = tf.gather(this.tokEmb, tokens.reshape([B * T])) as tf.Tensor2D; // [B*T, d]
       if (this.shiftGate) {
-        const prev = x.reshape([B, T, d]).slice([0, 0, 0], [B, T - 1, d]).pad([[0, 0], [1, 0], [0, 0]]).reshape([B * T, d]);
+        const prev = x
+          .reshape([B, T, d])
+          .slice([0, 0, 0], [B, T - 1, d])
+          .pad([
+            [0, 0],
+            [1, 0],
+            [0, 0],
+          ])
+          .reshape([B * T, d]);
         x = x.add(prev.mul(this.shiftGate));
       }
       const posIds = tf.range(0, T, 1, 'int32').tile([B]) as tf.Tensor1D;
@@ -193,7 +212,10 @@ export class GPTModel {
         const q = heads(rotary(tf.matMul(h, p.wq).add(p.bq)).mul(scale));
         const scores = tf.matMul(q, k, false, true).add(mask); // [B, H, T, Tk]
         const att = tf.softmax(scores);
-        const ctx = tf.matMul(att, v).transpose([0, 2, 1, 3]).reshape([B * T, d]);
+        const ctx = tf
+          .matMul(att, v)
+          .transpose([0, 2, 1, 3])
+          .reshape([B * T, d]);
         x = x.add(tf.matMul(ctx, p.wo).add(p.bo));
         const h2 = layerNorm(x, p.ln2g, p.ln2b);
         x = x.add(tf.matMul(gelu(tf.matMul(h2, p.w1).add(p.b1)), p.w2).add(p.b2));
@@ -244,17 +266,28 @@ export class GPTModel {
       for (let s = 0; s < T; s++) seg[j * T + s] = j * V + ids[b * T + s]!;
     });
     return tf.tidy(() => {
-      const rowPos = tf.tensor1d(Int32Array.from(at, (i) => Math.min(i % T, C - 1)), 'int32');
+      const rowPos = tf.tensor1d(
+        Int32Array.from(at, (i) => Math.min(i % T, C - 1)),
+        'int32',
+      );
       const allPos = tf.range(0, T, 1, 'int32').tile([B]) as tf.Tensor1D;
       const hs = tf.gather(hidden, tf.tensor1d(at, 'int32')) as tf.Tensor2D; // [N, d]
       const q = this.rotaryAt(rowPos)(tf.matMul(hs, c.wq)).mul(1 / Math.sqrt(d)) as tf.Tensor2D;
       const k = this.rotaryAt(allPos)(tf.matMul(hidden, c.wk)).reshape([B, T, d]) as tf.Tensor3D;
-      const qPad = tf.gather(tf.concat([q, tf.zeros([1, d])], 0), tf.tensor1d(padIdx, 'int32')).reshape([B, S, d]) as tf.Tensor3D;
-      const scores = tf.gather(tf.matMul(qPad, k, false, true).reshape([B * S, T]), tf.tensor1d(unpad, 'int32')) as tf.Tensor2D;
+      const qPad = tf
+        .gather(tf.concat([q, tf.zeros([1, d])], 0), tf.tensor1d(padIdx, 'int32'))
+        .reshape([B, S, d]) as tf.Tensor3D;
+      const scores = tf.gather(
+        tf.matMul(qPad, k, false, true).reshape([B * S, T]),
+        tf.tensor1d(unpad, 'int32'),
+      ) as tf.Tensor2D;
       const att = tf.softmax(scores.add(tf.tensor2d(mask, [N, T]))); // [N, T]
       const copied = tf.unsortedSegmentSum(att.reshape([N * T]), tf.tensor1d(seg, 'int32'), N * V).reshape([N, V]);
       const gate = tf.sigmoid(tf.matMul(hs, c.gateW).add(c.gateB)); // [N, 1]
-      const mix = tf.softmax(this.logitsOf(hs)).mul(gate).add(copied.mul(tf.scalar(1).sub(gate)));
+      const mix = tf
+        .softmax(this.logitsOf(hs))
+        .mul(gate)
+        .add(copied.mul(tf.scalar(1).sub(gate)));
       return tf.log(mix.add(COPY_EPS)) as tf.Tensor2D;
     });
   }
@@ -329,12 +362,20 @@ function ropeTables(C: number, d: number, H: number): { cos: tf.Tensor2D; sin: t
       rot[a * d + b] = 1;
     }
   }
-  return { cos: tf.keep(tf.tensor2d(cos, [C, d])), sin: tf.keep(tf.tensor2d(sin, [C, d])), rot: tf.keep(tf.tensor2d(rot, [d, d])) };
+  return {
+    cos: tf.keep(tf.tensor2d(cos, [C, d])),
+    sin: tf.keep(tf.tensor2d(sin, [C, d])),
+    rot: tf.keep(tf.tensor2d(rot, [d, d])),
+  };
 }
 
 export function layerNorm(x: tf.Tensor2D, g: tf.Tensor, b: tf.Tensor): tf.Tensor2D {
   const { mean, variance } = tf.moments(x, -1, true);
-  return x.sub(mean).mul(tf.rsqrt(variance.add(1e-5))).mul(g).add(b) as tf.Tensor2D;
+  return x
+    .sub(mean)
+    .mul(tf.rsqrt(variance.add(1e-5)))
+    .mul(g)
+    .add(b) as tf.Tensor2D;
 }
 
 /** GELU, sigmoid form x·σ(1.702x): 3 kernels instead of the tanh form's 8, within 0.02 of the exact GELU. */

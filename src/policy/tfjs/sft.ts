@@ -1,7 +1,7 @@
 import * as tf from '@tensorflow/tfjs';
 import { AgentR1Error } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
-import type { EpisodeRecord, } from '../../core/types.ts';
+import type { EpisodeRecord } from '../../core/types.ts';
 import type { PolicyEncoding } from '../policy.ts';
 import { recordTokens, type TokenSequence } from '../trajectory.ts';
 import { AdamW, type AdamWOptions, type StepStats } from './adamw.ts';
@@ -101,13 +101,18 @@ export function trainSft(options: SftOptions): SftResult {
   const seed = options.seed ?? 0;
   if (options.records.length === 0) throw new SftError('no records to train on');
   const tokenizer =
-    options.tokenizer ?? trainTokenizer(recordTexts(options.records), { vocabSize: options.vocabSize ?? 1024, chunking: options.chunking });
+    options.tokenizer ??
+    trainTokenizer(recordTexts(options.records), { vocabSize: options.vocabSize ?? 1024, chunking: options.chunking });
   const config: ModelConfig = { ...DEFAULT_MODEL_CONFIG, ...options.model, vocabSize: tokenizer.vocabSize };
   if (options.model?.dModel && !options.model.dMlp) config.dMlp = 4 * config.dModel;
   const encoding = chatEncoding(tokenizer);
   const onlySuccessful = options.onlySuccessful ?? true;
-  const sequences = sequencesFromRecords(options.records, encoding, { contextLength: config.contextLength, onlySuccessful });
-  if (sequences.length === 0) throw new SftError(`no ${onlySuccessful ? 'successful ' : ''}records with agent tokens to train on`);
+  const sequences = sequencesFromRecords(options.records, encoding, {
+    contextLength: config.contextLength,
+    onlySuccessful,
+  });
+  if (sequences.length === 0)
+    throw new SftError(`no ${onlySuccessful ? 'successful ' : ''}records with agent tokens to train on`);
   const model = new GPTModel(config, seed);
   const batchSize = Math.max(1, options.batchSize ?? 8);
   const perEpoch = Math.ceil(sequences.length / batchSize);
@@ -135,10 +140,15 @@ export function trainSft(options: SftOptions): SftResult {
         batch.map((b) => b.tokens),
         tokenizer.pad,
       );
-      const select = maskedIndices(batch.map((b) => b.mask), length);
+      const select = maskedIndices(
+        batch.map((b) => b.mask),
+        length,
+      );
       const t0 = performance.now();
       // Token-mean NLL of the agent's tokens, computed at those positions only.
-      const stats = opt.minimize(() => tf.tidy(() => scoreTokens(model, tokens, select).logprobs.mean().neg() as tf.Scalar));
+      const stats = opt.minimize(() =>
+        tf.tidy(() => scoreTokens(model, tokens, select).logprobs.mean().neg() as tf.Scalar),
+      );
       const ms = performance.now() - t0;
       const n = tokens.shape[0] * tokens.shape[1];
       trainTokens += n;

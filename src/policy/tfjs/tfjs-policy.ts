@@ -101,11 +101,16 @@ export class TfjsPolicy implements BatchPolicy {
  * there is one (`<hash>+temperature=0`), so records of one checkpoint sampled differently are told
  * apart (and never share a run id).
  */
-export async function loadCheckpointPolicy(dir: string, options: { backend?: string; sampling?: SamplingOptions } = {}): Promise<BatchPolicy> {
+export async function loadCheckpointPolicy(
+  dir: string,
+  options: { backend?: string; sampling?: SamplingOptions } = {},
+): Promise<BatchPolicy> {
   const { initBackend } = await import('./backend.ts');
   await initBackend(options.backend);
   const ckpt = await loadCheckpoint(dir);
-  const override = Object.entries(options.sampling ?? {}).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : 1));
+  const override = Object.entries(options.sampling ?? {})
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : 1));
   const version = [ckpt.hash, ...override.map(([k, v]) => `${k}=${v}`)].join('+');
   const sampling = { ...samplingFromMeta(ckpt.meta), ...Object.fromEntries(override) };
   return new TfjsPolicy({ id: `ckpt:${dir}`, version, model: ckpt.model, tokenizer: ckpt.tokenizer, sampling });
@@ -115,5 +120,9 @@ function samplingFromMeta(meta: { [key: string]: Json }): SamplingOptions {
   const s = meta.sampling;
   if (s === null || typeof s !== 'object' || Array.isArray(s)) return {};
   const pick = (k: string) => (typeof s[k] === 'number' ? (s[k] as number) : undefined);
-  return Object.fromEntries(Object.entries({ temperature: pick('temperature'), topK: pick('topK'), topP: pick('topP') }).filter(([, v]) => v !== undefined));
+  return Object.fromEntries(
+    Object.entries({ temperature: pick('temperature'), topK: pick('topK'), topP: pick('topP') }).filter(
+      ([, v]) => v !== undefined,
+    ),
+  );
 }

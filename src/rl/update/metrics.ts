@@ -30,8 +30,21 @@ export interface UpdateMetrics {
 /** The metrics of an update with nothing to train on. */
 export function emptyMetrics(tooLong: number): UpdateMetrics {
   return {
-    sequences: 0, actionTokens: 0, tooLong, policyLoss: 0, valueLoss: null, kl: null, entropy: 0, clipFraction: 0,
-    dualClipFraction: 0, approxKl: 0, gradNorm: 0, gradNormMax: 0, skippedSteps: 0, optimizerSteps: 0, advantageMean: 0,
+    sequences: 0,
+    actionTokens: 0,
+    tooLong,
+    policyLoss: 0,
+    valueLoss: null,
+    kl: null,
+    entropy: 0,
+    clipFraction: 0,
+    dualClipFraction: 0,
+    approxKl: 0,
+    gradNorm: 0,
+    gradNormMax: 0,
+    skippedSteps: 0,
+    optimizerSteps: 0,
+    advantageMean: 0,
     advantageAbsMean: 0,
   };
 }
@@ -39,12 +52,14 @@ export function emptyMetrics(tooLong: number): UpdateMetrics {
 function maskedMeanOf(rows: readonly (readonly number[])[], masks: readonly (readonly number[])[]): number {
   let sum = 0;
   let n = 0;
-  rows.forEach((r, i) => r.forEach((x, t) => {
-    if (masks[i]![t] === 1) {
-      sum += x;
-      n++;
-    }
-  }));
+  rows.forEach((r, i) =>
+    r.forEach((x, t) => {
+      if (masks[i]![t] === 1) {
+        sum += x;
+        n++;
+      }
+    }),
+  );
   return n === 0 ? 0 : sum / n;
 }
 
@@ -86,6 +101,9 @@ export function updateMetrics(input: {
     skippedSteps: skipped,
     optimizerSteps: gn.length - skipped,
     advantageMean: maskedMeanOf(advRows, masks),
-    advantageAbsMean: maskedMeanOf(advRows.map((r) => r.map(Math.abs)), masks),
+    advantageAbsMean: maskedMeanOf(
+      advRows.map((r) => r.map(Math.abs)),
+      masks,
+    ),
   };
 }

@@ -128,7 +128,14 @@ export function minibatchStep(
     const rows = idx.map((i) => seqs[i]!.tokens);
     const length = padLength(rows, model.maxLength);
     const pick = (src: readonly (readonly number[])[]) =>
-      tf.tensor2d(padRows(idx.map((i) => src[i]!), length), [idx.length, length], 'float32');
+      tf.tensor2d(
+        padRows(
+          idx.map((i) => src[i]!),
+          length,
+        ),
+        [idx.length, length],
+        'float32',
+      );
     const microTokens = idx.reduce((a, i) => a + masks[i]!.reduce((x, y) => x + y, 0), 0);
     const share = microTokens / Math.max(1, mbTokens);
     const t: MicroTensors = {

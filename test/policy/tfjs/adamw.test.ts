@@ -14,7 +14,14 @@ const f = Math.fround;
 const near = (t: any, a: number, b: number, eps = 1e-6) => t.true(Math.abs(a - b) < eps, `${a} vs ${b}`);
 let uid = 0;
 const vars = (): tf.Variable[] => [
-  tf.variable(tf.tensor2d([[0.5, -1.25], [2, 0.1]]), true, `adamw-test/w${uid++}`),
+  tf.variable(
+    tf.tensor2d([
+      [0.5, -1.25],
+      [2, 0.1],
+    ]),
+    true,
+    `adamw-test/w${uid++}`,
+  ),
   tf.variable(tf.tensor1d([0.3, -0.7]), true, `adamw-test/b${uid++}`),
 ];
 const gradsOf = (vs: tf.Variable[], w: number[][], b: number[]): tf.NamedTensorMap => ({
@@ -42,7 +49,14 @@ for (const form of ['torch', 'optax'] as const) {
     const vs = vars();
     const before = vs.map((v) => Array.from(v.dataSync()));
     const opt = new AdamW(vs, { lr: 0.01, weightDecay: 0.1, decayForm: form });
-    const grads = gradsOf(vs, [[0.2, -0.05], [1.5, 0]], [-0.3, 0.01]);
+    const grads = gradsOf(
+      vs,
+      [
+        [0.2, -0.05],
+        [1.5, 0],
+      ],
+      [-0.3, 0.01],
+    );
     opt.step(grads);
     const gw = [0.2, -0.05, 1.5, 0];
     const gb = [-0.3, 0.01];
@@ -62,8 +76,18 @@ test('the two decay forms agree to float32 rounding, and a missing gradient leav
   const ob = new AdamW(b, { lr: 0.05, weightDecay: 0.2, decayForm: 'optax' });
   const biasBefore = Array.from(a[1]!.dataSync());
   for (let i = 0; i < 5; i++) {
-    const ga = { [a[0]!.name]: tf.tensor2d([[0.2, -0.1 * i], [1, 0.5]]) };
-    const gb = { [b[0]!.name]: tf.tensor2d([[0.2, -0.1 * i], [1, 0.5]]) };
+    const ga = {
+      [a[0]!.name]: tf.tensor2d([
+        [0.2, -0.1 * i],
+        [1, 0.5],
+      ]),
+    };
+    const gb = {
+      [b[0]!.name]: tf.tensor2d([
+        [0.2, -0.1 * i],
+        [1, 0.5],
+      ]),
+    };
     oa.step(ga);
     ob.step(gb);
     tf.dispose([...Object.values(ga), ...Object.values(gb)]);
@@ -134,7 +158,15 @@ test('save/load restores the state bit for bit, in the checkpoint format (adamw.
   const [a, b] = [vars(), vars()];
   const oa = new AdamW(a, { lr: 0.05, weightDecay: 0.1 });
   const ob = new AdamW(b, { lr: 0.05, weightDecay: 0.1 });
-  const grads = (vs: tf.Variable[], i: number) => gradsOf(vs, [[0.1 * i, -0.2], [0.3, 1]], [0.5, -i]);
+  const grads = (vs: tf.Variable[], i: number) =>
+    gradsOf(
+      vs,
+      [
+        [0.1 * i, -0.2],
+        [0.3, 1],
+      ],
+      [0.5, -i],
+    );
   for (let i = 0; i < 3; i++) {
     const g = grads(a, i);
     oa.step(g);
@@ -142,7 +174,10 @@ test('save/load restores the state bit for bit, in the checkpoint format (adamw.
   }
   await oa.save(dir);
   const manifest = JSON.parse(readFileSync(join(dir, 'adamw.json'), 'utf8'));
-  const shapes = [{ name: a[0]!.name, shape: [2, 2] }, { name: a[1]!.name, shape: [2] }];
+  const shapes = [
+    { name: a[0]!.name, shape: [2, 2] },
+    { name: a[1]!.name, shape: [2] },
+  ];
   t.deepEqual(manifest, { t: 3, lr: 0.05, vars: shapes });
   t.is(readFileSync(join(dir, 'adamw.bin')).length, 2 * 6 * 4);
   // b takes a's weights and optimizer state; the next updates then match exactly

@@ -51,7 +51,10 @@ test('incremental rows (the KV cache carries copy keys and token ids) equal the 
   t.true(d < 1e-5, `max diff ${d}`);
   t.deepEqual([...cache.ids.subarray(0, cache.length)], seq);
   // A cache for a model without a copy head does not fit.
-  t.throws(() => forwardRows(model, [{ tokens: [1], cache: newCache(new GPTModel({ ...config, copyHead: false }, 1)) }]), { message: /another model shape/ });
+  t.throws(
+    () => forwardRows(model, [{ tokens: [1], cache: newCache(new GPTModel({ ...config, copyHead: false }, 1)) }]),
+    { message: /another model shape/ },
+  );
 });
 
 test('scoreTokens equals scoreSequences at the selected positions, and gradients reach the copy weights', (t) => {
@@ -112,11 +115,15 @@ test('with a copy head a small model learns to copy unseen tokens where the same
     held.forEach((s, b) => s.slice(7).forEach((x, j) => (right += lp[b]![6 + j] === x ? 1 : 0)));
     return right / (held.length * 6);
   };
-  const fit = (copyHead: boolean) => {
-    const m = new GPTModel({ vocabSize: V, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 16, dMlp: 64, copyHead }, 1);
+  const fitCopies = (copyHead: boolean) => {
+    const m = new GPTModel(
+      { vocabSize: V, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 16, dMlp: 64, copyHead },
+      1,
+    );
     const schedule = { warmupSteps: 4, totalSteps: train.length };
     const opt = new AdamW(m.trainableVariables, { ...SFT_ADAMW, lr: 1e-2, schedule, weightDecay: 0.01, clipNorm: 1 });
-    const select = (B: number) => Array.from({ length: B }, (_, b) => [7, 8, 9, 10, 11, 12].map((t0) => b * 13 + t0)).flat();
+    const select = (B: number) =>
+      Array.from({ length: B }, (_, b) => [7, 8, 9, 10, 11, 12].map((t0) => b * 13 + t0)).flat();
     for (const batch of train) {
       const { tokens } = padBatch(batch, 0);
       opt.minimize(() => scoreTokens(m, tokens, select(batch.length)).logprobs.mean().neg() as tf.Scalar);
@@ -127,8 +134,8 @@ test('with a copy head a small model learns to copy unseen tokens where the same
     m.dispose();
     return acc;
   };
-  const withCopy = fit(true);
-  const without = fit(false);
+  const withCopy = fitCopies(true);
+  const without = fitCopies(false);
   t.true(withCopy > 0.9, `copy head: ${withCopy}`);
   t.true(without < withCopy - 0.3, `without: ${without}, with: ${withCopy}`);
 });

@@ -42,7 +42,10 @@ test('a batch whose attention would overrun the wasm heap is refused by name, be
   const big = tf.zeros([64, 1024], 'int32') as tf.Tensor2D;
   const before = tf.memory().numTensors;
   t.true(64 * 4 * 1024 * 1024 * 4 > WASM_ATTENTION_LIMIT_BYTES);
-  t.throws(() => model.forward(big), { instanceOf: ModelError, message: /1024 MiB per attention tensor.*smaller microbatch/ });
+  t.throws(() => model.forward(big), {
+    instanceOf: ModelError,
+    message: /1024 MiB per attention tensor.*smaller microbatch/,
+  });
   t.is(tf.memory().numTensors, before);
   // the same tokens in batches of 8 are fine
   const small = big.slice([0, 0], [8, 1024]) as tf.Tensor2D;
@@ -54,7 +57,14 @@ test('a batch whose attention would overrun the wasm heap is refused by name, be
 
 test('scoreSequences: aligned per token, log-probs ≤ 0, entropy ≤ log V, gradients reach every weight', (t) => {
   const model = new GPTModel({ vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 16, dMlp: 32 }, 2);
-  const tokens = tf.tensor2d([[1, 2, 3, 4], [5, 6, 0, 0]], [2, 4], 'int32');
+  const tokens = tf.tensor2d(
+    [
+      [1, 2, 3, 4],
+      [5, 6, 0, 0],
+    ],
+    [2, 4],
+    'int32',
+  );
   const s = scoreSequences(model, { tokens });
   const lp = s.logprobs.arraySync();
   const ent = s.entropy.arraySync();
@@ -62,9 +72,14 @@ test('scoreSequences: aligned per token, log-probs ≤ 0, entropy ≤ log V, gra
   t.true(lp.flat().every((x) => x <= 0));
   t.true(ent.flat().every((x) => x >= 0 && x <= Math.log(32) + 1e-5));
   // Row 0's scores do not depend on what row 1 holds (right padding only affects later positions).
-  const alone = scoreSequences(model, { tokens: tf.tensor2d([[1, 2, 3, 4]], [1, 4], 'int32') }).logprobs.arraySync()[0]!;
+  const alone = scoreSequences(model, {
+    tokens: tf.tensor2d([[1, 2, 3, 4]], [1, 4], 'int32'),
+  }).logprobs.arraySync()[0]!;
   alone.forEach((x, i) => t.true(Math.abs(x - lp[0]![i]!) < 1e-5));
-  const { grads } = tf.variableGrads(() => scoreSequences(model, { tokens }).logprobs.sum().add(scoreSequences(model, { tokens }).values.sum()) as tf.Scalar);
+  const { grads } = tf.variableGrads(
+    () =>
+      scoreSequences(model, { tokens }).logprobs.sum().add(scoreSequences(model, { tokens }).values.sum()) as tf.Scalar,
+  );
   t.is(Object.keys(grads).length, model.trainableVariables.length);
   model.dispose();
 });
@@ -72,15 +87,24 @@ test('scoreSequences: aligned per token, log-probs ≤ 0, entropy ≤ log V, gra
 test('bad configs and inputs are clear errors', (t) => {
   t.throws(() => new GPTModel({ vocabSize: 10 } as never), { instanceOf: ModelError, message: /bad model config/ });
   const m = new GPTModel({ vocabSize: 10, dModel: 8, nLayers: 1, nHeads: 2, contextLength: 4, dMlp: 8 });
-  t.throws(() => m.forward(tf.zeros([1, 5], 'int32') as tf.Tensor2D), { instanceOf: ModelError, message: /longer than the context/ });
+  t.throws(() => m.forward(tf.zeros([1, 5], 'int32') as tf.Tensor2D), {
+    instanceOf: ModelError,
+    message: /longer than the context/,
+  });
   t.throws(() => padBatch([[1, 2, 3]], 0, [[1]]), { instanceOf: RangeError });
   m.dispose();
 });
 
 test('scoreTokens equals scoreSequences at the selected positions, and its gather gradient works on wasm', (t) => {
   const model = new GPTModel({ vocabSize: 40, dModel: 16, nLayers: 2, nHeads: 2, contextLength: 16, dMlp: 32 }, 9);
-  const seqs = [[1, 2, 3, 4, 5], [6, 7, 8]];
-  const masks = [[0, 0, 1, 1, 1], [0, 1, 1]];
+  const seqs = [
+    [1, 2, 3, 4, 5],
+    [6, 7, 8],
+  ];
+  const masks = [
+    [0, 0, 1, 1, 1],
+    [0, 1, 1],
+  ];
   const { tokens, length } = padBatch(seqs, 0);
   const select = maskedIndices(masks, length);
   t.deepEqual(select, [2, 3, 4, 6, 7]);
@@ -89,18 +113,30 @@ test('scoreTokens equals scoreSequences at the selected positions, and its gathe
   select.forEach((i, j) => t.true(Math.abs(full[i]! - some[j]!) < 1e-5));
   const { grads } = tf.variableGrads(() => scoreTokens(model, tokens, select).logprobs.sum() as tf.Scalar);
   const emb = grads[model.tokEmb.name]!.arraySync() as number[][];
-  t.true(emb[3]!.some((x) => x !== 0), 'a used token gets a gradient');
+  t.true(
+    emb[3]!.some((x) => x !== 0),
+    'a used token gets a gradient',
+  );
   t.throws(() => scoreTokens(model, tokens, [5]), { instanceOf: RangeError, message: /not a token index/ });
   model.dispose();
 });
 
 test('the wasm UnsortedSegmentSum kernel matches the cpu backend', async (t) => {
-  const x = [[1, 2], [3, 4], [5, 6], [7, 8]];
+  const x = [
+    [1, 2],
+    [3, 4],
+    [5, 6],
+    [7, 8],
+  ];
   const ids = [2, 0, 2, -1];
   const wasm = tf.unsortedSegmentSum(tf.tensor2d(x), tf.tensor1d(ids, 'int32'), 3).arraySync();
   await tf.setBackend('cpu');
   const cpu = tf.unsortedSegmentSum(tf.tensor2d(x), tf.tensor1d(ids, 'int32'), 3).arraySync();
   await tf.setBackend('wasm');
   t.deepEqual(wasm, cpu);
-  t.deepEqual(wasm, [[3, 4], [0, 0], [6, 8]]);
+  t.deepEqual(wasm, [
+    [3, 4],
+    [0, 0],
+    [6, 8],
+  ]);
 });

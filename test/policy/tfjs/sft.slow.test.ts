@@ -32,7 +32,9 @@ test(`SFT on the calculator (${SFT_EPISODES} expert episodes, ${SFT_STEPS} steps
     train: { steps: SFT_STEPS, batchSize: 8, lr: 1e-2 },
   });
   const seconds = (performance.now() - started) / 1000;
-  t.log(`train ${result.seconds.toFixed(1)} s, total ${seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)}, dev success ${result.eval!.successRate}`);
+  t.log(
+    `train ${result.seconds.toFixed(1)} s, total ${seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)}, dev success ${result.eval!.successRate}`,
+  );
   t.is(result.teacherSuccess, 1);
   t.true(result.eval!.successRate > 0.8, `dev success ${result.eval!.successRate}`);
   t.regex(result.hash, /^[0-9a-f]{64}$/);

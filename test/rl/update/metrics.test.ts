@@ -3,12 +3,22 @@ import { emptyMetrics, updateMetrics } from '../../../src/rl/update/metrics.ts';
 import type { MinibatchStats } from '../../../src/rl/update/minibatch.ts';
 
 const stats = (x: number, over: Partial<MinibatchStats> = {}): MinibatchStats => ({
-  pg: x, clip: x / 10, dual: 0, akl: x / 100, ent: x, gradNorm: x, stepped: true, ...over,
+  pg: x,
+  clip: x / 10,
+  dual: 0,
+  akl: x / 100,
+  ent: x,
+  gradNorm: x,
+  stepped: true,
+  ...over,
 });
 
 test('update metrics: means over the steps; entropy and loss KL over the first epoch; skipped steps apart', (t) => {
   const m = updateMetrics({
-    masks: [[0, 1, 1], [0, 1]],
+    masks: [
+      [0, 1, 1],
+      [0, 1],
+    ],
     tooLong: 1,
     usePpoValue: true,
     rewardKl: null,
@@ -34,7 +44,10 @@ test('update metrics: means over the steps; entropy and loss KL over the first e
     usePpoValue: false,
     rewardKl: [[5, 0.1]],
     advantages: [{ advantages: [0, 1] }],
-    steps: [{ epoch: 0, stats: stats(1) }, { epoch: 0, stats: stats(4) }],
+    steps: [
+      { epoch: 0, stats: stats(1) },
+      { epoch: 0, stats: stats(4) },
+    ],
   });
   t.deepEqual([shaped.kl, shaped.valueLoss, shaped.gradNormMax], [0.1, null, 4]);
   t.deepEqual(emptyMetrics(2), { ...emptyMetrics(0), tooLong: 2 });

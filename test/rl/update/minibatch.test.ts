@@ -10,7 +10,11 @@ import { batch } from './fixtures.ts';
 const updateBatch = (): UpdateBatch => ({
   seqs: batch,
   scores: { old: null, refLogprobs: null },
-  advantages: computeAdvantages('grpo', batch.map((s) => ({ rewards: s.rewards, mask: s.mask, group: s.group })), {}),
+  advantages: computeAdvantages(
+    'grpo',
+    batch.map((s) => ({ rewards: s.rewards, mask: s.mask, group: s.group })),
+    {},
+  ),
 });
 
 test('a minibatch step moves the weights and reports its loss and grad norm', (t) => {

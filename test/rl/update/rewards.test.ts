@@ -8,7 +8,10 @@ test('token rewards: the episodes’ own, or with the KL penalty in them when th
   const old = batch.map((s) => s.tokens.map((_, i) => -0.5 - 0.1 * i));
   const ref = batch.map((s) => s.tokens.map(() => -0.7));
   const plain = shapeRewards(batch, old, ref, resolveConfig({ algo: 'reinforce++', klMode: 'loss', klCoef: 0.1 }));
-  t.deepEqual(plain.rewards, batch.map((s) => s.rewards));
+  t.deepEqual(
+    plain.rewards,
+    batch.map((s) => s.rewards),
+  );
   t.not(plain.rewards[0], batch[0]!.rewards, 'a copy');
   t.is(plain.kl, null);
   const config = resolveConfig({ algo: 'reinforce++', klMode: 'reward', klCoef: 0.1 });

@@ -8,7 +8,10 @@ test('rows pad to a multiple of 16 within the context, with zeros', (t) => {
   t.is(padLength([[1, 2, 3]], 64), 16);
   t.is(padLength([new Array(17).fill(1)], 64), 32);
   t.is(padLength([new Array(40).fill(1)], 32), 32);
-  t.deepEqual(padRows([[1, 2], [3]], 3), [[1, 2, 0], [3, 0, 0]]);
+  t.deepEqual(padRows([[1, 2], [3]], 3), [
+    [1, 2, 0],
+    [3, 0, 0],
+  ]);
 });
 
 test('scoreBatch: one on-policy step skips the old log-probs; PPO, more epochs or a KL term score them', async (t) => {
@@ -21,8 +24,14 @@ test('scoreBatch: one on-policy step skips the old log-probs; PPO, more epochs o
   t.is(scores({}).refLogprobs, null);
   t.truthy(scoreBatch(model, null, config({}), batch, { recomputeOld: true }).old);
   const ppo = scores({ algo: 'ppo' });
-  t.deepEqual(ppo.old!.logprobs.map((r) => r.length), batch.map((s) => s.tokens.length));
-  t.deepEqual(ppo.old!.values!.map((r) => r.length), batch.map((s) => s.tokens.length));
+  t.deepEqual(
+    ppo.old!.logprobs.map((r) => r.length),
+    batch.map((s) => s.tokens.length),
+  );
+  t.deepEqual(
+    ppo.old!.values!.map((r) => r.length),
+    batch.map((s) => s.tokens.length),
+  );
   t.is(scores({ algo: 'grpo', epochs: 2 }).old!.values, null);
   const kl = scores({ algo: 'grpo', klMode: 'reward', klCoef: 0.1 }, ref);
   t.truthy(kl.old);

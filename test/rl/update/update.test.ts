@@ -40,8 +40,20 @@ test('sequences longer than the context are cut to it (rewards kept); without an
 for (const algo of ['grpo', 'ppo'] as const) {
   test(`${algo}: micro-batches accumulate to the same update as one pass over the minibatch`, (t) => {
     const run = (microbatch: number) => {
-      const config = resolveConfig({ algo, seed: 1, minibatch: 4, microbatch, epochs: 2, lr: 0.05, klMode: 'none', klCoef: 0 });
-      const m = new BigramPolicy(tf.variable(tf.randomNormal([12, 12], 0, 0.5, 'float32', 9)), tf.variable(tf.randomNormal([12, 1], 0, 0.5, 'float32', 4)));
+      const config = resolveConfig({
+        algo,
+        seed: 1,
+        minibatch: 4,
+        microbatch,
+        epochs: 2,
+        lr: 0.05,
+        klMode: 'none',
+        klCoef: 0,
+      });
+      const m = new BigramPolicy(
+        tf.variable(tf.randomNormal([12, 12], 0, 0.5, 'float32', 9)),
+        tf.variable(tf.randomNormal([12, 1], 0, 0.5, 'float32', 4)),
+      );
       const metrics = updateOnBatch(m, null, new AdamW(m.variables, { lr: 0.05 }), config, batch, 5);
       return { w: [...Array.from(m.logits.dataSync()), ...Array.from(m.value.dataSync())], metrics };
     };
@@ -57,7 +69,16 @@ for (const algo of ['grpo', 'ppo'] as const) {
 }
 
 test('every forward pass, with or without gradients, holds at most a micro-batch of rows (memory)', (t) => {
-  const config = resolveConfig({ algo: 'ppo', seed: 1, minibatch: 4, microbatch: 2, epochs: 2, lr: 0.05, klMode: 'none', klCoef: 0 });
+  const config = resolveConfig({
+    algo: 'ppo',
+    seed: 1,
+    minibatch: 4,
+    microbatch: 2,
+    epochs: 2,
+    lr: 0.05,
+    klMode: 'none',
+    klCoef: 0,
+  });
   const m = new BigramPolicy();
   const rows: number[] = [];
   const score = m.score.bind(m);
@@ -67,11 +88,23 @@ test('every forward pass, with or without gradients, holds at most a micro-batch
   };
   updateOnBatch(m, null, new AdamW(m.variables, { lr: 0.05 }), config, batch, 1);
   t.true(rows.length > 0);
-  t.true(rows.every((n) => n <= 2), `rows per pass: ${rows.join(',')}`);
+  t.true(
+    rows.every((n) => n <= 2),
+    `rows per pass: ${rows.join(',')}`,
+  );
 });
 
 test('every pass of an update (old log-probs, the KL reference, the minibatches) scores at the rollout temperature', (t) => {
-  const config = resolveConfig({ algo: 'ppo', seed: 1, minibatch: 2, epochs: 2, lr: 0.05, temperature: 0.7, klMode: 'loss', klCoef: 0.1 });
+  const config = resolveConfig({
+    algo: 'ppo',
+    seed: 1,
+    minibatch: 2,
+    epochs: 2,
+    lr: 0.05,
+    temperature: 0.7,
+    klMode: 'loss',
+    klCoef: 0.1,
+  });
   const m = new BigramPolicy();
   const ref = new BigramPolicy();
   const seen: (number | undefined)[] = [];
