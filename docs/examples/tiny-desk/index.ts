@@ -2,21 +2,8 @@ import Database from 'better-sqlite3';
 import { createActor, setup } from 'xstate';
 import { z } from 'zod';
 import {
-  createRng,
-  deriveSeed,
-  formatInvalidAction,
-  formatResults,
-  toolsSystemPrompt,
-  commitEffect,
-  syncEffects,
-  defineScenario,
-  tool,
-  type Json,
-  type Task,
-  type ToolEnv,
-  type Policy,
-  type EffectLog,
-  type ToolContext,
+  createRng, deriveSeed, formatInvalidAction, formatResults, toolsSystemPrompt, commitEffect, syncEffects,
+  defineScenario, tool, type Json, type Task, type ToolEnv, type Policy, type EffectLog, type ToolContext,
 } from 'agent-r1-ts';
 
 // 1. The world machine: an order's lifecycle. The rule "only pending orders can be cancelled" lives here.
@@ -26,20 +13,12 @@ export const orderMachine = setup({ types: { events: {} as { type: 'SHIP' } | { 
   states: { pending: { on: { SHIP: 'shipped', CANCEL: 'cancelled' } }, shipped: {}, cancelled: { type: 'final' } },
 });
 // 2. Per-episode state: a private in-memory database, and the effects log that makes replay exact.
-const ORDERS = [
-  ['A1', 'pending'],
-  ['A2', 'shipped'],
-  ['A3', 'pending'],
-  ['A4', 'shipped'],
-] as const;
-interface State extends EffectLog {
-  db: Database.Database;
-}
+const ORDERS = [['A1', 'pending'], ['A2', 'shipped'], ['A3', 'pending'], ['A4', 'shipped']] as const;
+interface State extends EffectLog { db: Database.Database }
 type Ctx = ToolContext<State>;
 const statusOf = (db: Database.Database, id: string) =>
   (db.prepare('SELECT status FROM orders WHERE id = ?').get(id) as { status: string } | undefined)?.status;
-const cancel = (state: State, e: { id: string }) =>
-  void state.db.prepare("UPDATE orders SET status = 'cancelled' WHERE id = ?").run(e.id);
+const cancel = (state: State, e: { id: string }) => void state.db.prepare("UPDATE orders SET status = 'cancelled' WHERE id = ?").run(e.id);
 // 3. Tools: zod parameters; a forbidden write is refused (nothing written), and the refusal is the result.
 const getOrder = tool({
   name: 'get_order',
@@ -55,8 +34,7 @@ const cancelOrder = tool({
     const status = statusOf(ctx.state.db, id);
     if (!status) return { error: `no order ${id}` };
     const order = orderMachine.resolveState({ value: status, context: {} });
-    if (!order.can({ type: 'CANCEL' }))
-      return { refused: true, message: `order ${id} is ${status}: only pending orders can be cancelled` };
+    if (!order.can({ type: 'CANCEL' })) return { refused: true, message: `order ${id} is ${status}: only pending orders can be cancelled` };
     return { id, status: 'cancelled', effects: [commitEffect(ctx.state, { id }, (e) => cancel(ctx.state, e))] };
   },
 });
@@ -70,10 +48,7 @@ const env: ToolEnv<Task, State> = {
   },
   dispose: (state) => void state.db.close(),
   prompt: (task, tools) => [
-    {
-      role: 'system',
-      content: toolsSystemPrompt('You are a support agent. Only pending orders can be cancelled.', tools),
-    },
+    { role: 'system', content: toolsSystemPrompt('You are a support agent. Only pending orders can be cancelled.', tools) },
     { role: 'user', content: task.question },
   ],
   step: ({ state, action, results }) => {
@@ -96,17 +71,10 @@ const tasks = ({ split, seed, count }: { split: string; seed: number; count: num
     const expected = createActor(orderMachine).start();
     if (status === 'shipped') expected.send({ type: 'SHIP' });
     expected.send({ type: 'CANCEL' }); // what a correct agent leaves behind
-    return {
-      id: `${split}-${seed}-${i}`,
-      split,
-      question: `Please cancel order ${order}.`,
-      meta: { order, expected: String(expected.getSnapshot().value) },
-    };
+    return { id: `${split}-${seed}-${i}`, split, question: `Please cancel order ${order}.`, meta: { order, expected: String(expected.getSnapshot().value) } };
   });
 };
-const call = (name: string, id: string) => ({
-  text: `<tool_call>${JSON.stringify({ name, arguments: { id } })}</tool_call>`,
-});
+const call = (name: string, id: string) => ({ text: `<tool_call>${JSON.stringify({ name, arguments: { id } })}</tool_call>` });
 const expert: Policy = {
   id: 'expert',
   version: '1',
@@ -115,22 +83,12 @@ const expert: Policy = {
     const id = String(task.meta!['order']);
     if (seen.length === 0) return call('get_order', id);
     if (seen.length === 1 && seen[0].status === 'pending') return call('cancel_order', id);
-    return {
-      text: `<answer>${seen.at(-1).status === 'cancelled' ? 'Cancelled.' : 'Sorry, it has shipped already.'}</answer>`,
-    };
+    return { text: `<answer>${seen.at(-1).status === 'cancelled' ? 'Cancelled.' : 'Sorry, it has shipped already.'}</answer>` };
   },
 };
 
 export default defineScenario({
-  id: 'tiny-desk',
-  version: '1',
-  description: 'Cancel orders on a SQLite table, if the order lifecycle allows it.',
-  splits: ['train', 'test'],
-  options: {},
-  tasks,
-  tools: [getOrder, cancelOrder],
-  env,
-  policies: { expert: () => expert },
-  worldMachine: orderMachine,
-  episode: { maxTurns: 4 },
+  id: 'tiny-desk', version: '1', description: 'Cancel orders on a SQLite table, if the order lifecycle allows it.',
+  splits: ['train', 'test'], options: {}, tasks, tools: [getOrder, cancelOrder], env,
+  policies: { expert: () => expert }, worldMachine: orderMachine, episode: { maxTurns: 4 },
 });
