@@ -27,7 +27,7 @@ for (const [what, args, pattern, code] of errors) {
 test('agent-r1 train plays half of each rollout on a replica by default: the same episodes and weights as --no-replica', async (t) => {
   t.timeout(5 * 60_000);
   const dir = await mkdtemp(join(tmpdir(), 'train-cli-'));
-  const args = ['train', '--scenario', 'calculator', '--algo', 'grpo', '--steps', '2', '--tasks-per-step', '2', '--group', '4', '--demo-policy', 'expert', '--demo-episodes', '32', '--sft-steps', '10', '--d-model', '32', '--layers', '1', '--context', '512', '--vocab', '300', '--eval-every', '1', '--eval-episodes', '6'];
+  const args = ['train', '--scenario', 'calculator', '--algo', 'grpo', '--steps', '2', '--tasks-per-step', '2', '--group', '4', '--demo-policy', 'expert', '--demo-episodes', '8', '--sft-steps', '2', '--d-model', '32', '--layers', '1', '--context', '512', '--vocab', '300', '--eval-every', '1', '--eval-episodes', '4'];
   const runs = ['replica', 'main-only'].map((name, i) => {
     const out = join(dir, name);
     const r = cli([...args, '--out', out, ...(i === 1 ? ['--no-replica'] : [])], { timeout: 5 * 60_000 });
