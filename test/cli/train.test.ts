@@ -67,9 +67,9 @@ test('agent-r1 train plays half of each rollout on a replica by default: the sam
     '--demo-policy',
     'expert',
     '--demo-episodes',
-    '32',
+    '8',
     '--sft-steps',
-    '10',
+    '2',
     '--d-model',
     '32',
     '--layers',
@@ -81,7 +81,7 @@ test('agent-r1 train plays half of each rollout on a replica by default: the sam
     '--eval-every',
     '1',
     '--eval-episodes',
-    '6',
+    '4',
   ];
   const runs = ['replica', 'main-only'].map((name, i) => {
     const out = join(dir, name);
