@@ -14,7 +14,18 @@ test('eval --json prints the summary as the last stdout line', (t) => {
 
 // In-thread (--workers 0): the test above already runs eval on its default worker pool.
 test('the random calculator policy mostly fails', (t) => {
-  const r = cli(['eval', '--scenario', 'calculator', '--policy', 'random', '--episodes', '50', '--workers', '0', '--json']);
+  const r = cli([
+    'eval',
+    '--scenario',
+    'calculator',
+    '--policy',
+    'random',
+    '--episodes',
+    '50',
+    '--workers',
+    '0',
+    '--json',
+  ]);
   t.is(r.code, 0, r.stderr);
   t.true(r.lastJson().successRate < 0.2);
 });
