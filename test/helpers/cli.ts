@@ -3,12 +3,16 @@ import { fileURLToPath } from 'node:url';
 
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 
-/**
- * Node arguments that run the real CLI (bin/agent-r1.js) on the TypeScript sources, as the tests do:
- * no build needed, and what is tested is what was just edited (test/build checks the compiled one).
- */
+/** Node arguments that run TypeScript sources (no build needed: what is tested is what was just edited). */
 export const SOURCE_ARGS = ['--import=tsx', '--conditions=source'];
-export const cliArgs = (args: string[]): string[] => [...SOURCE_ARGS, `${repoRoot}/bin/agent-r1.js`, ...args];
+
+/**
+ * How the tests run the real CLI (bin/agent-r1.js): on the sources, unless AGENT_R1_TEST_CLI=dist —
+ * `npm test` builds dist/ and sets it, so each spawned CLI starts compiled, in half the CPU time
+ * (test/build checks that the compiled package gives the sources' records).
+ */
+const CLI_ARGS = process.env.AGENT_R1_TEST_CLI === 'dist' ? [] : SOURCE_ARGS;
+export const cliArgs = (args: string[]): string[] => [...CLI_ARGS, `${repoRoot}/bin/agent-r1.js`, ...args];
 
 /** Runs the real CLI (bin/agent-r1.js, on the sources) in a child process. */
 export function cli(args: string[], options: { cwd?: string; timeout?: number } = {}) {
