@@ -23,14 +23,14 @@ const bad: [string[], RegExp][] = [
   [['--select', 'best-dev', '--rl', '{"evalEvery":0}'], /--select best-dev needs dev evals/],
 ];
 for (const [args, message] of bad) {
-  test(`paper-table ${args.join(' ')} is refused with a clear error`, (t) => {
+  test.serial(`paper-table ${args.join(' ')} is refused with a clear error`, (t) => {
     const r = bench(args);
     t.not(r.code, 0);
     t.regex(r.stderr, message);
   });
 }
 
-test('paper-table --merge refuses runs made with different budgets', (t) => {
+test.serial('paper-table --merge refuses runs made with different budgets', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
   const run = (name: string, steps: number) => {
     mkdirSync(join(dir, name));
@@ -43,7 +43,7 @@ test('paper-table --merge refuses runs made with different budgets', (t) => {
   t.regex(r.stderr, /b was run with a different budget than .*a; not merging/);
 });
 
-test('paper-table --merge: a run from before --select evaluated the final policy, so it merges with --select final only', (t) => {
+test.serial('paper-table --merge: a run from before --select evaluated the final policy, so it merges with --select final only', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
   const run = (name: string, select?: string) => {
     mkdirSync(join(dir, name));
@@ -59,7 +59,7 @@ test('paper-table --merge: a run from before --select evaluated the final policy
   t.regex(r.stderr, /best was run with a different budget than .*old; not merging/);
 });
 
-test('paper-table --merge refuses runs made with different scenario options (runs without them trained on 2 hops)', (t) => {
+test.serial('paper-table --merge refuses runs made with different scenario options (runs without them trained on 2 hops)', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
   const run = (name: string, scenarioOptions?: object) => {
     mkdirSync(join(dir, name));

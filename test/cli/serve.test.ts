@@ -5,7 +5,7 @@ import OpenAI from 'openai';
 import { cli, repoRoot } from '../helpers/cli.ts';
 import { calculatorCheckpoint } from '../openai/fixtures.ts';
 
-test('agent-r1 serve: the openai client talks to it; the request log goes to stderr; SIGTERM stops it cleanly', async (t) => {
+test.serial('agent-r1 serve: the openai client talks to it; the request log goes to stderr; SIGTERM stops it cleanly', async (t) => {
   const { dir } = await calculatorCheckpoint();
   const child = spawn(process.execPath, [`${repoRoot}/bin/agent-r1.js`, 'serve', '--policy', `ckpt:${dir}`, '--port', '0', '--model-name', 'tiny', '--json'], {
     cwd: repoRoot,
@@ -41,7 +41,7 @@ test('agent-r1 serve: the openai client talks to it; the request log goes to std
   }
 });
 
-test('agent-r1 serve refuses a policy that is not a checkpoint, and bad ports', (t) => {
+test.serial('agent-r1 serve refuses a policy that is not a checkpoint, and bad ports', (t) => {
   const r = cli(['serve', '--policy', 'expert']);
   t.is(r.code, 2);
   t.regex(r.stderr, /unknown policy to serve "expert"; valid: ckpt:DIR/);

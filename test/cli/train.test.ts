@@ -16,7 +16,7 @@ const errors: Array<[string, string[], RegExp, number]> = [
 ];
 
 for (const [what, args, pattern, code] of errors) {
-  test(`train with ${what} fails with a clear message`, async (t) => {
+  test.serial(`train with ${what} fails with a clear message`, async (t) => {
     const out = join(await mkdtemp(join(tmpdir(), 'train-cli-')), 'run');
     const r = cli(args.map((a) => (a === 'OUT' ? out : a)));
     t.is(r.code, code, r.stderr);
@@ -24,7 +24,7 @@ for (const [what, args, pattern, code] of errors) {
   });
 }
 
-test('agent-r1 train plays half of each rollout on a replica by default: the same episodes and weights as --no-replica', async (t) => {
+test.serial('agent-r1 train plays half of each rollout on a replica by default: the same episodes and weights as --no-replica', async (t) => {
   t.timeout(5 * 60_000);
   const dir = await mkdtemp(join(tmpdir(), 'train-cli-'));
   const args = ['train', '--scenario', 'calculator', '--algo', 'grpo', '--steps', '2', '--tasks-per-step', '2', '--group', '4', '--demo-policy', 'expert', '--demo-episodes', '8', '--sft-steps', '2', '--d-model', '32', '--layers', '1', '--context', '512', '--vocab', '300', '--eval-every', '1', '--eval-episodes', '4'];

@@ -3,7 +3,11 @@ import { fileURLToPath } from 'node:url';
 
 export const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 
-/** Runs the real CLI (bin/agent-r1.js) in a child process. */
+/**
+ * Runs the real CLI (bin/agent-r1.js) in a child process. spawnSync blocks the test process, so a
+ * test that calls this (or paperTable) is declared with test.serial: ava then times it alone, where
+ * concurrent tests would wait on each other's children and each report the sum.
+ */
 export function cli(args: string[], options: { cwd?: string; timeout?: number } = {}) {
   const result = spawnSync(process.execPath, [`${repoRoot}/bin/agent-r1.js`, ...args], {
     cwd: options.cwd ?? repoRoot,

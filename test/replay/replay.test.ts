@@ -63,7 +63,7 @@ test('a line edited without updating its checksum is reported as corrupt', async
   t.throws(() => parseRecordLine(edited, 1), { message: /checksum mismatch/ });
 });
 
-test('replay CLI: all verified exits 0; a truncated last line is reported with its line number and the rest still verify', async (t) => {
+test.serial('replay CLI: all verified exits 0; a truncated last line is reported with its line number and the rest still verify', async (t) => {
   const { records } = await randomRun(10);
   const file = writeRun(records);
   const ok = cli(['replay', file, '--json']);
@@ -80,7 +80,7 @@ test('replay CLI: all verified exits 0; a truncated last line is reported with i
   t.regex(summary.problems[0].error, /^line 10: not valid JSON/);
 });
 
-test('replay CLI names the episode, turn and field of a divergence and exits 1', async (t) => {
+test.serial('replay CLI names the episode, turn and field of a divergence and exits 1', async (t) => {
   const { records } = await randomRun(5);
   const victim = records.findIndex((r) => r.turns.length > 1);
   const { checksum: _c, ...rest } = structuredClone(records[victim]!);
