@@ -104,7 +104,7 @@ test('checkTools accepts good tools and rejects non-tools', (t) => {
   );
 });
 
-test('agent-r1 scenario check exits 2 and prints each problem; 0 on a good scenario', (t) => {
+test.serial('agent-r1 scenario check exits 2 and prints each problem; 0 on a good scenario', (t) => {
   const bad = cli(['scenario', 'check', BROKEN, '--timeout', '300']);
   t.is(bad.code, 2, bad.stderr);
   t.regex(bad.stdout, /14 problems/);

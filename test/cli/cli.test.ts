@@ -1,7 +1,7 @@
 import test from 'ava';
 import { cli } from '../helpers/cli.ts';
 
-test('eval --json prints the summary as the last stdout line', (t) => {
+test.serial('eval --json prints the summary as the last stdout line', (t) => {
   const r = cli(['eval', '--scenario', 'calculator', '--policy', 'expert', '--episodes', '50', '--json']);
   t.is(r.code, 0, r.stderr);
   const s = r.lastJson();
@@ -13,7 +13,7 @@ test('eval --json prints the summary as the last stdout line', (t) => {
 });
 
 // In-thread (--workers 0): the test above already runs eval on its default worker pool.
-test('the random calculator policy mostly fails', (t) => {
+test.serial('the random calculator policy mostly fails', (t) => {
   const r = cli([
     'eval',
     '--scenario',
@@ -81,14 +81,14 @@ const usageErrors: Array<[string, string[], RegExp]> = [
 ];
 
 for (const [what, args, pattern] of usageErrors) {
-  test(`${what}: a message listing the valid choices, exit 2`, (t) => {
+  test.serial(`${what}: a message listing the valid choices, exit 2`, (t) => {
     const r = cli(args);
     t.is(r.code, 2);
     t.regex(r.stderr, pattern);
   });
 }
 
-test('scenarios lists calculator with its tools and splits', (t) => {
+test.serial('scenarios lists calculator with its tools and splits', (t) => {
   const r = cli(['scenarios', '--json']);
   t.is(r.code, 0, r.stderr);
   const calc = r.lastJson().find((s: { name: string }) => s.name === 'calculator');
@@ -96,7 +96,7 @@ test('scenarios lists calculator with its tools and splits', (t) => {
   t.deepEqual(calc.splits, ['train', 'dev', 'test']);
 });
 
-test('budget flags override the scenario: --max-turns 1 ends every episode after one turn', (t) => {
+test.serial('budget flags override the scenario: --max-turns 1 ends every episode after one turn', (t) => {
   const r = cli([
     'eval',
     '--scenario',

@@ -59,7 +59,7 @@ test('--temperature overrides the checkpoint sampling; the records name the over
   t.is((await evalRun(hotDir, 0, 2)).bytes, hotAsGreedy.bytes);
 });
 
-test('--temperature with a scripted policy is a usage error (exit 2)', (t) => {
+test.serial('--temperature with a scripted policy is a usage error (exit 2)', (t) => {
   const r = cli(['eval', '--scenario', 'calculator', '--policy', 'expert', '--temperature', '0', '--episodes', '2']);
   t.is(r.code, 2);
   t.regex(r.stderr, /a temperature applies to checkpoint policies \(ckpt:DIR\), not to "expert"/);

@@ -5,7 +5,7 @@ import test from 'ava';
 import { parquetReadObjects } from 'hyparquet';
 import { cli } from '../helpers/cli.ts';
 
-test('agent-r1 rollout then export --format parquet / messages', async (t) => {
+test.serial('agent-r1 rollout then export --format parquet / messages', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'agent-r1-export-cli-'));
   const run = join(dir, 'run');
   const r = cli([
@@ -44,7 +44,7 @@ test('agent-r1 rollout then export --format parquet / messages', async (t) => {
   t.is(readFileSync(join(dir, 'm.jsonl'), 'utf8').trim().split('\n').length, 4);
 });
 
-test('agent-r1 export usage errors', (t) => {
+test.serial('agent-r1 export usage errors', (t) => {
   const bad = cli(['export', '/tmp', '--format', 'csv', '--out', '/tmp/x']);
   t.is(bad.code, 2);
   t.regex(bad.stderr, /argument 'csv' is invalid. Allowed choices are messages, parquet/);

@@ -25,7 +25,7 @@ test.before(() => {
 
 test.after.always(() => rmSync(runDir, { recursive: true, force: true }));
 
-test('agent-r1 report writes one HTML file; a missing directory is a clear error', (t) => {
+test.serial('agent-r1 report writes one HTML file; a missing directory is a clear error', (t) => {
   const out = join(runDir, 'share', 'report.html');
   const ok = cli(['report', runDir, '--out', out, '--no-replay']);
   t.is(ok.code, 0, ok.stderr);
@@ -36,10 +36,12 @@ test('agent-r1 report writes one HTML file; a missing directory is a clear error
   t.regex(bad.stderr, /error: run directory .* does not exist/);
 });
 
-test('agent-r1 view warns on stderr when --host exposes it; a missing directory is an error', async (t) => {
-  const child = spawn(process.execPath, cliArgs(['view', runDir, '--port', '0', '--host', '0.0.0.0']), {
-    cwd: repoRoot,
-  });
+test.serial('agent-r1 view warns on stderr when --host exposes it; a missing directory is an error', async (t) => {
+  const child = spawn(
+    process.execPath,
+    [`${repoRoot}/bin/agent-r1.js`, 'view', runDir, '--port', '0', '--host', '0.0.0.0'],
+    { cwd: repoRoot },
+  );
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (c) => (stderr += c));

@@ -14,7 +14,11 @@ export const SOURCE_ARGS = ['--import=tsx', '--conditions=source'];
 const CLI_ARGS = process.env.AGENT_R1_TEST_CLI === 'dist' ? [] : SOURCE_ARGS;
 export const cliArgs = (args: string[]): string[] => [...CLI_ARGS, `${repoRoot}/bin/agent-r1.js`, ...args];
 
-/** Runs the real CLI (bin/agent-r1.js, on the sources) in a child process. */
+/**
+ * Runs the real CLI (bin/agent-r1.js) in a child process. spawnSync blocks the test process, so a
+ * test that calls this (or paperTable) is declared with test.serial: ava then times it alone, where
+ * concurrent tests would wait on each other's children and each report the sum.
+ */
 export function cli(args: string[], options: { cwd?: string; timeout?: number } = {}) {
   const result = spawnSync(process.execPath, cliArgs(args), {
     cwd: options.cwd ?? repoRoot,
