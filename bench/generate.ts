@@ -3,7 +3,7 @@
  * and 64, with and without the KV cache, for 256-token sequences; the backend's own 2-D matmul
  * GFLOP/s measured in the same run, and decoding's achieved GFLOP/s as a fraction of it.
  *
- *   npx tsx bench/generate.ts [--json] [--backend wasm] [--batches 1,16,64] [--d-model 64] [--layers 2] [--vocab 1024]
+ *   npx tsx --conditions=source bench/generate.ts [--json] [--backend wasm] [--batches 1,16,64] [--d-model 64] [--layers 2] [--vocab 1024]
  *
  * Sequences: a prompt of 256 − D tokens, then D decoded tokens (D = 32 with the cache, 8 without:
  * uncached decoding recomputes the whole sequence every step, so fewer steps measure it as well).
@@ -11,7 +11,9 @@
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../src/policy/tfjs/backend.ts';
-import { DEFAULT_MODEL_CONFIG, GPTModel } from '../src/policy/tfjs/model.ts';
+import { forwardRows, newCache } from '../src/policy/tfjs/decode.ts';
+import { DEFAULT_MODEL_CONFIG } from '../src/policy/tfjs/model-config.ts';
+import { GPTModel } from '../src/policy/tfjs/model.ts';
 import { generate } from '../src/policy/tfjs/generate.ts';
 
 const { values: args } = parseArgs({
@@ -28,7 +30,13 @@ const { values: args } = parseArgs({
 
 const backend = await initBackend(args.backend);
 const d = Number(args['d-model']);
-const config = { ...DEFAULT_MODEL_CONFIG, vocabSize: Number(args.vocab), dModel: d, dMlp: 4 * d, nLayers: Number(args.layers) };
+const config = {
+  ...DEFAULT_MODEL_CONFIG,
+  vocabSize: Number(args.vocab),
+  dModel: d,
+  dMlp: 4 * d,
+  nLayers: Number(args.layers),
+};
 const model = new GPTModel(config, 1);
 const L = Number(args.length);
 const batches = args.batches!.split(',').map(Number);
@@ -73,9 +81,12 @@ const peak = matmulGflops();
 const rows: Row[] = [];
 for (const B of batches) {
   // Prefill: B rows of L tokens in one pass (the first step of cached generation).
-  model.forwardRows([{ tokens: prompt(0, 8), cache: model.newCache() }]).dispose();
+  forwardRows(model, [{ tokens: prompt(0, 8), cache: newCache(model) }]).dispose();
   const t0 = performance.now();
-  const pre = model.forwardRows(Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L), cache: model.newCache(L) })));
+  const pre = forwardRows(
+    model,
+    Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L), cache: newCache(model, L) })),
+  );
   pre.dataSync();
   const prefillMs = performance.now() - t0;
   pre.dispose();
@@ -84,7 +95,11 @@ for (const B of batches) {
   const decodeWith = (useCache: boolean, steps: number) => {
     const reqs = Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L - steps), seed: b, maxTokens: steps }));
     const t1 = performance.now();
-    generate(model, reqs.map((r) => ({ ...r, maxTokens: 1 })), { useCache });
+    generate(
+      model,
+      reqs.map((r) => ({ ...r, maxTokens: 1 })),
+      { useCache },
+    );
     const prefill = performance.now() - t1;
     const t2 = performance.now();
     const out = generate(model, reqs, { useCache });

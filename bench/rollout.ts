@@ -1,7 +1,7 @@
 /**
  * Rollout benchmark (not a test): parallel scaling on a CPU-bound tool, the engine's overhead per
- * env step, and policy-server batching with a checkpoint policy. Prints a table; --json prints the
- * figures as one JSON object. Run: npx tsx bench/rollout.ts [--json] [--episodes N]
+ * env step, and batch-queue batching with a checkpoint policy. Prints a table; --json prints the
+ * figures as one JSON object. Run: npx tsx --conditions=source bench/rollout.ts [--json] [--episodes N]
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
@@ -12,12 +12,20 @@ import { createMultihopQaScenario } from '../scenarios/multihop-qa/index.ts';
 import { createRng } from '../src/core/rng.ts';
 import type { Scenario } from '../src/scenario/scenario.ts';
 import { parseAction } from '../src/parse/parse-action.ts';
-import { DEFAULT_MODEL_CONFIG, GPTModel, initBackend, loadCheckpointPolicy, saveCheckpoint, trainTokenizer } from '../src/policy/tfjs/index.ts';
-import { createRolloutPool, parallelRollout } from '../src/rollout/parallel-rollout.ts';
-import { rollout, planEpisodes } from '../src/rollout/rollout.ts';
-import { episodeConfig } from '../src/rollout/run-episode.ts';
-import { worldSeed } from '../src/rollout/drive-episode.ts';
-import { openAITools } from '../src/rollout/drive-episode.ts';
+import {
+  DEFAULT_MODEL_CONFIG,
+  GPTModel,
+  initBackend,
+  loadCheckpointPolicy,
+  saveCheckpoint,
+  trainTokenizer,
+} from '../src/policy/tfjs/index.ts';
+import { planEpisodes } from '../src/rollout/plan.ts';
+import { rollout } from '../src/rollout/rollout.ts';
+import { workerThreads } from '../src/rollout/worker-threads.ts';
+import { episodeConfig } from '../src/episode/run-episode.ts';
+import { worldSeed } from '../src/episode/drive-episode.ts';
+import { openAITools } from '../src/episode/drive-episode.ts';
 import { ToolRunner } from '../src/tools/runner.ts';
 import type { Message, TurnRecord } from '../src/core/types.ts';
 
@@ -32,19 +40,26 @@ async function scaling(scenario: Scenario, workers: number) {
   const policy = await scenario.policies.expert!({ scenario, seed: 0 });
   const stamps: number[] = [];
   const started = performance.now();
-  const r = await parallelRollout({
+  const executor = workerThreads({ workers, scenarioSource: 'multihop-qa' });
+  const r = await rollout({
     scenario,
     policy,
     split: 'train',
     episodes: flags.episodes,
     seed: 1,
-    workers,
-    scenarioSource: 'multihop-qa',
+    executor,
     onProgress: () => stamps.push(performance.now()),
   });
+  await executor.close();
   const steady = ((stamps.length - 1) / (stamps.at(-1)! - stamps[0]!)) * 1000;
   const steps = r.records.reduce((n, x) => n + x.turns.length, 0);
-  return { workers, episodesPerSecond: steady, wallSeconds: (performance.now() - started) / 1000, steps, toolShare: r.summary.throughput.share.tools };
+  return {
+    workers,
+    episodesPerSecond: steady,
+    wallSeconds: (performance.now() - started) / 1000,
+    steps,
+    toolShare: r.throughput.share.tools,
+  };
 }
 
 /** The same episodes without the engine: policy, parser, tool runner and ToolEnv called in a plain loop. */
@@ -52,7 +67,10 @@ async function plainLoop(scenario: Scenario, episodes: number) {
   const policy = await scenario.policies.expert!({ scenario, seed: 0 });
   const { plan } = await planEpisodes({ scenario, policy, split: 'train', episodes, seed: 1 });
   const config = episodeConfig(scenario);
-  const runner = new ToolRunner(scenario.tools, { timeoutMs: config.toolTimeoutMs, maxOutputChars: config.maxToolOutputChars });
+  const runner = new ToolRunner(scenario.tools, {
+    timeoutMs: config.toolTimeoutMs,
+    maxOutputChars: config.maxToolOutputChars,
+  });
   const tools = openAITools(scenario);
   let steps = 0;
   const start = performance.now();
@@ -63,14 +81,35 @@ async function plainLoop(scenario: Scenario, episodes: number) {
     const history: TurnRecord[] = [];
     let answer: string | null = null;
     for (let turn = 0; turn < config.maxTurns; turn++) {
-      const out = await policy.act({ episodeId: 'x', task: item.task, tools, messages, turn, seed: 0, maxTokens: config.maxTokensPerTurn });
+      const out = await policy.act({
+        episodeId: 'x',
+        task: item.task,
+        tools,
+        messages,
+        turn,
+        seed: 0,
+        maxTokens: config.maxTokensPerTurn,
+      });
       const action = parseAction(out.text);
-      const results = action.kind === 'tool_calls' ? await Promise.all(action.calls.map((c) => runner.run(c, { task: item.task, rng, state }))) : [];
+      const results =
+        action.kind === 'tool_calls'
+          ? await Promise.all(action.calls.map((c) => runner.run(c, { task: item.task, rng, state })))
+          : [];
       const step = await scenario.env.step({ task: item.task, state, rng, turn, action, results, history });
       steps++;
       messages.push({ role: 'assistant', content: out.text });
       if (step.observation !== null) messages.push({ role: 'tool', content: step.observation });
-      history.push({ index: turn, text: out.text, tokenCount: 0, action, results, observation: step.observation, reward: step.reward, done: step.done, states: [] });
+      history.push({
+        index: turn,
+        text: out.text,
+        tokenCount: 0,
+        action,
+        results,
+        observation: step.observation,
+        reward: step.reward,
+        done: step.done,
+        states: [],
+      });
       if (action.kind === 'answer') {
         answer = action.text;
         break;
@@ -91,19 +130,19 @@ async function engineInProcess(scenario: Scenario, episodes: number) {
 
 async function engineOneWorker(scenario: Scenario, episodes: number) {
   const policy = await scenario.policies.expert!({ scenario, seed: 0 });
-  const pool = createRolloutPool(1);
-  const run = () => parallelRollout({ scenario, policy, split: 'train', episodes, seed: 1, pool, perWorkerConcurrency: 1, scenarioSource: 'multihop-qa' });
+  const executor = workerThreads({ workers: 1, scenarioSource: 'multihop-qa' });
+  const run = () => rollout({ scenario, policy, split: 'train', episodes, seed: 1, executor, concurrency: 1 });
   await run(); // warm: the worker's world, index and search cache
   const start = performance.now();
   const r = await run();
   const ms = performance.now() - start;
-  await pool.destroy();
+  await executor.close();
   return { ms, steps: r.records.reduce((n, x) => n + x.turns.length, 0) };
 }
 
 async function checkpointBatching() {
   await initBackend();
-  const calc = calculator as Exclude<typeof calculator, Function>;
+  const calc = calculator as Exclude<typeof calculator, (...args: never[]) => unknown>;
   const texts = calc.tasks({ split: 'train', seed: 0, count: 200 }).map((t) => t.question);
   const tokenizer = trainTokenizer(texts, { vocabSize: 512 });
   const model = new GPTModel({ vocabSize: tokenizer.vocabSize, ...DEFAULT_MODEL_CONFIG }, 1);
@@ -112,9 +151,18 @@ async function checkpointBatching() {
   const policy = await loadCheckpointPolicy(dir);
   const rows = [];
   for (const maxBatch of [8, 32]) {
-    const r = await parallelRollout({ scenario: calc, policy, split: 'train', episodes: 64, seed: 1, workers: 2, maxBatch, config: { maxTurns: 2, maxTokensPerTurn: 32 } });
-    const s = r.summary.policyServer!;
-    rows.push({ maxBatch, meanBatch: s.meanBatchSize, maxObservedBatch: Math.max(...Object.keys(s.batchSizes).map(Number)), policyShare: r.summary.throughput.share.policy, tokensPerSecond: r.summary.throughput.tokensPerSecond });
+    const executor = workerThreads({ workers: 2, maxBatch });
+    const config = { maxTurns: 2, maxTokensPerTurn: 32 };
+    const r = await rollout({ scenario: calc, policy, split: 'train', episodes: 64, seed: 1, executor, config });
+    await executor.close();
+    const s = r.batching!;
+    rows.push({
+      maxBatch,
+      meanBatch: s.meanBatchSize,
+      maxObservedBatch: Math.max(...Object.keys(s.batchSizes).map(Number)),
+      policyShare: r.throughput.share.policy,
+      tokensPerSecond: r.throughput.tokensPerSecond,
+    });
   }
   return rows;
 }

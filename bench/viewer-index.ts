@@ -3,14 +3,15 @@
  * few hundred real calculator episodes with new ids, seeds and texts) and times the index pass,
  * a filtered page, a text search and reading one episode (wall and CPU time: the machine may be shared).
  *
- *   npx tsx bench/viewer-index.ts [--episodes N] [--json]
+ *   npx tsx --conditions=source bench/viewer-index.ts [--episodes N] [--json]
  */
 import { mkdtempSync, rmSync, statSync, createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import calculator from '../scenarios/calculator/index.ts';
+import { builtinScenarios } from '../scenarios/index.ts';
 import { rollout } from '../src/rollout/rollout.ts';
-import { sealRecord, serializeRecord } from '../src/replay/record.ts';
+import { sealRecord, serializeRecord } from '../src/record/record.ts';
 import type { EpisodeRecord } from '../src/core/types.ts';
 import { EpisodeIndex } from '../src/view/episode-index.ts';
 import { startViewer } from '../src/view/server.ts';
@@ -18,7 +19,20 @@ import { startViewer } from '../src/view/server.ts';
 const args = process.argv.slice(2);
 const n = Number(args[args.indexOf('--episodes') + 1] ?? 0) || 100_000;
 const json = args.includes('--json');
-const WORDS = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliet', 'kilo', 'lima'];
+const WORDS = [
+  'alpha',
+  'bravo',
+  'charlie',
+  'delta',
+  'echo',
+  'foxtrot',
+  'golf',
+  'hotel',
+  'india',
+  'juliet',
+  'kilo',
+  'lima',
+];
 
 const dir = mkdtempSync(join(tmpdir(), 'viewer-bench-'));
 const file = join(dir, 'episodes.jsonl');
@@ -34,7 +48,13 @@ for (let i = 0; i < n; i++) {
   const { checksum: _c, ...rest } = base;
   const word = `${WORDS[i % WORDS.length]}${Math.floor(i / WORDS.length) % 1000}`;
   const turns = rest.turns.map((t, k) => (k === 0 ? { ...t, text: `${t.text} ${word}` } : t));
-  const record = sealRecord({ ...rest, index: i, episodeId: `${rest.task.id}-${i}#${rest.sample}`, group: `${rest.group}-${Math.floor(i / 4)}`, turns });
+  const record = sealRecord({
+    ...rest,
+    index: i,
+    episodeId: `${rest.task.id}-${i}#${rest.sample}`,
+    group: `${rest.group}-${Math.floor(i / 4)}`,
+    turns,
+  });
   if (!out.write(serializeRecord(record) + '\n')) await new Promise<void>((r) => out.once('drain', () => r()));
 }
 await new Promise<void>((r) => out.end(() => r()));
@@ -59,13 +79,16 @@ index.filter({ q: 'warm-up' });
 const [hits, searchMs] = time(() => index.filter({ q: 'golf7' }));
 const [, readMs] = time(() => index.read(Math.floor(n / 2)));
 // The same over HTTP, as a browser gets it: the viewer builds its own index at start.
-const [viewerStart, viewerStartMs] = await timeAsync(() => startViewer({ dirs: [dir] }));
+const [viewerStart, viewerStartMs] = await timeAsync(() => startViewer({ dirs: [dir], scenarios: builtinScenarios }));
 const viewer = viewerStart;
-const fetchMs = async (path: string) => (await timeAsync(async () => {
-  const res = await fetch(viewer.url + path);
-  if (res.status !== 200) throw new Error(`${path}: HTTP ${res.status}`);
-  return res.text();
-}))[1];
+const fetchMs = async (path: string) =>
+  (
+    await timeAsync(async () => {
+      const res = await fetch(viewer.url + path);
+      if (res.status !== 200) throw new Error(`${path}: HTTP ${res.status}`);
+      return res.text();
+    })
+  )[1];
 const runPageFirstMs = await fetchMs('/run/0');
 const runPageMs = await fetchMs('/run/0?page=1000');
 const filteredPageMs = await fetchMs('/run/0?endReason=answered&minReward=0.5&page=3');

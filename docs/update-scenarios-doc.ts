@@ -1,7 +1,7 @@
 /**
  * Regenerates the generated parts of docs/scenarios.md: the state diagrams (drawn from the machines'
  * own definitions by src/scenario/diagram.ts) and the embedded example file. Run it after changing a
- * machine or the example:  npx tsx docs/update-scenarios-doc.ts
+ * machine or the example:  npx tsx --conditions=source docs/update-scenarios-doc.ts
  * test/scenario/diagram.test.ts fails while the page is out of date.
  */
 import { readFileSync, writeFileSync } from 'node:fs';

@@ -40,7 +40,7 @@ export interface TransitionInput {
 /** A step result plus the observation's token ids, when the policy tokenizes. */
 export type TransitionOutput = StepResult & { observationTokens?: number[] };
 
-export interface OutcomeInput {
+export interface EpisodeOutcomeInput {
   answer: string | null;
   endReason: EndReason;
   history: readonly TurnRecord[];
@@ -55,7 +55,7 @@ export interface EpisodeActors {
   generate(input: GenerateInput, signal: AbortSignal): Promise<PolicyOutput>;
   execute(input: ExecuteInput, signal: AbortSignal): Promise<ToolResult[]>;
   transition(input: TransitionInput): Promise<TransitionOutput>;
-  outcome(input: OutcomeInput): Promise<Outcome>;
+  outcome(input: EpisodeOutcomeInput): Promise<Outcome>;
 }
 
 export interface ExecuteInput {
@@ -107,7 +107,14 @@ interface EpisodeContext {
   outcome: Outcome | null;
 }
 
-const emptyTurn = (): PendingTurn => ({ output: null, tokenCount: 0, action: null, results: [], step: null, states: [] });
+const emptyTurn = (): PendingTurn => ({
+  output: null,
+  tokenCount: 0,
+  action: null,
+  results: [],
+  step: null,
+  states: [],
+});
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -120,10 +127,16 @@ export const episodeMachine = setup({
     output: {} as EpisodeOutput,
   },
   actors: {
-    generate: fromPromise<PolicyOutput, WithActors<GenerateInput>>(({ input, signal }) => input.actors.generate(input, signal)),
-    execute: fromPromise<ToolResult[], WithActors<ExecuteInput>>(({ input, signal }) => input.actors.execute(input, signal)),
-    transition: fromPromise<TransitionOutput, WithActors<TransitionInput>>(({ input }) => input.actors.transition(input)),
-    outcome: fromPromise<Outcome, WithActors<OutcomeInput>>(({ input }) => input.actors.outcome(input)),
+    generate: fromPromise<PolicyOutput, WithActors<GenerateInput>>(({ input, signal }) =>
+      input.actors.generate(input, signal),
+    ),
+    execute: fromPromise<ToolResult[], WithActors<ExecuteInput>>(({ input, signal }) =>
+      input.actors.execute(input, signal),
+    ),
+    transition: fromPromise<TransitionOutput, WithActors<TransitionInput>>(({ input }) =>
+      input.actors.transition(input),
+    ),
+    outcome: fromPromise<Outcome, WithActors<EpisodeOutcomeInput>>(({ input }) => input.actors.outcome(input)),
   },
   actions: {
     /** Notes the state in the current turn's path (outcome and done belong to the last turn). */
@@ -206,7 +219,11 @@ export const episodeMachine = setup({
         src: 'execute',
         input: ({ context }) => {
           const action = context.pending.action!;
-          return { actors: context.actors, turn: context.turns.length, calls: action.kind === 'tool_calls' ? action.calls : [] };
+          return {
+            actors: context.actors,
+            turn: context.turns.length,
+            calls: action.kind === 'tool_calls' ? action.calls : [],
+          };
         },
         onDone: {
           target: 'transition',
@@ -256,7 +273,11 @@ export const episodeMachine = setup({
 
           const messages = [...context.messages, { role: 'assistant' as const, content: output!.text }];
           if (step!.observation !== null) messages.push({ role: 'tool', content: step!.observation });
-          const tokens = context.tokens && [...context.tokens, ...(output!.tokens ?? []), ...(step!.observationTokens ?? [])];
+          const tokens = context.tokens && [
+            ...context.tokens,
+            ...(output!.tokens ?? []),
+            ...(step!.observationTokens ?? []),
+          ];
           const observationCount =
             step!.observation === null ? 0 : (step!.observationTokens?.length ?? estimateTokens(step!.observation));
           const totalTokens = context.totalTokens + tokenCount + observationCount;
@@ -277,7 +298,12 @@ export const episodeMachine = setup({
       entry: { type: 'enter', params: { state: 'outcome' } },
       invoke: {
         src: 'outcome',
-        input: ({ context }) => ({ actors: context.actors, answer: context.answer, endReason: context.endReason!, history: context.turns }),
+        input: ({ context }) => ({
+          actors: context.actors,
+          answer: context.answer,
+          endReason: context.endReason!,
+          history: context.turns,
+        }),
         onDone: { target: 'done', actions: assign({ outcome: ({ event }) => event.output }) },
         onError: { target: 'done', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
       },

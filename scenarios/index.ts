@@ -1,4 +1,4 @@
-import type { ScenarioDefinition } from '../src/scenario/scenario.ts';
+import type { ScenarioDefinition } from 'agent-r1-ts';
 
 /**
  * The built-in scenarios, loaded lazily so that listing them does not load every dependency.

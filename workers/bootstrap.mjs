@@ -1,15 +1,17 @@
-// Piscina loads this plain-JS entry; it registers the TypeScript loader in the worker thread before
-// importing the real worker, so workers run the .ts sources whatever the parent was started with.
-// Each task kind is a named export (Piscina's `name` option), imported on first use: a rollout
-// worker never loads tfjs, a replica worker loads it for its copy of the model.
-import { register } from 'tsx/esm/api';
+// The worker entry when running from the TypeScript sources (tests, `npm run dev`): registers tsx in
+// the worker thread, and the 'source' export condition, so that scenarios importing 'agent-r1-ts' by
+// name get the sources as the parent did (Piscina starts workers without the parent's execArgv).
+// Compiled code uses dist/workers/entry.js instead, with no loader (see src/rollout/worker-entry.ts).
+import { register } from 'node:module';
+import { register as registerTsx } from 'tsx/esm/api';
 
-register();
+registerTsx();
+const addSource = `export function resolve(specifier, context, next) {
+  const conditions = context.conditions.includes('source') ? context.conditions : [...context.conditions, 'source'];
+  return next(specifier, { ...context, conditions });
+}`;
+register(`data:text/javascript,${encodeURIComponent(addSource)}`);
 
 export default async function rollout(task) {
-  return (await import('./rollout.ts')).default(task);
-}
-
-export async function replica(task) {
-  return (await import('./replica.ts')).default(task);
+  return (await import('./entry.ts')).default(task);
 }

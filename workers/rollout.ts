@@ -1,67 +1,81 @@
-import type { MessagePort } from 'node:worker_threads';
 import type { EpisodeRecord } from '../src/core/types.ts';
 import { AgentR1Error } from '../src/core/errors.ts';
 import type { Policy } from '../src/policy/policy.ts';
-import { createToolCache } from '../src/tools/runner.ts';
-import { runEpisode } from '../src/rollout/run-episode.ts';
-import { RemotePolicy } from '../src/rollout/remote-policy.ts';
-import { toTrajectory } from '../src/rollout/trajectory.ts';
+import { BatchQueue } from '../src/rollout/batch-queue.ts';
+import { playEpisodes } from '../src/rollout/play-episodes.ts';
 import type { RolloutTask, RolloutTaskResult, ServerMessage, WorkerPolicySpec } from '../src/rollout/protocol.ts';
+import { RemotePolicy } from '../src/rollout/remote-policy.ts';
 import type { Scenario } from '../src/scenario/scenario.ts';
+import { createToolCache } from '../src/tools/runner.ts';
 import { scenarioFor } from './scenario-cache.ts';
 
 const toolCache = createToolCache();
 
-async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, port: MessagePort, seed: number): Promise<{ policy: Policy; remote?: RemotePolicy }> {
+/** The model a copy spec names, loaded once per weights (the last one is kept for the next task). */
+let copy: { weights: string; load: Promise<import('../src/policy/tfjs/checkpoint.ts').Checkpoint> } | undefined;
+
+async function loadCopy(spec: Extract<WorkerPolicySpec, { kind: 'copy' }>): Promise<Policy> {
+  const { initBackend } = await import('../src/policy/tfjs/backend.ts');
+  const { loadCheckpoint } = await import('../src/policy/tfjs/checkpoint.ts');
+  const { TfjsPolicy } = await import('../src/policy/tfjs/tfjs-policy.ts');
+  await initBackend(spec.backend);
+  if (copy?.weights !== spec.weights) {
+    const old = copy;
+    copy = { weights: spec.weights, load: loadCheckpoint(spec.checkpoint) };
+    old?.load.then(
+      (c) => c.model.dispose(),
+      () => {},
+    );
+  }
+  const ckpt = await copy.load;
+  if (ckpt.hash !== spec.weights) {
+    throw new AgentR1Error(
+      `checkpoint ${spec.checkpoint} holds weights ${ckpt.hash.slice(0, 12)}, not the ${spec.weights.slice(0, 12)} asked for`,
+    );
+  }
+  const inner = new TfjsPolicy({
+    id: spec.id,
+    version: spec.version,
+    model: ckpt.model,
+    tokenizer: ckpt.tokenizer,
+    sampling: spec.sampling as object,
+  });
+  return new BatchQueue(inner, { maxBatch: spec.maxBatch, maxWaitMs: 0 }).direct();
+}
+
+async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, task: RolloutTask): Promise<Policy> {
   if (spec.kind === 'scripted') {
     const factory = scenario.policies[spec.name];
     if (!factory) throw new AgentR1Error(`scenario ${scenario.id} has no policy "${spec.name}"`);
-    return { policy: await factory({ scenario, seed }) };
+    return factory({ scenario, seed: task.items[0]?.seed ?? 0 });
   }
+  if (spec.kind === 'copy') return loadCopy(spec);
   const { Tokenizer } = await import('../src/policy/tfjs/tokenizer.ts');
   const { chatEncoding } = await import('../src/policy/tfjs/chat-template.ts');
-  const encode = chatEncoding(new Tokenizer(spec.tokenizer as never));
-  const remote = new RemotePolicy(port, spec.id, spec.version, encode);
-  return { policy: remote, remote };
+  const remote = new RemotePolicy(
+    task.port,
+    spec.id,
+    spec.version,
+    chatEncoding(new Tokenizer(spec.tokenizer as never)),
+  );
+  task.port.on('message', (m: ServerMessage) => remote.receive(m));
+  return remote;
 }
 
 /**
- * A Piscina task: run a set of episodes, several at once, each an actor of the episode machine.
- * Finished episodes go back over the task's port as soon as they finish (so a crash loses only the
- * unfinished ones); model policies are served by the main thread over the same port.
+ * A Piscina task: play a share of a run's episodes with the one episode loop (playEpisodes).
+ * Finished episodes go back over the task's port as soon as they finish, so a crash loses only the
+ * unfinished ones; a served policy answers over the same port.
  */
 export default async function runRolloutTask(task: RolloutTask): Promise<RolloutTaskResult> {
-  const scenario = await scenarioFor(task.scenario);
-  const { policy, remote } = await policyFor(task.policy, scenario, task.port, task.items[0]?.seed ?? 0);
-  if (remote) task.port.on('message', (m: ServerMessage) => remote.receive(m));
   const metrics = { toolMs: 0 };
-  let next = 0;
-  const send = (record: EpisodeRecord) => {
-    const trajectory = toTrajectory(record);
-    const transfer = trajectory ? [trajectory.tokens.buffer, trajectory.mask.buffer, trajectory.logprobs.buffer, trajectory.rewards.buffer] : [];
-    task.port.postMessage({ type: 'record', record, trajectory }, transfer as ArrayBuffer[]);
-  };
-  const lane = async () => {
-    while (next < task.items.length) {
-      const item = task.items[next++]!;
-      const record = await runEpisode({
-        scenario,
-        task: item.task,
-        policy,
-        seed: item.seed,
-        index: item.index,
-        sample: item.sample,
-        group: item.task.id,
-        runId: task.runId,
-        config: task.config,
-        toolCache,
-        metrics,
-      });
-      send(record);
-    }
-  };
   try {
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(task.concurrency, task.items.length)) }, lane));
+    const scenario = await scenarioFor(task.scenario);
+    const policy = await policyFor(task.policy, scenario, task);
+    const context = { scenario, policy, runId: task.runId, config: task.config, toolCache, metrics };
+    await playEpisodes(task.items, task.concurrency, context, (record: EpisodeRecord) =>
+      task.port.postMessage({ type: 'record', record }),
+    );
   } finally {
     task.port.close();
   }

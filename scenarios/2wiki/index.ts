@@ -1,4 +1,4 @@
-import { defineScenario } from '../../src/scenario/scenario.ts';
+import { defineScenario } from 'agent-r1-ts';
 import { createDatasetScenario } from '../qa-datasets/scenario.ts';
 
 /** The 2wiki dataset as a scenario; options: data (the dataset file, required), split (default test), rewards. */

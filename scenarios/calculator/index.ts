@@ -1,11 +1,16 @@
 import { z } from 'zod';
-import type { Task } from '../../src/core/types.ts';
-import { createRng } from '../../src/core/rng.ts';
-import type { ToolEnv } from '../../src/env/tool-env.ts';
-import { formatInvalidAction, formatResults, toolsSystemPrompt } from '../../src/env/observation.ts';
-import type { Policy } from '../../src/policy/policy.ts';
-import { defineScenario, type Scenario } from '../../src/scenario/scenario.ts';
-import { tool } from '../../src/tools/tool.ts';
+import {
+  createRng,
+  formatInvalidAction,
+  formatResults,
+  toolsSystemPrompt,
+  defineScenario,
+  tool,
+  type Task,
+  type ToolEnv,
+  type Policy,
+  type Scenario,
+} from 'agent-r1-ts';
 import { evaluateArithmetic, formatNumber } from './arithmetic.ts';
 import { calculatorTasks, SPLITS } from './tasks.ts';
 
@@ -26,7 +31,8 @@ export const calculate = tool({
   execute: ({ expression }) => formatNumber(evaluateArithmetic(expression)),
 });
 
-const INSTRUCTIONS = 'Solve the word problem. Use the calculate tool for the arithmetic, then give the number as the answer.';
+const INSTRUCTIONS =
+  'Solve the word problem. Use the calculate tool for the arithmetic, then give the number as the answer.';
 
 const env: ToolEnv<Task> = {
   prompt: (task, tools) => [
@@ -68,7 +74,8 @@ const random: Policy = {
     const rng = createRng(seed);
     const n = () => rng.int(0, 99);
     const choices = [
-      () => `<tool_call>{"name": "calculate", "arguments": {"expression": "${n()} ${rng.pick(['+', '-', '*', '/'])} ${n()}"}}</tool_call>`,
+      () =>
+        `<tool_call>{"name": "calculate", "arguments": {"expression": "${n()} ${rng.pick(['+', '-', '*', '/'])} ${n()}"}}</tool_call>`,
       () => `<answer>${n()}</answer>`,
       () => `<tool_call>{"name": "calculate", "arguments": {"expression": "${n()} +"}}</tool_call>`,
       () => `<tool_call>{"name": "calculate", "arguments": {"expr": "${n()}"}}</tool_call>`,

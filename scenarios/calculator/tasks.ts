@@ -1,10 +1,26 @@
-import { createRng, deriveSeed, type Rng } from '../../src/core/rng.ts';
-import type { Task } from '../../src/core/types.ts';
+import { createRng, deriveSeed, type Rng, type Task } from 'agent-r1-ts';
 import { evaluateArithmetic, formatNumber } from './arithmetic.ts';
 
 export const SPLITS = ['train', 'dev', 'test'] as const;
 
-const NAMES = ['Ava', 'Ben', 'Chloe', 'Dev', 'Elif', 'Farid', 'Gina', 'Hugo', 'Iris', 'Jonas', 'Kemal', 'Lena', 'Mia', 'Noah', 'Omar', 'Priya'];
+const NAMES = [
+  'Ava',
+  'Ben',
+  'Chloe',
+  'Dev',
+  'Elif',
+  'Farid',
+  'Gina',
+  'Hugo',
+  'Iris',
+  'Jonas',
+  'Kemal',
+  'Lena',
+  'Mia',
+  'Noah',
+  'Omar',
+  'Priya',
+];
 const THINGS = ['apples', 'marbles', 'stickers', 'books', 'coins', 'shells', 'pencils', 'cards'];
 
 interface Problem {

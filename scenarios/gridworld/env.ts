@@ -1,8 +1,16 @@
-import { canonicalJson } from '../../src/core/canonical-json.ts';
-import type { Json, StepResult, Task, ToolResult } from '../../src/core/types.ts';
-import type { ToolEnv } from '../../src/env/tool-env.ts';
-import { formatInvalidAction, toolsSystemPrompt } from '../../src/env/observation.ts';
-import { effectsOf, syncEffects, withoutEffects } from '../../src/scenario/effects.ts';
+import {
+  canonicalJson,
+  formatInvalidAction,
+  toolsSystemPrompt,
+  effectsOf,
+  syncEffects,
+  withoutEffects,
+  type Json,
+  type StepResult,
+  type Task,
+  type ToolResult,
+  type ToolEnv,
+} from 'agent-r1-ts';
 import { applyGridEffect, createGridState, view, type GridEffect, type GridState } from './world.ts';
 
 /** Process rewards for progress: the key picked up, the door opened (each happens once). */
@@ -36,7 +44,8 @@ export const gridEnv: ToolEnv<Task, GridState> = {
     const v = view(state);
     const done = v.fell || v.escaped;
     if (action.kind === 'answer') return { observation: null, reward: 0, done: true };
-    if (action.kind === 'invalid') return { observation: formatInvalidAction(action), reward: GRID_REWARDS.invalidAction, done };
+    if (action.kind === 'invalid')
+      return { observation: formatInvalidAction(action), reward: GRID_REWARDS.invalidAction, done };
     const events = eventsOf(results);
     const key = events.some((e) => e.type === 'PICK_UP');
     const door = events.some((e) => e.type === 'UNLOCK' && e.success);

@@ -1,5 +1,4 @@
-import type { EpisodeRecord, Task } from '../../src/core/types.ts';
-import { defineScenario, type Scenario } from '../../src/scenario/scenario.ts';
+import { defineScenario, type EpisodeRecord, type Task, type Scenario } from 'agent-r1-ts';
 import { gridEnv } from './env.ts';
 import { expert, random } from './policies.ts';
 import { gridTasks, MAX_TURNS, SPLITS } from './tasks.ts';
@@ -10,7 +9,13 @@ import { gridMachine } from './world-machine.ts';
 function summarize(records: readonly EpisodeRecord[]) {
   const n = Math.max(1, records.length);
   const mean = (k: string) => records.reduce((s, r) => s + (r.outcome.metrics?.[k] ?? 0), 0) / n;
-  return { escapedRate: mean('escaped'), fellRate: mean('fell'), keyRate: mean('key'), doorRate: mean('door'), meanMoves: mean('moves') };
+  return {
+    escapedRate: mean('escaped'),
+    fellRate: mean('fell'),
+    keyRate: mean('key'),
+    doorRate: mean('door'),
+    meanMoves: mean('moves'),
+  };
 }
 
 const scenario: Scenario<Task, GridState> = {

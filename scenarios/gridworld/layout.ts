@@ -1,4 +1,4 @@
-import type { Rng } from '../../src/core/rng.ts';
+import type { Rng } from 'agent-r1-ts';
 
 /**
  * A slippery gridworld: walls `#`, floor `.`, pits `O`, one key `K`, one locked door `D` in a wall
@@ -62,7 +62,8 @@ export function randomLayout(rng: Rng): Layout {
   const grid: string[][] = [];
   for (let y = 0; y < HEIGHT; y++) {
     grid.push([]);
-    for (let x = 0; x < WIDTH; x++) grid[y]!.push(x === 0 || y === 0 || x === WIDTH - 1 || y === HEIGHT - 1 ? '#' : '.');
+    for (let x = 0; x < WIDTH; x++)
+      grid[y]!.push(x === 0 || y === 0 || x === WIDTH - 1 || y === HEIGHT - 1 ? '#' : '.');
   }
   const wallX = rng.int(4, 5);
   for (let y = 1; y < HEIGHT - 1; y++) grid[y]![wallX] = '#';

@@ -1,4 +1,14 @@
-import { add, cellAt, DIRECTIONS, directionTo, perpendicular, samePoint, type Direction, type Layout, type Point } from './layout.ts';
+import {
+  add,
+  cellAt,
+  DIRECTIONS,
+  directionTo,
+  perpendicular,
+  samePoint,
+  type Direction,
+  type Layout,
+  type Point,
+} from './layout.ts';
 
 /**
  * Planning under uncertainty for the gridworld: finite-horizon value iteration over (cell, key
@@ -7,7 +17,10 @@ import { add, cellAt, DIRECTIONS, directionTo, perpendicular, samePoint, type Di
  * takes the best action of the current state each turn, so it re-plans after every slip.
  */
 
-export type PlanAction = { kind: 'move'; direction: Direction } | { kind: 'pick_up' } | { kind: 'unlock'; direction: Direction };
+export type PlanAction =
+  | { kind: 'move'; direction: Direction }
+  | { kind: 'pick_up' }
+  | { kind: 'unlock'; direction: Direction };
 
 export interface WorldView {
   position: Point;
@@ -58,7 +71,8 @@ export function outcomes(layout: Layout, s: WorldView, a: PlanAction): Outcome[]
   }
 }
 
-const index = (layout: Layout, s: WorldView) => ((s.position.y * layout.width + s.position.x) * 2 + Number(s.hasKey)) * 2 + Number(s.doorOpen);
+const index = (layout: Layout, s: WorldView) =>
+  ((s.position.y * layout.width + s.position.x) * 2 + Number(s.hasKey)) * 2 + Number(s.doorOpen);
 
 function terminalValue(layout: Layout, s: WorldView): number | undefined {
   if (samePoint(s.position, layout.goal)) return 1;
@@ -73,7 +87,8 @@ function allStates(layout: Layout): WorldView[] {
     for (let x = 0; x < layout.width; x++) {
       const c = cellAt(layout, { x, y });
       if (c === '#') continue;
-      for (const hasKey of [false, true]) for (const doorOpen of [false, true]) out.push({ position: { x, y }, hasKey, doorOpen });
+      for (const hasKey of [false, true])
+        for (const doorOpen of [false, true]) out.push({ position: { x, y }, hasKey, doorOpen });
     }
   }
   return out;

@@ -1,12 +1,12 @@
-import { createRng } from '../../src/core/rng.ts';
-import type { Json, Message, Task } from '../../src/core/types.ts';
-import type { Policy } from '../../src/policy/policy.ts';
+import { createRng, type Json, type Message, type Task, type Policy } from 'agent-r1-ts';
 import { DIRECTIONS } from './layout.ts';
 import { plan, type WorldView } from './planner.ts';
 import { MAX_TURNS } from './tasks.ts';
 import { layoutOf } from './world.ts';
 
-const call = (name: string, args: { [key: string]: Json }) => ({ text: `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>` });
+const call = (name: string, args: { [key: string]: Json }) => ({
+  text: `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`,
+});
 
 /** The world as the last observation describes it (the start, before any). */
 export function currentView(task: Task, messages: readonly Message[]): WorldView {
@@ -20,7 +20,11 @@ export function currentView(task: Task, messages: readonly Message[]): WorldView
       try {
         const data = JSON.parse(match[1]!);
         if (Array.isArray(data.position)) {
-          return { position: { x: data.position[0], y: data.position[1] }, hasKey: data.has_key === true, doorOpen: data.door_open === true };
+          return {
+            position: { x: data.position[0], y: data.position[1] },
+            hasKey: data.has_key === true,
+            doorOpen: data.door_open === true,
+          };
         }
       } catch {
         // not a state line

@@ -1,6 +1,4 @@
-import { ScenarioError } from '../../src/core/errors.ts';
-import { createRng, deriveSeed } from '../../src/core/rng.ts';
-import type { Json, Task } from '../../src/core/types.ts';
+import { ScenarioError, createRng, deriveSeed, type Json, type Task } from 'agent-r1-ts';
 import { randomLayout, renderMap, type Layout } from './layout.ts';
 import { successProbability } from './planner.ts';
 
@@ -35,8 +33,10 @@ export function question(layout: Layout): string {
  * are fixed sequences (the seed does not change them), so evaluations compare like with like.
  */
 export function gridTasks(split: string, seed: number, count: number): Task[] {
-  if (!(SPLITS as readonly string[]).includes(split)) throw new ScenarioError(`gridworld has no split "${split}"; valid: ${SPLITS.join(', ')}`);
-  if (!Number.isInteger(count) || count < 0) throw new ScenarioError(`task count must be a non-negative integer, got ${count}`);
+  if (!(SPLITS as readonly string[]).includes(split))
+    throw new ScenarioError(`gridworld has no split "${split}"; valid: ${SPLITS.join(', ')}`);
+  if (!Number.isInteger(count) || count < 0)
+    throw new ScenarioError(`task count must be a non-negative integer, got ${count}`);
   const tasks: Task[] = [];
   for (let i = 0; i < count; i++) {
     const train = split === 'train';

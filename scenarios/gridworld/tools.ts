@@ -1,7 +1,5 @@
 import { z } from 'zod';
-import type { Json } from '../../src/core/types.ts';
-import { commitEffect } from '../../src/scenario/effects.ts';
-import { tool, type ToolContext } from '../../src/tools/tool.ts';
+import { commitEffect, tool, type Json, type ToolContext } from 'agent-r1-ts';
 import { add, DIRECTIONS, perpendicular, renderMap, samePoint, type Direction } from './layout.ts';
 import { applyGridEffect, view, type GridEffect, type GridState } from './world.ts';
 
@@ -16,7 +14,9 @@ type Ctx = ToolContext<GridState>;
 const direction = z.enum(DIRECTIONS as [Direction, ...Direction[]]);
 
 function commit(ctx: Ctx, event: GridEffect['event']): Json {
-  return commitEffect(ctx.state, { op: 'event', event } as GridEffect & { [key: string]: Json }, (e) => applyGridEffect(ctx.state, e)) as Json;
+  return commitEffect(ctx.state, { op: 'event', event } as GridEffect & { [key: string]: Json }, (e) =>
+    applyGridEffect(ctx.state, e),
+  ) as Json;
 }
 
 function over(ctx: Ctx): Json | undefined {
@@ -41,7 +41,13 @@ export const move = tool({
     const effect = commit(ctx, { type: 'MOVE', direction: actual });
     const v = view(ctx.state);
     const after = ctx.state.world.getSnapshot().context.position;
-    const what = v.fell ? 'you fell into a pit' : v.escaped ? 'you reached the exit' : samePoint(before, after) ? `you bumped into ${cellName(ctx, add(before, actual))}` : 'you moved';
+    const what = v.fell
+      ? 'you fell into a pit'
+      : v.escaped
+        ? 'you reached the exit'
+        : samePoint(before, after)
+          ? `you bumped into ${cellName(ctx, add(before, actual))}`
+          : 'you moved';
     return { intended, went: actual, slipped: actual !== intended, result: what, ...v, effects: [effect] };
   },
 });
@@ -68,19 +74,25 @@ export const pickUp = tool({
 
 export const unlock = tool({
   name: 'unlock',
-  description: 'Turn the key in the door next to you, in the given direction. The lock is stiff: it may take several tries.',
+  description:
+    'Turn the key in the door next to you, in the given direction. The lock is stiff: it may take several tries.',
   parameters: z.object({ direction }),
   execute: ({ direction: towards }, ctx: Ctx): Json => {
     const ended = over(ctx);
     if (ended) return ended;
     const snap = ctx.state.world.getSnapshot();
     const { layout } = ctx.state;
-    if (!samePoint(add(snap.context.position, towards), layout.door)) return { error: `there is no door to the ${towards}` };
+    if (!samePoint(add(snap.context.position, towards), layout.door))
+      return { error: `there is no door to the ${towards}` };
     if (snap.matches({ door: 'unlocked' })) return { error: 'the door is already open' };
     if (!snap.matches({ key: 'carried' })) return { error: 'you have no key' };
     const success = ctx.rng.chance(layout.unlock);
     const effect = commit(ctx, { type: 'UNLOCK', success });
-    return { result: success ? 'the lock turned: the door is open' : 'the lock is stuck; try again', ...view(ctx.state), effects: [effect] };
+    return {
+      result: success ? 'the lock turned: the door is open' : 'the lock is stuck; try again',
+      ...view(ctx.state),
+      effects: [effect],
+    };
   },
 });
 

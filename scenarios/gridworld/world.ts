@@ -1,7 +1,5 @@
 import { createActor, type Actor } from 'xstate';
-import type { EffectLog } from '../../src/scenario/effects.ts';
-import type { Task } from '../../src/core/types.ts';
-import { ScenarioError } from '../../src/core/errors.ts';
+import { ScenarioError, type EffectLog, type Task } from 'agent-r1-ts';
 import type { Layout } from './layout.ts';
 import { gridMachine, type GridEvent, type GridMachine } from './world-machine.ts';
 

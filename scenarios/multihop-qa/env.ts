@@ -1,8 +1,15 @@
 import { z } from 'zod';
-import type { Json, Message, StepResult, Task, ToolResult, TurnRecord } from '../../src/core/types.ts';
-import type { ToolEnv } from '../../src/env/tool-env.ts';
-import { qaScores } from '../../src/env/qa-metrics.ts';
-import type { OpenAITool } from '../../src/tools/tool.ts';
+import {
+  qaScores,
+  type Json,
+  type Message,
+  type StepResult,
+  type Task,
+  type ToolResult,
+  type TurnRecord,
+  type ToolEnv,
+  type OpenAITool,
+} from 'agent-r1-ts';
 import { DEFAULT_TOP_K, type SearchCorpus } from './search.ts';
 import type { QaState, SearchOutput } from './search-tool.ts';
 
@@ -127,7 +134,10 @@ export function renderSearch(output: SearchOutput): string {
 
 function isSearchOutput(data: Json | undefined): data is Json & SearchOutput {
   return (
-    typeof data === 'object' && data !== null && !Array.isArray(data) && Array.isArray((data as { results?: unknown }).results)
+    typeof data === 'object' &&
+    data !== null &&
+    !Array.isArray(data) &&
+    Array.isArray((data as { results?: unknown }).results)
   );
 }
 

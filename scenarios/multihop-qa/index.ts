@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { UnknownNameError } from '../../src/core/errors.ts';
-import { defineScenario, type Scenario } from '../../src/scenario/scenario.ts';
+import { UnknownNameError, defineScenario, type Scenario } from 'agent-r1-ts';
 import { createQaEnv, parseRewardOption, type QaTask } from './env.ts';
 import { DEFAULT_NOISY_RATES, qaPolicies } from './policies.ts';
 import { sampleTasks, WORLD_SPLITS, worldTasks, type WorldTasks } from './questions.ts';
@@ -14,13 +13,22 @@ export const MULTIHOP_QA_VERSION = '1.0.0';
 /** Scenario options (all strings, as the CLI passes them). */
 const optionsSchema = z
   .object({
-    seed: z.string().regex(/^-?\d+$/, 'seed must be an integer').default('1'),
+    seed: z
+      .string()
+      .regex(/^-?\d+$/, 'seed must be an integer')
+      .default('1'),
     size: z.enum(Object.keys(WORLD_SIZES) as [string, ...string[]]).default('small'),
     /** JSON object overriding reward weights, e.g. {"goldDocument":0.2}. */
     rewards: z.string().optional(),
     /** Per-episode error rates of the noisy-expert policy. */
-    noisyEarly: z.string().regex(/^(0(\.\d+)?|1(\.0+)?)$/, 'a probability in [0, 1]').optional(),
-    noisyDistractor: z.string().regex(/^(0(\.\d+)?|1(\.0+)?)$/, 'a probability in [0, 1]').optional(),
+    noisyEarly: z
+      .string()
+      .regex(/^(0(\.\d+)?|1(\.0+)?)$/, 'a probability in [0, 1]')
+      .optional(),
+    noisyDistractor: z
+      .string()
+      .regex(/^(0(\.\d+)?|1(\.0+)?)$/, 'a probability in [0, 1]')
+      .optional(),
     /** The longest chain `train` asks: 2 (as dev and test) or 3 (adds 3-hop questions on train entities). */
     trainHops: z.enum(['2', '3']).optional(),
   })

@@ -1,6 +1,4 @@
-import { createRng, deriveSeed } from '../../src/core/rng.ts';
-import type { Policy, PolicyRequest } from '../../src/policy/policy.ts';
-import type { PolicyFactory } from '../../src/scenario/scenario.ts';
+import { createRng, deriveSeed, type Policy, type PolicyRequest, type PolicyFactory } from 'agent-r1-ts';
 import type { QaTask } from './env.ts';
 import { DEFAULT_TOP_K, type SearchCorpus } from './search.ts';
 
@@ -81,7 +79,9 @@ export function noisyMode(seed: number, episodeId: string, rates: NoisyExpertRat
  */
 export function noisyExpertPolicy(seed: number, rates: NoisyExpertRates = DEFAULT_NOISY_RATES): Policy {
   if (!(rates.early >= 0 && rates.distractor >= 0 && rates.early + rates.distractor <= 1)) {
-    throw new RangeError(`noisy-expert rates must be ≥ 0 and sum to ≤ 1, got early=${rates.early} distractor=${rates.distractor}`);
+    throw new RangeError(
+      `noisy-expert rates must be ≥ 0 and sum to ≤ 1, got early=${rates.early} distractor=${rates.distractor}`,
+    );
   }
   const policy = scripted('noisy-expert', (task, req) => {
     const mode = noisyMode(seed, req.episodeId, rates);

@@ -1,5 +1,4 @@
-import { createRng, deriveSeed, type Rng } from '../../src/core/rng.ts';
-import { normalizeAnswer } from '../../src/env/qa-metrics.ts';
+import { createRng, deriveSeed, normalizeAnswer, type Rng } from 'agent-r1-ts';
 import type { QaTask } from './env.ts';
 import type { Book, City, Company, Country, Entity, Film, Person, World } from './world.ts';
 
@@ -38,7 +37,8 @@ function headSplit(world: World, e: Entity): WorldSplit {
 function candidates(world: World): Candidate[] {
   const rng = createRng(deriveSeed('questions', world.seed, world.hash));
   const get = <T extends Entity>(id: string | undefined) => (id === undefined ? undefined : (world.byId.get(id) as T));
-  const of = <K extends Entity['kind']>(kind: K) => world.entities.filter((e): e is Extract<Entity, { kind: K }> => e.kind === kind);
+  const of = <K extends Entity['kind']>(kind: K) =>
+    world.entities.filter((e): e is Extract<Entity, { kind: K }> => e.kind === kind);
   const people = of('person');
   const cities = of('city');
   const countries = of('country');
@@ -65,15 +65,59 @@ function candidates(world: World): Candidate[] {
     const city = get<City>(d.birthplace)!;
     const mother = get<Person>(d.mother);
     const father = get<Person>(d.father);
-    add({ template: 'film-director-birthplace', type: 'bridge', question: `In which city was the director of the film ${f.name} born?`, answer: city.name, gold: [f.id, d.id], distractor: wrongCity(city) });
-    add({ template: 'film-director-birthyear', type: 'bridge', question: `In what year was the director of the film ${f.name} born?`, answer: String(d.birthYear), gold: [f.id, d.id], distractor: wrongYear(d.birthYear) });
-    if (father) add({ template: 'film-director-father', type: 'bridge', question: `Who is the father of the director of the film ${f.name}?`, ...personAnswer(father), gold: [f.id, d.id], distractor: wrongPerson(father) });
-    add({ template: 'film-director-birthplace-population', type: '3-hop', question: `What is the population of the city where the director of the film ${f.name} was born?`, answer: String(city.population), gold: [f.id, d.id, city.id], distractor: wrongPopulation(city) });
+    add({
+      template: 'film-director-birthplace',
+      type: 'bridge',
+      question: `In which city was the director of the film ${f.name} born?`,
+      answer: city.name,
+      gold: [f.id, d.id],
+      distractor: wrongCity(city),
+    });
+    add({
+      template: 'film-director-birthyear',
+      type: 'bridge',
+      question: `In what year was the director of the film ${f.name} born?`,
+      answer: String(d.birthYear),
+      gold: [f.id, d.id],
+      distractor: wrongYear(d.birthYear),
+    });
+    if (father)
+      add({
+        template: 'film-director-father',
+        type: 'bridge',
+        question: `Who is the father of the director of the film ${f.name}?`,
+        ...personAnswer(father),
+        gold: [f.id, d.id],
+        distractor: wrongPerson(father),
+      });
+    add({
+      template: 'film-director-birthplace-population',
+      type: '3-hop',
+      question: `What is the population of the city where the director of the film ${f.name} was born?`,
+      answer: String(city.population),
+      gold: [f.id, d.id, city.id],
+      distractor: wrongPopulation(city),
+    });
     if (mother) {
       const motherCity = get<City>(mother.birthplace)!;
-      add({ template: 'film-director-mother-birthplace', type: '3-hop', question: `Where was the mother of the director of the film ${f.name} born?`, answer: motherCity.name, gold: [f.id, d.id, mother.id], distractor: wrongCity(motherCity) });
+      add({
+        template: 'film-director-mother-birthplace',
+        type: '3-hop',
+        question: `Where was the mother of the director of the film ${f.name} born?`,
+        answer: motherCity.name,
+        gold: [f.id, d.id, mother.id],
+        distractor: wrongCity(motherCity),
+      });
       const gf = get<Person>(mother.father);
-      if (gf) add({ template: 'film-director-maternal-grandfather-birthyear', type: '4-hop', question: `When was the maternal grandfather of the director of the film ${f.name} born?`, answer: String(gf.birthYear), gold: [f.id, d.id, mother.id, gf.id], distractor: wrongYear(gf.birthYear) });
+      if (gf)
+        add({
+          template: 'film-director-maternal-grandfather-birthyear',
+          type: '4-hop',
+          question: `When was the maternal grandfather of the director of the film ${f.name} born?`,
+          answer: String(gf.birthYear),
+          gold: [f.id, d.id, mother.id, gf.id],
+          distractor: wrongYear(gf.birthYear),
+        });
     }
   }
   for (const b of books) {
@@ -81,12 +125,40 @@ function candidates(world: World): Candidate[] {
     const city = get<City>(a.birthplace)!;
     const nation = get<Country>(a.nationality)!;
     const father = get<Person>(a.father);
-    add({ template: 'book-author-birthplace', type: 'bridge', question: `Where was the author of the novel ${b.name} born?`, answer: city.name, gold: [b.id, a.id], distractor: wrongCity(city) });
-    add({ template: 'book-author-nationality', type: 'bridge', question: `What country is the author of the novel ${b.name} from?`, answer: nation.name, gold: [b.id, a.id], distractor: wrongCountry(nation) });
+    add({
+      template: 'book-author-birthplace',
+      type: 'bridge',
+      question: `Where was the author of the novel ${b.name} born?`,
+      answer: city.name,
+      gold: [b.id, a.id],
+      distractor: wrongCity(city),
+    });
+    add({
+      template: 'book-author-nationality',
+      type: 'bridge',
+      question: `What country is the author of the novel ${b.name} from?`,
+      answer: nation.name,
+      gold: [b.id, a.id],
+      distractor: wrongCountry(nation),
+    });
     if (father) {
-      add({ template: 'book-author-father-birthyear', type: '3-hop', question: `When was the father of the author of the novel ${b.name} born?`, answer: String(father.birthYear), gold: [b.id, a.id, father.id], distractor: wrongYear(father.birthYear) });
+      add({
+        template: 'book-author-father-birthyear',
+        type: '3-hop',
+        question: `When was the father of the author of the novel ${b.name} born?`,
+        answer: String(father.birthYear),
+        gold: [b.id, a.id, father.id],
+        distractor: wrongYear(father.birthYear),
+      });
       const fc = get<City>(father.birthplace)!;
-      add({ template: 'book-author-father-birthplace-population', type: '4-hop', question: `What is the population of the city where the father of the author of the novel ${b.name} was born?`, answer: String(fc.population), gold: [b.id, a.id, father.id, fc.id], distractor: wrongPopulation(fc) });
+      add({
+        template: 'book-author-father-birthplace-population',
+        type: '4-hop',
+        question: `What is the population of the city where the father of the author of the novel ${b.name} was born?`,
+        answer: String(fc.population),
+        gold: [b.id, a.id, father.id, fc.id],
+        distractor: wrongPopulation(fc),
+      });
     }
   }
   for (const c of companies) {
@@ -94,18 +166,61 @@ function candidates(world: World): Candidate[] {
     const hq = get<City>(c.headquarters)!;
     const hqCountry = get<Country>(hq.country)!;
     const birthCity = get<City>(founder.birthplace)!;
-    add({ template: 'company-founder-birthyear', type: 'bridge', question: `When was the founder of ${c.name} born?`, answer: String(founder.birthYear), gold: [c.id, founder.id], distractor: wrongYear(founder.birthYear) });
-    add({ template: 'company-headquarters-country', type: 'bridge', question: `In which country is ${c.name} headquartered?`, answer: hqCountry.name, gold: [c.id, hq.id], distractor: wrongCountry(hqCountry) });
-    add({ template: 'company-founder-birthplace-founded', type: '3-hop', question: `In what year was the city where the founder of ${c.name} was born founded?`, answer: String(birthCity.founded), gold: [c.id, founder.id, birthCity.id], distractor: wrongYear(birthCity.founded) });
+    add({
+      template: 'company-founder-birthyear',
+      type: 'bridge',
+      question: `When was the founder of ${c.name} born?`,
+      answer: String(founder.birthYear),
+      gold: [c.id, founder.id],
+      distractor: wrongYear(founder.birthYear),
+    });
+    add({
+      template: 'company-headquarters-country',
+      type: 'bridge',
+      question: `In which country is ${c.name} headquartered?`,
+      answer: hqCountry.name,
+      gold: [c.id, hq.id],
+      distractor: wrongCountry(hqCountry),
+    });
+    add({
+      template: 'company-founder-birthplace-founded',
+      type: '3-hop',
+      question: `In what year was the city where the founder of ${c.name} was born founded?`,
+      answer: String(birthCity.founded),
+      gold: [c.id, founder.id, birthCity.id],
+      distractor: wrongYear(birthCity.founded),
+    });
     const capital = get<City>(hqCountry.capital)!;
-    add({ template: 'company-headquarters-country-capital', type: '3-hop', question: `What is the capital of the country where ${c.name} is headquartered?`, answer: capital.name, gold: [c.id, hq.id, hqCountry.id], distractor: wrongCity(capital) });
+    add({
+      template: 'company-headquarters-country-capital',
+      type: '3-hop',
+      question: `What is the capital of the country where ${c.name} is headquartered?`,
+      answer: capital.name,
+      gold: [c.id, hq.id, hqCountry.id],
+      distractor: wrongCity(capital),
+    });
     const mother = get<Person>(founder.mother);
     const gf = get<Person>(mother?.father);
-    if (mother && gf) add({ template: 'company-founder-maternal-grandfather', type: '3-hop', question: `Who is the maternal grandfather of the founder of ${c.name}?`, ...personAnswer(gf), gold: [c.id, founder.id, mother.id], distractor: wrongPerson(gf) });
+    if (mother && gf)
+      add({
+        template: 'company-founder-maternal-grandfather',
+        type: '3-hop',
+        question: `Who is the maternal grandfather of the founder of ${c.name}?`,
+        ...personAnswer(gf),
+        gold: [c.id, founder.id, mother.id],
+        distractor: wrongPerson(gf),
+      });
     const father = get<Person>(founder.father);
     if (father) {
       const fc = get<City>(father.birthplace)!;
-      add({ template: 'company-founder-father-birthplace-founded', type: '4-hop', question: `In what year was the city where the father of the founder of ${c.name} was born founded?`, answer: String(fc.founded), gold: [c.id, founder.id, father.id, fc.id], distractor: wrongYear(fc.founded) });
+      add({
+        template: 'company-founder-father-birthplace-founded',
+        type: '4-hop',
+        question: `In what year was the city where the father of the founder of ${c.name} was born founded?`,
+        answer: String(fc.founded),
+        gold: [c.id, founder.id, father.id, fc.id],
+        distractor: wrongYear(fc.founded),
+      });
     }
   }
   for (const p of people) {
@@ -113,14 +228,48 @@ function candidates(world: World): Candidate[] {
     const father = get<Person>(p.father);
     if (!mother || !father) continue;
     const mc = get<City>(mother.birthplace)!;
-    add({ template: 'person-mother-birthplace', type: 'compositional', question: `Where was the mother of ${p.title} born?`, answer: mc.name, gold: [p.id, mother.id], distractor: wrongCity(mc) });
-    add({ template: 'person-father-birthyear', type: 'compositional', question: `When was the father of ${p.title} born?`, answer: String(father.birthYear), gold: [p.id, father.id], distractor: wrongYear(father.birthYear) });
+    add({
+      template: 'person-mother-birthplace',
+      type: 'compositional',
+      question: `Where was the mother of ${p.title} born?`,
+      answer: mc.name,
+      gold: [p.id, mother.id],
+      distractor: wrongCity(mc),
+    });
+    add({
+      template: 'person-father-birthyear',
+      type: 'compositional',
+      question: `When was the father of ${p.title} born?`,
+      answer: String(father.birthYear),
+      gold: [p.id, father.id],
+      distractor: wrongYear(father.birthYear),
+    });
     const fn = get<Country>(father.nationality)!;
-    add({ template: 'person-father-nationality', type: 'compositional', question: `What is the nationality of the father of ${p.title}?`, answer: fn.name, gold: [p.id, father.id], distractor: wrongCountry(fn) });
-    for (const [side, parent] of [['maternal', mother], ['paternal', father]] as const) {
-      for (const [rel, gp] of [['grandfather', get<Person>(parent.father)], ['grandmother', get<Person>(parent.mother)]] as const) {
+    add({
+      template: 'person-father-nationality',
+      type: 'compositional',
+      question: `What is the nationality of the father of ${p.title}?`,
+      answer: fn.name,
+      gold: [p.id, father.id],
+      distractor: wrongCountry(fn),
+    });
+    for (const [side, parent] of [
+      ['maternal', mother],
+      ['paternal', father],
+    ] as const) {
+      for (const [rel, gp] of [
+        ['grandfather', get<Person>(parent.father)],
+        ['grandmother', get<Person>(parent.mother)],
+      ] as const) {
         if (!gp) continue;
-        add({ template: `${side}-${rel}`, type: 'inference', question: `Who is the ${side} ${rel} of ${p.title}?`, ...personAnswer(gp), gold: [p.id, parent.id], distractor: wrongPerson(gp) });
+        add({
+          template: `${side}-${rel}`,
+          type: 'inference',
+          question: `Who is the ${side} ${rel} of ${p.title}?`,
+          ...personAnswer(gp),
+          gold: [p.id, parent.id],
+          distractor: wrongPerson(gp),
+        });
       }
     }
   }
@@ -152,16 +301,51 @@ function candidates(world: World): Candidate[] {
           const first = value(x) < value(y) ? x : y;
           const second = first === x ? y : x;
           const aliases = first.title !== label(first) ? [first.title] : undefined;
-          add({ template, type: 'comparison', heads: [x.id, y.id], question: ask(label(x), label(y)), answer: label(first), aliases, gold: [x.id, y.id], distractor: label(second) });
+          add({
+            template,
+            type: 'comparison',
+            heads: [x.id, y.id],
+            question: ask(label(x), label(y)),
+            answer: label(first),
+            aliases,
+            gold: [x.id, y.id],
+            distractor: label(second),
+          });
         }
       }
     }
   };
-  compare(films, 'film-earlier', (a, b) => `Which film came out first, ${a} or ${b}?`, (e) => e.name, (e) => e.year);
-  compare(books, 'book-earlier', (a, b) => `Which novel was published first, ${a} or ${b}?`, (e) => e.name, (e) => e.year);
-  compare(companies, 'company-earlier', (a, b) => `Which company was founded first, ${a} or ${b}?`, (e) => e.name, (e) => e.founded);
-  const makers = people.filter((p) => p.occupation === 'director' || p.occupation === 'writer' || p.occupation === 'entrepreneur');
-  compare(makers, 'person-older', (a, b) => `Who was born first, ${a} or ${b}?`, (e) => e.title, (e) => e.birthYear);
+  compare(
+    films,
+    'film-earlier',
+    (a, b) => `Which film came out first, ${a} or ${b}?`,
+    (e) => e.name,
+    (e) => e.year,
+  );
+  compare(
+    books,
+    'book-earlier',
+    (a, b) => `Which novel was published first, ${a} or ${b}?`,
+    (e) => e.name,
+    (e) => e.year,
+  );
+  compare(
+    companies,
+    'company-earlier',
+    (a, b) => `Which company was founded first, ${a} or ${b}?`,
+    (e) => e.name,
+    (e) => e.founded,
+  );
+  const makers = people.filter(
+    (p) => p.occupation === 'director' || p.occupation === 'writer' || p.occupation === 'entrepreneur',
+  );
+  compare(
+    makers,
+    'person-older',
+    (a, b) => `Who was born first, ${a} or ${b}?`,
+    (e) => e.title,
+    (e) => e.birthYear,
+  );
   for (const group of bySplit(makers)) {
     for (const a of group) {
       // one partner of the same nationality and one of another, so yes and no are balanced
@@ -170,7 +354,15 @@ function candidates(world: World): Candidate[] {
         if (pool.length === 0) continue;
         const b = rng.pick(pool);
         const answer = same ? 'yes' : 'no';
-        add({ template: 'same-nationality', type: 'comparison', heads: [a.id, b.id], question: `Are ${a.title} and ${b.title} of the same nationality?`, answer, gold: [a.id, b.id], distractor: same ? 'no' : 'yes' });
+        add({
+          template: 'same-nationality',
+          type: 'comparison',
+          heads: [a.id, b.id],
+          question: `Are ${a.title} and ${b.title} of the same nationality?`,
+          answer,
+          gold: [a.id, b.id],
+          distractor: same ? 'no' : 'yes',
+        });
       }
     }
   }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { tool } from '../../src/tools/tool.ts';
+import { tool } from 'agent-r1-ts';
 import { DEFAULT_TOP_K, MAX_TOP_K, type SearchCorpus } from './search.ts';
 
 /** The per-episode state the QA ToolEnv creates: the corpus this task searches. */

@@ -1,4 +1,4 @@
-import type { EpisodeRecord } from '../../src/core/types.ts';
+import type { EpisodeRecord } from 'agent-r1-ts';
 
 export type QaTypeStats = {
   n: number;

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../../src/core/canonical-json.ts';
-import { createRng, type Rng } from '../../src/core/rng.ts';
+import { canonicalJson, createRng, type Rng } from 'agent-r1-ts';
 import {
   CITY_NAMES,
   COMPANY_SUFFIXES,
@@ -88,10 +87,54 @@ export interface WorldSize {
 }
 
 export const WORLD_SIZES: { [name: string]: WorldSize } = {
-  tiny: { countries: 4, cities: 12, grandparents: 30, parents: 40, directors: 12, writers: 12, entrepreneurs: 12, films: 30, books: 30, companies: 16 },
-  small: { countries: 6, cities: 24, grandparents: 80, parents: 110, directors: 40, writers: 40, entrepreneurs: 40, films: 110, books: 110, companies: 60 },
-  medium: { countries: 8, cities: 36, grandparents: 240, parents: 330, directors: 120, writers: 120, entrepreneurs: 120, films: 330, books: 330, companies: 180 },
-  large: { countries: 12, cities: 48, grandparents: 700, parents: 900, directors: 300, writers: 300, entrepreneurs: 300, films: 900, books: 900, companies: 300 },
+  tiny: {
+    countries: 4,
+    cities: 12,
+    grandparents: 30,
+    parents: 40,
+    directors: 12,
+    writers: 12,
+    entrepreneurs: 12,
+    films: 30,
+    books: 30,
+    companies: 16,
+  },
+  small: {
+    countries: 6,
+    cities: 24,
+    grandparents: 80,
+    parents: 110,
+    directors: 40,
+    writers: 40,
+    entrepreneurs: 40,
+    films: 110,
+    books: 110,
+    companies: 60,
+  },
+  medium: {
+    countries: 8,
+    cities: 36,
+    grandparents: 240,
+    parents: 330,
+    directors: 120,
+    writers: 120,
+    entrepreneurs: 120,
+    films: 330,
+    books: 330,
+    companies: 180,
+  },
+  large: {
+    countries: 12,
+    cities: 48,
+    grandparents: 700,
+    parents: 900,
+    directors: 300,
+    writers: 300,
+    entrepreneurs: 300,
+    films: 900,
+    books: 900,
+    companies: 300,
+  },
 };
 
 export interface World {
@@ -106,7 +149,7 @@ export interface World {
 
 class Namer {
   private readonly used = new Set<string>();
-  take(rng: Rng, make: () => string, tries = 200): string {
+  take(_rng: Rng, make: () => string, tries = 200): string {
     for (let i = 0; i < tries; i++) {
       const name = make();
       if (!this.used.has(name)) {
@@ -120,7 +163,9 @@ class Namer {
 
 function generateEntities(rng: Rng, size: WorldSize): Entity[] {
   if (size.countries > COUNTRY_NAMES.length || size.cities > CITY_NAMES.length) {
-    throw new Error(`world size asks for more countries/cities than the inventory has (${COUNTRY_NAMES.length}/${CITY_NAMES.length})`);
+    throw new Error(
+      `world size asks for more countries/cities than the inventory has (${COUNTRY_NAMES.length}/${CITY_NAMES.length})`,
+    );
   }
   const countryNames = rng.shuffle(COUNTRY_NAMES).slice(0, size.countries);
   const cityNames = rng.shuffle(CITY_NAMES).slice(0, size.cities);
@@ -178,7 +223,12 @@ function generateEntities(rng: Rng, size: WorldSize): Entity[] {
     }
     throw new Error('world generator: person names exhausted; use a smaller size');
   };
-  const generation = (count: number, years: [number, number], occupations: readonly string[], parentsFrom: Person[]) => {
+  const generation = (
+    count: number,
+    years: [number, number],
+    occupations: readonly string[],
+    parentsFrom: Person[],
+  ) => {
     const fathers = parentsFrom.filter((p) => p.gender === 'm');
     const mothers = parentsFrom.filter((p) => p.gender === 'f');
     const out: Person[] = [];
@@ -192,7 +242,9 @@ function generateEntities(rng: Rng, size: WorldSize): Entity[] {
         const mother = rng.pick(mothers);
         const lo = Math.max(years[0], Math.max(father.birthYear, mother.birthYear) + 18);
         const hi = Math.max(lo, Math.min(years[1], Math.min(father.birthYear, mother.birthYear) + 45));
-        out.push(makePerson(gender, occupation, [lo, hi], father.name.split(' ')[1], { father: father.id, mother: mother.id }));
+        out.push(
+          makePerson(gender, occupation, [lo, hi], father.name.split(' ')[1], { father: father.id, mother: mother.id }),
+        );
       }
     }
     return out;
@@ -215,20 +267,35 @@ function generateEntities(rng: Rng, size: WorldSize): Entity[] {
   for (let i = 0; i < size.films; i++) {
     const director = rng.pick(directors);
     const name = filmNames.take(rng, () => (rng.chance(0.1) ? rng.pick(cities).name : title()));
-    films.push({ kind: 'film', id: `film${i}`, name, title: name, year: rng.int(director.birthYear + 20, director.birthYear + 60), director: director.id });
+    films.push({
+      kind: 'film',
+      id: `film${i}`,
+      name,
+      title: name,
+      year: rng.int(director.birthYear + 20, director.birthYear + 60),
+      director: director.id,
+    });
   }
   const books: Book[] = [];
   for (let i = 0; i < size.books; i++) {
     const author = rng.pick(writers);
     const name = bookNames.take(rng, title);
-    books.push({ kind: 'book', id: `book${i}`, name, title: name, year: rng.int(author.birthYear + 20, author.birthYear + 60), author: author.id });
+    books.push({
+      kind: 'book',
+      id: `book${i}`,
+      name,
+      title: name,
+      year: rng.int(author.birthYear + 20, author.birthYear + 60),
+      author: author.id,
+    });
   }
   const companyNames = new Namer();
   const companies: Company[] = [];
   for (let i = 0; i < size.companies; i++) {
     const founder = rng.pick(entrepreneurs);
-    const name = companyNames.take(rng, () =>
-      `${rng.chance(0.5) ? founder.name.split(' ')[1] : rng.pick(cities).name} ${rng.pick(COMPANY_SUFFIXES)}`,
+    const name = companyNames.take(
+      rng,
+      () => `${rng.chance(0.5) ? founder.name.split(' ')[1] : rng.pick(cities).name} ${rng.pick(COMPANY_SUFFIXES)}`,
     );
     companies.push({
       kind: 'company',
@@ -241,7 +308,18 @@ function generateEntities(rng: Rng, size: WorldSize): Entity[] {
     });
   }
 
-  const entities: Entity[] = [...countries, ...cities, ...grandparents, ...parents, ...directors, ...writers, ...entrepreneurs, ...films, ...books, ...companies];
+  const entities: Entity[] = [
+    ...countries,
+    ...cities,
+    ...grandparents,
+    ...parents,
+    ...directors,
+    ...writers,
+    ...entrepreneurs,
+    ...films,
+    ...books,
+    ...companies,
+  ];
   assignTitles(entities);
   return entities;
 }
@@ -257,13 +335,17 @@ function assignTitles(entities: Entity[]): void {
   for (const e of entities) bump(e.name);
   const people = entities.filter((e): e is Person => e.kind === 'person');
   const byNameOcc = new Map<string, number>();
-  for (const p of people) byNameOcc.set(`${p.name}|${p.occupation}`, (byNameOcc.get(`${p.name}|${p.occupation}`) ?? 0) + 1);
+  for (const p of people)
+    byNameOcc.set(`${p.name}|${p.occupation}`, (byNameOcc.get(`${p.name}|${p.occupation}`) ?? 0) + 1);
   for (const e of entities) {
     if ((count.get(e.name) ?? 0) < 2) continue;
     if (e.kind === 'film') e.title = `${e.name} (film)`;
     else if (e.kind === 'book') e.title = `${e.name} (novel)`;
     else if (e.kind === 'person') {
-      e.title = (byNameOcc.get(`${e.name}|${e.occupation}`) ?? 0) > 1 ? `${e.name} (${e.occupation}, born ${e.birthYear})` : `${e.name} (${e.occupation})`;
+      e.title =
+        (byNameOcc.get(`${e.name}|${e.occupation}`) ?? 0) > 1
+          ? `${e.name} (${e.occupation}, born ${e.birthYear})`
+          : `${e.name} (${e.occupation})`;
     }
   }
   const titles = new Set<string>();
@@ -279,7 +361,10 @@ function render(e: Entity, byId: Map<string, Entity>, rng: Rng): string {
   const pick = (...variants: string[]) => rng.pick(variants);
   switch (e.kind) {
     case 'country':
-      return pick(`${e.name} is a country. Its capital is ${t(e.capital)}.`, `${e.name} is a country whose capital city is ${t(e.capital)}.`);
+      return pick(
+        `${e.name} is a country. Its capital is ${t(e.capital)}.`,
+        `${e.name} is a country whose capital city is ${t(e.capital)}.`,
+      );
     case 'city':
       return pick(
         `${e.name} is a city in ${n(e.country)}. It was founded in ${e.founded} and has a population of ${e.population}.`,
@@ -289,7 +374,10 @@ function render(e: Entity, byId: Map<string, Entity>, rng: Rng): string {
       const [he, his] = e.gender === 'f' ? ['She', 'her'] : ['He', 'his'];
       const job = OCCUPATION_PHRASE[e.occupation]!;
       const first = `${e.name} is ${/^[aeiou]/.test(job) ? 'an' : 'a'} ${job} from ${n(e.nationality)}.`;
-      const born = pick(`${he} was born in ${e.birthYear} in ${t(e.birthplace)}.`, `${he} was born in ${t(e.birthplace)} in ${e.birthYear}.`);
+      const born = pick(
+        `${he} was born in ${e.birthYear} in ${t(e.birthplace)}.`,
+        `${he} was born in ${t(e.birthplace)} in ${e.birthYear}.`,
+      );
       if (!e.father || !e.mother) return `${first} ${born}`;
       const family = pick(
         `${he} is the ${e.gender === 'f' ? 'daughter' : 'son'} of ${t(e.father)} and ${t(e.mother)}.`,
@@ -299,9 +387,15 @@ function render(e: Entity, byId: Map<string, Entity>, rng: Rng): string {
       return `${first} ${born} ${family}`;
     }
     case 'film':
-      return pick(`${e.name} is a ${e.year} film directed by ${t(e.director)}.`, `${e.name} is a film by director ${t(e.director)}, released in ${e.year}.`);
+      return pick(
+        `${e.name} is a ${e.year} film directed by ${t(e.director)}.`,
+        `${e.name} is a film by director ${t(e.director)}, released in ${e.year}.`,
+      );
     case 'book':
-      return pick(`${e.name} is a novel by ${t(e.author)}, published in ${e.year}.`, `${e.name} is a novel written by ${t(e.author)} and first published in ${e.year}.`);
+      return pick(
+        `${e.name} is a novel by ${t(e.author)}, published in ${e.year}.`,
+        `${e.name} is a novel written by ${t(e.author)} and first published in ${e.year}.`,
+      );
     case 'company':
       return pick(
         `${e.name} is a company founded in ${e.founded} by ${t(e.founder)}. Its headquarters are in ${t(e.headquarters)}.`,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { AgentR1Error } from '../../src/core/errors.ts';
+import { AgentR1Error } from 'agent-r1-ts';
 import type { QaTask } from '../multihop-qa/env.ts';
 import type { QaDocument } from '../multihop-qa/search.ts';
 
@@ -47,10 +47,17 @@ const musiqueItem = z.looseObject({
   answer_aliases: z.array(z.string()).optional(),
   answerable: z.boolean().optional(),
   paragraphs: z.array(
-    z.looseObject({ idx: z.number().int(), title: z.string(), paragraph_text: z.string(), is_supporting: z.boolean().optional() }),
+    z.looseObject({
+      idx: z.number().int(),
+      title: z.string(),
+      paragraph_text: z.string(),
+      is_supporting: z.boolean().optional(),
+    }),
   ),
   question_decomposition: z
-    .array(z.looseObject({ question: z.string(), answer: z.string(), paragraph_support_idx: z.number().int().nullable() }))
+    .array(
+      z.looseObject({ question: z.string(), answer: z.string(), paragraph_support_idx: z.number().int().nullable() }),
+    )
     .min(1),
 });
 
@@ -100,11 +107,16 @@ function fromContext(
   facts: ReadonlyArray<readonly [string, number]>,
   joiner: string,
 ): { documents: QaDocument[]; gold: string[]; chain: string[] } {
-  const documents = context.map(([title, sentences], i) => ({ id: `p${i}`, title, text: sentences.join(joiner).trim() }));
+  const documents = context.map(([title, sentences], i) => ({
+    id: `p${i}`,
+    title,
+    text: sentences.join(joiner).trim(),
+  }));
   const chain = supportingTitles(facts);
   const gold = chain.map((title) => {
     const doc = documents.find((d) => d.title === title);
-    if (!doc) throw new DatasetFormatError(`${dataset} item ${id}: supporting fact title "${title}" is not in its context`);
+    if (!doc)
+      throw new DatasetFormatError(`${dataset} item ${id}: supporting fact title "${title}" is not in its context`);
     return doc.id;
   });
   return { documents, gold, chain };
@@ -123,7 +135,14 @@ export function hotpotqaItems(raw: readonly unknown[]): DatasetItem[] {
         question: item.question,
         type: item.type ?? 'unknown',
         answer: item.answer,
-        meta: { gold, queries: chain, hops: gold.length, answers: [item.answer], chain, ...(item.level ? { level: item.level } : {}) },
+        meta: {
+          gold,
+          queries: chain,
+          hops: gold.length,
+          answers: [item.answer],
+          chain,
+          ...(item.level ? { level: item.level } : {}),
+        },
       },
     };
   });
@@ -165,7 +184,10 @@ export function musiqueItems(raw: readonly unknown[]): DatasetItem[] {
     const chain: string[] = [];
     for (const step of steps) {
       const doc = documents.find((d) => d.id === `p${step.paragraph_support_idx}`);
-      if (!doc) throw new DatasetFormatError(`musique item ${item.id}: paragraph_support_idx ${step.paragraph_support_idx} is not a paragraph`);
+      if (!doc)
+        throw new DatasetFormatError(
+          `musique item ${item.id}: paragraph_support_idx ${step.paragraph_support_idx} is not a paragraph`,
+        );
       const sub = step.question.replace(/#(\d+)/g, (m, k: string) => answers[Number(k) - 1] ?? m);
       if (!gold.includes(doc.id)) gold.push(doc.id);
       queries.push(`${doc.title} ${sub}`);

@@ -3,15 +3,20 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
-import { UnknownNameError } from '../../src/core/errors.ts';
-import type { Scenario } from '../../src/scenario/scenario.ts';
+import { UnknownNameError, type Scenario } from 'agent-r1-ts';
 import { createQaEnv, parseRewardOption, type QaTask } from '../multihop-qa/env.ts';
 import { qaPolicies } from '../multihop-qa/policies.ts';
 import { sampleTasks } from '../multihop-qa/questions.ts';
 import { createCorpus, type SearchCorpus } from '../multihop-qa/search.ts';
 import { createSearchTool, type QaState } from '../multihop-qa/search-tool.ts';
 import { summarizeQa } from '../multihop-qa/summarize.ts';
-import { DATASET_LOADERS, DatasetFormatError, parseJsonOrJsonl, type DatasetItem, type DatasetName } from './loaders.ts';
+import {
+  DATASET_LOADERS,
+  DatasetFormatError,
+  parseJsonOrJsonl,
+  type DatasetItem,
+  type DatasetName,
+} from './loaders.ts';
 
 export const QA_DATASETS_VERSION = '1.0.0';
 
@@ -25,15 +30,21 @@ const datasetSearchTool = createSearchTool(DATASET_MAX_TOP_K);
 
 const DESCRIPTIONS: Record<DatasetName, string> = {
   hotpotqa: 'HotpotQA (distractor setting; CC BY-SA 4.0): bridge and comparison questions over 10 paragraphs each',
-  '2wiki': '2WikiMultihopQA (Apache-2.0): compositional, comparison, inference and bridge-comparison questions over 10 paragraphs each',
+  '2wiki':
+    '2WikiMultihopQA (Apache-2.0): compositional, comparison, inference and bridge-comparison questions over 10 paragraphs each',
   musique: 'MuSiQue-Ans (CC BY 4.0): 2- to 4-hop composed questions over 20 paragraphs each',
 };
 
 const optionsSchema = z
   .object({
-    data: z.string({ error: 'option data (the dataset file, --data PATH) is required' }).min(1, 'option data must name a file'),
+    data: z
+      .string({ error: 'option data (the dataset file, --data PATH) is required' })
+      .min(1, 'option data must name a file'),
     /** The split the file is (train/dev/test); the file's items all belong to it. */
-    split: z.string().regex(/^[\w-]+$/).default('test'),
+    split: z
+      .string()
+      .regex(/^[\w-]+$/)
+      .default('test'),
     rewards: z.string().optional(),
   })
   .strict();
@@ -63,7 +74,8 @@ export function loadDataset(dataset: DatasetName, path: string): LoadedDataset {
     if (items.length === 0) throw new DatasetFormatError(`${dataset}: ${file} has no usable items`);
     const byId = new Map<string, DatasetItem>();
     for (const item of items) {
-      if (byId.has(item.task.id)) throw new DatasetFormatError(`${dataset}: duplicate item id ${item.task.id} in ${file}`);
+      if (byId.has(item.task.id))
+        throw new DatasetFormatError(`${dataset}: duplicate item id ${item.task.id} in ${file}`);
       byId.set(item.task.id, item);
     }
     data = { hash, items, byId };
@@ -77,7 +89,10 @@ export function loadDataset(dataset: DatasetName, path: string): LoadedDataset {
  * paragraphs (BM25 over them), with the supporting paragraphs as gold documents. The file is one
  * split (option `split`, default `test`).
  */
-export function createDatasetScenario(dataset: DatasetName, options: { [key: string]: string }): Scenario<QaTask, QaState> {
+export function createDatasetScenario(
+  dataset: DatasetName,
+  options: { [key: string]: string },
+): Scenario<QaTask, QaState> {
   const parsed = optionsSchema.safeParse(options);
   if (!parsed.success) throw new DatasetFormatError(`${dataset} options: ${z.prettifyError(parsed.error)}`);
   const opts = parsed.data;

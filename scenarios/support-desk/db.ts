@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
 import Database from 'better-sqlite3';
 import { createActor } from 'xstate';
-import { canonicalJson } from '../../src/core/canonical-json.ts';
-import { createRng, type Rng } from '../../src/core/rng.ts';
-import type { Json } from '../../src/core/types.ts';
+import { canonicalJson, createRng, type Rng, type Json } from 'agent-r1-ts';
 import { orderMachine, type OrderEvent, type OrderStatus } from './order-machine.ts';
 
 /**
@@ -52,14 +50,73 @@ CREATE TABLE refunds (
 );
 `;
 
-const FIRST = ['Ava', 'Ben', 'Chloe', 'Daniel', 'Elena', 'Farid', 'Grace', 'Hugo', 'Ines', 'Jonas', 'Keiko', 'Liam', 'Maya', 'Noah', 'Olga', 'Pablo', 'Quinn', 'Rosa', 'Sami', 'Tara'];
-const LAST = ['Adams', 'Brooks', 'Castro', 'Dubois', 'Evans', 'Fischer', 'Garcia', 'Hansen', 'Ito', 'Jensen', 'Kowalski', 'Lopez', 'Moreau', 'Nakamura', 'Okafor', 'Petrov'];
-const CITIES: Array<[string, string]> = [['Springfield', '62701'], ['Riverton', '82501'], ['Lakewood', '80226'], ['Fairview', '97024'], ['Greenville', '29601'], ['Madison', '53703'], ['Salem', '97301'], ['Georgetown', '78626']];
+const FIRST = [
+  'Ava',
+  'Ben',
+  'Chloe',
+  'Daniel',
+  'Elena',
+  'Farid',
+  'Grace',
+  'Hugo',
+  'Ines',
+  'Jonas',
+  'Keiko',
+  'Liam',
+  'Maya',
+  'Noah',
+  'Olga',
+  'Pablo',
+  'Quinn',
+  'Rosa',
+  'Sami',
+  'Tara',
+];
+const LAST = [
+  'Adams',
+  'Brooks',
+  'Castro',
+  'Dubois',
+  'Evans',
+  'Fischer',
+  'Garcia',
+  'Hansen',
+  'Ito',
+  'Jensen',
+  'Kowalski',
+  'Lopez',
+  'Moreau',
+  'Nakamura',
+  'Okafor',
+  'Petrov',
+];
+const CITIES: Array<[string, string]> = [
+  ['Springfield', '62701'],
+  ['Riverton', '82501'],
+  ['Lakewood', '80226'],
+  ['Fairview', '97024'],
+  ['Greenville', '29601'],
+  ['Madison', '53703'],
+  ['Salem', '97301'],
+  ['Georgetown', '78626'],
+];
 const STREETS = ['Oak St', 'Maple Ave', 'Cedar Ln', 'Pine Rd', 'Elm St', 'Birch Way', 'Willow Dr', 'Lake Blvd'];
 export const PRODUCTS: Array<[string, number]> = [
-  ['Desk Lamp', 3499], ['Wireless Mouse', 2599], ['Mechanical Keyboard', 8999], ['USB-C Hub', 4599], ['Water Bottle', 1899],
-  ['Backpack', 6499], ['Notebook Set', 1299], ['Headphones', 12999], ['Phone Case', 1999], ['Yoga Mat', 2999],
-  ['Coffee Grinder', 5499], ['Running Shoes', 9499], ['Throw Blanket', 3999], ['Plant Pot', 1599], ['Bluetooth Speaker', 7999],
+  ['Desk Lamp', 3499],
+  ['Wireless Mouse', 2599],
+  ['Mechanical Keyboard', 8999],
+  ['USB-C Hub', 4599],
+  ['Water Bottle', 1899],
+  ['Backpack', 6499],
+  ['Notebook Set', 1299],
+  ['Headphones', 12999],
+  ['Phone Case', 1999],
+  ['Yoga Mat', 2999],
+  ['Coffee Grinder', 5499],
+  ['Running Shoes', 9499],
+  ['Throw Blanket', 3999],
+  ['Plant Pot', 1599],
+  ['Bluetooth Speaker', 7999],
 ];
 const PAYMENT_KINDS: Array<[string, (rng: Rng) => string]> = [
   ['credit_card', (rng) => `Visa ending in ${rng.int(1000, 9999)}`],
@@ -69,19 +126,30 @@ const PAYMENT_KINDS: Array<[string, (rng: Rng) => string]> = [
 
 /** The status each generated order ends in, with weights: every kind of request finds orders. */
 const STATUS_WEIGHTS: Array<[OrderStatus, number]> = [
-  ['pending', 3], ['processed', 2], ['shipped', 3], ['delivered', 6], ['cancelled', 1], ['returned', 1],
+  ['pending', 3],
+  ['processed', 2],
+  ['shipped', 3],
+  ['delivered', 6],
+  ['cancelled', 1],
+  ['returned', 1],
 ];
 
 /** The events that lead a new order to `status`: the generator replays them through the world machine. */
 function lifecycle(status: OrderStatus, deliveredDay: number): OrderEvent[] {
   const deliver: OrderEvent[] = [{ type: 'PROCESS' }, { type: 'SHIP' }, { type: 'DELIVER', day: deliveredDay }];
   switch (status) {
-    case 'pending': return [];
-    case 'processed': return [{ type: 'PROCESS' }];
-    case 'shipped': return [{ type: 'PROCESS' }, { type: 'SHIP' }];
-    case 'delivered': return deliver;
-    case 'cancelled': return [{ type: 'CANCEL' }];
-    case 'returned': return [...deliver, { type: 'RETURN', today: deliveredDay + 3 }];
+    case 'pending':
+      return [];
+    case 'processed':
+      return [{ type: 'PROCESS' }];
+    case 'shipped':
+      return [{ type: 'PROCESS' }, { type: 'SHIP' }];
+    case 'delivered':
+      return deliver;
+    case 'cancelled':
+      return [{ type: 'CANCEL' }];
+    case 'returned':
+      return [...deliver, { type: 'RETURN', today: deliveredDay + 3 }];
   }
 }
 
@@ -101,7 +169,9 @@ function generate(db: Db): void {
   const insertPayment = db.prepare('INSERT INTO payment_methods VALUES (?, ?, ?, ?)');
   const insertOrder = db.prepare('INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)');
   const insertItem = db.prepare('INSERT INTO order_items VALUES (?, ?, ?, ?, ?)');
-  const insertRefund = db.prepare('INSERT INTO refunds (order_id, payment_method_id, amount_cents, reason) VALUES (?, ?, ?, ?)');
+  const insertRefund = db.prepare(
+    'INSERT INTO refunds (order_id, payment_method_id, amount_cents, reason) VALUES (?, ?, ?, ?)',
+  );
   const names = new Set<string>();
   let orderNo = 1000;
   let paymentNo = 1;
@@ -116,7 +186,15 @@ function generate(db: Db): void {
     const [city, zip] = rng.pick(CITIES);
     const id = `C${String(c + 1).padStart(3, '0')}`;
     const street = `${rng.int(1, 999)} ${rng.pick(STREETS)}`;
-    insertCustomer.run(id, first, last, `${first}.${last}${rng.int(1, 99)}@example.com`.toLowerCase(), street, city, zip);
+    insertCustomer.run(
+      id,
+      first,
+      last,
+      `${first}.${last}${rng.int(1, 99)}@example.com`.toLowerCase(),
+      street,
+      city,
+      zip,
+    );
     const payments: string[] = [];
     for (let p = rng.int(1, 2); p > 0; p--) {
       const [kind, label] = rng.pick(PAYMENT_KINDS);
@@ -127,7 +205,8 @@ function generate(db: Db): void {
     for (let o = rng.int(2, 5); o > 0; o--) {
       const status = weighted(rng, STATUS_WEIGHTS);
       const deliveredDay = TODAY_DAY - rng.int(1, 60);
-      const placedDay = status === 'pending' || status === 'processed' ? TODAY_DAY - rng.int(0, 3) : deliveredDay - rng.int(3, 9);
+      const placedDay =
+        status === 'pending' || status === 'processed' ? TODAY_DAY - rng.int(0, 3) : deliveredDay - rng.int(3, 9);
       const actor = createActor(orderMachine, { input: {} }).start();
       for (const event of lifecycle(status, deliveredDay)) actor.send(event);
       const reached = actor.getSnapshot().value as OrderStatus;
@@ -171,7 +250,11 @@ export function openCopy(): Db {
 }
 
 const TABLES: Array<[string, string]> = [
-  ['customers', 'id'], ['payment_methods', 'id'], ['orders', 'id'], ['order_items', 'id'], ['refunds', 'id'],
+  ['customers', 'id'],
+  ['payment_methods', 'id'],
+  ['orders', 'id'],
+  ['order_items', 'id'],
+  ['refunds', 'id'],
 ];
 
 /** Every row of every table, ordered by key: the database state that outcomes compare. */
@@ -182,7 +265,9 @@ export function dumpDb(db: Db): { [table: string]: Json[] } {
 }
 
 export function digestDb(db: Db): string {
-  return createHash('sha256').update(canonicalJson(dumpDb(db))).digest('hex');
+  return createHash('sha256')
+    .update(canonicalJson(dumpDb(db)))
+    .digest('hex');
 }
 
 // ---- rows as the tools show them ----------------------------------------------------------------
@@ -226,10 +311,15 @@ export interface Address {
 export function cancelOrder(db: Db, orderId: string, reason: string): number {
   return db.transaction(() => {
     const order = getOrder(db, orderId)!;
-    const amount = getItems(db, orderId).filter((i) => !i.returned).reduce((s, i) => s + i.price_cents, 0);
+    const amount = getItems(db, orderId)
+      .filter((i) => !i.returned)
+      .reduce((s, i) => s + i.price_cents, 0);
     db.prepare("UPDATE orders SET status = 'cancelled' WHERE id = ?").run(orderId);
     db.prepare('INSERT INTO refunds (order_id, payment_method_id, amount_cents, reason) VALUES (?, ?, ?, ?)').run(
-      orderId, order.payment_method_id, amount, `cancelled: ${reason}`,
+      orderId,
+      order.payment_method_id,
+      amount,
+      `cancelled: ${reason}`,
     );
     return amount;
   })();
@@ -244,12 +334,20 @@ export function returnItems(db: Db, orderId: string, itemIds: readonly string[])
     for (const item of items) mark.run(item.id);
     db.prepare("UPDATE orders SET status = 'returned' WHERE id = ?").run(orderId);
     db.prepare('INSERT INTO refunds (order_id, payment_method_id, amount_cents, reason) VALUES (?, ?, ?, ?)').run(
-      orderId, order.payment_method_id, amount, 'returned',
+      orderId,
+      order.payment_method_id,
+      amount,
+      'returned',
     );
     return amount;
   })();
 }
 
 export function changeAddress(db: Db, orderId: string, address: Address): void {
-  db.prepare('UPDATE orders SET street = ?, city = ?, zip = ? WHERE id = ?').run(address.street, address.city, address.zip, orderId);
+  db.prepare('UPDATE orders SET street = ?, city = ?, zip = ? WHERE id = ?').run(
+    address.street,
+    address.city,
+    address.zip,
+    orderId,
+  );
 }

@@ -1,8 +1,16 @@
-import { canonicalJson } from '../../src/core/canonical-json.ts';
-import type { Json, Message, StepResult, Task, ToolResult, TurnRecord } from '../../src/core/types.ts';
-import type { ToolEnv } from '../../src/env/tool-env.ts';
-import { syncEffects, withoutEffects } from '../../src/scenario/effects.ts';
-import type { OpenAITool } from '../../src/tools/tool.ts';
+import {
+  canonicalJson,
+  syncEffects,
+  withoutEffects,
+  type Json,
+  type Message,
+  type StepResult,
+  type Task,
+  type ToolResult,
+  type TurnRecord,
+  type ToolEnv,
+  type OpenAITool,
+} from 'agent-r1-ts';
 import { digestDb, TODAY } from './db.ts';
 import { ACTING_TOOLS, IDENTIFY_TOOLS, RULES } from './tools.ts';
 import { applyEffect, createDeskState, disposeDeskState, type DeskEffect, type DeskState } from './world.ts';
@@ -21,7 +29,7 @@ export function systemPrompt(tools: readonly OpenAITool[]): string {
     'You are a customer support agent for an online store. Today is ' + TODAY + '.',
     'Store policy (requests that break it are refused):',
     ...Object.values(RULES).map((r) => `- ${r}`),
-    '- Refunds go to the order\'s original payment method.',
+    "- Refunds go to the order's original payment method.",
     '- If the policy does not allow a request, do not attempt it: explain why in your answer.',
     '',
     'Tools:',
@@ -34,7 +42,8 @@ export function systemPrompt(tools: readonly OpenAITool[]): string {
 
 function renderResult(result: ToolResult): string {
   if (!result.ok) return `[${result.name}] error: ${result.content}`;
-  const shown = result.data !== undefined && !result.truncated ? canonicalJson(withoutEffects(result.data)) : result.content;
+  const shown =
+    result.data !== undefined && !result.truncated ? canonicalJson(withoutEffects(result.data)) : result.content;
   return `[${result.name}] ${shown}`;
 }
 
@@ -86,7 +95,8 @@ export const supportDeskEnv: ToolEnv<Task, DeskState> = {
       };
     }
     const { identifiedFirst, violations, callErrors } = judgeResults(history, results);
-    const reward = (identifiedFirst ? IDENTIFY_REWARD : 0) - VIOLATION_PENALTY * violations.length - CALL_ERROR_PENALTY * callErrors;
+    const reward =
+      (identifiedFirst ? IDENTIFY_REWARD : 0) - VIOLATION_PENALTY * violations.length - CALL_ERROR_PENALTY * callErrors;
     const info: { [key: string]: Json } = {};
     if (violations.length > 0) info['violations'] = violations;
     if (identifiedFirst) info['identified_first'] = true;
@@ -100,7 +110,10 @@ export const supportDeskEnv: ToolEnv<Task, DeskState> = {
   },
   outcome: ({ task, state, history }) => {
     const match = digestDb(state.db) === task.meta?.['expectedDigest'];
-    const violations = history.reduce((n, t) => n + (Array.isArray(t.info?.['violations']) ? (t.info!['violations'] as Json[]).length : 0), 0);
+    const violations = history.reduce(
+      (n, t) => n + (Array.isArray(t.info?.['violations']) ? (t.info!['violations'] as Json[]).length : 0),
+      0,
+    );
     const identifiedFirst = history.some((t) => t.info?.['identified_first'] === true);
     return {
       reward: match ? 1 : 0,

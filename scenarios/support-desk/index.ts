@@ -1,5 +1,4 @@
-import type { EpisodeRecord, Task } from '../../src/core/types.ts';
-import { defineScenario, type Scenario } from '../../src/scenario/scenario.ts';
+import { defineScenario, type EpisodeRecord, type Task, type Scenario } from 'agent-r1-ts';
 import { supportDeskEnv } from './env.ts';
 import { orderMachine } from './order-machine.ts';
 import { expert, reckless } from './policies.ts';
@@ -30,7 +29,7 @@ const scenario: Scenario<Task, DeskState> = {
   id: 'support-desk',
   version: '1',
   description:
-    'A store\'s customer support desk on a real SQLite database (customers, orders, items, payments, refunds) with a policy of rules; ' +
+    "A store's customer support desk on a real SQLite database (customers, orders, items, payments, refunds) with a policy of rules; " +
     'outcome = the final database equals the expected one.',
   splits: SPLITS,
   options: {},

@@ -9,7 +9,14 @@ import { assign, setup } from 'xstate';
 
 export type OrderStatus = 'pending' | 'processed' | 'shipped' | 'delivered' | 'cancelled' | 'returned';
 
-export const ORDER_STATUSES: readonly OrderStatus[] = ['pending', 'processed', 'shipped', 'delivered', 'cancelled', 'returned'];
+export const ORDER_STATUSES: readonly OrderStatus[] = [
+  'pending',
+  'processed',
+  'shipped',
+  'delivered',
+  'cancelled',
+  'returned',
+];
 
 /** Days after delivery during which items may be returned. */
 export const RETURN_WINDOW_DAYS = 30;

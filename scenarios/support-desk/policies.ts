@@ -1,5 +1,4 @@
-import type { Json, Message, Task } from '../../src/core/types.ts';
-import type { Policy } from '../../src/policy/policy.ts';
+import type { Json, Message, Task, Policy } from 'agent-r1-ts';
 import { RETURN_WINDOW_DAYS } from './order-machine.ts';
 import type { DeskRequest } from './tasks.ts';
 
@@ -8,7 +7,9 @@ import type { DeskRequest } from './tasks.ts';
  * of the question text) and what the tools answered; it never looks at the expected state.
  */
 
-const call = (name: string, args: { [key: string]: Json }) => ({ text: `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>` });
+const call = (name: string, args: { [key: string]: Json }) => ({
+  text: `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`,
+});
 const answer = (text: string) => ({ text: `<answer>${text}</answer>` });
 
 /** Tool results seen so far, parsed from the observations (`[tool] {json}` lines). */
@@ -67,9 +68,12 @@ export function expertAction(task: Task, messages: readonly Message[]): { text: 
         : answer(`Order ${req.order_id} is already ${status}, so its address can no longer be changed.`);
     case 'return': {
       const age = Number(order['days_since_delivery']);
-      if (status !== 'delivered') return answer(`Order ${req.order_id} is ${status}; only delivered orders can be returned.`);
+      if (status !== 'delivered')
+        return answer(`Order ${req.order_id} is ${status}; only delivered orders can be returned.`);
       if (!(age <= RETURN_WINDOW_DAYS)) {
-        return answer(`Order ${req.order_id} was delivered ${age} days ago, past the ${RETURN_WINDOW_DAYS}-day return window.`);
+        return answer(
+          `Order ${req.order_id} was delivered ${age} days ago, past the ${RETURN_WINDOW_DAYS}-day return window.`,
+        );
       }
       const items = (order['items'] as Array<{ item_id: string; product: string; returned: boolean }>).filter(
         (i) => req.products.includes(i.product) && !i.returned,

@@ -1,6 +1,4 @@
-import { createRng, deriveSeed } from '../../src/core/rng.ts';
-import type { Json, Task } from '../../src/core/types.ts';
-import { ScenarioError } from '../../src/core/errors.ts';
+import { createRng, deriveSeed, ScenarioError, type Json, type Task } from 'agent-r1-ts';
 import { digestDb, getItems, getOrder, openCopy, TODAY_DAY, dayNumber, type Db, type OrderRow } from './db.ts';
 import { RETURN_WINDOW_DAYS } from './order-machine.ts';
 import { applyEffect, createDeskState, disposeDeskState, type DeskEffect } from './world.ts';
@@ -45,11 +43,19 @@ interface Customer {
 }
 
 const NEW_STREETS = ['12 Harbor View', '480 Summit Ave', '77 Orchard Ln', '905 Mill Rd', '31 Quarry St', '218 Bay Ct'];
-const NEW_CITIES: Array<[string, string]> = [['Portland', '97205'], ['Austin', '78701'], ['Denver', '80202'], ['Boston', '02108']];
+const NEW_CITIES: Array<[string, string]> = [
+  ['Portland', '97205'],
+  ['Austin', '78701'],
+  ['Denver', '80202'],
+  ['Boston', '02108'],
+];
 const REASONS = ['ordered by mistake', 'no longer needed'] as const;
 
 /** One candidate per (order, kind the order's status makes interesting); variants come from the seed. */
-function candidates(db: Db, split: Split): Array<{ order: OrderRow; customer: Customer; kind: RequestKind; allowed: boolean }> {
+function candidates(
+  db: Db,
+  split: Split,
+): Array<{ order: OrderRow; customer: Customer; kind: RequestKind; allowed: boolean }> {
   const orders = db.prepare('SELECT * FROM orders ORDER BY id').all() as OrderRow[];
   const customers = new Map((db.prepare('SELECT * FROM customers').all() as Customer[]).map((c) => [c.id, c]));
   const out: Array<{ order: OrderRow; customer: Customer; kind: RequestKind; allowed: boolean }> = [];
@@ -93,7 +99,10 @@ export function expectedEffect(req: DeskRequest, allowed: boolean, db: Db): Desk
     case 'cancel':
       return { op: 'cancel', order_id: req.order_id, reason: req.reason };
     case 'return': {
-      const ids = getItems(db, req.order_id).filter((i) => req.products.includes(i.product)).map((i) => i.id).sort();
+      const ids = getItems(db, req.order_id)
+        .filter((i) => req.products.includes(i.product))
+        .map((i) => i.id)
+        .sort();
       return { op: 'return', order_id: req.order_id, item_ids: ids };
     }
     case 'address':
@@ -105,7 +114,10 @@ function expectedState(effect: DeskEffect | null): { expected: Json; digest: str
   const state = createDeskState();
   try {
     if (effect) {
-      applyEffect(state, { op: 'identify', customer_id: getOrder(state.db, (effect as { order_id: string }).order_id)!.customer_id });
+      applyEffect(state, {
+        op: 'identify',
+        customer_id: getOrder(state.db, (effect as { order_id: string }).order_id)!.customer_id,
+      });
       applyEffect(state, effect);
     }
     const orderIdOf = effect && 'order_id' in effect ? effect.order_id : null;
@@ -126,8 +138,10 @@ const digestCache = new Map<string, { expected: Json; digest: string }>();
 
 /** `count` tasks of `split`, a seeded sample of the split's requests (repeating, with new variants, past the end). */
 export function generateTasks(split: string, seed: number, count: number): Task[] {
-  if (!(SPLITS as readonly string[]).includes(split)) throw new ScenarioError(`support-desk has no split "${split}"; valid: ${SPLITS.join(', ')}`);
-  if (!Number.isInteger(count) || count < 0) throw new ScenarioError(`task count must be a non-negative integer, got ${count}`);
+  if (!(SPLITS as readonly string[]).includes(split))
+    throw new ScenarioError(`support-desk has no split "${split}"; valid: ${SPLITS.join(', ')}`);
+  if (!Number.isInteger(count) || count < 0)
+    throw new ScenarioError(`task count must be a non-negative integer, got ${count}`);
   const db = openCopy();
   try {
     const pool = candidates(db, split as Split);
@@ -139,13 +153,24 @@ export function generateTasks(split: string, seed: number, count: number): Task[
       const round = Math.floor(n / order.length);
       const { order: row, customer, kind, allowed } = pool[index]!;
       // Round 0 is fixed per request (same id, same text under any seed); later rounds vary with the seed.
-      const v = createRng(round === 0 ? deriveSeed('support-desk', split, index) : deriveSeed('support-desk', split, index, round, seed));
+      const v = createRng(
+        round === 0 ? deriveSeed('support-desk', split, index) : deriveSeed('support-desk', split, index, round, seed),
+      );
       const items = getItems(db, row.id);
       const req: DeskRequest = {
         kind,
         order_id: row.id,
-        identify: v.chance(0.5) ? { email: customer.email } : { first_name: customer.first_name, last_name: customer.last_name, zip: customer.zip },
-        products: kind === 'return' ? v.shuffle(items).slice(0, v.int(1, items.length)).map((i) => i.product).sort() : [],
+        identify: v.chance(0.5)
+          ? { email: customer.email }
+          : { first_name: customer.first_name, last_name: customer.last_name, zip: customer.zip },
+        products:
+          kind === 'return'
+            ? v
+                .shuffle(items)
+                .slice(0, v.int(1, items.length))
+                .map((i) => i.product)
+                .sort()
+            : [],
         reason: v.pick(REASONS),
         address: null,
       };

@@ -1,7 +1,5 @@
 import { z } from 'zod';
-import type { Json } from '../../src/core/types.ts';
-import { commitEffect } from '../../src/scenario/effects.ts';
-import { tool, type ToolContext } from '../../src/tools/tool.ts';
+import { commitEffect, tool, type Json, type ToolContext } from 'agent-r1-ts';
 import { getItems, getOrder, TODAY, TODAY_DAY, dayNumber, type OrderRow } from './db.ts';
 import { RETURN_WINDOW_DAYS } from './order-machine.ts';
 import { applyEffect, orderAllows, type DeskEffect, type DeskState } from './world.ts';
@@ -16,8 +14,9 @@ type Ctx = ToolContext<DeskState>;
 
 /** The rules of the store's policy, by the names refusals use. */
 export const RULES = {
-  identify_first: 'The customer must be identified (find_customer_by_email or find_customer_by_name_zip) before any order or account is read or changed.',
-  own_orders_only: 'Only the identified customer\'s own account and orders may be read or changed.',
+  identify_first:
+    'The customer must be identified (find_customer_by_email or find_customer_by_name_zip) before any order or account is read or changed.',
+  own_orders_only: "Only the identified customer's own account and orders may be read or changed.",
   cancel_before_shipping: 'An order can be cancelled only while it is pending or processed (not once shipped).',
   return_delivered_only: 'Items can be returned only from a delivered order, once per order.',
   return_window: `Items can be returned within ${RETURN_WINDOW_DAYS} days of delivery.`,
@@ -47,12 +46,19 @@ function ownOrder(ctx: Ctx, orderId: string): { order: OrderRow } | { result: Js
 
 function orderView(ctx: Ctx, order: OrderRow): Json {
   const items = getItems(ctx.state.db, order.id).map((i) => ({
-    item_id: i.id, product: i.product, price: i.price_cents / 100, returned: i.returned === 1,
+    item_id: i.id,
+    product: i.product,
+    price: i.price_cents / 100,
+    returned: i.returned === 1,
   }));
   const view: { [key: string]: Json } = {
-    order_id: order.id, status: order.status, placed_on: order.placed_on, delivered_on: order.delivered_on,
+    order_id: order.id,
+    status: order.status,
+    placed_on: order.placed_on,
+    delivered_on: order.delivered_on,
     shipping_address: { street: order.street, city: order.city, zip: order.zip },
-    payment_method_id: order.payment_method_id, items,
+    payment_method_id: order.payment_method_id,
+    items,
   };
   if (order.delivered_on) view['days_since_delivery'] = TODAY_DAY - dayNumber(order.delivered_on);
   return view;
@@ -63,13 +69,18 @@ const orderId = z.string().min(1).describe('The order id, e.g. "#W1042".');
 export const findCustomerByEmail = tool({
   name: 'find_customer_by_email',
   description: 'Identify the customer by the email address on their account. Returns the customer id.',
-  parameters: z.object({ email: z.string().min(3).describe('The customer\'s email address.') }),
+  parameters: z.object({ email: z.string().min(3).describe("The customer's email address.") }),
   execute: ({ email }, ctx: Ctx): Json => {
-    const row = ctx.state.db.prepare('SELECT id, first_name, last_name FROM customers WHERE email = ? COLLATE NOCASE').get(email.trim()) as
-      | { id: string; first_name: string; last_name: string }
-      | undefined;
+    const row = ctx.state.db
+      .prepare('SELECT id, first_name, last_name FROM customers WHERE email = ? COLLATE NOCASE')
+      .get(email.trim()) as { id: string; first_name: string; last_name: string } | undefined;
     if (!row) return { found: false, message: `no customer with email ${email}` };
-    return { found: true, customer_id: row.id, name: `${row.first_name} ${row.last_name}`, effects: [commit(ctx, { op: 'identify', customer_id: row.id })] };
+    return {
+      found: true,
+      customer_id: row.id,
+      name: `${row.first_name} ${row.last_name}`,
+      effects: [commit(ctx, { op: 'identify', customer_id: row.id })],
+    };
   },
 });
 
@@ -83,24 +94,38 @@ export const findCustomerByNameZip = tool({
   }),
   execute: ({ first_name, last_name, zip }, ctx: Ctx): Json => {
     const row = ctx.state.db
-      .prepare('SELECT id, first_name, last_name FROM customers WHERE first_name = ? COLLATE NOCASE AND last_name = ? COLLATE NOCASE AND zip = ?')
-      .get(first_name.trim(), last_name.trim(), zip) as { id: string; first_name: string; last_name: string } | undefined;
+      .prepare(
+        'SELECT id, first_name, last_name FROM customers WHERE first_name = ? COLLATE NOCASE AND last_name = ? COLLATE NOCASE AND zip = ?',
+      )
+      .get(first_name.trim(), last_name.trim(), zip) as
+      | { id: string; first_name: string; last_name: string }
+      | undefined;
     if (!row) return { found: false, message: `no customer named ${first_name} ${last_name} with zip ${zip}` };
-    return { found: true, customer_id: row.id, name: `${row.first_name} ${row.last_name}`, effects: [commit(ctx, { op: 'identify', customer_id: row.id })] };
+    return {
+      found: true,
+      customer_id: row.id,
+      name: `${row.first_name} ${row.last_name}`,
+      effects: [commit(ctx, { op: 'identify', customer_id: row.id })],
+    };
   },
 });
 
 export const getCustomerDetails = tool({
   name: 'get_customer_details',
-  description: 'The identified customer\'s profile, payment methods and orders (id, status, date).',
+  description: "The identified customer's profile, payment methods and orders (id, status, date).",
   parameters: z.object({ customer_id: z.string().min(1) }),
   execute: ({ customer_id }, ctx: Ctx) => {
     if (!ctx.state.identified) return refuse('identify_first', 'no customer has been identified yet.');
-    if (customer_id !== ctx.state.identified) return refuse('own_orders_only', `${customer_id} is not the identified customer.`);
+    if (customer_id !== ctx.state.identified)
+      return refuse('own_orders_only', `${customer_id} is not the identified customer.`);
     const db = ctx.state.db;
     const customer = db.prepare('SELECT * FROM customers WHERE id = ?').get(customer_id) as Json;
-    const payment_methods = db.prepare('SELECT id, kind, label FROM payment_methods WHERE customer_id = ? ORDER BY id').all(customer_id) as Json;
-    const orders = db.prepare('SELECT id AS order_id, status, placed_on FROM orders WHERE customer_id = ? ORDER BY id').all(customer_id) as Json;
+    const payment_methods = db
+      .prepare('SELECT id, kind, label FROM payment_methods WHERE customer_id = ? ORDER BY id')
+      .all(customer_id) as Json;
+    const orders = db
+      .prepare('SELECT id AS order_id, status, placed_on FROM orders WHERE customer_id = ? ORDER BY id')
+      .all(customer_id) as Json;
     return { customer, payment_methods, orders };
   },
 });
@@ -146,14 +171,23 @@ export const returnItemsTool = tool({
     const { order } = found;
     if (order.status !== 'delivered') return refuse('return_delivered_only', `order ${order_id} is ${order.status}.`);
     if (!orderAllows(ctx.state, order, { type: 'RETURN', today: TODAY_DAY })) {
-      return refuse('return_window', `order ${order_id} was delivered on ${order.delivered_on}, more than ${RETURN_WINDOW_DAYS} days ago.`);
+      return refuse(
+        'return_window',
+        `order ${order_id} was delivered on ${order.delivered_on}, more than ${RETURN_WINDOW_DAYS} days ago.`,
+      );
     }
     const items = new Set(getItems(ctx.state.db, order_id).map((i) => i.id));
     const unknown = item_ids.filter((id) => !items.has(id));
     if (unknown.length > 0) return { error: `not items of order ${order_id}: ${unknown.join(', ')}` };
     const unique = [...new Set(item_ids)].sort();
     const effect = commit(ctx, { op: 'return', order_id, item_ids: unique });
-    return { order_id, status: 'returned', returned_items: unique, refunded: refundOf(ctx, order_id), effects: [effect] };
+    return {
+      order_id,
+      status: 'returned',
+      returned_items: unique,
+      refunded: refundOf(ctx, order_id),
+      effects: [effect],
+    };
   },
 });
 
@@ -178,9 +212,9 @@ export const changeAddressTool = tool({
 });
 
 function refundOf(ctx: Ctx, orderId: string): number {
-  const row = ctx.state.db.prepare('SELECT amount_cents FROM refunds WHERE order_id = ? ORDER BY id DESC LIMIT 1').get(orderId) as
-    | { amount_cents: number }
-    | undefined;
+  const row = ctx.state.db
+    .prepare('SELECT amount_cents FROM refunds WHERE order_id = ? ORDER BY id DESC LIMIT 1')
+    .get(orderId) as { amount_cents: number } | undefined;
   return (row?.amount_cents ?? 0) / 100;
 }
 
@@ -196,6 +230,10 @@ export const supportDeskTools = [
 
 /** Tools that read or change a customer's data: using one before identification is acting too early. */
 export const ACTING_TOOLS: ReadonlySet<string> = new Set([
-  'get_customer_details', 'get_order_details', 'cancel_order', 'return_items', 'change_shipping_address',
+  'get_customer_details',
+  'get_order_details',
+  'cancel_order',
+  'return_items',
+  'change_shipping_address',
 ]);
 export const IDENTIFY_TOOLS: ReadonlySet<string> = new Set(['find_customer_by_email', 'find_customer_by_name_zip']);

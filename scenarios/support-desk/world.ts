@@ -1,6 +1,16 @@
 import { createActor, type Actor } from 'xstate';
-import type { EffectLog } from '../../src/scenario/effects.ts';
-import { cancelOrder, changeAddress, getOrder, openCopy, returnItems, TODAY_DAY, dayNumber, type Db, type OrderRow } from './db.ts';
+import type { EffectLog } from 'agent-r1-ts';
+import {
+  cancelOrder,
+  changeAddress,
+  getOrder,
+  openCopy,
+  returnItems,
+  TODAY_DAY,
+  dayNumber,
+  type Db,
+  type OrderRow,
+} from './db.ts';
 import { orderMachine, type OrderEvent, type OrderMachine } from './order-machine.ts';
 
 /**
@@ -72,5 +82,6 @@ export function applyEffect(state: DeskState, effect: DeskEffect): void {
   // The database mirrors the machine: a status the machine did not reach is a bug, not a state.
   const status = actor.getSnapshot().value;
   const stored = getOrder(state.db, effect.order_id)!.status;
-  if (status !== stored) throw new Error(`order ${effect.order_id}: world machine is "${String(status)}" but the database says "${stored}"`);
+  if (status !== stored)
+    throw new Error(`order ${effect.order_id}: world machine is "${String(status)}" but the database says "${stored}"`);
 }

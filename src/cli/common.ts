@@ -61,14 +61,20 @@ export function printJson(value: unknown): void {
   process.stdout.write(JSON.stringify(value) + '\n');
 }
 
-const fmt = (v: unknown) => (typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : JSON.stringify(v));
+const fmt = (v: unknown) =>
+  typeof v === 'number' ? (Number.isInteger(v) ? String(v) : v.toFixed(3)) : JSON.stringify(v);
 
 /** A summary as aligned `key  value` lines, with nested per-key tables (byType) as columns. */
 export function formatSummary(summary: Record<string, unknown>): string {
   const lines: string[] = [];
   const tables: [string, Record<string, Record<string, unknown>>][] = [];
   for (const [key, value] of Object.entries(summary)) {
-    if (value && typeof value === 'object' && !Array.isArray(value) && Object.values(value).every((v) => v && typeof v === 'object')) {
+    if (
+      value &&
+      typeof value === 'object' &&
+      !Array.isArray(value) &&
+      Object.values(value).every((v) => v && typeof v === 'object')
+    ) {
       tables.push([key, value as Record<string, Record<string, unknown>>]);
     } else {
       lines.push(`${key.padEnd(16)} ${fmt(value)}`);
@@ -79,7 +85,8 @@ export function formatSummary(summary: Record<string, unknown>): string {
     const names = Object.keys(rows);
     const width = Math.max(key.length, ...names.map((n) => n.length)) + 2;
     lines.push('', key.padEnd(width) + columns.map((c) => c.padStart(8)).join(''));
-    for (const name of names) lines.push(name.padEnd(width) + columns.map((c) => fmt(rows[name]![c] ?? '').padStart(8)).join(''));
+    for (const name of names)
+      lines.push(name.padEnd(width) + columns.map((c) => fmt(rows[name]![c] ?? '').padStart(8)).join(''));
   }
   return lines.join('\n');
 }

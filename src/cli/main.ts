@@ -20,7 +20,21 @@ const program = new Command('agent-r1')
   .showSuggestionAfterError()
   .exitOverride();
 
-for (const register of [registerStart, registerScenarios, registerRollout, registerEval, registerReplay, registerView, registerReport, registerTrain, registerSft, registerScenarioCheck, registerServe, registerExport]) register(program);
+for (const register of [
+  registerStart,
+  registerScenarios,
+  registerRollout,
+  registerEval,
+  registerReplay,
+  registerView,
+  registerReport,
+  registerTrain,
+  registerSft,
+  registerScenarioCheck,
+  registerServe,
+  registerExport,
+])
+  register(program);
 
 // Every subcommand inherits the strictness: an unknown flag is an error, not silently ignored.
 for (const command of program.commands) command.exitOverride().showHelpAfterError();

@@ -17,12 +17,6 @@ export class UnknownNameError extends AgentR1Error {
   }
 }
 
-/** Tool arguments that fail the tool's schema. */
-export class ToolArgumentsError extends AgentR1Error {}
-
-/** A tool that ran past its timeout. */
-export class ToolTimeoutError extends AgentR1Error {}
-
 /** A record line that cannot be parsed, fails its schema, or fails its checksum. */
 export class CorruptRecordError extends AgentR1Error {
   constructor(
@@ -41,3 +35,16 @@ export class UsageError extends AgentR1Error {}
 
 /** Scenario options (from --data / --option) that the scenario rejects. A usage error. */
 export class ScenarioOptionsError extends UsageError {}
+
+// One copy of the library per thread: the TypeScript sources and the compiled package side by side
+// (a script run through tsx without --conditions=source, whose scenarios import 'agent-r1-ts' from
+// dist/) would make two of every class, and `instanceof` would fail between them.
+const COPIES = Symbol.for('agent-r1-ts/copies');
+const copies = ((globalThis as { [COPIES]?: Set<string> })[COPIES] ??= new Set<string>());
+copies.add(new URL('../..', import.meta.url).href);
+if (copies.size === 2) {
+  const where = [...copies].join(' and ');
+  process.emitWarning(
+    `agent-r1-ts is loaded twice, from ${where}: run the TypeScript sources with --conditions=source`,
+  );
+}

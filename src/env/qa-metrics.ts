@@ -18,6 +18,7 @@ const PUNCTUATION = new Set('!"#$%&\'()*+,-./:;<=>?@[\\]^_`{|}~');
 
 // Python's str.split() whitespace (str.isspace): includes the ASCII separators \x1c-\x1f and NEL,
 // excludes U+FEFF (which JS's \s includes).
+// biome-ignore lint/suspicious/noControlCharactersInRegex: Python counts \x1c-\x1f as whitespace
 const PY_WHITESPACE = /[\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+/u;
 
 // `\b(a|an|the)\b` with Unicode word characters (Python's \w: alphanumerics of any script, and _).

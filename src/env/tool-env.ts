@@ -1,5 +1,14 @@
 import type { Rng } from '../core/rng.ts';
-import type { Message, Outcome, ParsedAction, StepResult, Task, ToolResult, TurnRecord, EndReason } from '../core/types.ts';
+import type {
+  Message,
+  Outcome,
+  ParsedAction,
+  StepResult,
+  Task,
+  ToolResult,
+  TurnRecord,
+  EndReason,
+} from '../core/types.ts';
 import type { OpenAITool } from '../tools/tool.ts';
 
 export interface StepInput<TTask extends Task = Task, TState = unknown> {

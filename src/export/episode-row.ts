@@ -84,4 +84,3 @@ export function recordToRow(record: EpisodeRecord, tools: readonly OpenAITool[])
     metrics: { ...(record.outcome.metrics ?? {}) },
   };
 }
-

@@ -2,8 +2,8 @@ import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { AgentR1Error } from '../core/errors.ts';
 import type { EpisodeRecord } from '../core/types.ts';
-import { loadRecords } from '../replay/jsonl.ts';
-import { openAITools } from '../rollout/drive-episode.ts';
+import { loadRecords } from '../record/jsonl.ts';
+import { openAITools } from '../episode/drive-episode.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import type { OpenAITool } from '../tools/tool.ts';
 import { recordToRow, type EpisodeRow } from './episode-row.ts';
@@ -32,17 +32,23 @@ export interface ExportResult {
 /** The records of a run, refusing a file with corrupt lines (an export must not silently drop episodes). */
 export async function readRun(runDir: string): Promise<EpisodeRecord[]> {
   const file = existsSync(runDir) && statSync(runDir).isDirectory() ? join(runDir, 'episodes.jsonl') : runDir;
-  if (!existsSync(file)) throw new ExportError(`no records at ${file} (expected a run directory with episodes.jsonl, or a .jsonl file)`);
+  if (!existsSync(file))
+    throw new ExportError(`no records at ${file} (expected a run directory with episodes.jsonl, or a .jsonl file)`);
   const { records, corrupt } = await loadRecords(file);
   if (corrupt.length > 0) {
-    throw new ExportError(`${file}: ${corrupt.length} corrupt record line(s), first: ${corrupt[0]!.message}; fix or remove them before exporting`);
+    throw new ExportError(
+      `${file}: ${corrupt.length} corrupt record line(s), first: ${corrupt[0]!.message}; fix or remove them before exporting`,
+    );
   }
   if (records.length === 0) throw new ExportError(`${file} holds no records`);
   return records;
 }
 
 /** Every record as an export row, with its scenario's tools (each scenario loaded once). */
-export async function recordsToRows(records: readonly EpisodeRecord[], load: ExportOptions['loadScenario']): Promise<EpisodeRow[]> {
+export async function recordsToRows(
+  records: readonly EpisodeRecord[],
+  load: ExportOptions['loadScenario'],
+): Promise<EpisodeRow[]> {
   const tools = new Map<string, Promise<readonly OpenAITool[]>>();
   const rows: EpisodeRow[] = [];
   for (const r of records) {
@@ -53,7 +59,9 @@ export async function recordsToRows(records: readonly EpisodeRecord[], load: Exp
         load(r.scenario.id, r.scenario.options).then(
           (s) => openAITools(s),
           (err: unknown) => {
-            throw new ExportError(`cannot load scenario "${r.scenario.id}" for its tools: ${err instanceof Error ? err.message : String(err)}`);
+            throw new ExportError(
+              `cannot load scenario "${r.scenario.id}" for its tools: ${err instanceof Error ? err.message : String(err)}`,
+            );
           },
         ),
       );
@@ -65,10 +73,18 @@ export async function recordsToRows(records: readonly EpisodeRecord[], load: Exp
 
 /** `agent-r1 export`: a run's records as JSONL rows (`messages`) or one parquet file. */
 export async function exportRun(options: ExportOptions): Promise<ExportResult> {
-  if (!EXPORT_FORMATS.includes(options.format)) throw new ExportError(`unknown format "${options.format}"; valid: ${EXPORT_FORMATS.join(', ')}`);
+  if (!EXPORT_FORMATS.includes(options.format))
+    throw new ExportError(`unknown format "${options.format}"; valid: ${EXPORT_FORMATS.join(', ')}`);
   const rows = await recordsToRows(await readRun(options.runDir), options.loadScenario);
-  const data = options.format === 'parquet' ? new Uint8Array(rowsToParquet(rows)) : rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
+  const data =
+    options.format === 'parquet'
+      ? new Uint8Array(rowsToParquet(rows))
+      : rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
   mkdirSync(dirname(options.out), { recursive: true });
   writeFileSync(options.out, data);
-  return { rows: rows.length, out: options.out, bytes: typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength };
+  return {
+    rows: rows.length,
+    out: options.out,
+    bytes: typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength,
+  };
 }

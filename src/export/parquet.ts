@@ -3,10 +3,20 @@ import type { EpisodeRow } from './episode-row.ts';
 
 type SchemaElement = NonNullable<Parameters<typeof parquetWriteBuffer>[0]['schema']>[number];
 
-const str = (name: string, optional = false): SchemaElement => ({ name, type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: optional ? 'OPTIONAL' : 'REQUIRED' });
+const str = (name: string, optional = false): SchemaElement => ({
+  name,
+  type: 'BYTE_ARRAY',
+  converted_type: 'UTF8',
+  repetition_type: optional ? 'OPTIONAL' : 'REQUIRED',
+});
 const int = (name: string): SchemaElement => ({ name, type: 'INT32', repetition_type: 'REQUIRED' });
 const dbl = (name: string): SchemaElement => ({ name, type: 'DOUBLE', repetition_type: 'REQUIRED' });
-const json = (name: string): SchemaElement => ({ name, type: 'BYTE_ARRAY', converted_type: 'JSON', repetition_type: 'REQUIRED' });
+const json = (name: string): SchemaElement => ({
+  name,
+  type: 'BYTE_ARRAY',
+  converted_type: 'JSON',
+  repetition_type: 'REQUIRED',
+});
 
 /**
  * The parquet schema of an export. `messages` is a real nested column (list of structs, with
@@ -60,7 +70,10 @@ const SCHEMA: SchemaElement[] = [
 
 /** Rows as one parquet file (snappy), one row per episode. */
 export function rowsToParquet(rows: readonly EpisodeRow[]): ArrayBuffer {
-  const column = <K extends keyof EpisodeRow>(name: K, map: (v: EpisodeRow[K]) => unknown = (v) => v) => ({ name, data: rows.map((r) => map(r[name])) });
+  const column = <K extends keyof EpisodeRow>(name: K, map: (v: EpisodeRow[K]) => unknown = (v) => v) => ({
+    name,
+    data: rows.map((r) => map(r[name])),
+  });
   return parquetWriteBuffer({
     columnData: [
       ...SCALARS.map(([name]) => column(name)),
@@ -74,7 +87,12 @@ export function rowsToParquet(rows: readonly EpisodeRow[]): ArrayBuffer {
       column('metrics', (v) => JSON.stringify(v)),
     ] as Parameters<typeof parquetWriteBuffer>[0]['columnData'],
     schema: SCHEMA,
-    kvMetadata: [{ key: 'agent-r1.export', value: 'episodes v1: one row per episode; messages in OpenAI chat format; tools and metrics are JSON text' }],
+    kvMetadata: [
+      {
+        key: 'agent-r1.export',
+        value: 'episodes v1: one row per episode; messages in OpenAI chat format; tools and metrics are JSON text',
+      },
+    ],
     createdBy: 'agent-r1-ts',
   });
 }

@@ -51,7 +51,13 @@ export class ChatBridge {
       for (i++; i < messages.length && messages[i]!.role !== 'assistant'; i++) after.push(messages[i]!);
       if (after.length === 0) {
         const where = i < messages.length ? 'is followed by another assistant message' : 'is the last message';
-        throw new OpenAIHttpError(400, `messages: an assistant message ${where}; this policy's chat template needs a tool result or user message after each assistant turn`, 'invalid_request_error', 'invalid_conversation', 'messages');
+        throw new OpenAIHttpError(
+          400,
+          `messages: an assistant message ${where}; this policy's chat template needs a tool result or user message after each assistant turn`,
+          'invalid_request_error',
+          'invalid_conversation',
+          'messages',
+        );
       }
       tokens.push(...this.template.observation(observationText(after, assistant)));
     }
@@ -68,7 +74,12 @@ function key(message: AssistantMessage): string {
 function observationText(after: readonly OpenAIMessage[], assistant: AssistantMessage): string {
   if (after.every((m) => m.role === 'tool')) {
     const names = new Map((assistant.tool_calls ?? []).map((c) => [c.id, c.function.name]));
-    return joinToolResults(after.map((m) => ({ name: names.get((m as { tool_call_id: string }).tool_call_id) ?? 'tool', content: m.content ?? '' })));
+    return joinToolResults(
+      after.map((m) => ({
+        name: names.get((m as { tool_call_id: string }).tool_call_id) ?? 'tool',
+        content: m.content ?? '',
+      })),
+    );
   }
   return after.map((m) => m.content ?? '').join('\n');
 }

@@ -59,7 +59,8 @@ export class OpenAIPolicy implements Policy {
     } catch {
       throw new PolicySpecError(`"${options.baseURL}" is not a URL (expected e.g. http://127.0.0.1:8000/v1)`);
     }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new PolicySpecError(`base URL ${options.baseURL} must be http(s)`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new PolicySpecError(`base URL ${options.baseURL} must be http(s)`);
     this.endpoint = options.baseURL.replace(/\/+$/, '') + '/chat/completions';
     this.id = `openai:${options.model}@${options.baseURL}`;
     this.version = options.model;
@@ -105,7 +106,10 @@ export class OpenAIPolicy implements Policy {
       try {
         const res = await this.fetch(this.endpoint, {
           method: 'POST',
-          headers: { 'content-type': 'application/json', ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}) },
+          headers: {
+            'content-type': 'application/json',
+            ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
+          },
           body: payload,
           signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs),
         });
@@ -114,7 +118,10 @@ export class OpenAIPolicy implements Policy {
           try {
             return JSON.parse(text) as unknown;
           } catch {
-            throw new ExternalPolicyError(`${this.endpoint} answered ${res.status} with a body that is not JSON: ${text.slice(0, 200)}`, res.status);
+            throw new ExternalPolicyError(
+              `${this.endpoint} answered ${res.status} with a body that is not JSON: ${text.slice(0, 200)}`,
+              res.status,
+            );
           }
         }
         failure = {
@@ -128,11 +135,19 @@ export class OpenAIPolicy implements Policy {
         if (signal?.aborted) throw signal.reason ?? err;
         const timedOut = err instanceof Error && err.name === 'TimeoutError';
         const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
-        failure = { message: timedOut ? `${this.endpoint} did not answer within ${timeoutMs} ms` : `${this.endpoint}: ${(err as Error).message}${cause}`, retry: true };
+        failure = {
+          message: timedOut
+            ? `${this.endpoint} did not answer within ${timeoutMs} ms`
+            : `${this.endpoint}: ${(err as Error).message}${cause}`,
+          retry: true,
+        };
       }
       if (!failure.retry || attempt >= retries) {
         const tries = attempt + 1;
-        throw new ExternalPolicyError(`${failure.message}${failure.retry ? ` (gave up after ${tries} attempts)` : ''}`, failure.status);
+        throw new ExternalPolicyError(
+          `${failure.message}${failure.retry ? ` (gave up after ${tries} attempts)` : ''}`,
+          failure.status,
+        );
       }
       const backoff = Math.min(30_000, (this.options.backoffMs ?? 500) * 2 ** attempt);
       await sleep(failure.retryAfterMs ?? backoff, signal);
@@ -143,26 +158,44 @@ export class OpenAIPolicy implements Policy {
 /** The action (and token ids / log-probs, when present) in a chat completion, plus the message as sent. */
 export function readCompletion(response: unknown): { output: PolicyOutput; message: AssistantMessage } {
   const choice = (response as { choices?: unknown[] } | null)?.choices?.[0] as
-    | { message?: { content?: unknown; tool_calls?: unknown; refusal?: unknown }; logprobs?: { content?: unknown } | null; token_ids?: unknown }
+    | {
+        message?: { content?: unknown; tool_calls?: unknown; refusal?: unknown };
+        logprobs?: { content?: unknown } | null;
+        token_ids?: unknown;
+      }
     | undefined;
   const m = choice?.message;
-  if (!m || typeof m !== 'object') throw new ExternalPolicyError(`the completion has no choices[0].message: ${JSON.stringify(response).slice(0, 200)}`);
+  if (!m || typeof m !== 'object')
+    throw new ExternalPolicyError(
+      `the completion has no choices[0].message: ${JSON.stringify(response).slice(0, 200)}`,
+    );
   const calls = Array.isArray(m.tool_calls) ? m.tool_calls.filter(isToolCall) : [];
   const content = typeof m.content === 'string' ? m.content : typeof m.refusal === 'string' ? m.refusal : null;
-  const message: AssistantMessage = calls.length > 0 ? { role: 'assistant', content, tool_calls: calls } : { role: 'assistant', content };
+  const message: AssistantMessage =
+    calls.length > 0 ? { role: 'assistant', content, tool_calls: calls } : { role: 'assistant', content };
   const output: PolicyOutput = { text: assistantToAction(message) };
-  const entries = Array.isArray(choice.logprobs?.content) ? (choice.logprobs.content as Array<{ token?: unknown; logprob?: unknown }>) : [];
+  const entries = Array.isArray(choice.logprobs?.content)
+    ? (choice.logprobs.content as Array<{ token?: unknown; logprob?: unknown }>)
+    : [];
   const logprobs = entries.map((e) => (typeof e.logprob === 'number' ? e.logprob : NaN));
   if (entries.length > 0 && logprobs.every(Number.isFinite)) output.logprobs = logprobs;
-  const fromLogprobs = entries.map((e) => (typeof e.token === 'string' && /^token_id:\d+$/.test(e.token) ? Number(e.token.slice(9)) : NaN));
-  const ids = isIds(choice.token_ids) ? choice.token_ids : entries.length > 0 && fromLogprobs.every(Number.isInteger) ? fromLogprobs : undefined;
+  const fromLogprobs = entries.map((e) =>
+    typeof e.token === 'string' && /^token_id:\d+$/.test(e.token) ? Number(e.token.slice(9)) : NaN,
+  );
+  const ids = isIds(choice.token_ids)
+    ? choice.token_ids
+    : entries.length > 0 && fromLogprobs.every(Number.isInteger)
+      ? fromLogprobs
+      : undefined;
   if (ids && (!output.logprobs || output.logprobs.length === ids.length)) output.tokens = ids;
   return { output, message };
 }
 
 function isToolCall(c: unknown): c is OpenAIToolCall {
   const f = (c as { function?: { name?: unknown; arguments?: unknown } } | null)?.function;
-  return typeof (c as { id?: unknown })?.id === 'string' && typeof f?.name === 'string' && typeof f.arguments === 'string';
+  return (
+    typeof (c as { id?: unknown })?.id === 'string' && typeof f?.name === 'string' && typeof f.arguments === 'string'
+  );
 }
 
 function isIds(v: unknown): v is number[] {
@@ -216,7 +249,10 @@ const SPEC = /^openai:(.+)@(https?:\/\/.+)$/;
  */
 export function openAIOptionsFromSpec(spec: string, env: NodeJS.ProcessEnv = process.env): OpenAIPolicyOptions {
   const m = SPEC.exec(spec);
-  if (!m) throw new PolicySpecError(`policy "${spec}": expected openai:MODEL@BASE_URL, e.g. openai:qwen2.5-7b@http://127.0.0.1:8000/v1`);
+  if (!m)
+    throw new PolicySpecError(
+      `policy "${spec}": expected openai:MODEL@BASE_URL, e.g. openai:qwen2.5-7b@http://127.0.0.1:8000/v1`,
+    );
   const num = (name: string, check: (n: number) => boolean) => {
     const raw = env[`AGENT_R1_OPENAI_${name}`];
     if (raw === undefined || raw === '') return undefined;
@@ -233,10 +269,16 @@ export function openAIOptionsFromSpec(spec: string, env: NodeJS.ProcessEnv = pro
     if (v !== undefined) options[k] = v;
   };
   set('temperature', num('TEMPERATURE', nonNeg));
-  set('topP', num('TOP_P', (n) => n > 0 && n <= 1));
+  set(
+    'topP',
+    num('TOP_P', (n) => n > 0 && n <= 1),
+  );
   set('concurrency', num('CONCURRENCY', posInt));
   set('timeoutMs', num('TIMEOUT_MS', posInt));
-  set('maxRetries', num('MAX_RETRIES', (n) => Number.isInteger(n) && n >= 0));
+  set(
+    'maxRetries',
+    num('MAX_RETRIES', (n) => Number.isInteger(n) && n >= 0),
+  );
   const lp = env.AGENT_R1_OPENAI_LOGPROBS;
   if (lp !== undefined && lp !== '') set('logprobs', !['0', 'false', 'no'].includes(lp.toLowerCase()));
   return options;

@@ -24,8 +24,12 @@ export function actionToAssistant(text: string, callId: (index: number) => strin
   return { role: 'assistant', content: rest === '' ? null : rest, tool_calls: toolCallsToOpenAI(action.calls, callId) };
 }
 
-export function toolCallsToOpenAI(calls: readonly ToolCall[], callId: (index: number) => string): OpenAIToolCall[] {
-  return calls.map((c, i) => ({ id: callId(i), type: 'function', function: { name: c.name, arguments: JSON.stringify(c.arguments) } }));
+function toolCallsToOpenAI(calls: readonly ToolCall[], callId: (index: number) => string): OpenAIToolCall[] {
+  return calls.map((c, i) => ({
+    id: callId(i),
+    type: 'function',
+    function: { name: c.name, arguments: JSON.stringify(c.arguments) },
+  }));
 }
 
 /**
@@ -61,7 +65,10 @@ function hermesCallJson(call: OpenAIToolCall): string {
  */
 export function observationToToolMessages(observation: string, calls: readonly OpenAIToolCall[]): OpenAIMessage[] {
   if (calls.length === 1) return [{ role: 'tool', content: observation, tool_call_id: calls[0]!.id }];
-  const parts = splitNumbered(observation, calls.map((c) => c.function.name));
+  const parts = splitNumbered(
+    observation,
+    calls.map((c) => c.function.name),
+  );
   return calls.map((c, i) => ({
     role: 'tool',
     content: parts ? parts[i]! : i === 0 ? observation : SEE_FIRST_RESULT,
@@ -80,7 +87,9 @@ function splitNumbered(text: string, names: readonly string[]): string[] | null 
     starts.push(found + 1);
     at = found + 1 + marker(i).length;
   }
-  return starts.map((s, i) => text.slice(s + marker(i).length, i + 1 < starts.length ? starts[i + 1]! - 1 : text.length));
+  return starts.map((s, i) =>
+    text.slice(s + marker(i).length, i + 1 < starts.length ? starts[i + 1]! - 1 : text.length),
+  );
 }
 
 /** The observation text for a turn's tool messages (the inverse of observationToToolMessages). */

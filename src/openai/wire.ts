@@ -68,7 +68,12 @@ export const chatCompletionRequestSchema = z
     max_tokens: z.number().int().positive().nullish(),
     max_completion_tokens: z.number().int().positive().nullish(),
     stop: z.union([z.string(), z.array(z.string()).max(4)]).nullish(),
-    seed: z.number().int().min(-(2 ** 31)).max(2 ** 32 - 1).nullish(),
+    seed: z
+      .number()
+      .int()
+      .min(-(2 ** 31))
+      .max(2 ** 32 - 1)
+      .nullish(),
     stream: z.boolean().nullish(),
     stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
     n: z.literal(1, { error: 'only n = 1 is supported' }).nullish(),
@@ -77,10 +82,16 @@ export const chatCompletionRequestSchema = z
     /** vLLM's extension: `logprobs.content[].token` as `token_id:N`. */
     return_tokens_as_token_ids: z.boolean().nullish(),
   })
-  .refine((b) => !b.tool_choice || typeof b.tool_choice === 'string' || (b.tools ?? []).some((t) => t.function.name === (b.tool_choice as { function: { name: string } }).function.name), {
-    message: 'tool_choice names a function that is not in tools',
-    path: ['tool_choice'],
-  });
+  .refine(
+    (b) =>
+      !b.tool_choice ||
+      typeof b.tool_choice === 'string' ||
+      (b.tools ?? []).some((t) => t.function.name === (b.tool_choice as { function: { name: string } }).function.name),
+    {
+      message: 'tool_choice names a function that is not in tools',
+      path: ['tool_choice'],
+    },
+  );
 
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
 
@@ -96,7 +107,9 @@ export function normalizeMessages(messages: readonly RawMessage[]): OpenAIMessag
   return messages.map((m): OpenAIMessage => {
     if (m.role === 'assistant') {
       const calls = m.tool_calls ?? [];
-      return calls.length > 0 ? { role: 'assistant', content: text(m.content), tool_calls: calls } : { role: 'assistant', content: text(m.content) };
+      return calls.length > 0
+        ? { role: 'assistant', content: text(m.content), tool_calls: calls }
+        : { role: 'assistant', content: text(m.content) };
     }
     if (m.role === 'tool') return { role: 'tool', content: text(m.content) ?? '', tool_call_id: m.tool_call_id };
     return { role: m.role === 'developer' ? 'system' : m.role, content: text(m.content) ?? '' };

@@ -1,8 +1,8 @@
 import type { EpisodeRecord, PolicyOutput, ToolResult } from '../core/types.ts';
 import { AgentR1Error } from '../core/errors.ts';
 import { canonicalJson } from '../core/canonical-json.ts';
-import { driveEpisode } from '../rollout/drive-episode.ts';
-import { buildRecord } from '../rollout/run-episode.ts';
+import { driveEpisode } from '../episode/drive-episode.ts';
+import { buildRecord } from '../episode/run-episode.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { ToolRunner } from '../tools/runner.ts';
 
@@ -29,20 +29,46 @@ export interface ReplayOptions {
   liveTools?: boolean;
 }
 
-const TURN_FIELDS = ['states', 'action', 'results', 'observation', 'reward', 'done', 'info', 'tokenCount', 'text'] as const;
-const EPISODE_FIELDS = ['answer', 'outcome', 'processReward', 'totalReward', 'totalTokens', 'endReason', 'status', 'error'] as const;
+const TURN_FIELDS = [
+  'states',
+  'action',
+  'results',
+  'observation',
+  'reward',
+  'done',
+  'info',
+  'tokenCount',
+  'text',
+] as const;
+const EPISODE_FIELDS = [
+  'answer',
+  'outcome',
+  'processReward',
+  'totalReward',
+  'totalTokens',
+  'endReason',
+  'status',
+  'error',
+] as const;
 
 /**
  * Re-drives the episode machine from a record: the recorded policy outputs (and, unless liveTools,
  * the recorded tool results) go back in; the ToolEnv runs for real; every state, observation and
  * reward must come out as recorded.
  */
-export async function replayRecord(record: EpisodeRecord, scenario: Scenario, options: ReplayOptions = {}): Promise<ReplayResult> {
+export async function replayRecord(
+  record: EpisodeRecord,
+  scenario: Scenario,
+  options: ReplayOptions = {},
+): Promise<ReplayResult> {
   if (scenario.id !== record.scenario.id) {
     throw new AgentR1Error(`record ${record.episodeId} is from scenario ${record.scenario.id}, not ${scenario.id}`);
   }
   const runner = options.liveTools
-    ? new ToolRunner(scenario.tools, { timeoutMs: record.config.toolTimeoutMs, maxOutputChars: record.config.maxToolOutputChars })
+    ? new ToolRunner(scenario.tools, {
+        timeoutMs: record.config.toolTimeoutMs,
+        maxOutputChars: record.config.maxToolOutputChars,
+      })
     : undefined;
   const driven = await driveEpisode(scenario, record.task, record.seed, record.config, {
     encode: record.promptTokens ? recordedEncoding(record) : undefined,
@@ -50,17 +76,29 @@ export async function replayRecord(record: EpisodeRecord, scenario: Scenario, op
     execute: async (call, ctx): Promise<ToolResult> => {
       if (runner) return runner.run(call, { task: record.task, rng: ctx.rng, state: ctx.state, signal: ctx.signal });
       const recorded = record.turns[ctx.turn]?.results[ctx.callIndex];
-      if (!recorded) throw new AgentR1Error(`turn ${ctx.turn} calls a tool the record has no result for (call ${ctx.callIndex + 1})`);
+      if (!recorded)
+        throw new AgentR1Error(
+          `turn ${ctx.turn} calls a tool the record has no result for (call ${ctx.callIndex + 1})`,
+        );
       return recorded;
     },
   });
   const replayed = buildRecord(
-    { scenario, task: record.task, policy: record.policy as never, seed: record.seed, group: record.group, runId: record.runId },
+    {
+      scenario,
+      task: record.task,
+      policy: record.policy as never,
+      seed: record.seed,
+      group: record.group,
+      runId: record.runId,
+    },
     { episodeId: record.episodeId, index: record.index, sample: record.sample, config: record.config },
     driven,
   );
   const divergence = firstDivergence(record, replayed);
-  return divergence ? { episodeId: record.episodeId, verified: false, divergence, replayed } : { episodeId: record.episodeId, verified: true, replayed };
+  return divergence
+    ? { episodeId: record.episodeId, verified: false, divergence, replayed }
+    : { episodeId: record.episodeId, verified: true, replayed };
 }
 
 /** The record's own token ids stand in for the policy's tokenizer: observations come in turn order. */
@@ -92,7 +130,14 @@ export function firstDivergence(expected: EpisodeRecord, actual: EpisodeRecord):
   for (let i = 0; i < turns; i++) {
     const e = expected.turns[i];
     const a = actual.turns[i];
-    if (!e || !a) return { episodeId: id, turn: i, field: 'turn', expected: e ? 'present' : 'absent', actual: a ? 'present' : 'absent' };
+    if (!e || !a)
+      return {
+        episodeId: id,
+        turn: i,
+        field: 'turn',
+        expected: e ? 'present' : 'absent',
+        actual: a ? 'present' : 'absent',
+      };
     for (const field of TURN_FIELDS) {
       if (!same(e[field], a[field])) return { episodeId: id, turn: i, field, expected: e[field], actual: a[field] };
     }

@@ -46,7 +46,9 @@ export function computeAdvantages(
   options: AdvantageOptions = {},
 ): AdvantageResult[] {
   if (!(ADVANTAGE_ESTIMATORS as readonly string[]).includes(estimator)) {
-    throw new RlInputError(`unknown advantage estimator "${String(estimator)}"; valid: ${ADVANTAGE_ESTIMATORS.join(', ')}`);
+    throw new RlInputError(
+      `unknown advantage estimator "${String(estimator)}"; valid: ${ADVANTAGE_ESTIMATORS.join(', ')}`,
+    );
   }
   if (!Array.isArray(sequences)) throw new RlInputError('sequences must be an array');
   const gamma = checkUnit(options.gamma ?? 1, 'gamma');
@@ -134,7 +136,11 @@ function gae(seqs: readonly AdvantageSequence[], gamma: number, lambda: number, 
     }
     return { advantages, returns };
   });
-  if (whiten) whitenInPlace(results.map((r) => r.advantages), seqs.map((s) => s.mask));
+  if (whiten)
+    whitenInPlace(
+      results.map((r) => r.advantages),
+      seqs.map((s) => s.mask),
+    );
   return results;
 }
 
@@ -150,7 +156,11 @@ function reinforcePlusPlus(seqs: readonly AdvantageSequence[], gamma: number, wh
     }
     return { advantages: returns.slice(), returns };
   });
-  if (whiten) whitenInPlace(results.map((r) => r.advantages), seqs.map((s) => s.mask));
+  if (whiten)
+    whitenInPlace(
+      results.map((r) => r.advantages),
+      seqs.map((s) => s.mask),
+    );
   return results;
 }
 
@@ -211,23 +221,27 @@ function rloo(seqs: readonly AdvantageSequence[]): AdvantageResult[] {
  * verl's `masked_whiten`: (x − mean) / sqrt(var + 1e-8) over every masked position of the batch,
  * with the unbiased (Bessel-corrected) variance. Unmasked positions stay 0.
  */
-export function whitenInPlace(xs: number[][], masks: readonly (readonly number[])[]): void {
+function whitenInPlace(xs: number[][], masks: readonly (readonly number[])[]): void {
   let n = 0;
   let sum = 0;
-  xs.forEach((x, i) => x.forEach((v, t) => {
-    if (masks[i]![t] === 1) {
-      n++;
-      sum += v;
-    }
-  }));
+  xs.forEach((x, i) =>
+    x.forEach((v, t) => {
+      if (masks[i]![t] === 1) {
+        n++;
+        sum += v;
+      }
+    }),
+  );
   if (n < 2) {
     throw new RlInputError(`whitening needs at least 2 action tokens in the batch, got ${n} (pass whiten: false)`);
   }
   const mean = sum / n;
   let ss = 0;
-  xs.forEach((x, i) => x.forEach((v, t) => {
-    if (masks[i]![t] === 1) ss += (v - mean) ** 2;
-  }));
+  xs.forEach((x, i) =>
+    x.forEach((v, t) => {
+      if (masks[i]![t] === 1) ss += (v - mean) ** 2;
+    }),
+  );
   const scale = 1 / Math.sqrt(ss / (n - 1) + WHITEN_EPS);
   xs.forEach((x, i) => {
     for (let t = 0; t < x.length; t++) x[t] = masks[i]![t] === 1 ? (x[t]! - mean) * scale : 0;

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { ADVANTAGE_ESTIMATORS, type AdvantageEstimator } from './advantages.ts';
+import type { AdvantageEstimator } from './advantages.ts';
 import { TrainingError } from './errors.ts';
 import { KL_ESTIMATORS } from './kl.ts';
 import { LOSS_AGGREGATIONS } from './losses.ts';

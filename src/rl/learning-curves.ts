@@ -14,7 +14,10 @@ export interface CurvePoint {
  * Learning curves as an SVG, rendered headless with Vega-Lite → Vega (no browser, no canvas):
  * lines per series, with a ±spread band where given.
  */
-export async function learningCurvesSvg(points: readonly CurvePoint[], options: { title: string; yTitle: string; xTitle?: string }): Promise<string> {
+export async function learningCurvesSvg(
+  points: readonly CurvePoint[],
+  options: { title: string; yTitle: string; xTitle?: string },
+): Promise<string> {
   const values = points.map((p) => ({ ...p, lo: p.value - (p.spread ?? 0), hi: p.value + (p.spread ?? 0) }));
   const spec: vegaLite.TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',

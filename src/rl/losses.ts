@@ -38,15 +38,23 @@ export function maskedMean(x: tf.Tensor, mask: tf.Tensor): tf.Scalar {
  * mean over sequences of each sequence's token sum; seq-mean-token-mean = mean over sequences of each
  * sequence's token mean. Sequences without action tokens do not count.
  */
-export function aggregateLoss(loss: tf.Tensor, mask: tf.Tensor, mode: LossAggregation = 'token-mean', denominator?: number): tf.Scalar {
+export function aggregateLoss(
+  loss: tf.Tensor,
+  mask: tf.Tensor,
+  mode: LossAggregation = 'token-mean',
+  denominator?: number,
+): tf.Scalar {
   checkAggregation(mode);
   checkShapes({ loss, mask });
-  if (denominator !== undefined && !(denominator > 0)) throw new RlInputError(`loss denominator must be > 0, got ${denominator}`);
+  if (denominator !== undefined && !(denominator > 0))
+    throw new RlInputError(`loss denominator must be > 0, got ${denominator}`);
   return tf.tidy(() => {
     // With gradient accumulation, the caller passes the whole minibatch's count (action tokens, or
     // sequences with any) so that the micro-batches' losses add up to the minibatch's.
     if (mode === 'token-mean') {
-      return denominator === undefined ? maskedMean(loss, mask) : (tf.div(tf.sum(tf.mul(loss, mask)), denominator) as tf.Scalar);
+      return denominator === undefined
+        ? maskedMean(loss, mask)
+        : (tf.div(tf.sum(tf.mul(loss, mask)), denominator) as tf.Scalar);
     }
     const tokens = tf.sum(mask, 1);
     const present = tf.cast(tf.greater(tokens, 0), 'float32');
@@ -145,7 +153,10 @@ export function clippedValueLoss(
     const l1 = tf.square(tf.sub(values, returns));
     const l2 = tf.square(tf.sub(clippedV, returns));
     return {
-      loss: tf.mul(0.5, aggregateLoss(tf.maximum(l1, l2), mask, options.aggregation ?? 'token-mean', options.denominator)) as tf.Scalar,
+      loss: tf.mul(
+        0.5,
+        aggregateLoss(tf.maximum(l1, l2), mask, options.aggregation ?? 'token-mean', options.denominator),
+      ) as tf.Scalar,
       clipFraction: maskedMean(tf.cast(tf.greater(l2, l1), 'float32'), mask),
     };
   });
@@ -158,28 +169,7 @@ export function policyGradientLoss(
   denominator?: number,
 ): tf.Scalar {
   checkShapes({ logprobs: input.logprobs, advantages: input.advantages, mask: input.mask });
-  return tf.tidy(() => aggregateLoss(tf.mul(tf.neg(input.advantages), input.logprobs), input.mask, aggregation, denominator));
-}
-
-/**
- * Global gradient-norm clipping (torch's `clip_grad_norm_`): scale every gradient by
- * min(1, maxNorm / (‖g‖ + 1e-6)). Returns the norm before clipping; a non-finite norm is returned
- * as is (with the gradients untouched) so the caller can skip that update, as verl does.
- */
-export function clipByGlobalNorm(grads: tf.NamedTensorMap, maxNorm: number): { grads: tf.NamedTensorMap; norm: number } {
-  if (!(maxNorm > 0)) throw new RlInputError(`max grad norm must be > 0, got ${maxNorm}`);
-  const names = Object.keys(grads);
-  if (names.length === 0) return { grads, norm: 0 };
-  const normT = tf.tidy(() => tf.sqrt(tf.addN(names.map((n) => tf.sum(tf.square(grads[n]!))))));
-  const norm = normT.dataSync()[0]!;
-  normT.dispose();
-  if (!Number.isFinite(norm)) return { grads, norm };
-  const scale = Math.min(1, maxNorm / (norm + 1e-6));
-  if (scale === 1) return { grads, norm };
-  const out: tf.NamedTensorMap = {};
-  for (const n of names) {
-    out[n] = tf.mul(grads[n]!, scale);
-    grads[n]!.dispose();
-  }
-  return { grads: out, norm };
+  return tf.tidy(() =>
+    aggregateLoss(tf.mul(tf.neg(input.advantages), input.logprobs), input.mask, aggregation, denominator),
+  );
 }

@@ -46,7 +46,12 @@ export async function readLatest(outDir: string): Promise<LatestPointer | null> 
  * Writes a checkpoint atomically: `fill` writes into a temporary directory, which is then renamed
  * into place, and only then does latest.json move to it. Keeps the newest `keep` checkpoints.
  */
-export async function writeCheckpoint(outDir: string, step: number, fill: (dir: string) => Promise<void>, keep = 2): Promise<string> {
+export async function writeCheckpoint(
+  outDir: string,
+  step: number,
+  fill: (dir: string) => Promise<void>,
+  keep = 2,
+): Promise<string> {
   const root = join(outDir, 'checkpoints');
   await mkdir(root, { recursive: true });
   const name = checkpointName(step);
@@ -59,7 +64,8 @@ export async function writeCheckpoint(outDir: string, step: number, fill: (dir: 
   await rename(tmp, final);
   await writeFileAtomic(join(outDir, 'latest.json'), JSON.stringify({ step, dir: join('checkpoints', name) }));
   const old = (await readdir(root)).filter((n) => /^step-\d+$/.test(n)).sort();
-  for (const n of old.slice(0, Math.max(0, old.length - keep))) await rm(join(root, n), { recursive: true, force: true });
+  for (const n of old.slice(0, Math.max(0, old.length - keep)))
+    await rm(join(root, n), { recursive: true, force: true });
   return final;
 }
 
@@ -70,13 +76,17 @@ export async function prepareRunDir(outDir: string, configJson: unknown, resume:
   const wanted = canonicalJson(configJson);
   if (existsSync(path)) {
     const have = canonicalJson(JSON.parse(await readFile(path, 'utf8')));
-    if (!resume) throw new TrainingError(`${outDir} already holds a run; pass --resume to continue it or choose another --out`);
+    if (!resume)
+      throw new TrainingError(`${outDir} already holds a run; pass --resume to continue it or choose another --out`);
     if (have !== wanted) {
-      throw new TrainingError(`${outDir} holds a run with another config; --resume needs the same options (see ${path})`);
+      throw new TrainingError(
+        `${outDir} holds a run with another config; --resume needs the same options (see ${path})`,
+      );
     }
     return;
   }
-  if (resume && existsSync(join(outDir, 'latest.json'))) throw new TrainingError(`${outDir} has checkpoints but no config.json`);
+  if (resume && existsSync(join(outDir, 'latest.json')))
+    throw new TrainingError(`${outDir} has checkpoints but no config.json`);
   await writeFileAtomic(path, JSON.stringify(configJson, null, 2) + '\n');
 }
 

@@ -6,9 +6,8 @@ import { GPTModel } from '../policy/tfjs/model.ts';
 import { maskedIndices, padBatch, scoreSequences, scoreTokens } from '../policy/tfjs/score.ts';
 import { TfjsPolicy } from '../policy/tfjs/tfjs-policy.ts';
 import type { Tokenizer } from '../policy/tfjs/tokenizer.ts';
-import { batchingPolicy } from './batching-policy.ts';
 import { TrainingError } from './errors.ts';
-import type { SamplingOptions, ScoreOutput, ScoreRequest, TrainablePolicy } from './trainable.ts';
+import type { RolloutSampling, ScoreOutput, ScoreRequest, TrainablePolicy } from './trainable.ts';
 
 /**
  * The tfjs GPT policy (src/policy/tfjs) as the trainer's TrainablePolicy. Its version is the same
@@ -19,12 +18,12 @@ export class GptTrainable implements TrainablePolicy {
   readonly maxLength: number;
   readonly hasValueHead = true;
   private hash = '';
-  private readonly policies = new Map<string, { inner: TfjsPolicy; outer: Policy }>();
+  private readonly policies = new Map<string, TfjsPolicy>();
 
   constructor(
     readonly model: GPTModel,
     readonly tokenizer: Tokenizer,
-    readonly options: { id?: string; meta?: { [key: string]: Json }; maxBatch?: number } = {},
+    readonly options: { id?: string; meta?: { [key: string]: Json } } = {},
   ) {
     this.maxLength = model.config.contextLength;
     this.weightsChanged();
@@ -60,11 +59,15 @@ export class GptTrainable implements TrainablePolicy {
   /** Scores the masked positions only (the output head and copy head are most of the cost), scattered back to [B, T]. */
   private scoreMasked(tokens: tf.Tensor2D, req: ScoreRequest): ScoreOutput {
     const [B, T] = tokens.shape;
-    const select = maskedIndices(req.mask!.map((m) => m.slice(0, T)), T);
+    const select = maskedIndices(
+      req.mask!.map((m) => m.slice(0, T)),
+      T,
+    );
     return tf.tidy(() => {
       const out = select.length > 0 ? scoreTokens(this.model, tokens, select, { temperature: req.temperature }) : null;
       const ids = tf.tensor1d(Int32Array.from(select), 'int32');
-      const place = (x: tf.Tensor1D | undefined) => (x ? tf.unsortedSegmentSum(x, ids, B * T).reshape([B, T]) : tf.zeros([B, T])) as tf.Tensor2D;
+      const place = (x: tf.Tensor1D | undefined) =>
+        (x ? tf.unsortedSegmentSum(x, ids, B * T).reshape([B, T]) : tf.zeros([B, T])) as tf.Tensor2D;
       return {
         logprobs: place(out?.logprobs),
         ...(req.values ? { values: place(out?.values) } : {}),
@@ -73,21 +76,20 @@ export class GptTrainable implements TrainablePolicy {
     });
   }
 
-  policy(sampling: SamplingOptions): Policy {
+  policy(sampling: RolloutSampling): Policy {
     const key = `${this.hash}:${sampling.temperature}:${sampling.topK ?? 0}:${sampling.topP ?? 1}`;
     let p = this.policies.get(key);
     if (!p) {
-      const inner = new TfjsPolicy({
+      p = new TfjsPolicy({
         id: this.options.id ?? 'rl',
         version: this.hash,
         model: this.model,
         tokenizer: this.tokenizer,
         sampling: { temperature: sampling.temperature, topK: sampling.topK, topP: sampling.topP },
       });
-      p = { inner, outer: batchingPolicy(inner, this.options.maxBatch ?? 64) };
       this.policies.set(key, p);
     }
-    return p.outer;
+    return p;
   }
 
   weightsChanged(): void {
@@ -105,7 +107,7 @@ export class GptTrainable implements TrainablePolicy {
     }
     this.hash = contentHash(this.model.config, this.tokenizer.toJSON(), bytes);
     // Old policies hold KV caches computed with the old weights.
-    for (const p of this.policies.values()) p.inner.clearCache();
+    for (const p of this.policies.values()) p.clearCache();
     this.policies.clear();
   }
 
@@ -115,7 +117,10 @@ export class GptTrainable implements TrainablePolicy {
 
   async save(dir: string): Promise<void> {
     const hash = await saveCheckpoint(dir, this.model, this.tokenizer, { ...(this.options.meta ?? {}) });
-    if (hash !== this.hash) throw new TrainingError(`checkpoint hash ${hash.slice(0, 12)} differs from the policy version ${this.hash.slice(0, 12)}`);
+    if (hash !== this.hash)
+      throw new TrainingError(
+        `checkpoint hash ${hash.slice(0, 12)} differs from the policy version ${this.hash.slice(0, 12)}`,
+      );
   }
 
   async load(dir: string): Promise<void> {
@@ -127,7 +132,9 @@ export class GptTrainable implements TrainablePolicy {
       mine.forEach(([name, v], i) => {
         const [otherName, w] = theirs[i]!;
         if (name !== otherName || v.shape.join(',') !== w.shape.join(',')) {
-          throw new TrainingError(`checkpoint ${dir}: weight ${otherName} [${w.shape}] does not fit ${name} [${v.shape}]`);
+          throw new TrainingError(
+            `checkpoint ${dir}: weight ${otherName} [${w.shape}] does not fit ${name} [${v.shape}]`,
+          );
         }
         v.assign(w);
       });

@@ -1,5 +1,6 @@
 import type * as tf from '@tensorflow/tfjs';
 import type { Policy } from '../policy/policy.ts';
+import type { SamplingOptions } from '../policy/tfjs/generate.ts';
 
 /**
  * What the trainer needs from a model: one interface, so the loop does not depend on one model's
@@ -35,11 +36,8 @@ export interface ScoreRequest {
   mask?: readonly (readonly number[])[];
 }
 
-export interface SamplingOptions {
-  temperature: number;
-  topK?: number;
-  topP?: number;
-}
+/** How a rollout samples: the generation options, with the temperature always stated (0: greedy). */
+export type RolloutSampling = SamplingOptions & { temperature: number };
 
 export interface TrainablePolicy {
   /** Sequences longer than this cannot be scored (the model's context). */
@@ -53,7 +51,7 @@ export interface TrainablePolicy {
    */
   score(request: ScoreRequest): ScoreOutput;
   /** A Policy for rollouts with the current weights; its `version` is the content hash of those weights. */
-  policy(sampling: SamplingOptions): Policy;
+  policy(sampling: RolloutSampling): Policy;
   /** Called after the weights changed: recompute the version, drop caches (KV caches of old weights). */
   weightsChanged(): void;
   /** The current content hash. */

@@ -1,17 +1,17 @@
-import { existsSync } from 'node:fs';
-import { cp, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createRng, deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
+import { AdamW } from '../policy/tfjs/adamw.ts';
+import { buildTrajectories } from '../policy/trajectory.ts';
+import type { RolloutExecutor } from '../rollout/executor.ts';
+import { rollout } from '../rollout/rollout.ts';
 import type { Scenario } from '../scenario/scenario.ts';
-import { AdamW } from './adamw.ts';
+import { BestDevCheckpoint, type BestCheckpoint } from './best-checkpoint.ts';
 import type { TrainConfig } from './config.ts';
 import { TrainingError } from './errors.ts';
-import { rolloutInThread, type ModelRollout } from './model-rollout.ts';
 import {
   appendJsonl,
-  checkpointName,
   prepareRunDir,
   readLatest,
   replaceDir,
@@ -20,8 +20,9 @@ import {
   writeFileAtomic,
 } from './run-dir.ts';
 import type { TrainablePolicy } from './trainable.ts';
-import { buildTrajectories } from './trajectory.ts';
-import { updateOnBatch, type Scorer, type UpdateMetrics } from './update.ts';
+import type { UpdateMetrics } from './update/metrics.ts';
+import type { Scorer } from './update/score.ts';
+import { updateOnBatch } from './update/update.ts';
 
 export interface StepMetrics extends UpdateMetrics {
   kind: 'step';
@@ -71,8 +72,8 @@ export interface TrainOptions {
   episode?: Partial<EpisodeConfig>;
   /** Greedy (0) or sampled evals. */
   evalTemperature?: number;
-  /** How episodes are played (default: in this thread; see ReplicaRollouts for two threads). */
-  rollouts?: ModelRollout;
+  /** Where episodes are played (default: in this thread; see Replica for two threads). */
+  executor?: RolloutExecutor;
   onStep?(metrics: StepMetrics): void;
   onEval?(metrics: EvalMetrics): void;
   onCheckpoint?(dir: string, step: number): void;
@@ -80,14 +81,6 @@ export interface TrainOptions {
   signal?: AbortSignal;
   /** Stop after this step even if config.steps is larger (tests: interrupt a run at a known point). */
   stopAfter?: number;
-}
-
-/** The policy of the best dev eval so far (DIR/best, described by DIR/best/best.json). */
-export interface BestCheckpoint {
-  step: number;
-  /** The dev split's EM where the scenario reports it, else its success rate. */
-  devScore: number;
-  dir: string;
 }
 
 export interface TrainResult {
@@ -99,18 +92,19 @@ export interface TrainResult {
   best: BestCheckpoint | null;
 }
 
-/** What "best" means for a dev eval: EM where the scenario reports it, else success. */
-export const devScore = (e: Pick<EvalMetrics, 'outcome' | 'success'>): number => e.outcome.em ?? e.success;
-
 const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
 
 /** Mean of every numeric outcome metric over the records (em, f1, …). */
-export function outcomeMeans(records: readonly EpisodeRecord[]): { [key: string]: number } {
+function outcomeMeans(records: readonly EpisodeRecord[]): { [key: string]: number } {
   const sums: { [key: string]: number[] } = {};
   for (const r of records) {
     for (const [k, v] of Object.entries(r.outcome.metrics ?? {})) if (Number.isFinite(v)) (sums[k] ??= []).push(v);
   }
-  return Object.fromEntries(Object.entries(sums).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => [k, mean(v)]));
+  return Object.fromEntries(
+    Object.entries(sums)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => [k, mean(v)]),
+  );
 }
 
 /**
@@ -133,69 +127,21 @@ export function batchTasks(pool: readonly Task[], config: TrainConfig, step: num
   return out;
 }
 
-/** Whether eval `e` becomes the best: a trained step (> 0) at least as good as the best so far (ties to the later step). */
-const improves = (e: EvalMetrics, bestScore: number | null) => e.step > 0 && (bestScore === null || devScore(e) >= bestScore);
-
-/** The best trained eval among `evals`, as the trainer keeps it. */
-function bestOf(evals: readonly EvalMetrics[]): EvalMetrics | null {
-  let best: EvalMetrics | null = null;
-  for (const e of evals) if (improves(e, best && devScore(best))) best = e;
-  return best;
-}
-
-// The selection's record sits inside best/, so one rename swaps the weights and the record together.
-const BEST_RECORD = 'best.json';
-const bestRecord = (e: EvalMetrics) => JSON.stringify({ step: e.step, devScore: devScore(e), split: e.split }) + '\n';
-const bestCheckpoint = (e: EvalMetrics, outDir: string): BestCheckpoint => ({ step: e.step, devScore: devScore(e), dir: join(outDir, 'best') });
-
-async function saveBest(model: TrainablePolicy, outDir: string, e: EvalMetrics): Promise<BestCheckpoint> {
-  const best = bestCheckpoint(e, outDir);
-  await replaceDir(best.dir, async (tmp) => {
-    await model.save(tmp);
-    await writeFile(join(tmp, BEST_RECORD), bestRecord(e));
-  });
-  return best;
-}
-
-/**
- * On resume, the best of the evals kept up to the checkpoint. best/ may hold a later step (written
- * before a crash, rewritten when that step is redone) or nothing (a run from before best/ existed):
- * then that step's checkpoint is copied in while it is still kept; otherwise no best is claimed
- * until an eval at least as good as the lost one.
- */
-async function restoreBest(outDir: string, evals: readonly EvalMetrics[]): Promise<{ best: BestCheckpoint | null; score: number | null }> {
-  const top = bestOf(evals);
-  const dir = join(outDir, 'best');
-  if (top === null) {
-    await rm(dir, { recursive: true, force: true });
-    return { best: null, score: null };
-  }
-  const onDisk = await readFile(join(dir, BEST_RECORD), 'utf8').catch(() => null);
-  if (onDisk !== bestRecord(top)) {
-    const kept = join(outDir, 'checkpoints', checkpointName(top.step), 'policy');
-    if (!existsSync(kept)) {
-      await rm(dir, { recursive: true, force: true });
-      return { best: null, score: devScore(top) };
-    }
-    await replaceDir(dir, async (tmp) => {
-      await cp(kept, tmp, { recursive: true });
-      await writeFile(join(tmp, BEST_RECORD), bestRecord(top));
-    });
-  }
-  return { best: bestCheckpoint(top, outDir), score: devScore(top) };
-}
-
 async function evaluate(opts: TrainOptions, step: number): Promise<EvalMetrics> {
   const { scenario, model, config } = opts;
   const t0 = performance.now();
   const sampling = { temperature: opts.evalTemperature ?? 0 };
   const policy = model.policy(sampling);
-  const run = opts.rollouts ?? rolloutInThread;
-  const { records, summary } = await run(
-    { scenario, split: config.evalSplit, episodes: config.evalEpisodes, seed: deriveSeed(config.seed, 'eval'), concurrency: config.concurrency, config: opts.episode },
-    model,
-    sampling,
-  );
+  const { records, summary } = await rollout({
+    scenario,
+    policy,
+    split: config.evalSplit,
+    episodes: config.evalEpisodes,
+    seed: deriveSeed(config.seed, 'eval'),
+    concurrency: config.concurrency,
+    config: opts.episode,
+    executor: opts.executor,
+  });
   return {
     kind: 'eval',
     step,
@@ -230,7 +176,8 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   };
   await prepareRunDir(outDir, runConfig, opts.resume ?? false);
   const optimizer = new AdamW(model.variables, { lr: config.lr, weightDecay: config.weightDecay });
-  const ref: (Scorer & { dispose(): void }) | null = config.klMode !== 'none' && config.klCoef > 0 ? await model.freeze() : null;
+  const ref: (Scorer & { dispose(): void }) | null =
+    config.klMode !== 'none' && config.klCoef > 0 ? await model.freeze() : null;
   const metricsPath = join(outDir, 'metrics.jsonl');
   const episodesPath = join(outDir, 'episodes.jsonl');
   const episodesPerStep = config.tasksPerStep * config.group;
@@ -251,21 +198,18 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     await truncateJsonl(episodesPath, (row) => row.index < start * episodesPerStep);
   }
   const pool = await scenario.tasks({ split: config.trainSplit, seed: config.seed, count: config.taskPool });
-  if (pool.length === 0) throw new TrainingError(`scenario ${scenario.id} has no tasks in split "${config.trainSplit}"`);
+  if (pool.length === 0)
+    throw new TrainingError(`scenario ${scenario.id} has no tasks in split "${config.trainSplit}"`);
 
   const steps: StepMetrics[] = [];
   const evals: EvalMetrics[] = [];
-  // Step 0 is the initial policy, not a trained one, so it is never "best".
-  let { best, score: bestScore } = opts.resume ? await restoreBest(outDir, keptEvals) : { best: null as BestCheckpoint | null, score: null as number | null };
+  const selection = opts.resume ? await BestDevCheckpoint.restore(outDir, keptEvals) : BestDevCheckpoint.fresh(outDir);
   const doEval = async (step: number) => {
     const e = await evaluate(opts, step);
     evals.push(e);
     await appendJsonl(metricsPath, [e]);
     // ties go to the later step: leaving the final policy needs a strictly better dev score
-    if (improves(e, bestScore)) {
-      best = await saveBest(model, outDir, e);
-      bestScore = best.devScore;
-    }
+    await selection.consider(model, e);
     opts.onEval?.(e);
   };
   if (start === 0 && config.evalEvery > 0) await doEval(0);
@@ -277,21 +221,19 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       const t0 = performance.now();
       const sampling = { temperature: config.temperature };
       const policy = model.policy(sampling);
-      const { records } = await (opts.rollouts ?? rolloutInThread)(
-        {
-          scenario,
-          split: config.trainSplit,
-          episodes: episodesPerStep,
-          group: config.group,
-          seed: deriveSeed(config.seed, 'rollout', s),
-          tasks: batchTasks(pool, config, s),
-          indexOffset: s * episodesPerStep,
-          concurrency: config.concurrency,
-          config: opts.episode,
-        },
-        model,
-        sampling,
-      );
+      const { records } = await rollout({
+        scenario,
+        policy,
+        split: config.trainSplit,
+        episodes: episodesPerStep,
+        group: config.group,
+        seed: deriveSeed(config.seed, 'rollout', s),
+        tasks: batchTasks(pool, config, s),
+        indexOffset: s * episodesPerStep,
+        concurrency: config.concurrency,
+        config: opts.episode,
+        executor: opts.executor,
+      });
       const t1 = performance.now();
       const { sequences, skipped } = buildTrajectories(records);
       const update = updateOnBatch(model, ref, optimizer, config, sequences, deriveSeed(config.seed, 'minibatch', s));
@@ -328,7 +270,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   if (step === config.steps && config.evalEvery > 0 && step % config.evalEvery !== 0) await doEval(step);
   const finalDir = join(outDir, 'final');
   await replaceDir(finalDir, (tmp) => model.save(tmp));
-  return { steps, evals, finalDir, lastStep: step, best };
+  return { steps, evals, finalDir, lastStep: step, best: selection.best };
 
   async function checkpoint(at: number) {
     const dir = await writeCheckpoint(outDir, at, async (tmp) => {

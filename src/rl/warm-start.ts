@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
-import type { ModelConfig } from '../policy/tfjs/model.ts';
+import type { ModelConfig } from '../policy/tfjs/model-config.ts';
 import { trainSft } from '../policy/tfjs/sft.ts';
 import type { Chunking } from '../policy/tfjs/tokenizer.ts';
 import { rollout } from '../rollout/rollout.ts';
@@ -64,8 +64,11 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
     config: options.episode,
     onRecord: () => {},
   });
-  const used: EpisodeRecord[] = records.filter((r) => r.status === 'ok' && (!options.onlySuccessful || r.outcome.success));
-  if (used.length === 0) throw new TrainingError(`the ${options.demoPolicy.id} policy produced no usable demonstrations`);
+  const used: EpisodeRecord[] = records.filter(
+    (r) => r.status === 'ok' && (!options.onlySuccessful || r.outcome.success),
+  );
+  if (used.length === 0)
+    throw new TrainingError(`the ${options.demoPolicy.id} policy produced no usable demonstrations`);
   const trained = trainSft({
     records: used,
     onlySuccessful: false,
@@ -86,7 +89,9 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
   return {
     trainable: new GptTrainable(model, tokenizer, {
       id: 'rl',
-      meta: { warmStart: { demoPolicy: options.demoPolicy.id, episodes: used.length, steps: options.steps, demoSuccess } },
+      meta: {
+        warmStart: { demoPolicy: options.demoPolicy.id, episodes: used.length, steps: options.steps, demoSuccess },
+      },
     }),
     demos: summary,
     sequences: trained.sequences,

@@ -14,7 +14,10 @@ export class PolicyServerError extends AgentR1Error {}
 export class RemotePolicy implements Policy {
   private nextId = 0;
   private queued: Array<{ row: GenerateRow; resolve: (o: PolicyOutput) => void; reject: (e: Error) => void }> = [];
-  private readonly inFlight = new Map<number, Array<{ resolve: (o: PolicyOutput) => void; reject: (e: Error) => void }>>();
+  private readonly inFlight = new Map<
+    number,
+    Array<{ resolve: (o: PolicyOutput) => void; reject: (e: Error) => void }>
+  >();
   private flushScheduled = false;
 
   constructor(
@@ -60,7 +63,10 @@ export class RemotePolicy implements Policy {
     waiting.forEach((w, i) => {
       const out = message.outputs[i];
       if (out) w.resolve(out);
-      else w.reject(new PolicyServerError(`the policy server sent ${message.outputs.length} outputs for ${waiting.length} rows`));
+      else
+        w.reject(
+          new PolicyServerError(`the policy server sent ${message.outputs.length} outputs for ${waiting.length} rows`),
+        );
     });
   }
 

@@ -1,124 +1,106 @@
-import { createHash } from 'node:crypto';
-import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
-import { canonicalJson } from '../core/canonical-json.ts';
-import type { Policy } from '../policy/policy.ts';
-import type { Scenario } from '../scenario/scenario.ts';
-import { createToolCache } from '../tools/runner.ts';
-import { episodeConfig, episodeSeed, runEpisode } from './run-episode.ts';
+import type { EpisodeRecord } from '../core/types.ts';
+import type { BatchQueueStats } from './batch-queue.ts';
+import type { ExecutorReport, RolloutExecutor } from './executor.ts';
+import { inThread } from './in-thread.ts';
+import { planEpisodes, type PlanOptions } from './plan.ts';
+import { episodeConfig } from '../episode/run-episode.ts';
 import { summarizeRecords, type RolloutSummary } from './summary.ts';
 
-export interface RolloutOptions {
-  scenario: Scenario;
-  policy: Policy;
-  split: string;
-  /** Total episodes (tasks × group). */
-  episodes: number;
-  seed: number;
-  /** Samples per task (GRPO groups). */
-  group?: number;
-  /** Episodes in flight at once in this thread. */
+export interface RolloutOptions extends PlanOptions {
+  /** Where the episodes are played (default: in this thread; see inThread, workerThreads, Replica). */
+  executor?: RolloutExecutor;
+  /** Episodes in flight at once in each thread (default: the executor's). */
   concurrency?: number;
-  config?: Partial<EpisodeConfig>;
   /** Called with each finished record, in episode order. */
   onRecord?: (record: EpisodeRecord) => void;
+  /** Called with the number of finished episodes and generated tokens so far. */
+  onProgress?: (progress: { done: number; tokens: number }) => void;
+  /** Stops the rollout: no new episode starts; every finished one is kept. */
   signal?: AbortSignal;
-  /** Overrides the task list (e.g. a trainer's batch); otherwise scenario.tasks(split, seed). */
-  tasks?: Task[];
-  /** Offset added to episode indices (a trainer's step). */
-  indexOffset?: number;
-  /**
-   * Run only the plan's episodes [start, end): a share of the run, for splitting one run across
-   * threads. Their records are exactly those the whole run would give them (same run id, seeds).
-   */
-  range?: { start: number; end: number };
 }
 
-export interface EpisodePlanItem {
-  index: number;
-  task: Task;
-  sample: number;
-  seed: number;
+export interface ThroughputSummary {
+  wallMs: number;
+  episodesPerSecond: number;
+  envStepsPerSecond: number;
+  tokensPerSecond: number;
+  /** Share of wall time: policy compute (batch queue), tool execution (per thread), everything else. */
+  share: { policy: number; tools: number; other: number };
+  threads: number;
+  crashes: number;
 }
 
-/** Which task and seed every episode of a run gets. Depends only on the options, never on timing. */
-export async function planEpisodes(options: RolloutOptions): Promise<{ runId: string; plan: EpisodePlanItem[] }> {
-  const group = Math.max(1, options.group ?? 1);
-  const taskCount = Math.ceil(options.episodes / group);
-  const tasks = options.tasks ?? (await options.scenario.tasks({ split: options.split, seed: options.seed, count: taskCount }));
-  if (tasks.length === 0) throw new RangeError(`scenario ${options.scenario.id} has no tasks in split "${options.split}"`);
-  const plan: EpisodePlanItem[] = [];
-  for (let i = 0; i < options.episodes; i++) {
-    // A scenario with fewer tasks than asked for cycles through them, with new sample indices.
-    const slot = Math.floor(i / group);
-    const task = tasks[slot % tasks.length]!;
-    const sample = (i % group) + group * Math.floor(slot / tasks.length);
-    plan.push({ index: (options.indexOffset ?? 0) + i, task, sample, seed: episodeSeed(options.seed, task.id, sample) });
-  }
-  const range = options.range;
-  if (range && !(Number.isInteger(range.start) && Number.isInteger(range.end) && 0 <= range.start && range.start <= range.end && range.end <= plan.length)) {
-    throw new RangeError(`range [${range.start}, ${range.end}) is not within the run's ${plan.length} episodes`);
-  }
-  return { runId: runIdOf(options), plan: range ? plan.slice(range.start, range.end) : plan };
-}
-
-/** A run id derived from what determines the run, so equal runs have equal ids (and equal bytes). */
-export function runIdOf(options: RolloutOptions): string {
-  const key = canonicalJson({
-    scenario: [options.scenario.id, options.scenario.version, options.scenario.options],
-    policy: [options.policy.id, options.policy.version],
-    split: options.split,
-    episodes: options.episodes,
-    seed: options.seed,
-    group: options.group ?? 1,
-    config: episodeConfig(options.scenario, options.config),
-  });
-  return createHash('sha256').update(key).digest('hex').slice(0, 16);
+export interface RolloutResult {
+  /** The finished records, in episode order. */
+  records: EpisodeRecord[];
+  /** What the records say (a function of the records alone, so as deterministic as they are). */
+  summary: RolloutSummary;
+  /** How fast they were played (timings: never part of a record or a metric that must reproduce). */
+  throughput: ThroughputSummary;
+  /** The batch queue's counters, where a batch policy was served through one. */
+  batching?: BatchQueueStats;
 }
 
 /**
- * Runs a batch of episodes in this thread, several in flight at once, and returns the records in
- * episode order. (The parallel version over worker threads has the same contract.)
+ * Plays a run's episodes and returns their records in episode order. The plan (tasks, seeds, run
+ * id) is made here, the episodes are played by the executor, and the records are byte-identical
+ * whichever executor plays them and however many threads it has. A record that arrives twice (a
+ * rerun after a crash) is kept once. When stopped, every finished record is kept and handed on,
+ * even past a gap.
  */
-export async function rollout(options: RolloutOptions): Promise<{ records: EpisodeRecord[]; summary: RolloutSummary }> {
+export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
+  const started = performance.now();
   const { runId, plan } = await planEpisodes(options);
   const config = episodeConfig(options.scenario, options.config);
+  const executor = options.executor ?? inThread();
   const offset = plan[0]?.index ?? 0;
-  const toolCache = createToolCache();
-  const records: EpisodeRecord[] = new Array(plan.length);
-  const ready: boolean[] = new Array(plan.length).fill(false);
+  const records: Array<EpisodeRecord | undefined> = new Array(plan.length);
   let emitted = 0;
-  let next = 0;
-  const worker = async () => {
-    while (next < plan.length && !options.signal?.aborted) {
-      // Scripted episodes can run entirely on microtasks; yield so signals and I/O get a turn.
-      await new Promise((resolve) => setImmediate(resolve));
-      if (options.signal?.aborted || next >= plan.length) break;
-      const item = plan[next++]!;
-      const record = await runEpisode({
-        scenario: options.scenario,
-        task: item.task,
-        policy: options.policy,
-        seed: item.seed,
-        index: item.index,
-        sample: item.sample,
-        group: item.task.id,
-        runId,
-        config,
-        toolCache,
-        signal: options.signal,
-      });
-      const at = item.index - offset;
-      records[at] = record;
-      ready[at] = true;
-      // Hand records on in episode order, whatever order they finish in.
-      while (emitted < plan.length && ready[emitted]) {
-        const record = records[emitted++]!;
-        options.onRecord?.(record);
-      }
-    }
+  let done = 0;
+  let tokens = 0;
+  const emit = (record: EpisodeRecord) => {
+    const at = record.index - offset;
+    if (!(at >= 0 && at < plan.length) || records[at]) return;
+    records[at] = record;
+    done++;
+    tokens += record.turns.reduce((n, t) => n + (t.tokens?.length ?? 0), 0);
+    for (; emitted < plan.length && records[emitted]; emitted++) options.onRecord?.(records[emitted]!);
+    options.onProgress?.({ done, tokens });
   };
-  const concurrency = Math.max(1, Math.min(options.concurrency ?? 8, plan.length));
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  const done = records.slice(0, emitted);
-  return { records: done, summary: summarizeRecords(done, options.scenario) };
+  const batch = {
+    scenario: options.scenario,
+    policy: options.policy,
+    runId,
+    config,
+    items: plan,
+    concurrency: options.concurrency,
+  };
+  let report: ExecutorReport;
+  try {
+    report = await executor.play(batch, emit, options.signal);
+  } finally {
+    if (!options.executor) await executor.close();
+  }
+  for (let i = emitted; i < plan.length; i++) if (records[i]) options.onRecord?.(records[i]!);
+
+  const finished = records.filter((r): r is EpisodeRecord => r !== undefined);
+  const wallMs = performance.now() - started;
+  const steps = finished.reduce((n, r) => n + r.turns.length, 0);
+  const policyShare = report.batching ? Math.min(1, report.batching.computeMs / wallMs) : 0;
+  const toolShare = report.toolMs / (wallMs * report.threads);
+  const throughput: ThroughputSummary = {
+    wallMs,
+    episodesPerSecond: (finished.length / wallMs) * 1000,
+    envStepsPerSecond: (steps / wallMs) * 1000,
+    tokensPerSecond: (tokens / wallMs) * 1000,
+    share: { policy: policyShare, tools: toolShare, other: Math.max(0, 1 - policyShare - toolShare) },
+    threads: report.threads,
+    crashes: report.crashes,
+  };
+  return {
+    records: finished,
+    summary: summarizeRecords(finished, options.scenario),
+    throughput,
+    ...(report.batching ? { batching: report.batching } : {}),
+  };
 }

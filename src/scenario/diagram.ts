@@ -115,10 +115,12 @@ export function guardName(guard: unknown): string | undefined {
     const g = guard as { name: string; guards?: unknown[]; stateValue?: unknown };
     if (g.name === 'stateIn' && g.stateValue !== undefined) {
       // '#machine.a.b' → 'in a.b' ('#' would start an entity code in Mermaid).
-      const target = typeof g.stateValue === 'string' ? g.stateValue.replace(/^#[^.]*\./, '') : JSON.stringify(g.stateValue);
+      const target =
+        typeof g.stateValue === 'string' ? g.stateValue.replace(/^#[^.]*\./, '') : JSON.stringify(g.stateValue);
       return `in ${target}`;
     }
-    if ((g.name === 'and' || g.name === 'or') && Array.isArray(g.guards)) return g.guards.map(guardName).join(` ${g.name} `);
+    if ((g.name === 'and' || g.name === 'or') && Array.isArray(g.guards))
+      return g.guards.map(guardName).join(` ${g.name} `);
     if (g.name === 'not' && Array.isArray(g.guards)) return `not ${guardName(g.guards[0])}`;
     return g.name && g.name !== 'guard' ? g.name : 'guard';
   }
@@ -149,10 +151,18 @@ function lowestCompoundAncestor(a: AnyStateNode, b: AnyStateNode, root: AnyState
  * list items work). Unknown names are an error, so a renamed machine cannot leave a stale picture.
  */
 export function replaceDiagramBlocks(markdown: string, diagrams: { [name: string]: string }): string {
-  return markdown.replace(/^( *)<!-- diagram: ([\w-]+) -->\n\1```mermaid\n(?:[\s\S]*?\n)?\1```/gm, (_block, indent: string, name: string) => {
-    const diagram = diagrams[name];
-    if (diagram === undefined) throw new RangeError(`no diagram named "${name}"; known: ${Object.keys(diagrams).join(', ')}`);
-    const body = diagram.split('\n').filter((line, i, all) => i < all.length - 1 || line !== '').map((line) => indent + line).join('\n');
-    return `${indent}<!-- diagram: ${name} -->\n${indent}\`\`\`mermaid\n${body}\n${indent}\`\`\``;
-  });
+  return markdown.replace(
+    /^( *)<!-- diagram: ([\w-]+) -->\n\1```mermaid\n(?:[\s\S]*?\n)?\1```/gm,
+    (_block, indent: string, name: string) => {
+      const diagram = diagrams[name];
+      if (diagram === undefined)
+        throw new RangeError(`no diagram named "${name}"; known: ${Object.keys(diagrams).join(', ')}`);
+      const body = diagram
+        .split('\n')
+        .filter((line, i, all) => i < all.length - 1 || line !== '')
+        .map((line) => indent + line)
+        .join('\n');
+      return `${indent}<!-- diagram: ${name} -->\n${indent}\`\`\`mermaid\n${body}\n${indent}\`\`\``;
+    },
+  );
 }

@@ -20,7 +20,11 @@ export interface EffectLog {
 
 export type Effect = { seq: number; [key: string]: Json };
 
-export function commitEffect<E extends { [key: string]: Json }>(log: EffectLog, effect: E, apply: (effect: E) => void): E & { seq: number } {
+export function commitEffect<E extends { [key: string]: Json }>(
+  log: EffectLog,
+  effect: E,
+  apply: (effect: E) => void,
+): E & { seq: number } {
   apply(effect);
   const numbered = { ...effect, seq: log.applied };
   log.applied += 1;
@@ -36,14 +40,21 @@ export function effectsOf(result: ToolResult): Effect[] {
 }
 
 /** Applies the effects of `results` the world has not seen yet (replay); returns how many it applied. */
-export function syncEffects<E extends Effect>(log: EffectLog, results: readonly ToolResult[], apply: (effect: E) => void): number {
+export function syncEffects<E extends Effect>(
+  log: EffectLog,
+  results: readonly ToolResult[],
+  apply: (effect: E) => void,
+): number {
   let count = 0;
   for (const result of results) {
     for (const effect of effectsOf(result)) {
-      if (typeof effect.seq !== 'number') throw new ScenarioError(`effect without a sequence number in ${result.name}'s result`);
+      if (typeof effect.seq !== 'number')
+        throw new ScenarioError(`effect without a sequence number in ${result.name}'s result`);
       if (effect.seq < log.applied) continue;
       if (effect.seq > log.applied) {
-        throw new ScenarioError(`effect ${effect.seq} of ${result.name} arrived before effect ${log.applied}: the record is incomplete`);
+        throw new ScenarioError(
+          `effect ${effect.seq} of ${result.name} arrived before effect ${log.applied}: the record is incomplete`,
+        );
       }
       apply(effect as E);
       log.applied += 1;

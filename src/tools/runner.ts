@@ -10,10 +10,13 @@ export interface ToolRunnerOptions {
   /** Told how long each tool execution took (ms), for the rollout's time shares. */
   onToolTime?: (ms: number) => void;
   /** Shared result cache for cacheable tools; keyed by tool name + canonical arguments. */
-  cache?: LRUCache<string, { value: Json }>;
+  cache?: ToolCache;
 }
 
-export function createToolCache(max = 10_000): LRUCache<string, { value: Json }> {
+/** Results of deterministic tools, shared by the episodes of a thread. */
+export type ToolCache = LRUCache<string, { value: Json }>;
+
+export function createToolCache(max = 10_000): ToolCache {
   return new LRUCache<string, { value: Json }>({ max });
 }
 
@@ -40,7 +43,11 @@ export class ToolRunner {
     }
     const parsed = t.parameters.safeParse(call.arguments);
     if (!parsed.success) {
-      return failure(call.name, 'bad_arguments', `invalid arguments for ${call.name}: ${z.prettifyError(parsed.error)}`);
+      return failure(
+        call.name,
+        'bad_arguments',
+        `invalid arguments for ${call.name}: ${z.prettifyError(parsed.error)}`,
+      );
     }
     const key = t.cacheable && this.options.cache ? `${t.name}\u0000${canonicalJson(parsed.data)}` : undefined;
     const hit = key === undefined ? undefined : this.options.cache!.get(key);

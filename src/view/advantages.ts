@@ -6,7 +6,9 @@ import { computeAdvantages } from '../rl/advantages.ts';
  * (std + 1e-6) over the group's total rewards (unbiased std; a group of one passes its reward
  * through). A record that carries its own advantage (turn info `advantage`) keeps it.
  */
-export function groupAdvantages(records: readonly Pick<EpisodeRecord, 'totalReward' | 'turns'>[]): { advantage: number; recorded: boolean }[] {
+export function groupAdvantages(
+  records: readonly Pick<EpisodeRecord, 'totalReward' | 'turns'>[],
+): { advantage: number; recorded: boolean }[] {
   const computed = computeAdvantages(
     'grpo',
     records.map((r) => ({ rewards: [r.totalReward], mask: [1], group: 'g' })),

@@ -14,7 +14,7 @@ export interface Chart {
 }
 
 /** Renders a Vega-Lite spec to an SVG string in Node, headless (no DOM, no canvas, no network). */
-export async function renderSvg(spec: TopLevelSpec): Promise<Html> {
+async function renderSvg(spec: TopLevelSpec): Promise<Html> {
   const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
   try {
     return trusted(await view.toSVG());
@@ -30,11 +30,31 @@ export function runSeries(info: Pick<RunInfo, 'name' | 'metrics' | 'trainingEval
     for (const [k, v] of Object.entries(e.values)) row[`eval(${e.split || 'eval'}).${k}`] = v;
     return row;
   });
-  return evalRows.length ? [{ run: info.name, rows: info.metrics }, { run: info.name, rows: evalRows }] : [{ run: info.name, rows: info.metrics }];
+  return evalRows.length
+    ? [
+        { run: info.name, rows: info.metrics },
+        { run: info.name, rows: evalRows },
+      ]
+    : [{ run: info.name, rows: info.metrics }];
 }
 
 /** Fields shown first when present (the rest follow in first-seen order; nothing is left out). */
-const FIRST = ['reward', 'success', 'successRate', 'em', 'outcome.em', 'outcome.f1', 'kl', 'entropy', 'clipFraction', 'gradNorm', 'policyLoss', 'valueLoss', 'tokensPerSec', 'time.tokensPerS'];
+const FIRST = [
+  'reward',
+  'success',
+  'successRate',
+  'em',
+  'outcome.em',
+  'outcome.f1',
+  'kl',
+  'entropy',
+  'clipFraction',
+  'gradNorm',
+  'policyLoss',
+  'valueLoss',
+  'tokensPerSec',
+  'time.tokensPerS',
+];
 
 const rank = (field: string) => {
   const bare = field.replace(/^eval\([^)]*\)\./, '');
@@ -57,14 +77,22 @@ export function metricFields(series: readonly MetricSeries[]): string[] {
       }
     }
   }
-  return fields.map((f, i) => [f, i] as const).sort((a, b) => rank(a[0]) - rank(b[0]) || a[1] - b[1]).map(([f]) => f);
+  return fields
+    .map((f, i) => [f, i] as const)
+    .sort((a, b) => rank(a[0]) - rank(b[0]) || a[1] - b[1])
+    .map(([f]) => f);
 }
 
 /** One line chart per metric against step, the runs overlaid in colours when there are several. */
-export async function metricCharts(series: readonly MetricSeries[], options: { width?: number; height?: number } = {}): Promise<Chart[]> {
+export async function metricCharts(
+  series: readonly MetricSeries[],
+  options: { width?: number; height?: number } = {},
+): Promise<Chart[]> {
   const charts: Chart[] = [];
   for (const field of metricFields(series)) {
-    const values = series.flatMap((s) => s.rows.filter((r) => typeof r[field] === 'number').map((r) => ({ run: s.run, step: r.step, value: r[field]! })));
+    const values = series.flatMap((s) =>
+      s.rows.filter((r) => typeof r[field] === 'number').map((r) => ({ run: s.run, step: r.step, value: r[field]! })),
+    );
     const multi = new Set(values.map((v) => v.run)).size > 1;
     const spec: TopLevelSpec = {
       $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
@@ -92,10 +120,19 @@ export async function metricCharts(series: readonly MetricSeries[], options: { w
 export async function rewardHistogram(series: readonly { run: string; rewards: readonly number[] }[]): Promise<Html> {
   let lo = Infinity;
   let hi = -Infinity;
-  for (const s of series) for (const r of s.rewards) if (Number.isFinite(r)) (lo = Math.min(lo, r)), (hi = Math.max(hi, r));
-  if (lo === Infinity) (lo = 0), (hi = 1);
-  if (lo === hi) (lo -= 0.5), (hi += 0.5);
-  const { start, step } = (vega as unknown as { bin(o: { extent: [number, number]; maxbins: number }): { start: number; stop: number; step: number } }).bin({ extent: [lo, hi], maxbins: 30 });
+  for (const s of series) {
+    for (const r of s.rewards.filter(Number.isFinite)) {
+      lo = Math.min(lo, r);
+      hi = Math.max(hi, r);
+    }
+  }
+  if (lo === Infinity) [lo, hi] = [0, 1];
+  if (lo === hi) [lo, hi] = [lo - 0.5, hi + 0.5];
+  const { start, step } = (
+    vega as unknown as {
+      bin(o: { extent: [number, number]; maxbins: number }): { start: number; stop: number; step: number };
+    }
+  ).bin({ extent: [lo, hi], maxbins: 30 });
   const values: { run: string; start: number; end: number; count: number }[] = [];
   for (const s of series) {
     const counts = new Map<number, number>();
@@ -104,7 +141,8 @@ export async function rewardHistogram(series: readonly { run: string; rewards: r
       const k = Math.floor((r - start) / step + 1e-9);
       counts.set(k, (counts.get(k) ?? 0) + 1);
     }
-    for (const [k, count] of [...counts].sort((a, b) => a[0] - b[0])) values.push({ run: s.run, start: start + k * step, end: start + (k + 1) * step, count });
+    for (const [k, count] of [...counts].sort((a, b) => a[0] - b[0]))
+      values.push({ run: s.run, start: start + k * step, end: start + (k + 1) * step, count });
   }
   const multi = series.length > 1;
   return renderSvg({

@@ -31,7 +31,9 @@ export function renderDiagram(graph: MachineGraph, marks: DiagramMarks = {}, tit
   const spans = graph.edges.map((e) => Math.abs(layers.get(e.to)! - layers.get(e.from)!));
   const maxSpan = Math.max(1, ...spans);
   // Room for the widest back arc (its apex sits `reach` beyond the states) and its label, if any.
-  const backSpans = graph.edges.filter((e) => e.from !== e.to && layers.get(e.to)! <= layers.get(e.from)!).map((e) => layers.get(e.from)! - layers.get(e.to)!);
+  const backSpans = graph.edges
+    .filter((e) => e.from !== e.to && layers.get(e.to)! <= layers.get(e.from)!)
+    .map((e) => layers.get(e.from)! - layers.get(e.to)!);
   const left = backSpans.length ? 26 + 18 * Math.max(1, ...backSpans) + 80 : 24;
   // Parallel regions get column blocks of their own, as wide as their widest layer.
   const regions = [...new Set(graph.nodes.map((n) => n.region ?? ''))];
@@ -108,10 +110,14 @@ export function renderDiagram(graph: MachineGraph, marks: DiagramMarks = {}, tit
     parts.push(
       `<g class="node${on ? ' visited' : ''}" data-state="${escapeHtml(n.id)}" data-visits="${count}">` +
         `<rect x="${b.x}" y="${b.y}" width="${NODE_W}" height="${NODE_H}" rx="${n.final ? 16 : 7}" fill="${on ? '#d7e8ff' : '#ffffff'}" stroke="${on ? '#1d6fd6' : '#9aa4b1'}" stroke-width="${on ? 2 : 1.1}"/>` +
-        (n.final ? `<rect x="${b.x + 3}" y="${b.y + 3}" width="${NODE_W - 6}" height="${NODE_H - 6}" rx="13" fill="none" stroke="${on ? '#1d6fd6' : '#9aa4b1'}"/>` : '') +
+        (n.final
+          ? `<rect x="${b.x + 3}" y="${b.y + 3}" width="${NODE_W - 6}" height="${NODE_H - 6}" rx="13" fill="none" stroke="${on ? '#1d6fd6' : '#9aa4b1'}"/>`
+          : '') +
         `<text x="${b.x + NODE_W / 2}" y="${b.y + NODE_H / 2 + 4}" text-anchor="middle" font-size="12" font-weight="${on ? 600 : 400}" fill="#1b2430">${escapeHtml(n.key)}</text>` +
         (on ? `<text x="${b.x + 5}" y="${b.y - 3}" font-size="10" fill="#1d6fd6">×${count}</text>` : '') +
-        (initial ? `<path d="M${b.x + NODE_W / 2} ${b.y - 16} L${b.x + NODE_W / 2} ${b.y - 1}" stroke="#1b2430" marker-end="url(#arrow-start)"/><circle cx="${b.x + NODE_W / 2}" cy="${b.y - 18}" r="4" fill="#1b2430"/>` : '') +
+        (initial
+          ? `<path d="M${b.x + NODE_W / 2} ${b.y - 16} L${b.x + NODE_W / 2} ${b.y - 1}" stroke="#1b2430" marker-end="url(#arrow-start)"/><circle cx="${b.x + NODE_W / 2}" cy="${b.y - 18}" r="4" fill="#1b2430"/>`
+          : '') +
         `</g>`,
     );
   }

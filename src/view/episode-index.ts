@@ -1,7 +1,7 @@
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import type { EndReason, EpisodeRecord } from '../core/types.ts';
 import { CorruptRecordError } from '../core/errors.ts';
-import { parseRecordLine } from '../replay/record.ts';
+import { parseRecordLine } from '../record/record.ts';
 import { RunDirError } from './errors.ts';
 
 /** The few fields of one episode the table shows and filters on; the record itself stays on disk. */
@@ -51,7 +51,7 @@ export interface Facets {
 const CHUNK = 1 << 20;
 
 /** The text an episode is searched by: what the agent generated, and its answer. */
-export function generatedText(record: Pick<EpisodeRecord, 'turns' | 'answer'>): string {
+function generatedText(record: Pick<EpisodeRecord, 'turns' | 'answer'>): string {
   return record.turns.map((t) => t.text).join('\n') + (record.answer === null ? '' : `\n${record.answer}`);
 }
 
@@ -127,7 +127,13 @@ export class EpisodeIndex {
     if (text.trim() === '') return;
     try {
       const r = JSON.parse(text) as EpisodeRecord;
-      if (typeof r !== 'object' || r === null || typeof r.episodeId !== 'string' || !Array.isArray(r.turns) || typeof r.task !== 'object') {
+      if (
+        typeof r !== 'object' ||
+        r === null ||
+        typeof r.episodeId !== 'string' ||
+        !Array.isArray(r.turns) ||
+        typeof r.task !== 'object'
+      ) {
         throw new Error('not an episode record');
       }
       this.episodes.push({
@@ -186,7 +192,13 @@ export class EpisodeIndex {
   /** The distinct values of each filterable field, sorted. */
   facets(): Facets {
     if (this.facetCache) return this.facetCache;
-    const sets = { split: new Set<string>(), type: new Set<string>(), status: new Set<string>(), endReason: new Set<string>(), policy: new Set<string>() };
+    const sets = {
+      split: new Set<string>(),
+      type: new Set<string>(),
+      status: new Set<string>(),
+      endReason: new Set<string>(),
+      policy: new Set<string>(),
+    };
     for (const e of this.episodes) {
       sets.split.add(e.split);
       if (e.type) sets.type.add(e.type);
@@ -226,6 +238,8 @@ export class EpisodeIndex {
 
   /** The episodes of one GRPO group: same group key and policy version. */
   groupMembers(group: string, policyVersion: string): EpisodeSummary[] {
-    return this.episodes.filter((e) => e.group === group && e.policyVersion === policyVersion).sort((a, b) => a.sample - b.sample || a.ordinal - b.ordinal);
+    return this.episodes
+      .filter((e) => e.group === group && e.policyVersion === policyVersion)
+      .sort((a, b) => a.sample - b.sample || a.ordinal - b.ordinal);
   }
 }

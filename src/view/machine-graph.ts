@@ -48,7 +48,9 @@ export function machineGraph(machine: AnyStateMachine): MachineGraph {
       const text = guard ? `${label} [${guard}]` : label;
       const targets: AnyStateNode[] = t.target?.length ? t.target : [node];
       // A transition defined on a compound state leaves from each of its drawn descendants.
-      const sources = drawable.has(idOf(node)) ? [idOf(node)] : nodes.filter((n) => n.id.startsWith(idOf(node) + '.')).map((n) => n.id);
+      const sources = drawable.has(idOf(node))
+        ? [idOf(node)]
+        : nodes.filter((n) => n.id.startsWith(idOf(node) + '.')).map((n) => n.id);
       for (const target of targets) {
         const to = idOf(leafOf(target));
         for (const from of sources) {
@@ -61,13 +63,19 @@ export function machineGraph(machine: AnyStateMachine): MachineGraph {
     }
   };
   const visit = (node: AnyStateNode) => {
-    for (const [eventType, transitions] of node.transitions as Map<string, readonly any[]>) addEdges(node, eventLabel(eventType), transitions);
+    for (const [eventType, transitions] of node.transitions as Map<string, readonly any[]>)
+      addEdges(node, eventLabel(eventType), transitions);
     addEdges(node, 'always', node.always);
     for (const child of Object.values(node.states) as AnyStateNode[]) visit(child);
   };
   visit(root);
   const initialTarget = root.initial?.target?.[0] as AnyStateNode | undefined;
-  return { id: machine.id, initial: initialTarget ? idOf(leafOf(initialTarget)) : nodes[0]?.id, nodes, edges: [...edgeMap.values()] };
+  return {
+    id: machine.id,
+    initial: initialTarget ? idOf(leafOf(initialTarget)) : nodes[0]?.id,
+    nodes,
+    edges: [...edgeMap.values()],
+  };
 }
 
 /** Node id → layer (column) by longest path from the initial state, back edges (cycles) ignored. */

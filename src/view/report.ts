@@ -1,8 +1,7 @@
 import { episodeMachine } from '../../machines/episode.ts';
-import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
-import { loadScenario } from '../scenario/load.ts';
+import { loadScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import { metricCharts, rewardHistogram, runSeries } from './charts.ts';
 import { EpisodeIndex, type EpisodeSummary } from './episode-index.ts';
 import { RunDirError } from './errors.ts';
@@ -17,6 +16,8 @@ import { loadTokenDecoder } from './tokens.ts';
 export interface ReportOptions {
   /** Replay the example episodes and show the verdict (default true). */
   replay?: boolean;
+  /** The scenarios records may name, to replay episodes and draw world machines (the CLI: the built-in ones). */
+  scenarios?: ScenarioRegistry;
 }
 
 /** Best, median and worst episodes by total reward (ties broken by file order), without repeats. */
@@ -40,10 +41,12 @@ function countTable(title: string, episodes: readonly EpisodeSummary[], key: (e:
   }
   if (groups.size === 0) return html``;
   return html`<table class="values"><tr><th>${title}</th><th class="num">episodes</th><th class="num">success rate</th><th class="num">mean reward</th><th class="num">mean turns</th></tr>
-  ${[...groups].sort(([a], [b]) => a.localeCompare(b)).map(([k, es]) => {
-    const mean = (f: (e: EpisodeSummary) => number) => es.reduce((s, e) => s + f(e), 0) / es.length;
-    return html`<tr><th>${k || '(none)'}</th><td class="num">${es.length}</td><td class="num">${fmtNumber(mean((e) => (e.success ? 1 : 0)))}</td><td class="num">${fmtNumber(mean((e) => e.totalReward))}</td><td class="num">${fmtNumber(mean((e) => e.turns))}</td></tr>`;
-  })}</table>`;
+  ${[...groups]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, es]) => {
+      const mean = (f: (e: EpisodeSummary) => number) => es.reduce((s, e) => s + f(e), 0) / es.length;
+      return html`<tr><th>${k || '(none)'}</th><td class="num">${es.length}</td><td class="num">${fmtNumber(mean((e) => (e.success ? 1 : 0)))}</td><td class="num">${fmtNumber(mean((e) => e.totalReward))}</td><td class="num">${fmtNumber(mean((e) => e.turns))}</td></tr>`;
+    })}</table>`;
 }
 
 /**
@@ -54,10 +57,13 @@ function countTable(title: string, episodes: readonly EpisodeSummary[], key: (e:
 export async function buildReport(dir: string, options: ReportOptions = {}): Promise<string> {
   const info = readRunDir(dir);
   const index = info.episodesPath ? EpisodeIndex.open(info.episodesPath) : undefined;
-  if (!index && info.metrics.length === 0 && info.trainingEvals.length === 0 && !info.summary) throw new RunDirError(`${dir} has nothing to report (no episodes, metrics or summary)`);
+  if (!index && info.metrics.length === 0 && info.trainingEvals.length === 0 && !info.summary)
+    throw new RunDirError(`${dir} has nothing to report (no episodes, metrics or summary)`);
   const charts = await metricCharts(runSeries(info));
   const episodes = index?.episodes ?? [];
-  const hist = episodes.length ? [await rewardHistogram([{ run: info.name, rewards: episodes.map((e) => e.totalReward) }])] : [];
+  const hist = episodes.length
+    ? [await rewardHistogram([{ run: info.name, rewards: episodes.map((e) => e.totalReward) }])]
+    : [];
   const { decode } = await loadTokenDecoder(info.tokenizerPath);
   const episodeGraph = machineGraph(episodeMachine);
   const examples: Html[] = [];
@@ -67,7 +73,7 @@ export async function buildReport(dir: string, options: ReportOptions = {}): Pro
       examples.push(html`<div class="warn">${pick.label} episode: ${record.message}</div>`);
       continue;
     }
-    const { replay, worldGraph } = await replayAndWorld(record, options.replay ?? true);
+    const { replay, worldGraph } = await replayAndWorld(record, options.replay ?? true, options.scenarios ?? {});
     examples.push(html`<section class="example" data-example="${pick.label}"><h2>${pick.label[0]!.toUpperCase() + pick.label.slice(1)} episode: ${record.episodeId} (total reward ${fmtNumber(record.totalReward)})</h2>
       ${episodeView({ record, episodeGraph, worldGraph, replay, decode, compact: true })}</section>`);
   }
@@ -80,9 +86,13 @@ export async function buildReport(dir: string, options: ReportOptions = {}): Pro
   return page(`report: ${info.name}`, body);
 }
 
-async function replayAndWorld(record: EpisodeRecord, replay: boolean): Promise<{ replay?: ReplayResult | { error: string }; worldGraph?: ReturnType<typeof machineGraph> }> {
+async function replayAndWorld(
+  record: EpisodeRecord,
+  replay: boolean,
+  registry: ScenarioRegistry,
+): Promise<{ replay?: ReplayResult | { error: string }; worldGraph?: ReturnType<typeof machineGraph> }> {
   try {
-    const scenario = await loadScenario(record.scenario.id, builtinScenarios, record.scenario.options);
+    const scenario = await loadScenario(record.scenario.id, registry, record.scenario.options);
     const worldGraph = scenario.worldMachine ? machineGraph(scenario.worldMachine) : undefined;
     if (!replay) return { worldGraph };
     try {
@@ -91,6 +101,12 @@ async function replayAndWorld(record: EpisodeRecord, replay: boolean): Promise<{
       return { replay: { error: err instanceof Error ? err.message : String(err) }, worldGraph };
     }
   } catch (err) {
-    return { replay: replay ? { error: `scenario ${record.scenario.id} could not be loaded: ${err instanceof Error ? err.message : String(err)}` } : undefined };
+    return {
+      replay: replay
+        ? {
+            error: `scenario ${record.scenario.id} could not be loaded: ${err instanceof Error ? err.message : String(err)}`,
+          }
+        : undefined,
+    };
   }
 }

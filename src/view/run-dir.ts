@@ -37,7 +37,8 @@ export interface RunInfo {
   warnings: string[];
 }
 
-const isObject = (v: unknown): v is { [key: string]: unknown } => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObject = (v: unknown): v is { [key: string]: unknown } =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function readJsonObject(path: string): { [key: string]: unknown } {
   let value: unknown;
@@ -51,7 +52,11 @@ function readJsonObject(path: string): { [key: string]: unknown } {
 }
 
 /** Every finite number in a JSON object, nested ones under dotted names (`outcome.em`, `time.tokensPerS`). */
-export function numericFields(value: { [key: string]: unknown }, prefix = '', out: { [field: string]: number } = {}): { [field: string]: number } {
+function numericFields(
+  value: { [key: string]: unknown },
+  prefix = '',
+  out: { [field: string]: number } = {},
+): { [field: string]: number } {
   for (const [k, v] of Object.entries(value)) {
     if (typeof v === 'number' && Number.isFinite(v)) out[prefix + k] = v;
     else if (isObject(v)) numericFields(v, `${prefix}${k}.`, out);
@@ -65,7 +70,10 @@ export function numericFields(value: { [key: string]: unknown }, prefix = '', ou
  * which (nested ones flattened) is a curve. A malformed line is skipped and reported, not fatal (a
  * trainer may be writing the file right now).
  */
-export function parseMetrics(text: string, file = 'metrics.jsonl'): { rows: MetricRow[]; fields: string[]; evals: EvalRow[]; warnings: string[] } {
+export function parseMetrics(
+  text: string,
+  file = 'metrics.jsonl',
+): { rows: MetricRow[]; fields: string[]; evals: EvalRow[]; warnings: string[] } {
   const rows: MetricRow[] = [];
   const evals: EvalRow[] = [];
   const fields: string[] = [];
@@ -88,7 +96,12 @@ export function parseMetrics(text: string, file = 'metrics.jsonl'): { rows: Metr
       const { summary, ...rest } = value;
       const values = numericFields(rest);
       delete values.step;
-      evals.push({ step: value.step, split: typeof value.split === 'string' ? value.split : '', values, ...(isObject(summary) ? { summary } : {}) });
+      evals.push({
+        step: value.step,
+        split: typeof value.split === 'string' ? value.split : '',
+        values,
+        ...(isObject(summary) ? { summary } : {}),
+      });
       return;
     }
     const row: MetricRow = { step: value.step };
@@ -122,14 +135,21 @@ function findCheckpoints(dir: string): { checkpoints: string[]; tokenizerPath: s
     const names = new Set(entries.filter((e) => e.isFile()).map((e) => e.name));
     const rel = relative(dir, folder);
     const looksLikeOne =
-      names.has('model.json') || names.has('tokenizer.json') || names.has('weights.bin') || names.has('trainer.json') || rel === 'final' || rel === 'best' || /^checkpoints[\\/][^\\/]+$/.test(rel);
+      names.has('model.json') ||
+      names.has('tokenizer.json') ||
+      names.has('weights.bin') ||
+      names.has('trainer.json') ||
+      rel === 'final' ||
+      rel === 'best' ||
+      /^checkpoints[\\/][^\\/]+$/.test(rel);
     if (folder !== dir && looksLikeOne) {
       checkpoints.push(rel);
       // The last checkpoint's tokenizer (they are normally identical across a run).
       if (names.has('tokenizer.json')) tokenizerPath = join(folder, 'tokenizer.json');
       else if (names.has('model.json')) tokenizerPath = join(folder, 'model.json');
     }
-    if (depth < 3) for (const e of entries) if (e.isDirectory() && !e.name.startsWith('.')) visit(join(folder, e.name), depth + 1);
+    if (depth < 3)
+      for (const e of entries) if (e.isDirectory() && !e.name.startsWith('.')) visit(join(folder, e.name), depth + 1);
   };
   visit(dir, 0);
   checkpoints.sort();
@@ -166,7 +186,9 @@ export function readRunDir(dirArg: string, name?: string): RunInfo {
     warnings.push(...parsed.warnings);
   }
   const evals: RunInfo['evals'] = [];
-  for (const file of readdirSync(dir).filter((f) => /^eval.*\.json$/.test(f)).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((f) => /^eval.*\.json$/.test(f))
+    .sort()) {
     try {
       evals.push({ file, data: readJsonObject(join(dir, file)) });
     } catch (err) {
@@ -174,7 +196,19 @@ export function readRunDir(dirArg: string, name?: string): RunInfo {
     }
   }
   const { checkpoints, tokenizerPath } = findCheckpoints(dir);
-  return { name: name ?? basename(dir), dir, episodesPath, summary, metrics, metricFields, trainingEvals, evals, checkpoints, tokenizerPath, warnings };
+  return {
+    name: name ?? basename(dir),
+    dir,
+    episodesPath,
+    summary,
+    metrics,
+    metricFields,
+    trainingEvals,
+    evals,
+    checkpoints,
+    tokenizerPath,
+    warnings,
+  };
 }
 
 /** Distinct display names for several runs (two `runs/x` folders in different parents get a suffix). */

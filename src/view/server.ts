@@ -3,12 +3,11 @@ import { statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { episodeMachine } from '../../machines/episode.ts';
-import { builtinScenarios } from '../../scenarios/index.ts';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { CorruptRecordError } from '../core/errors.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
-import { loadScenario } from '../scenario/load.ts';
+import { loadScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { groupAdvantages } from './advantages.ts';
 import { metricCharts, rewardHistogram, runSeries, type Chart } from './charts.ts';
@@ -29,6 +28,8 @@ export interface ViewerOptions {
   host?: string;
   /** Default 0: any free port. */
   port?: number;
+  /** The scenarios records may name, to replay episodes and draw world machines (the CLI: the built-in ones). */
+  scenarios?: ScenarioRegistry;
 }
 
 export interface Viewer {
@@ -49,7 +50,8 @@ const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
 
 const SECURITY_HEADERS = {
   // No script anywhere, no external resource: even markup that slipped through could not run.
-  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
@@ -65,12 +67,21 @@ export class ViewerApp {
   private readonly chartCache = new Map<string, Promise<unknown>>();
   readonly episodeGraph: MachineGraph = machineGraph(episodeMachine);
 
-  constructor(dirs: readonly string[]) {
+  constructor(
+    dirs: readonly string[],
+    private readonly registry: ScenarioRegistry = {},
+  ) {
     if (dirs.length === 0) throw new ViewRequestError('give at least one run directory');
     const names = runNames(dirs);
     this.runs = dirs.map((dir, i) => {
       const info = readRunDir(dir, names[i]);
-      return { dir: info.dir, name: info.name, index: info.episodesPath ? EpisodeIndex.open(info.episodesPath) : undefined, decoder: undefined, decoderPath: undefined };
+      return {
+        dir: info.dir,
+        name: info.name,
+        index: info.episodesPath ? EpisodeIndex.open(info.episodesPath) : undefined,
+        decoder: undefined,
+        decoderPath: undefined,
+      };
     });
   }
 
@@ -111,14 +122,18 @@ export class ViewerApp {
 
   private histogram(runs: Run[]): Promise<Html> {
     const key = 'hist|' + runs.map((run) => `${run.dir}:${run.index!.size}`).join('|');
-    return this.cached(key, () => rewardHistogram(runs.map((run) => ({ run: run.name, rewards: run.index!.episodes.map((e) => e.totalReward) }))));
+    return this.cached(key, () =>
+      rewardHistogram(runs.map((run) => ({ run: run.name, rewards: run.index!.episodes.map((e) => e.totalReward) }))),
+    );
   }
 
   private scenarioFor(record: EpisodeRecord): Promise<Scenario | Error> {
     const key = canonicalJson(record.scenario);
     let s = this.scenarios.get(key);
     if (!s) {
-      s = loadScenario(record.scenario.id, builtinScenarios, record.scenario.options).catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+      s = loadScenario(record.scenario.id, this.registry, record.scenario.options).catch((err: unknown) =>
+        err instanceof Error ? err : new Error(String(err)),
+      );
       this.scenarios.set(key, s);
     }
     return s;
@@ -129,10 +144,24 @@ export class ViewerApp {
   }
 
   /** Answers one GET: a page (HTML) or the JSON API. */
-  async handle(pathname: string, params: URLSearchParams): Promise<{ status: number; type: string; body: string; location?: string }> {
-    const parts = pathname.split('/').filter(Boolean).map((p) => decodeURIComponent(p));
-    const htmlPage = (title: string, body: Html, r?: number) => ({ status: 200, type: 'text/html; charset=utf-8', body: page(title, body, this.nav(r)) });
-    const json = (value: unknown) => ({ status: 200, type: 'application/json; charset=utf-8', body: JSON.stringify(value) });
+  async handle(
+    pathname: string,
+    params: URLSearchParams,
+  ): Promise<{ status: number; type: string; body: string; location?: string }> {
+    const parts = pathname
+      .split('/')
+      .filter(Boolean)
+      .map((p) => decodeURIComponent(p));
+    const htmlPage = (title: string, body: Html, r?: number) => ({
+      status: 200,
+      type: 'text/html; charset=utf-8',
+      body: page(title, body, this.nav(r)),
+    });
+    const json = (value: unknown) => ({
+      status: 200,
+      type: 'application/json; charset=utf-8',
+      body: JSON.stringify(value),
+    });
 
     if (parts.length === 0) {
       if (this.runs.length === 1) return { status: 302, type: 'text/plain', body: '', location: '/run/0' };
@@ -146,7 +175,8 @@ export class ViewerApp {
         const { title, body } = await this.episodePage(run, r, parts[3]!);
         return htmlPage(title, body, r);
       }
-      if (parts[2] === 'group' && parts.length === 3) return htmlPage(`group ${params.get('key') ?? ''}`, await this.groupPage(run, r, params), r);
+      if (parts[2] === 'group' && parts.length === 3)
+        return htmlPage(`group ${params.get('key') ?? ''}`, await this.groupPage(run, r, params), r);
     }
     if (parts[0] === 'api' && parts[1] === 'run' && parts.length >= 4) {
       const { run } = this.run(parts[2]!);
@@ -169,9 +199,11 @@ export class ViewerApp {
 
   private readEpisode(index: EpisodeIndex, param: string): EpisodeRecord {
     const n = Number(param);
-    if (!Number.isInteger(n) || n < 0 || n >= index.size) throw new ViewRequestError(`no episode ${param} (the run has ${index.size})`, 404);
+    if (!Number.isInteger(n) || n < 0 || n >= index.size)
+      throw new ViewRequestError(`no episode ${param} (the run has ${index.size})`, 404);
     const record = index.tryRead(n);
-    if (record instanceof CorruptRecordError) throw new ViewRequestError(`episode ${param} is corrupt: ${record.message}`, 404);
+    if (record instanceof CorruptRecordError)
+      throw new ViewRequestError(`episode ${param} is corrupt: ${record.message}`, 404);
     return record;
   }
 
@@ -184,7 +216,8 @@ export class ViewerApp {
     <section class="card"><table class="runs"><tr><th>run</th><th>directory</th><th class="num">episodes</th><th class="num">success rate</th><th class="num">mean reward</th><th class="num">metric steps</th><th class="num">evals</th></tr>
     ${runs.map(({ run, info }, i) => {
       const es = run.index?.episodes ?? [];
-      const mean = (f: (e: (typeof es)[number]) => number) => (es.length ? fmtNumber(es.reduce((a, e) => a + f(e), 0) / es.length) : '–');
+      const mean = (f: (e: (typeof es)[number]) => number) =>
+        es.length ? fmtNumber(es.reduce((a, e) => a + f(e), 0) / es.length) : '–';
       return html`<tr><td><a href="/run/${i}">${run.name}</a></td><td><code>${run.dir}</code></td><td class="num">${es.length}</td><td class="num">${mean((e) => (e.success ? 1 : 0))}</td><td class="num">${mean((e) => e.totalReward)}</td><td class="num">${info.metrics.length}</td><td class="num">${info.trainingEvals.length + info.evals.length}</td></tr>`;
     })}</table></section>
     <section class="card"><h2>Curves, runs overlaid</h2><div class="charts">${charts.map((c) => html`<figure class="chart" data-field="${c.field}">${c.svg}</figure>`)}${hist ? html`<figure class="chart">${hist}</figure>` : ''}</div></section>`;
@@ -200,7 +233,9 @@ export class ViewerApp {
       const { rows, total, ms } = queryEpisodes(index, query);
       table = episodesTable({ base: `/run/${r}`, facets: index.facets(), query, rows, total, all: index.size, ms });
     }
-    const corrupt = index?.corrupt.length ? html`<div class="warn">${index.corrupt.length} corrupt lines in episodes.jsonl (first: line ${index.corrupt[0]!.line}: ${index.corrupt[0]!.error})</div>` : '';
+    const corrupt = index?.corrupt.length
+      ? html`<div class="warn">${index.corrupt.length} corrupt lines in episodes.jsonl (first: line ${index.corrupt[0]!.line}: ${index.corrupt[0]!.error})</div>`
+      : '';
     return html`<h1>${run.name}</h1><div class="muted"><code>${run.dir}</code></div>${corrupt}${runSections(info, charts, hist)}${table}`;
   }
 
@@ -209,7 +244,8 @@ export class ViewerApp {
     const record = this.readEpisode(index, param);
     const scenario = await this.scenarioFor(record);
     let replay: ReplayResult | { error: string };
-    if (scenario instanceof Error) replay = { error: `scenario ${record.scenario.id} could not be loaded: ${scenario.message}` };
+    if (scenario instanceof Error)
+      replay = { error: `scenario ${record.scenario.id} could not be loaded: ${scenario.message}` };
     else {
       try {
         replay = await replayRecord(record, scenario);
@@ -217,7 +253,8 @@ export class ViewerApp {
         replay = { error: err instanceof Error ? err.message : String(err) };
       }
     }
-    const worldGraph = scenario instanceof Error || !scenario.worldMachine ? undefined : machineGraph(scenario.worldMachine);
+    const worldGraph =
+      scenario instanceof Error || !scenario.worldMachine ? undefined : machineGraph(scenario.worldMachine);
     const { decode, warning } = (await run.decoder) ?? {};
     const n = Number(param);
     const prevNext = html`<div class="pager">${n > 0 ? html`<a class="prev" href="/run/${r}/episode/${n - 1}">← previous episode</a>` : ''}<a href="/run/${r}">back to the run</a>${n + 1 < index.size ? html`<a class="next" href="/run/${r}/episode/${n + 1}">next episode →</a>` : ''}</div>`;
@@ -232,7 +269,8 @@ export class ViewerApp {
     if (!key) throw new ViewRequestError('the group page needs ?key=GROUP');
     const policy = params.get('policy') ?? index.episodes.find((e) => e.group === key)?.policyVersion ?? '';
     const members = index.groupMembers(key, policy);
-    if (members.length === 0) throw new ViewRequestError(`no episodes in group ${key} with policy version ${policy}`, 404);
+    if (members.length === 0)
+      throw new ViewRequestError(`no episodes in group ${key} with policy version ${policy}`, 404);
     const records = members.map((m) => this.readEpisode(index, String(m.ordinal)));
     const advantages = groupAdvantages(records);
     return html`<h1>GRPO group ${key}</h1><div class="muted">policy version ${policy}</div>
@@ -250,12 +288,16 @@ function fileStamp(path: string): string {
 }
 
 function errorPage(status: number, message: string): string {
-  return page(`error ${status}`, html`<h1>Error ${status}</h1><pre class="error-message">${message}</pre>`, html`<a href="/">runs</a>`);
+  return page(
+    `error ${status}`,
+    html`<h1>Error ${status}</h1><pre class="error-message">${message}</pre>`,
+    html`<a href="/">runs</a>`,
+  );
 }
 
 /** Starts the viewer on host:port (127.0.0.1 and a free port by default). */
 export async function startViewer(options: ViewerOptions): Promise<Viewer> {
-  const app = new ViewerApp(options.dirs);
+  const app = new ViewerApp(options.dirs, options.scenarios);
   const host = options.host ?? '127.0.0.1';
   let port = 0;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -263,11 +305,13 @@ export async function startViewer(options: ViewerOptions): Promise<Viewer> {
       res.writeHead(status, { 'content-type': type, ...SECURITY_HEADERS, ...extra });
       res.end(req.method === 'HEAD' ? undefined : body);
     };
-    if (req.method !== 'GET' && req.method !== 'HEAD') return send(405, 'text/plain; charset=utf-8', 'read-only viewer: GET only\n', { allow: 'GET, HEAD' });
+    if (req.method !== 'GET' && req.method !== 'HEAD')
+      return send(405, 'text/plain; charset=utf-8', 'read-only viewer: GET only\n', { allow: 'GET, HEAD' });
     // Bound to a loopback address, answer only requests addressed to it (no DNS rebinding).
     if (LOCAL_HOSTS.has(host)) {
       const requested = (req.headers.host ?? '').replace(/:\d+$/, '');
-      if (!LOCAL_HOSTS.has(requested)) return send(421, 'text/plain; charset=utf-8', `this viewer answers only on localhost, not "${requested}"\n`);
+      if (!LOCAL_HOSTS.has(requested))
+        return send(421, 'text/plain; charset=utf-8', `this viewer answers only on localhost, not "${requested}"\n`);
     }
     let url: URL;
     try {
@@ -280,16 +324,23 @@ export async function startViewer(options: ViewerOptions): Promise<Viewer> {
       (err: unknown) => {
         const status = err instanceof ViewRequestError ? err.status : err instanceof URIError ? 400 : 500;
         const message = err instanceof Error ? err.message : String(err);
-        if (url.pathname.startsWith('/api/')) send(status, 'application/json; charset=utf-8', JSON.stringify({ error: message }));
+        if (url.pathname.startsWith('/api/'))
+          send(status, 'application/json; charset=utf-8', JSON.stringify({ error: message }));
         else send(status, 'text/html; charset=utf-8', errorPage(status, message));
       },
     );
   });
   const wanted = options.port ?? 0;
-  if (!Number.isInteger(wanted) || wanted < 0 || wanted > 65535) throw new ViewerStartError(`port must be an integer 0–65535, got ${wanted}`);
+  if (!Number.isInteger(wanted) || wanted < 0 || wanted > 65535)
+    throw new ViewerStartError(`port must be an integer 0–65535, got ${wanted}`);
   await new Promise<void>((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) => {
-      const why = err.code === 'EADDRINUSE' ? `port ${wanted} is in use (--port 0 picks a free one)` : err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND' ? `address ${host} is not available here` : err.message;
+      const why =
+        err.code === 'EADDRINUSE'
+          ? `port ${wanted} is in use (--port 0 picks a free one)`
+          : err.code === 'EADDRNOTAVAIL' || err.code === 'ENOTFOUND'
+            ? `address ${host} is not available here`
+            : err.message;
       reject(new ViewerStartError(`the viewer cannot listen on ${host}:${wanted}: ${why}`));
     });
     server.listen(wanted, host, () => resolve());

@@ -16,7 +16,10 @@ const bad: [string[], RegExp][] = [
   [['--sft-steps', '1.5'], /--sft-steps must be a positive integer/],
   [['--algos', 'grpo,dpo'], /unknown algorithm dpo/],
   [['--train-hops', '4'], /--train-hops must be 2 or 3, got 4/],
-  [['--eval-episodes', 'every'], /--eval-episodes must be "all" or two positive integers TEST,OOD \(e\.g\. 150,75\), got every/],
+  [
+    ['--eval-episodes', 'every'],
+    /--eval-episodes must be "all" or two positive integers TEST,OOD \(e\.g\. 150,75\), got every/,
+  ],
   [['--eval-episodes', '150'], /--eval-episodes must be .* got 150$/m],
   [['--eval-episodes', '1.5,75'], /--eval-episodes must be .* got 1\.5,75$/m],
   [['--select', 'best'], /--select must be final or best-dev, got best/],
@@ -47,8 +50,16 @@ test.serial('paper-table --merge: a run from before --select evaluated the final
   const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
   const run = (name: string, select?: string) => {
     mkdirSync(join(dir, name));
-    const budget = { rl: { steps: 14, tasksPerStep: 8, group: 8, lr: 3e-4, minibatch: 64 }, warmStart: { steps: 1320, episodes: 800 }, evalEpisodes: { test: 150, ood: 75 }, ...(select ? { select } : {}) };
-    writeFileSync(join(dir, name, 'results.json'), JSON.stringify({ budget, scenarioOptions: { trainHops: '3' }, results: [] }));
+    const budget = {
+      rl: { steps: 14, tasksPerStep: 8, group: 8, lr: 3e-4, minibatch: 64 },
+      warmStart: { steps: 1320, episodes: 800 },
+      evalEpisodes: { test: 150, ood: 75 },
+      ...(select ? { select } : {}),
+    };
+    writeFileSync(
+      join(dir, name, 'results.json'),
+      JSON.stringify({ budget, scenarioOptions: { trainHops: '3' }, results: [] }),
+    );
     return join(dir, name);
   };
   const old = run('old');
@@ -67,7 +78,12 @@ test.serial('paper-table --merge refuses runs made with different scenario optio
     writeFileSync(join(dir, name, 'results.json'), JSON.stringify({ budget, scenarioOptions, results: [] }));
     return join(dir, name);
   };
-  const r = bench(['--merge', `${run('old')},${run('new', { noisyEarly: '0.7', noisyDistractor: '0', trainHops: '3' })}`, '--out', join(dir, 'out')]);
+  const r = bench([
+    '--merge',
+    `${run('old')},${run('new', { noisyEarly: '0.7', noisyDistractor: '0', trainHops: '3' })}`,
+    '--out',
+    join(dir, 'out'),
+  ]);
   t.not(r.code, 0);
   t.regex(r.stderr, /new was run with other scenario options \(.*"trainHops":"3".*\) than .*old; not merging/);
 });

@@ -14,23 +14,70 @@ test.serial('eval --json prints the summary as the last stdout line', (t) => {
 
 // In-thread (--workers 0): the test above already runs eval on its default worker pool.
 test.serial('the random calculator policy mostly fails', (t) => {
-  const r = cli(['eval', '--scenario', 'calculator', '--policy', 'random', '--episodes', '50', '--workers', '0', '--json']);
+  const r = cli([
+    'eval',
+    '--scenario',
+    'calculator',
+    '--policy',
+    'random',
+    '--episodes',
+    '50',
+    '--workers',
+    '0',
+    '--json',
+  ]);
   t.is(r.code, 0, r.stderr);
   t.true(r.lastJson().successRate < 0.2);
 });
 
 const usageErrors: Array<[string, string[], RegExp]> = [
-  ['an unknown scenario', ['eval', '--scenario', 'nope', '--policy', 'expert'], /unknown scenario "nope"; valid: calculator/],
-  ['an unknown policy', ['eval', '--scenario', 'calculator', '--policy', 'nope'], /unknown policy "nope"; valid: expert, random, ckpt:DIR/],
-  ['an unknown split', ['eval', '--scenario', 'calculator', '--policy', 'expert', '--split', 'nope'], /unknown split of scenario calculator "nope"; valid: train, dev, test/],
-  ['an unknown flag', ['eval', '--scenario', 'calculator', '--policy', 'expert', '--bogus'], /unknown option '--bogus'[\s\S]*--episodes <n>/],
+  [
+    'an unknown scenario',
+    ['eval', '--scenario', 'nope', '--policy', 'expert'],
+    /unknown scenario "nope"; valid: calculator/,
+  ],
+  [
+    'an unknown policy',
+    ['eval', '--scenario', 'calculator', '--policy', 'nope'],
+    /unknown policy "nope"; valid: expert, random, ckpt:DIR/,
+  ],
+  [
+    'an unknown split',
+    ['eval', '--scenario', 'calculator', '--policy', 'expert', '--split', 'nope'],
+    /unknown split of scenario calculator "nope"; valid: train, dev, test/,
+  ],
+  [
+    'an unknown flag',
+    ['eval', '--scenario', 'calculator', '--policy', 'expert', '--bogus'],
+    /unknown option '--bogus'[\s\S]*--episodes <n>/,
+  ],
   ['a bad number', ['rollout', '--scenario', 'calculator', '--episodes', 'many'], /expected a positive integer/],
   ['an unknown command', ['fly'], /unknown command 'fly'/],
-  ['a scenario option the scenario rejects', ['eval', '--scenario', 'multihop-qa', '--policy', 'expert', '--option', 'size=huge'], /multihop-qa options: .*expected one of "tiny"\|"small"\|"medium"\|"large"/],
-  ['a dataset scenario without its file', ['eval', '--scenario', 'musique', '--policy', 'expert'], /option data \(the dataset file, --data PATH\) is required/],
-  ['an option that is not key=value', ['eval', '--scenario', 'calculator', '--policy', 'expert', '--option', 'nokv'], /expected key=value/],
-  ['a negative temperature', ['eval', '--scenario', 'calculator', '--policy', 'expert', '--temperature', '-1'], /--temperature <x>.*expected a number ≥ 0/],
-  ['an unknown tokenizer chunking', ['sft', '--scenario', 'calculator', '--out', 'x', '--chunking', 'bytes'], /--chunking <name>.*expected one of space-words, words/],
+  [
+    'a scenario option the scenario rejects',
+    ['eval', '--scenario', 'multihop-qa', '--policy', 'expert', '--option', 'size=huge'],
+    /multihop-qa options: .*expected one of "tiny"\|"small"\|"medium"\|"large"/,
+  ],
+  [
+    'a dataset scenario without its file',
+    ['eval', '--scenario', 'musique', '--policy', 'expert'],
+    /option data \(the dataset file, --data PATH\) is required/,
+  ],
+  [
+    'an option that is not key=value',
+    ['eval', '--scenario', 'calculator', '--policy', 'expert', '--option', 'nokv'],
+    /expected key=value/,
+  ],
+  [
+    'a negative temperature',
+    ['eval', '--scenario', 'calculator', '--policy', 'expert', '--temperature', '-1'],
+    /--temperature <x>.*expected a number ≥ 0/,
+  ],
+  [
+    'an unknown tokenizer chunking',
+    ['sft', '--scenario', 'calculator', '--out', 'x', '--chunking', 'bytes'],
+    /--chunking <name>.*expected one of space-words, words/,
+  ],
 ];
 
 for (const [what, args, pattern] of usageErrors) {
@@ -50,9 +97,27 @@ test.serial('scenarios lists calculator with its tools and splits', (t) => {
 });
 
 test.serial('budget flags override the scenario: --max-turns 1 ends every episode after one turn', (t) => {
-  const r = cli(['eval', '--scenario', 'calculator', '--policy', 'random', '--episodes', '30', '--max-turns', '1', '--workers', '0', '--json']);
+  const r = cli([
+    'eval',
+    '--scenario',
+    'calculator',
+    '--policy',
+    'random',
+    '--episodes',
+    '30',
+    '--max-turns',
+    '1',
+    '--workers',
+    '0',
+    '--json',
+  ]);
   t.is(r.code, 0, r.stderr);
   const s = r.lastJson();
   t.is(s.meanTurns, 1);
-  t.deepEqual(Object.keys(s.byEndReason).sort(), Object.keys(s.byEndReason).filter((k) => k === 'answered' || k === 'max_turns').sort());
+  t.deepEqual(
+    Object.keys(s.byEndReason).sort(),
+    Object.keys(s.byEndReason)
+      .filter((k) => k === 'answered' || k === 'max_turns')
+      .sort(),
+  );
 });

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runRolloutCommand, type RolloutFlags } from '../../src/cli/commands/rollout.ts';
 import { loadCheckpoint, saveCheckpoint } from '../../src/policy/tfjs/checkpoint.ts';
-import { loadRecords } from '../../src/replay/jsonl.ts';
+import { loadRecords } from '../../src/record/jsonl.ts';
 import { cli } from '../helpers/cli.ts';
 import { calculatorCheckpoint } from '../openai/fixtures.ts';
 
@@ -14,7 +14,19 @@ import { calculatorCheckpoint } from '../openai/fixtures.ts';
 
 const evalRun = async (dir: string, temperature?: number, workers = 0) => {
   const out = mkdtempSync(join(tmpdir(), 'agent-r1-eval-t-'));
-  const flags: RolloutFlags = { scenario: 'calculator', split: 'train', policy: `ckpt:${dir}`, episodes: 8, seed: 5, group: 1, concurrency: 8, workers, maxBatch: 8, temperature, out };
+  const flags: RolloutFlags = {
+    scenario: 'calculator',
+    split: 'train',
+    policy: `ckpt:${dir}`,
+    episodes: 8,
+    seed: 5,
+    group: 1,
+    concurrency: 8,
+    workers,
+    maxBatch: 8,
+    temperature,
+    out,
+  };
   await runRolloutCommand(flags);
   const file = join(out, 'episodes.jsonl');
   return { records: (await loadRecords(file)).records, bytes: await readFile(file, 'utf8') };
@@ -38,7 +50,11 @@ test('--temperature overrides the checkpoint sampling; the records name the over
   t.is(hotAsGreedy.records[0]!.policy.version, `${hash}+temperature=0`);
   t.not(hotAsGreedy.records[0]!.runId, hot.records[0]!.runId);
   t.notDeepEqual(actions(hot.records), actions(greedy.records), 'saved at temperature 2, it samples other actions');
-  t.deepEqual(actions(hotAsGreedy.records), actions(greedy.records), '--temperature 0 decodes greedily whatever the checkpoint says');
+  t.deepEqual(
+    actions(hotAsGreedy.records),
+    actions(greedy.records),
+    '--temperature 0 decodes greedily whatever the checkpoint says',
+  );
   // on worker threads (the model behind the policy server): the same records, byte for byte
   t.is((await evalRun(hotDir, 0, 2)).bytes, hotAsGreedy.bytes);
 });

@@ -2,15 +2,19 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import test from 'ava';
 import OpenAI from 'openai';
-import { cli, repoRoot } from '../helpers/cli.ts';
+import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
 import { calculatorCheckpoint } from '../openai/fixtures.ts';
 
 test.serial('agent-r1 serve: the openai client talks to it; the request log goes to stderr; SIGTERM stops it cleanly', async (t) => {
   const { dir } = await calculatorCheckpoint();
-  const child = spawn(process.execPath, [`${repoRoot}/bin/agent-r1.js`, 'serve', '--policy', `ckpt:${dir}`, '--port', '0', '--model-name', 'tiny', '--json'], {
-    cwd: repoRoot,
-    env: { ...process.env, AGENT_R1_API_KEY: 'sk-cli' },
-  });
+  const child = spawn(
+    process.execPath,
+    cliArgs(['serve', '--policy', `ckpt:${dir}`, '--port', '0', '--model-name', 'tiny', '--json']),
+    {
+      cwd: repoRoot,
+      env: { ...process.env, AGENT_R1_API_KEY: 'sk-cli' },
+    },
+  );
   let stderr = '';
   child.stderr.on('data', (d) => (stderr += d));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -28,9 +32,16 @@ test.serial('agent-r1 serve: the openai client talks to it; the request log goes
       (await client.models.list()).data.map((m) => m.id),
       ['tiny'],
     );
-    const res = await client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'What is 2 + 2?' }], max_tokens: 5, temperature: 0 });
+    const res = await client.chat.completions.create({
+      model: 'tiny',
+      messages: [{ role: 'user', content: 'What is 2 + 2?' }],
+      max_tokens: 5,
+      temperature: 0,
+    });
     t.true(res.usage!.completion_tokens >= 1 && res.usage!.completion_tokens <= 5);
-    await t.throwsAsync(new OpenAI({ apiKey: 'nope', baseURL: url, maxRetries: 0 }).models.list(), { instanceOf: OpenAI.AuthenticationError });
+    await t.throwsAsync(new OpenAI({ apiKey: 'nope', baseURL: url, maxRetries: 0 }).models.list(), {
+      instanceOf: OpenAI.AuthenticationError,
+    });
     child.kill('SIGTERM');
     t.is(await exited, 0);
     t.regex(stderr, /serving "tiny" \(ckpt:.*\) at http:\/\/127\.0\.0\.1:\d+\/v1 \(API key required\)/);

@@ -7,12 +7,37 @@ import { GptTrainable } from '../../src/rl/tfjs-trainable.ts';
 import { cli } from '../helpers/cli.ts';
 
 const errors: Array<[string, string[], RegExp, number]> = [
-  ['an unknown algorithm', ['train', '--scenario', 'calculator', '--algo', 'dpo', '--out', 'OUT'], /unknown algorithm "dpo"; valid: grpo, ppo, reinforce\+\+, rloo/, 1],
-  ['a bad learning rate', ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--lr', '-1'], /bad training config: lr/, 1],
-  ['a bad --init', ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--init', 'runs/x'], /--init must be ckpt:DIR/, 1],
-  ['a missing checkpoint', ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--init', 'ckpt:/nonexistent/ckpt'], /cannot read checkpoint/, 1],
+  [
+    'an unknown algorithm',
+    ['train', '--scenario', 'calculator', '--algo', 'dpo', '--out', 'OUT'],
+    /unknown algorithm "dpo"; valid: grpo, ppo, reinforce\+\+, rloo/,
+    1,
+  ],
+  [
+    'a bad learning rate',
+    ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--lr', '-1'],
+    /bad training config: lr/,
+    1,
+  ],
+  [
+    'a bad --init',
+    ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--init', 'runs/x'],
+    /--init must be ckpt:DIR/,
+    1,
+  ],
+  [
+    'a missing checkpoint',
+    ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--init', 'ckpt:/nonexistent/ckpt'],
+    /cannot read checkpoint/,
+    1,
+  ],
   ['a missing --algo', ['train', '--scenario', 'calculator', '--out', 'OUT'], /required option '--algo <algo>'/, 2],
-  ['an unknown scenario', ['train', '--scenario', 'nope', '--algo', 'grpo', '--out', 'OUT'], /unknown scenario "nope"/, 2],
+  [
+    'an unknown scenario',
+    ['train', '--scenario', 'nope', '--algo', 'grpo', '--out', 'OUT'],
+    /unknown scenario "nope"/,
+    2,
+  ],
 ];
 
 for (const [what, args, pattern, code] of errors) {
@@ -27,15 +52,54 @@ for (const [what, args, pattern, code] of errors) {
 test.serial('agent-r1 train plays half of each rollout on a replica by default: the same episodes and weights as --no-replica', async (t) => {
   t.timeout(5 * 60_000);
   const dir = await mkdtemp(join(tmpdir(), 'train-cli-'));
-  const args = ['train', '--scenario', 'calculator', '--algo', 'grpo', '--steps', '2', '--tasks-per-step', '2', '--group', '4', '--demo-policy', 'expert', '--demo-episodes', '8', '--sft-steps', '2', '--d-model', '32', '--layers', '1', '--context', '512', '--vocab', '300', '--eval-every', '1', '--eval-episodes', '4'];
+  const args = [
+    'train',
+    '--scenario',
+    'calculator',
+    '--algo',
+    'grpo',
+    '--steps',
+    '2',
+    '--tasks-per-step',
+    '2',
+    '--group',
+    '4',
+    '--demo-policy',
+    'expert',
+    '--demo-episodes',
+    '8',
+    '--sft-steps',
+    '2',
+    '--d-model',
+    '32',
+    '--layers',
+    '1',
+    '--context',
+    '512',
+    '--vocab',
+    '300',
+    '--eval-every',
+    '1',
+    '--eval-episodes',
+    '4',
+  ];
   const runs = ['replica', 'main-only'].map((name, i) => {
     const out = join(dir, name);
     const r = cli([...args, '--out', out, ...(i === 1 ? ['--no-replica'] : [])], { timeout: 5 * 60_000 });
     t.is(r.code, 0, r.stderr.slice(-2000));
     // the policy of the best dev eval after step 0 is kept apart, and the CLI says where
     const best = JSON.parse(readFileSync(join(out, 'best', 'best.json'), 'utf8'));
-    t.true(r.stdout.includes(`best dev checkpoint (step ${best.step}, dev ${best.devScore.toFixed(3)}): ckpt:${join(out, 'best')}\n`), r.stdout);
-    return { episodes: readFileSync(join(out, 'episodes.jsonl')), weights: readFileSync(join(out, 'final', 'weights.bin')), best: readFileSync(join(out, 'best', 'weights.bin')) };
+    t.true(
+      r.stdout.includes(
+        `best dev checkpoint (step ${best.step}, dev ${best.devScore.toFixed(3)}): ckpt:${join(out, 'best')}\n`,
+      ),
+      r.stdout,
+    );
+    return {
+      episodes: readFileSync(join(out, 'episodes.jsonl')),
+      weights: readFileSync(join(out, 'final', 'weights.bin')),
+      best: readFileSync(join(out, 'best', 'weights.bin')),
+    };
   });
   t.true(runs[0]!.best.equals(runs[1]!.best));
   // best/ is a policy checkpoint like final/ (what bench/paper-table.ts --select best-dev loads)

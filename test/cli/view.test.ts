@@ -3,12 +3,23 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { cli, repoRoot } from '../helpers/cli.ts';
+import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
 
 const runDir = mkdtempSync(join(tmpdir(), 'view-cli-'));
 
 test.before(() => {
-  const made = cli(['rollout', '--scenario', 'calculator', '--policy', 'expert', '--episodes', '4', '--out', runDir, '--json']);
+  const made = cli([
+    'rollout',
+    '--scenario',
+    'calculator',
+    '--policy',
+    'expert',
+    '--episodes',
+    '4',
+    '--out',
+    runDir,
+    '--json',
+  ]);
   if (made.code !== 0) throw new Error(made.stderr);
 });
 
@@ -26,7 +37,9 @@ test.serial('agent-r1 report writes one HTML file; a missing directory is a clea
 });
 
 test.serial('agent-r1 view warns on stderr when --host exposes it; a missing directory is an error', async (t) => {
-  const child = spawn(process.execPath, [`${repoRoot}/bin/agent-r1.js`, 'view', runDir, '--port', '0', '--host', '0.0.0.0'], { cwd: repoRoot });
+  const child = spawn(process.execPath, cliArgs(['view', runDir, '--port', '0', '--host', '0.0.0.0']), {
+    cwd: repoRoot,
+  });
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (c) => (stderr += c));

@@ -9,8 +9,8 @@ import { recordMessages } from '../../src/export/episode-row.ts';
 import { ExportError, exportRun, readRun } from '../../src/export/export-run.ts';
 import { assistantToAction, joinToolResults } from '../../src/openai/messages.ts';
 import { parseAction } from '../../src/parse/parse-action.ts';
-import { RecordWriter } from '../../src/replay/jsonl.ts';
-import { openAITools } from '../../src/rollout/drive-episode.ts';
+import { RecordWriter } from '../../src/record/jsonl.ts';
+import { openAITools } from '../../src/episode/drive-episode.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
 import { calc } from '../openai/fixtures.ts';
@@ -24,7 +24,15 @@ async function runDir(): Promise<{ dir: string; records: EpisodeRecord[] }> {
   const records: EpisodeRecord[] = [];
   for (const name of ['expert', 'random']) {
     const policy = await calc.policies[name]!({ scenario: calc, seed: 0 });
-    const { records: rs } = await rollout({ scenario: calc, policy, split: 'train', episodes: 6, seed: 5, group: 2, indexOffset: records.length } as never);
+    const { records: rs } = await rollout({
+      scenario: calc,
+      policy,
+      split: 'train',
+      episodes: 6,
+      seed: 5,
+      group: 2,
+      indexOffset: records.length,
+    } as never);
     for (const r of rs) {
       writer.write(r);
       records.push(r);
@@ -44,7 +52,10 @@ function assertMessagesMatch(t: import('ava').ExecutionContext, messages: any[],
   for (const turn of record.turns) {
     const a = messages[at++];
     t.is(a.role, 'assistant');
-    t.deepEqual(parseAction(assistantToAction({ content: a.content, tool_calls: a.tool_calls ?? undefined })), turn.action);
+    t.deepEqual(
+      parseAction(assistantToAction({ content: a.content, tool_calls: a.tool_calls ?? undefined })),
+      turn.action,
+    );
     if (turn.observation === null) continue;
     const after: any[] = [];
     while (at < messages.length && messages[at].role !== 'assistant') after.push(messages[at++]);
@@ -54,7 +65,10 @@ function assertMessagesMatch(t: import('ava').ExecutionContext, messages: any[],
         after.map((m) => m.tool_call_id),
         a.tool_calls.map((c: any) => c.id),
       );
-      t.is(joinToolResults(after.map((m, i) => ({ name: a.tool_calls[i].function.name, content: m.content }))), turn.observation);
+      t.is(
+        joinToolResults(after.map((m, i) => ({ name: a.tool_calls[i].function.name, content: m.content }))),
+        turn.observation,
+      );
     } else {
       t.deepEqual(after, [{ role: 'user', content: turn.observation, tool_calls: null, tool_call_id: null }]);
     }
@@ -88,7 +102,10 @@ test('parquet export: read back with a parquet reader, one row per record, equal
     t.is(row.scenario, 'calculator');
     t.is(row.policy, r.policy.id);
     t.deepEqual(row.rewards, { outcome: r.outcome.reward, process: r.processReward, total: r.totalReward });
-    t.deepEqual(row.turn_rewards, r.turns.map((x) => x.reward));
+    t.deepEqual(
+      row.turn_rewards,
+      r.turns.map((x) => x.reward),
+    );
     t.is(row.success, r.outcome.success);
     t.is(row.end_reason, r.endReason);
     t.is(row.answer, r.answer);
@@ -98,7 +115,10 @@ test('parquet export: read back with a parquet reader, one row per record, equal
     t.deepEqual(row.messages, recordMessages(r));
     assertMessagesMatch(t, row.messages, r);
   });
-  t.true(records.some((r) => r.turns.some((x) => x.action.kind === 'invalid')), 'the run has format errors');
+  t.true(
+    records.some((r) => r.turns.some((x) => x.action.kind === 'invalid')),
+    'the run has format errors',
+  );
   t.true(records.some((r) => r.outcome.success));
 });
 
@@ -106,7 +126,10 @@ test('messages export: one JSON row per line with OpenAI tool calls and tool res
   const { dir, records } = await runDir();
   const out = join(dir, 'episodes.messages.jsonl');
   await exportRun({ runDir: join(dir, 'episodes.jsonl'), format: 'messages', out, loadScenario: load });
-  const rows = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const rows = readFileSync(out, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   t.is(rows.length, records.length);
   const expert = rows[0];
   t.deepEqual(
@@ -115,7 +138,9 @@ test('messages export: one JSON row per line with OpenAI tool calls and tool res
   );
   t.is(expert.messages[2].content, null);
   t.is(expert.messages[2].tool_calls[0].type, 'function');
-  t.deepEqual(JSON.parse(expert.messages[2].tool_calls[0].function.arguments), { expression: records[0]!.task.meta!.expression });
+  t.deepEqual(JSON.parse(expert.messages[2].tool_calls[0].function.arguments), {
+    expression: records[0]!.task.meta!.expression,
+  });
   t.is(expert.messages[3].tool_call_id, expert.messages[2].tool_calls[0].id);
   t.is(expert.tools[0].function.name, 'calculate');
   rows.forEach((row, i) => assertMessagesMatch(t, row.messages, records[i]!));
@@ -125,11 +150,25 @@ test('export errors: no records, corrupt lines, unknown format, a scenario that 
   const empty = mkdtempSync(join(tmpdir(), 'agent-r1-export-empty-'));
   await t.throwsAsync(readRun(empty), { instanceOf: ExportError, message: /no records at .*episodes\.jsonl/ });
   const { dir } = await runDir();
-  await t.throwsAsync(exportRun({ runDir: dir, format: 'csv' as never, out: join(dir, 'x'), loadScenario: load }), { instanceOf: ExportError, message: /unknown format "csv"; valid: messages, parquet/ });
-  await t.throwsAsync(exportRun({ runDir: dir, format: 'parquet', out: join(dir, 'x'), loadScenario: () => Promise.reject(new Error('gone')) }), {
+  await t.throwsAsync(exportRun({ runDir: dir, format: 'csv' as never, out: join(dir, 'x'), loadScenario: load }), {
     instanceOf: ExportError,
-    message: /cannot load scenario "calculator" for its tools: gone/,
+    message: /unknown format "csv"; valid: messages, parquet/,
   });
+  await t.throwsAsync(
+    exportRun({
+      runDir: dir,
+      format: 'parquet',
+      out: join(dir, 'x'),
+      loadScenario: () => Promise.reject(new Error('gone')),
+    }),
+    {
+      instanceOf: ExportError,
+      message: /cannot load scenario "calculator" for its tools: gone/,
+    },
+  );
   appendFileSync(join(dir, 'episodes.jsonl'), '{"not": "a record"}\n');
-  await t.throwsAsync(exportRun({ runDir: dir, format: 'parquet', out: join(dir, 'x'), loadScenario: load }), { instanceOf: ExportError, message: /1 corrupt record line/ });
+  await t.throwsAsync(exportRun({ runDir: dir, format: 'parquet', out: join(dir, 'x'), loadScenario: load }), {
+    instanceOf: ExportError,
+    message: /1 corrupt record line/,
+  });
 });

@@ -10,7 +10,16 @@
  * any version, and two processes unpacking at once would see each other's half-written file. Here a
  * process unpacks into a private file and renames it into place, so a path, once there, is complete.
  */
-import { chmodSync, createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  createReadStream,
+  createWriteStream,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -18,13 +27,25 @@ import { pipeline } from 'node:stream/promises';
 import { createBrotliDecompress } from 'node:zlib';
 
 /** Flags for headless Chromium as root on a machine with no network but loopback. */
-export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 /** The package folder of @sparticuz/chromium (its exports hide package.json, so go from its main file). */
 function sparticuzDir(): string {
   const main = createRequire(import.meta.url).resolve('@sparticuz/chromium');
   let dir = dirname(main);
-  while (!existsSync(join(dir, 'package.json')) || JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).name !== '@sparticuz/chromium') {
+  while (
+    !existsSync(join(dir, 'package.json')) ||
+    JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).name !== '@sparticuz/chromium'
+  ) {
     const up = dirname(dir);
     if (up === dir) throw new Error(`cannot find the @sparticuz/chromium package folder from ${main}`);
     dir = up;
@@ -47,7 +68,11 @@ export async function chromiumExecutable(): Promise<string> {
   mkdirSync(dir, { recursive: true });
   const partial = `${exe}.${process.pid}.partial`;
   try {
-    await pipeline(createReadStream(join(pkg, 'bin', 'chromium.br')), createBrotliDecompress(), createWriteStream(partial));
+    await pipeline(
+      createReadStream(join(pkg, 'bin', 'chromium.br')),
+      createBrotliDecompress(),
+      createWriteStream(partial),
+    );
     chmodSync(partial, 0o755);
     renameSync(partial, exe);
   } finally {

@@ -10,7 +10,12 @@ import { tool } from '../../src/tools/tool.ts';
 export const FORMAT_PENALTY = -0.5;
 
 const tools = [
-  tool({ name: 'echo', description: 'returns its text', parameters: z.object({ text: z.string() }), execute: ({ text }) => text }),
+  tool({
+    name: 'echo',
+    description: 'returns its text',
+    parameters: z.object({ text: z.string() }),
+    execute: ({ text }) => text,
+  }),
   tool({
     name: 'boom',
     description: 'always throws',
@@ -24,10 +29,21 @@ const tools = [
     description: 'never returns (until aborted)',
     parameters: z.object({}),
     timeoutMs: 50,
-    execute: (_args, ctx) => new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(new Error('aborted')))),
+    execute: (_args, ctx) =>
+      new Promise((_resolve, reject) => ctx.signal.addEventListener('abort', () => reject(new Error('aborted')))),
   }),
-  tool({ name: 'big', description: 'returns a lot', parameters: z.object({ n: z.number().int() }), execute: ({ n }) => 'x'.repeat(n) }),
-  tool({ name: 'roll', description: 'a die from the world stream', parameters: z.object({}), execute: (_a, ctx) => String(ctx.rng.int(1, 6)) }),
+  tool({
+    name: 'big',
+    description: 'returns a lot',
+    parameters: z.object({ n: z.number().int() }),
+    execute: ({ n }) => 'x'.repeat(n),
+  }),
+  tool({
+    name: 'roll',
+    description: 'a die from the world stream',
+    parameters: z.object({}),
+    execute: (_a, ctx) => String(ctx.rng.int(1, 6)),
+  }),
 ];
 
 const env: ToolEnv<Task> = {
@@ -36,7 +52,8 @@ const env: ToolEnv<Task> = {
     { role: 'user', content: task.question },
   ],
   step: ({ action, results }) => {
-    if (action.kind === 'invalid') return { observation: formatInvalidAction(action), reward: FORMAT_PENALTY, done: false };
+    if (action.kind === 'invalid')
+      return { observation: formatInvalidAction(action), reward: FORMAT_PENALTY, done: false };
     if (action.kind === 'answer') return { observation: null, reward: 0, done: true };
     return { observation: formatResults(results), reward: 0.1, done: false };
   },
@@ -50,7 +67,8 @@ export function toyScenario(episode: Scenario['episode'] = {}): Scenario {
     description: 'test scenario',
     splits: ['train'],
     options: {},
-    tasks: ({ split, count }) => Array.from({ length: count }, (_, i) => ({ id: `toy-${i}`, split, question: 'say 42', answer: '42' })),
+    tasks: ({ split, count }) =>
+      Array.from({ length: count }, (_, i) => ({ id: `toy-${i}`, split, question: 'say 42', answer: '42' })),
     tools,
     env,
     policies: {},
@@ -67,4 +85,5 @@ export function scripted(texts: string[]): Policy {
   };
 }
 
-export const call = (name: string, args: object = {}) => `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;
+export const call = (name: string, args: object = {}) =>
+  `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;

@@ -1,5 +1,5 @@
 import test from 'ava';
-import { runEpisode } from '../../src/rollout/run-episode.ts';
+import { runEpisode } from '../../src/episode/run-episode.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import { call, FORMAT_PENALTY, scripted, toyScenario } from '../helpers/toy-scenario.ts';
 
@@ -28,7 +28,10 @@ test('tool call then answer: the tool result is the observation, process reward 
   t.is(r.turns[0]!.reward, 0.1);
   t.is(r.processReward, 0.1);
   t.is(r.totalReward, 1.1);
-  t.deepEqual(r.prompt.map((m) => m.role), ['system', 'user']);
+  t.deepEqual(
+    r.prompt.map((m) => m.role),
+    ['system', 'user'],
+  );
 });
 
 test('the history given to the policy holds every action and observation', async (t) => {
@@ -101,7 +104,12 @@ for (const [name, text, pattern] of [
 }
 
 for (const [name, text, kind, pattern] of [
-  ['an unknown tool', call('abacus'), 'unknown_tool', /unknown tool "abacus"; available tools: echo, boom, hang, big, roll/],
+  [
+    'an unknown tool',
+    call('abacus'),
+    'unknown_tool',
+    /unknown tool "abacus"; available tools: echo, boom, hang, big, roll/,
+  ],
   ['arguments failing the schema', call('echo', { txt: 1 }), 'bad_arguments', /invalid arguments for echo/],
   ['a tool that throws', call('boom'), 'tool_error', /boom failed: kaboom/],
   ['a tool that hangs', call('hang'), 'timeout', /hang timed out after 50 ms/],
@@ -133,8 +141,14 @@ test('oversized tool output is cut with a marker', async (t) => {
 });
 
 test('several calls in one turn run in order and each gets its result', async (t) => {
-  const r = await play([call('echo', { text: 'one' }) + call('boom') + call('echo', { text: 'two' }), '<answer>42</answer>']);
-  t.deepEqual(r.turns[0]!.results.map((x) => x.ok), [true, false, true]);
+  const r = await play([
+    call('echo', { text: 'one' }) + call('boom') + call('echo', { text: 'two' }),
+    '<answer>42</answer>',
+  ]);
+  t.deepEqual(
+    r.turns[0]!.results.map((x) => x.ok),
+    [true, false, true],
+  );
   t.regex(r.turns[0]!.observation!, /\[1\] echo: one\n\[2\] boom: Error: boom failed: kaboom\n\[3\] echo: two/);
 });
 

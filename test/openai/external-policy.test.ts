@@ -10,18 +10,20 @@ import { ExternalPolicyError, PolicySpecError } from '../../src/openai/errors.ts
 import { OpenAIPolicy, openAIOptionsFromSpec } from '../../src/openai/external-policy.ts';
 import { ChatServer } from '../../src/openai/server.ts';
 import type { ServablePolicy } from '../../src/openai/serving-policy.ts';
-import { resolvePolicy } from '../../src/policy/resolve.ts';
+import { resolvePolicy } from '../../src/app/resolve-policy.ts';
 import { loadCheckpointPolicy } from '../../src/policy/tfjs/index.ts';
-import { loadRecords } from '../../src/replay/jsonl.ts';
+import { loadRecords } from '../../src/record/jsonl.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
-import { runEpisode } from '../../src/rollout/run-episode.ts';
+import { runEpisode } from '../../src/episode/run-episode.ts';
 import { calc, calculatorCheckpoint } from './fixtures.ts';
 
 const task = (calc.tasks({ split: 'train', seed: 0, count: 1 }) as Task[])[0]!;
 
 /** A local OpenAI-compatible endpoint whose answers the test scripts; it notes every request body. */
-async function fakeEndpoint(answer: (body: any, n: number, req: IncomingMessage, res: ServerResponse) => void | Promise<void>) {
+async function fakeEndpoint(
+  answer: (body: any, n: number, req: IncomingMessage, res: ServerResponse) => void | Promise<void>,
+) {
   const bodies: any[] = [];
   let requests = 0;
   let inFlight = 0;
@@ -73,7 +75,16 @@ test('eval through `serve` (openai:NAME@URL) gives the same actions and success 
   const server = new ChatServer({ policy, modelName: 'calc-tiny' });
   const url = await server.listen(0);
   try {
-    const flags = { scenario: 'calculator', split: 'train', episodes: 6, seed: 3, group: 1, concurrency: 6, workers: 0, maxBatch: 8 };
+    const flags = {
+      scenario: 'calculator',
+      split: 'train',
+      episodes: 6,
+      seed: 3,
+      group: 1,
+      concurrency: 6,
+      workers: 0,
+      maxBatch: 8,
+    };
     const ckptOut = mkdtempSync(join(tmpdir(), 'agent-r1-eval-ckpt-'));
     const apiOut = mkdtempSync(join(tmpdir(), 'agent-r1-eval-api-'));
     const viaCkpt = await runRolloutCommand({ ...flags, policy: `ckpt:${dir}`, out: ckptOut });
@@ -100,7 +111,12 @@ test('eval through `serve` (openai:NAME@URL) gives the same actions and success 
         rb.turns.map((turn) => turn.tokens),
         ra.turns.map((turn) => turn.tokens),
       );
-      rb.turns.forEach((turn, k) => t.deepEqual(turn.logprobs!.map((x) => x.toFixed(4)), ra.turns[k]!.logprobs!.map((x) => x.toFixed(4))));
+      rb.turns.forEach((turn, k) =>
+        t.deepEqual(
+          turn.logprobs!.map((x) => x.toFixed(4)),
+          ra.turns[k]!.logprobs!.map((x) => x.toFixed(4)),
+        ),
+      );
     });
     // The records replay with no network (the server is stopped first).
     await server.close();
@@ -120,7 +136,9 @@ test('sampling at temperature 1 through the server reproduces the checkpoint pol
     local.sampling = { temperature: 1 };
     const options = { scenario: calc, split: 'train', episodes: 6, seed: 11, config: { maxTokensPerTurn: 24 } };
     const a = (await rollout({ ...options, policy: local })).records;
-    const b = (await rollout({ ...options, policy: new OpenAIPolicy({ model: 'calc-tiny', baseURL: url, temperature: 1 }) })).records;
+    const b = (
+      await rollout({ ...options, policy: new OpenAIPolicy({ model: 'calc-tiny', baseURL: url, temperature: 1 }) })
+    ).records;
     t.deepEqual(
       b.map((r) => r.turns.map((turn) => turn.tokens)),
       a.map((r) => r.turns.map((turn) => turn.tokens)),
@@ -161,17 +179,28 @@ test('429 honours Retry-After; a 400 is not retried and ends the episode with an
   let calls = 0;
   const endpoint = await fakeEndpoint((body, _n, _req, res) => {
     calls++;
-    if (body.model === 'limited' && calls === 1) reply(res, 429, { error: { message: 'slow down' } }, { 'retry-after-ms': '30' });
+    if (body.model === 'limited' && calls === 1)
+      reply(res, 429, { error: { message: 'slow down' } }, { 'retry-after-ms': '30' });
     else if (body.model === 'limited') reply(res, 200, completion({ content: '<answer>1</answer>' }));
     else reply(res, 400, { error: { message: 'this model does not support tools', type: 'invalid_request_error' } });
   });
   try {
     const started = performance.now();
-    const limited = await runEpisode({ scenario: calc, task, policy: new OpenAIPolicy({ model: 'limited', baseURL: endpoint.url, backoffMs: 1 }), seed: 1 });
+    const limited = await runEpisode({
+      scenario: calc,
+      task,
+      policy: new OpenAIPolicy({ model: 'limited', baseURL: endpoint.url, backoffMs: 1 }),
+      seed: 1,
+    });
     t.true(performance.now() - started >= 25);
     t.is(limited.status, 'ok');
     t.is(calls, 2);
-    const refused = await runEpisode({ scenario: calc, task, policy: new OpenAIPolicy({ model: 'other', baseURL: endpoint.url, backoffMs: 1 }), seed: 1 });
+    const refused = await runEpisode({
+      scenario: calc,
+      task,
+      policy: new OpenAIPolicy({ model: 'other', baseURL: endpoint.url, backoffMs: 1 }),
+      seed: 1,
+    });
     t.is(calls, 3);
     t.is(refused.status, 'error');
     t.is(refused.endReason, 'error');
@@ -185,7 +214,13 @@ test('timeouts and refused connections are retried, then reported with the attem
   const endpoint = await fakeEndpoint(() => new Promise(() => {}));
   try {
     // A generous timeout: on a loaded machine a request can take a while to reach the server.
-    const policy = new OpenAIPolicy({ model: 'm', baseURL: endpoint.url, timeoutMs: 1500, maxRetries: 1, backoffMs: 1 });
+    const policy = new OpenAIPolicy({
+      model: 'm',
+      baseURL: endpoint.url,
+      timeoutMs: 1500,
+      maxRetries: 1,
+      backoffMs: 1,
+    });
     const record = await runEpisode({ scenario: calc, task, policy, seed: 1 });
     t.is(record.status, 'error');
     t.regex(record.error!, /did not answer within 1500 ms \(gave up after 2 attempts\)/);
@@ -194,7 +229,18 @@ test('timeouts and refused connections are retried, then reported with the attem
     await endpoint.close();
   }
   const closed = new OpenAIPolicy({ model: 'm', baseURL: endpoint.url, maxRetries: 1, backoffMs: 1 });
-  const err = await t.throwsAsync(closed.act({ episodeId: 'e', task, tools: [], messages: [{ role: 'user', content: 'x' }], turn: 0, seed: 1, maxTokens: 5 }), { instanceOf: ExternalPolicyError });
+  const err = await t.throwsAsync(
+    closed.act({
+      episodeId: 'e',
+      task,
+      tools: [],
+      messages: [{ role: 'user', content: 'x' }],
+      turn: 0,
+      seed: 1,
+      maxTokens: 5,
+    }),
+    { instanceOf: ExternalPolicyError },
+  );
   t.regex(err!.message, /gave up after 2 attempts/);
 });
 
@@ -205,8 +251,24 @@ test('native tool_calls become Hermes action text; log-probs and the model own m
         res,
         200,
         completion(
-          { content: null, tool_calls: [{ id: 'call_abc', type: 'function', function: { name: 'calculate', arguments: JSON.stringify({ expression: task.meta!.expression }) } }] },
-          { logprobs: { content: [{ token: 'a', logprob: -0.5, bytes: [97], top_logprobs: [] }, { token: 'b', logprob: -0.25, bytes: [98], top_logprobs: [] }] } },
+          {
+            content: null,
+            tool_calls: [
+              {
+                id: 'call_abc',
+                type: 'function',
+                function: { name: 'calculate', arguments: JSON.stringify({ expression: task.meta!.expression }) },
+              },
+            ],
+          },
+          {
+            logprobs: {
+              content: [
+                { token: 'a', logprob: -0.5, bytes: [97], top_logprobs: [] },
+                { token: 'b', logprob: -0.25, bytes: [98], top_logprobs: [] },
+              ],
+            },
+          },
         ),
       );
     } else {
@@ -219,8 +281,14 @@ test('native tool_calls become Hermes action text; log-probs and the model own m
     const record = await runEpisode({ scenario: calc, task, policy, seed: 7 });
     t.true(record.outcome.success);
     const first = record.turns[0]!;
-    t.deepEqual(first.action, { kind: 'tool_calls', calls: [{ name: 'calculate', arguments: { expression: task.meta!.expression as string } }] });
-    t.is(first.text, `<tool_call>{"name": "calculate", "arguments": ${JSON.stringify({ expression: task.meta!.expression })}}</tool_call>`);
+    t.deepEqual(first.action, {
+      kind: 'tool_calls',
+      calls: [{ name: 'calculate', arguments: { expression: task.meta!.expression as string } }],
+    });
+    t.is(
+      first.text,
+      `<tool_call>{"name": "calculate", "arguments": ${JSON.stringify({ expression: task.meta!.expression })}}</tool_call>`,
+    );
     t.deepEqual(first.logprobs, [-0.5, -0.25]);
     t.is(first.tokens, undefined);
     // What was sent: the scenario's tools, the key, the per-turn seed, the model's own tool-call id and a tool result.
@@ -233,7 +301,17 @@ test('native tool_calls become Hermes action text; log-probs and the model own m
     t.is(typeof one.body.seed, 'number');
     t.is(one.body.max_tokens, record.config.maxTokensPerTurn);
     t.deepEqual(two.body.messages.slice(2), [
-      { role: 'assistant', content: null, tool_calls: [{ id: 'call_abc', type: 'function', function: { name: 'calculate', arguments: JSON.stringify({ expression: task.meta!.expression }) } }] },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [
+          {
+            id: 'call_abc',
+            type: 'function',
+            function: { name: 'calculate', arguments: JSON.stringify({ expression: task.meta!.expression }) },
+          },
+        ],
+      },
       { role: 'tool', content: task.answer, tool_call_id: 'call_abc' },
     ]);
     await endpoint.close();
@@ -246,12 +324,32 @@ test('native tool_calls become Hermes action text; log-probs and the model own m
 test('Hermes text in the content is read as it is; bad arguments stay in the record as the model wrote them', async (t) => {
   const endpoint = await fakeEndpoint((_body, n, _req, res) => {
     if (n === 1) reply(res, 200, completion({ content: 'I am not sure.' }));
-    else if (n === 2) reply(res, 200, completion({ content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'calculate', arguments: '{"expression": 1+' } }] }));
-    else if (n === 3) reply(res, 200, completion({ content: `Let me compute.\n<tool_call>{"name": "calculate", "arguments": {"expression": "${task.meta!.expression}"}}</tool_call>` }));
+    else if (n === 2)
+      reply(
+        res,
+        200,
+        completion({
+          content: null,
+          tool_calls: [{ id: 'c', type: 'function', function: { name: 'calculate', arguments: '{"expression": 1+' } }],
+        }),
+      );
+    else if (n === 3)
+      reply(
+        res,
+        200,
+        completion({
+          content: `Let me compute.\n<tool_call>{"name": "calculate", "arguments": {"expression": "${task.meta!.expression}"}}</tool_call>`,
+        }),
+      );
     else reply(res, 200, completion({ content: `<answer>${task.answer}</answer>` }));
   });
   try {
-    const record = await runEpisode({ scenario: calc, task, policy: new OpenAIPolicy({ model: 'm', baseURL: endpoint.url }), seed: 2 });
+    const record = await runEpisode({
+      scenario: calc,
+      task,
+      policy: new OpenAIPolicy({ model: 'm', baseURL: endpoint.url }),
+      seed: 2,
+    });
     t.deepEqual(
       record.turns.map((turn) => turn.action.kind),
       ['invalid', 'invalid', 'tool_calls', 'answer'],
@@ -268,7 +366,10 @@ test('Hermes text in the content is read as it is; bad arguments stay in the rec
     t.is(sent[2].at(-2).tool_calls[0].function.arguments, '{"expression": 1+');
     t.deepEqual(sent[2].at(-1), { role: 'tool', tool_call_id: 'c', content: record.turns[1]!.observation });
     // A model that writes Hermes calls in its content gets its own message back, and the result as a user message.
-    t.is(sent[3].at(-2).content, `Let me compute.\n<tool_call>{"name": "calculate", "arguments": {"expression": "${task.meta!.expression}"}}</tool_call>`);
+    t.is(
+      sent[3].at(-2).content,
+      `Let me compute.\n<tool_call>{"name": "calculate", "arguments": {"expression": "${task.meta!.expression}"}}</tool_call>`,
+    );
     t.is(sent[3].at(-2).tool_calls, undefined);
     t.deepEqual(sent[3].at(-1), { role: 'user', content: task.answer });
   } finally {
@@ -298,11 +399,24 @@ test('openai:MODEL@URL specs: the key and tuning from the environment; bad specs
     AGENT_R1_OPENAI_CONCURRENCY: '3',
     AGENT_R1_OPENAI_LOGPROBS: '0',
   });
-  t.deepEqual(o, { model: 'qwen2.5-7b', baseURL: 'http://127.0.0.1:8000/v1', apiKey: 'sk-env', temperature: 0, concurrency: 3, logprobs: false });
+  t.deepEqual(o, {
+    model: 'qwen2.5-7b',
+    baseURL: 'http://127.0.0.1:8000/v1',
+    apiKey: 'sk-env',
+    temperature: 0,
+    concurrency: 3,
+    logprobs: false,
+  });
   t.is(openAIOptionsFromSpec('openai:org/model@name@https://h/v1', {}).model, 'org/model@name');
-  t.throws(() => openAIOptionsFromSpec('openai:gpt-4o', {}), { instanceOf: PolicySpecError, message: /expected openai:MODEL@BASE_URL/ });
+  t.throws(() => openAIOptionsFromSpec('openai:gpt-4o', {}), {
+    instanceOf: PolicySpecError,
+    message: /expected openai:MODEL@BASE_URL/,
+  });
   t.throws(() => openAIOptionsFromSpec('openai:m@ftp://x', {}), { instanceOf: PolicySpecError });
-  t.throws(() => openAIOptionsFromSpec('openai:m@http://x/v1', { AGENT_R1_OPENAI_CONCURRENCY: 'many' }), { instanceOf: PolicySpecError, message: /CONCURRENCY/ });
+  t.throws(() => openAIOptionsFromSpec('openai:m@http://x/v1', { AGENT_R1_OPENAI_CONCURRENCY: 'many' }), {
+    instanceOf: PolicySpecError,
+    message: /CONCURRENCY/,
+  });
   const policy = await resolvePolicy('openai:m@http://127.0.0.1:1/v1', calc, 0);
   t.is(policy.id, 'openai:m@http://127.0.0.1:1/v1');
   t.is(policy.version, 'm');
@@ -320,11 +434,18 @@ test('an endpoint that answers 200 with junk fails the turn with a clear error',
   });
   try {
     const policy = new OpenAIPolicy({ model: 'm', baseURL: endpoint.url, maxRetries: 0 });
-    const request = { episodeId: 'e', task, tools: [], messages: [{ role: 'user' as const, content: 'x' }], turn: 0, seed: 1, maxTokens: 5 };
+    const request = {
+      episodeId: 'e',
+      task,
+      tools: [],
+      messages: [{ role: 'user' as const, content: 'x' }],
+      turn: 0,
+      seed: 1,
+      maxTokens: 5,
+    };
     await t.throwsAsync(policy.act(request), { instanceOf: ExternalPolicyError, message: /not JSON/ });
     await t.throwsAsync(policy.act(request), { instanceOf: ExternalPolicyError, message: /no choices\[0\]\.message/ });
   } finally {
     await endpoint.close();
   }
 });
-

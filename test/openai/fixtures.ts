@@ -7,7 +7,7 @@ import { trainSft } from '../../src/policy/tfjs/sft.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 
-export const calc = calculator as Exclude<typeof calculator, Function> as Scenario;
+export const calc = calculator as Exclude<typeof calculator, (...args: never[]) => unknown> as Scenario;
 
 let built: Promise<{ dir: string; seconds: number; finalLoss: number }> | undefined;
 
@@ -20,8 +20,22 @@ let built: Promise<{ dir: string; seconds: number; finalLoss: number }> | undefi
 export function calculatorCheckpoint(): Promise<{ dir: string; seconds: number; finalLoss: number }> {
   built ??= (async () => {
     await initBackend();
-    const { records } = await rollout({ scenario: calc, policy: calc.policies.expert!({ scenario: calc, seed: 0 }) as never, split: 'train', episodes: 2, seed: 0 });
-    const trained = trainSft({ records, vocabSize: 400, model: { dModel: 32, nLayers: 1, nHeads: 2, contextLength: 1024 }, steps: 50, batchSize: 2, lr: 2e-2, seed: 1 });
+    const { records } = await rollout({
+      scenario: calc,
+      policy: calc.policies.expert!({ scenario: calc, seed: 0 }) as never,
+      split: 'train',
+      episodes: 2,
+      seed: 0,
+    });
+    const trained = trainSft({
+      records,
+      vocabSize: 400,
+      model: { dModel: 32, nLayers: 1, nHeads: 2, contextLength: 1024 },
+      steps: 50,
+      batchSize: 2,
+      lr: 2e-2,
+      seed: 1,
+    });
     const dir = join(mkdtempSync(join(tmpdir(), 'agent-r1-openai-')), 'ckpt');
     await saveCheckpoint(dir, trained.model, trained.tokenizer, { sampling: { temperature: 0 } });
     return { dir, seconds: trained.seconds, finalLoss: trained.finalLoss };

@@ -4,7 +4,7 @@ import OpenAI from 'openai';
 import { loadCheckpointPolicy } from '../../src/policy/tfjs/index.ts';
 import { ChatServer } from '../../src/openai/server.ts';
 import type { ServablePolicy } from '../../src/openai/serving-policy.ts';
-import { openAITools } from '../../src/rollout/drive-episode.ts';
+import { openAITools } from '../../src/episode/drive-episode.ts';
 import { calc, calculatorCheckpoint } from './fixtures.ts';
 
 const KEY = 'sk-test-key';
@@ -32,7 +32,10 @@ const prompt = calc.env.prompt(task, openAITools(calc)) as OpenAI.ChatCompletion
 const raw = (path: string, init: RequestInit & { key?: string | null } = {}) =>
   fetch(server.url + path, {
     ...init,
-    headers: { 'content-type': 'application/json', ...(init.key === null ? {} : { authorization: `Bearer ${init.key ?? KEY}` }) },
+    headers: {
+      'content-type': 'application/json',
+      ...(init.key === null ? {} : { authorization: `Bearer ${init.key ?? KEY}` }),
+    },
   });
 
 test('the official openai client lists the served model', async (t) => {
@@ -45,7 +48,14 @@ test('the official openai client lists the served model', async (t) => {
 });
 
 test('a completion with a tool call (arguments as a JSON string), then the answer after the tool result', async (t) => {
-  const first = await client.chat.completions.create({ model: MODEL, messages: prompt, tools, temperature: 0, max_tokens: 40, seed: 1 });
+  const first = await client.chat.completions.create({
+    model: MODEL,
+    messages: prompt,
+    tools,
+    temperature: 0,
+    max_tokens: 40,
+    seed: 1,
+  });
   const choice = first.choices[0]!;
   t.is(choice.finish_reason, 'tool_calls');
   t.is(choice.message.content, null);
@@ -74,8 +84,22 @@ test('a completion with a tool call (arguments as a JSON string), then the answe
 });
 
 test('a streamed completion carries the same tool call, then usage and [DONE]', async (t) => {
-  const plain = await client.chat.completions.create({ model: MODEL, messages: prompt, tools, temperature: 0, max_tokens: 40 });
-  const stream = await client.chat.completions.create({ model: MODEL, messages: prompt, tools, temperature: 0, max_tokens: 40, stream: true, stream_options: { include_usage: true } });
+  const plain = await client.chat.completions.create({
+    model: MODEL,
+    messages: prompt,
+    tools,
+    temperature: 0,
+    max_tokens: 40,
+  });
+  const stream = await client.chat.completions.create({
+    model: MODEL,
+    messages: prompt,
+    tools,
+    temperature: 0,
+    max_tokens: 40,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   let name = '';
   let args = '';
   let finish: string | null = null;
@@ -101,15 +125,31 @@ test('a streamed completion carries the same tool call, then usage and [DONE]', 
   t.true(chunks >= 4);
 
   // The client's stream helper accumulates the chunks into a whole completion.
-  const helper = client.chat.completions.stream({ model: MODEL, messages: prompt, tools, temperature: 0, max_tokens: 40 });
+  const helper = client.chat.completions.stream({
+    model: MODEL,
+    messages: prompt,
+    tools,
+    temperature: 0,
+    max_tokens: 40,
+  });
   const final = await helper.finalChatCompletion();
-  t.deepEqual((final.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall).function, call.function);
+  t.deepEqual(
+    (final.choices[0]!.message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall).function,
+    call.function,
+  );
 });
 
 test('logprobs and token ids come back when asked (vLLM-style token_id:N tokens too)', async (t) => {
   const res = await raw('/chat/completions', {
     method: 'POST',
-    body: JSON.stringify({ model: MODEL, messages: prompt, temperature: 0, max_tokens: 40, logprobs: true, return_tokens_as_token_ids: true }),
+    body: JSON.stringify({
+      model: MODEL,
+      messages: prompt,
+      temperature: 0,
+      max_tokens: 40,
+      logprobs: true,
+      return_tokens_as_token_ids: true,
+    }),
   });
   t.is(res.status, 200);
   const body = (await res.json()) as any;
@@ -123,14 +163,32 @@ test('logprobs and token ids come back when asked (vLLM-style token_id:N tokens 
 });
 
 test('stop strings cut the text; max_tokens bounds the completion; tool_choice none returns text', async (t) => {
-  const none = await client.chat.completions.create({ model: MODEL, messages: prompt, tools, tool_choice: 'none', temperature: 0, max_tokens: 40 });
+  const none = await client.chat.completions.create({
+    model: MODEL,
+    messages: prompt,
+    tools,
+    tool_choice: 'none',
+    temperature: 0,
+    max_tokens: 40,
+  });
   t.regex(none.choices[0]!.message.content!, /^<tool_call>/);
   t.is(none.choices[0]!.message.tool_calls, undefined);
   // Without tools in the request, a call stays text (as with the OpenAI API).
-  const noTools = await client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 0, max_tokens: 40 });
+  const noTools = await client.chat.completions.create({
+    model: MODEL,
+    messages: prompt,
+    temperature: 0,
+    max_tokens: 40,
+  });
   t.is(noTools.choices[0]!.message.content, none.choices[0]!.message.content);
   t.is(noTools.choices[0]!.message.tool_calls, undefined);
-  const cut = await client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 0, max_tokens: 40, stop: ['"arguments"'] });
+  const cut = await client.chat.completions.create({
+    model: MODEL,
+    messages: prompt,
+    temperature: 0,
+    max_tokens: 40,
+    stop: ['"arguments"'],
+  });
   t.is(cut.choices[0]!.message.content, none.choices[0]!.message.content!.split('"arguments"')[0]);
   t.is(cut.choices[0]!.finish_reason, 'stop');
   const short = await client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 0, max_tokens: 3 });
@@ -141,7 +199,9 @@ test('stop strings cut the text; max_tokens bounds the completion; tool_choice n
 test.serial('concurrent requests are merged into batches by the policy server', async (t) => {
   const before = server.stats();
   await Promise.all(
-    Array.from({ length: 6 }, (_, i) => client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 1, seed: i, max_tokens: 8 })),
+    Array.from({ length: 6 }, (_, i) =>
+      client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 1, seed: i, max_tokens: 8 }),
+    ),
   );
   const after = server.stats();
   const rows = after.rows - before.rows;
@@ -154,17 +214,103 @@ test('bad requests get OpenAI error objects and status codes; the server keeps s
   const cases: Array<[string, RequestInit & { key?: string | null }, number, string | null, string | null]> = [
     ['not JSON', { method: 'POST', body: '{"model": ' }, 400, 'invalid_json', null],
     ['no messages', { method: 'POST', body: JSON.stringify({ model: MODEL }) }, 400, 'invalid_request', 'messages'],
-    ['empty messages', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [] }) }, 400, 'invalid_request', 'messages'],
-    ['a bad role', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [{ role: 'robot', content: 'x' }] }) }, 400, 'invalid_request', 'messages.0.role'],
-    ['temperature of the wrong type', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: prompt, temperature: 'hot' }) }, 400, 'invalid_request', 'temperature'],
-    ['n > 1', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: prompt, n: 2 }) }, 400, 'invalid_request', 'n'],
-    ['an image part', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }) }, 400, 'invalid_request', 'messages.0.content'],
-    ['tool_choice for a missing tool', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: prompt, tools, tool_choice: { type: 'function', function: { name: 'nope' } } }) }, 400, 'invalid_request', 'tool_choice'],
-    ['a conversation ending with the assistant', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [...prompt, { role: 'assistant', content: 'hi' }] }) }, 400, 'invalid_conversation', 'messages'],
-    ['an unknown model', { method: 'POST', body: JSON.stringify({ model: 'gpt-9', messages: prompt }) }, 400, 'model_not_found', 'model'],
-    ['a wrong key', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: prompt }), key: 'sk-wrong' }, 401, 'invalid_api_key', null],
-    ['no key', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: prompt }), key: null }, 401, 'invalid_api_key', null],
-    ['a body over the limit', { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'x'.repeat(100_000) }] }) }, 413, 'request_too_large', null],
+    [
+      'empty messages',
+      { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [] }) },
+      400,
+      'invalid_request',
+      'messages',
+    ],
+    [
+      'a bad role',
+      { method: 'POST', body: JSON.stringify({ model: MODEL, messages: [{ role: 'robot', content: 'x' }] }) },
+      400,
+      'invalid_request',
+      'messages.0.role',
+    ],
+    [
+      'temperature of the wrong type',
+      { method: 'POST', body: JSON.stringify({ model: MODEL, messages: prompt, temperature: 'hot' }) },
+      400,
+      'invalid_request',
+      'temperature',
+    ],
+    [
+      'n > 1',
+      { method: 'POST', body: JSON.stringify({ model: MODEL, messages: prompt, n: 2 }) },
+      400,
+      'invalid_request',
+      'n',
+    ],
+    [
+      'an image part',
+      {
+        method: 'POST',
+        body: JSON.stringify({
+          model: MODEL,
+          messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }],
+        }),
+      },
+      400,
+      'invalid_request',
+      'messages.0.content',
+    ],
+    [
+      'tool_choice for a missing tool',
+      {
+        method: 'POST',
+        body: JSON.stringify({
+          model: MODEL,
+          messages: prompt,
+          tools,
+          tool_choice: { type: 'function', function: { name: 'nope' } },
+        }),
+      },
+      400,
+      'invalid_request',
+      'tool_choice',
+    ],
+    [
+      'a conversation ending with the assistant',
+      {
+        method: 'POST',
+        body: JSON.stringify({ model: MODEL, messages: [...prompt, { role: 'assistant', content: 'hi' }] }),
+      },
+      400,
+      'invalid_conversation',
+      'messages',
+    ],
+    [
+      'an unknown model',
+      { method: 'POST', body: JSON.stringify({ model: 'gpt-9', messages: prompt }) },
+      400,
+      'model_not_found',
+      'model',
+    ],
+    [
+      'a wrong key',
+      { method: 'POST', body: JSON.stringify({ model: MODEL, messages: prompt }), key: 'sk-wrong' },
+      401,
+      'invalid_api_key',
+      null,
+    ],
+    [
+      'no key',
+      { method: 'POST', body: JSON.stringify({ model: MODEL, messages: prompt }), key: null },
+      401,
+      'invalid_api_key',
+      null,
+    ],
+    [
+      'a body over the limit',
+      {
+        method: 'POST',
+        body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'x'.repeat(100_000) }] }),
+      },
+      413,
+      'request_too_large',
+      null,
+    ],
     ['GET on completions', { method: 'GET' }, 405, 'method_not_allowed', null],
   ];
   for (const [what, init, status, code, param] of cases) {
@@ -194,10 +340,16 @@ test('bad requests get OpenAI error objects and status codes; the server keeps s
   const unknownUrl = await raw('/completions', { method: 'POST', body: '{}' });
   t.is(unknownUrl.status, 404);
   // The official client maps them to its error classes.
-  await t.throwsAsync(client.chat.completions.create({ model: 'gpt-9', messages: prompt }), { instanceOf: OpenAI.BadRequestError, message: /does not exist/ });
+  await t.throwsAsync(client.chat.completions.create({ model: 'gpt-9', messages: prompt }), {
+    instanceOf: OpenAI.BadRequestError,
+    message: /does not exist/,
+  });
   const wrong = new OpenAI({ apiKey: 'sk-wrong', baseURL: server.url, maxRetries: 0 });
   await t.throwsAsync(wrong.models.list(), { instanceOf: OpenAI.AuthenticationError });
-  await t.throwsAsync(client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'y'.repeat(70_000) }] }), { instanceOf: OpenAI.APIError, message: /413/ });
+  await t.throwsAsync(
+    client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'y'.repeat(70_000) }] }),
+    { instanceOf: OpenAI.APIError, message: /413/ },
+  );
   // Still serving.
   const ok = await client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 0, max_tokens: 5 });
   t.is(ok.choices.length, 1);
@@ -210,7 +362,19 @@ test('random bodies and paths never crash the server: every one gets a 4xx OpenA
       fc.oneof(
         fc.jsonValue().map((v) => JSON.stringify(v)),
         fc.string(),
-        fc.record({ model: fc.constant(MODEL), messages: fc.array(fc.record({ role: fc.constantFrom('user', 'assistant', 'tool', 'system', 'x'), content: fc.oneof(fc.string(), fc.constant(null), fc.integer()) }), { maxLength: 3 }), max_tokens: fc.integer({ min: -2, max: 4 }) }).map((v) => JSON.stringify(v)),
+        fc
+          .record({
+            model: fc.constant(MODEL),
+            messages: fc.array(
+              fc.record({
+                role: fc.constantFrom('user', 'assistant', 'tool', 'system', 'x'),
+                content: fc.oneof(fc.string(), fc.constant(null), fc.integer()),
+              }),
+              { maxLength: 3 },
+            ),
+            max_tokens: fc.integer({ min: -2, max: 4 }),
+          })
+          .map((v) => JSON.stringify(v)),
       ),
       fc.constantFrom('/chat/completions', '/models/%E0%A4%A', '/models/x', '/nope'),
       async (body, path) => {

@@ -3,11 +3,37 @@ import fc from 'fast-check';
 import { parseAction } from '../../src/parse/parse-action.ts';
 
 const good: Array<[string, string, unknown]> = [
-  ['one call', '<tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>', { kind: 'tool_calls', calls: [{ name: 'search', arguments: { query: 'x' } }] }],
-  ['whitespace and text around', 'Let me look.\n<tool_call>\n  {"name":"search","arguments":{"query":"x"}}\n</tool_call>\n', { kind: 'tool_calls', calls: [{ name: 'search', arguments: { query: 'x' } }] }],
-  ['arguments as a JSON string', '<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call>', { kind: 'tool_calls', calls: [{ name: 'f', arguments: { a: 1 } }] }],
-  ['no arguments', '<tool_call>{"name": "f"}</tool_call>', { kind: 'tool_calls', calls: [{ name: 'f', arguments: {} }] }],
-  ['two calls', '<tool_call>{"name": "a", "arguments": {}}</tool_call> then <tool_call>{"name": "b", "arguments": {"k": [1]}}</tool_call>', { kind: 'tool_calls', calls: [{ name: 'a', arguments: {} }, { name: 'b', arguments: { k: [1] } }] }],
+  [
+    'one call',
+    '<tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call>',
+    { kind: 'tool_calls', calls: [{ name: 'search', arguments: { query: 'x' } }] },
+  ],
+  [
+    'whitespace and text around',
+    'Let me look.\n<tool_call>\n  {"name":"search","arguments":{"query":"x"}}\n</tool_call>\n',
+    { kind: 'tool_calls', calls: [{ name: 'search', arguments: { query: 'x' } }] },
+  ],
+  [
+    'arguments as a JSON string',
+    '<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call>',
+    { kind: 'tool_calls', calls: [{ name: 'f', arguments: { a: 1 } }] },
+  ],
+  [
+    'no arguments',
+    '<tool_call>{"name": "f"}</tool_call>',
+    { kind: 'tool_calls', calls: [{ name: 'f', arguments: {} }] },
+  ],
+  [
+    'two calls',
+    '<tool_call>{"name": "a", "arguments": {}}</tool_call> then <tool_call>{"name": "b", "arguments": {"k": [1]}}</tool_call>',
+    {
+      kind: 'tool_calls',
+      calls: [
+        { name: 'a', arguments: {} },
+        { name: 'b', arguments: { k: [1] } },
+      ],
+    },
+  ],
   ['an answer', 'So: <answer> Paris </answer>', { kind: 'answer', text: 'Paris' }],
   ['a multi-line answer', '<answer>line 1\nline 2</answer>', { kind: 'answer', text: 'line 1\nline 2' }],
 ];
@@ -24,15 +50,31 @@ const bad: Array<[string, string, RegExp]> = [
   ['a missing name', '<tool_call>{"arguments": {}}</tool_call>', /no "name"/],
   ['an empty name', '<tool_call>{"name": "  "}</tool_call>', /no "name"/],
   ['a JSON array', '<tool_call>[1, 2]</tool_call>', /must hold a JSON object/],
-  ['arguments that are a number', '<tool_call>{"name": "a", "arguments": 3}</tool_call>', /"arguments" of a must be a JSON object/],
-  ['arguments as a broken JSON string', '<tool_call>{"name": "a", "arguments": "{x"}</tool_call>', /is a string that is not valid JSON/],
+  [
+    'arguments that are a number',
+    '<tool_call>{"name": "a", "arguments": 3}</tool_call>',
+    /"arguments" of a must be a JSON object/,
+  ],
+  [
+    'arguments as a broken JSON string',
+    '<tool_call>{"name": "a", "arguments": "{x"}</tool_call>',
+    /is a string that is not valid JSON/,
+  ],
   ['neither a call nor an answer', 'The answer is 4.', /neither a <tool_call> nor an <answer>/],
   ['an empty action', '', /neither a <tool_call> nor an <answer>/],
-  ['both a call and an answer', '<tool_call>{"name": "a"}</tool_call><answer>1</answer>', /both <tool_call> and <answer>/],
+  [
+    'both a call and an answer',
+    '<tool_call>{"name": "a"}</tool_call><answer>1</answer>',
+    /both <tool_call> and <answer>/,
+  ],
   ['two answers', '<answer>1</answer><answer>2</answer>', /2 <answer> tags/],
   ['an empty answer', '<answer>  </answer>', /the <answer> is empty/],
   ['nested calls', '<tool_call><tool_call>{"name":"a"}</tool_call></tool_call>', /nested <tool_call>/],
-  ['the second of two calls broken', '<tool_call>{"name": "a"}</tool_call><tool_call>{</tool_call>', /tool call 2: invalid JSON/],
+  [
+    'the second of two calls broken',
+    '<tool_call>{"name": "a"}</tool_call><tool_call>{</tool_call>',
+    /tool call 2: invalid JSON/,
+  ],
 ];
 
 for (const [name, text, pattern] of bad) {
@@ -45,14 +87,32 @@ for (const [name, text, pattern] of bad) {
 
 test('never throws and always returns one of the three kinds, for any string', (t) => {
   const tagged = fc.array(
-    fc.oneof(fc.string(), fc.constantFrom('<tool_call>', '</tool_call>', '<answer>', '</answer>', '{"name": "a", "arguments": {}}', '{', '"', '}')),
+    fc.oneof(
+      fc.string(),
+      fc.constantFrom(
+        '<tool_call>',
+        '</tool_call>',
+        '<answer>',
+        '</answer>',
+        '{"name": "a", "arguments": {}}',
+        '{',
+        '"',
+        '}',
+      ),
+    ),
     { maxLength: 12 },
   );
   fc.assert(
-    fc.property(fc.oneof(fc.string({ unit: 'binary' }), tagged.map((parts) => parts.join(''))), (text) => {
-      const result = parseAction(text);
-      return ['tool_calls', 'answer', 'invalid'].includes(result.kind);
-    }),
+    fc.property(
+      fc.oneof(
+        fc.string({ unit: 'binary' }),
+        tagged.map((parts) => parts.join('')),
+      ),
+      (text) => {
+        const result = parseAction(text);
+        return ['tool_calls', 'answer', 'invalid'].includes(result.kind);
+      },
+    ),
     { numRuns: 3000 },
   );
   t.pass();

@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import test from 'ava';
 import calculator from '../../scenarios/calculator/index.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
-import { loadRecords, RecordWriter } from '../../src/replay/jsonl.ts';
-import { parseRecordLine, sealRecord, serializeRecord } from '../../src/replay/record.ts';
+import { loadRecords, RecordWriter } from '../../src/record/jsonl.ts';
+import { parseRecordLine, sealRecord, serializeRecord } from '../../src/record/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
@@ -89,6 +89,9 @@ test.serial('replay CLI names the episode, turn and field of a divergence and ex
   const file = writeRun(records);
   const run = cli(['replay', file, '--quiet']);
   t.is(run.code, 1);
-  t.regex(run.stdout, new RegExp(`DIVERGED ${rest.episodeId.replace('#', '#')} at turn 0, field reward\\n    expected: 123\\n`));
+  t.regex(
+    run.stdout,
+    new RegExp(`DIVERGED ${rest.episodeId.replace('#', '#')} at turn 0, field reward\\n    expected: 123\\n`),
+  );
   t.regex(run.stdout, /5 episodes: 4 verified, 1 diverged, 0 corrupt lines/);
 });

@@ -56,18 +56,27 @@ function verlGae(s: AdvantageSequence, gamma: number, lam: number): number[] {
 }
 
 test('gae equals verl’s masked recursion on random multi-turn sequences', (t) => {
-  const token = fc.record({ m: fc.constantFrom(0, 1), r: fc.double({ min: -1, max: 1, noNaN: true }), v: fc.double({ min: -1, max: 1, noNaN: true }) });
+  const token = fc.record({
+    m: fc.constantFrom(0, 1),
+    r: fc.double({ min: -1, max: 1, noNaN: true }),
+    v: fc.double({ min: -1, max: 1, noNaN: true }),
+  });
   fc.assert(
-    fc.property(fc.array(token, { minLength: 1, maxLength: 30 }), fc.double({ min: 0, max: 1, noNaN: true }), fc.double({ min: 0, max: 1, noNaN: true }), (tokens, gamma, lam) => {
-      const s: AdvantageSequence = {
-        mask: tokens.map((x) => x.m),
-        rewards: tokens.map((x) => (x.m ? x.r : 0)),
-        values: tokens.map((x) => x.v),
-      };
-      const [r] = computeAdvantages('gae', [s], { gamma, lambda: lam, whiten: false });
-      const expected = verlGae(s, gamma, lam);
-      return r!.advantages.every((a, i) => Math.abs(a - expected[i]!) < 1e-9);
-    }),
+    fc.property(
+      fc.array(token, { minLength: 1, maxLength: 30 }),
+      fc.double({ min: 0, max: 1, noNaN: true }),
+      fc.double({ min: 0, max: 1, noNaN: true }),
+      (tokens, gamma, lam) => {
+        const s: AdvantageSequence = {
+          mask: tokens.map((x) => x.m),
+          rewards: tokens.map((x) => (x.m ? x.r : 0)),
+          values: tokens.map((x) => x.v),
+        };
+        const [r] = computeAdvantages('gae', [s], { gamma, lambda: lam, whiten: false });
+        const expected = verlGae(s, gamma, lam);
+        return r!.advantages.every((a, i) => Math.abs(a - expected[i]!) < 1e-9);
+      },
+    ),
   );
   t.pass();
 });

@@ -6,15 +6,24 @@ import { join } from 'node:path';
 import { loadCheckpoint } from '../../src/policy/tfjs/checkpoint.ts';
 import { GPTModel } from '../../src/policy/tfjs/model.ts';
 import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
-import { AdamW } from '../../src/rl/adamw.ts';
+import { AdamW } from '../../src/policy/tfjs/adamw.ts';
 import { resolveConfig } from '../../src/rl/config.ts';
 import { GptTrainable } from '../../src/rl/tfjs-trainable.ts';
-import { updateOnBatch } from '../../src/rl/update.ts';
-import type { TrainingSequence } from '../../src/rl/trajectory.ts';
+import { updateOnBatch } from '../../src/rl/update/update.ts';
+import type { TrainingSequence } from '../../src/policy/trajectory.ts';
 
-const tokenizer = trainTokenizer(['search the answer', '<tool_call>{"name": "search"}</tool_call>', '<answer>yes</answer>'], { vocabSize: 300 });
+const tokenizer = trainTokenizer(
+  ['search the answer', '<tool_call>{"name": "search"}</tool_call>', '<answer>yes</answer>'],
+  { vocabSize: 300 },
+);
 const tiny = (seed: number) =>
-  new GptTrainable(new GPTModel({ vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 32, dMlp: 32 }, seed), tokenizer);
+  new GptTrainable(
+    new GPTModel(
+      { vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 32, dMlp: 32 },
+      seed,
+    ),
+    tokenizer,
+  );
 
 test('the GPT adapter: version = checkpoint hash; save → load restores the weights and the version', async (t) => {
   const a = tiny(1);
@@ -44,7 +53,20 @@ test('an RL update on the GPT changes the weights, the version, and raises the r
     const toks = [tokenizer.special('<|assistant|>'), ...tokens];
     const mask = toks.map((_, i) => (i === 0 ? 0 : 1));
     const rewards = toks.map((_, i) => (i === toks.length - 1 ? reward : 0));
-    return { episodeId: String(reward), group: 'g', sample: 0, tokens: toks, mask, rewards, sampleLogprobs: toks.map(() => 0), promptLength: 1, totalReward: reward, success: reward > 0, metrics: {}, policyVersion: v0 };
+    return {
+      episodeId: String(reward),
+      group: 'g',
+      sample: 0,
+      tokens: toks,
+      mask,
+      rewards,
+      sampleLogprobs: toks.map(() => 0),
+      promptLength: 1,
+      totalReward: reward,
+      success: reward > 0,
+      metrics: {},
+      policyVersion: v0,
+    };
   };
   const batch = [seq(good, 1), seq(bad, 0)];
   const logp = () => {
@@ -63,7 +85,18 @@ test('an RL update on the GPT changes the weights, the version, and raises the r
 
 test('scoring with a mask computes the masked positions only: equal to the full pass there, 0 elsewhere, differentiable', (t) => {
   const m = new GptTrainable(
-    new GPTModel({ vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 32, dMlp: 32, copyHead: true }, 5),
+    new GPTModel(
+      {
+        vocabSize: tokenizer.vocabSize,
+        dModel: 16,
+        nLayers: 1,
+        nHeads: 2,
+        contextLength: 32,
+        dMlp: 32,
+        copyHead: true,
+      },
+      5,
+    ),
     tokenizer,
   );
   const rows = [tokenizer.encode('search the answer yes'), tokenizer.encode('<answer>yes</answer>')];
@@ -86,7 +119,16 @@ test('scoring with a mask computes the masked positions only: equal to the full 
   const none = m.score({ tokens: rows, length: 16, mask: rows.map((r) => r.map(() => 0)) });
   t.deepEqual(none.logprobs.shape, [2, 16]);
   t.is(none.logprobs.abs().sum().dataSync()[0], 0);
-  tf.dispose([full.logprobs, full.values!, full.entropy!, part.logprobs, part.values!, part.entropy!, none.logprobs, ...Object.values(grads)]);
+  tf.dispose([
+    full.logprobs,
+    full.values!,
+    full.entropy!,
+    part.logprobs,
+    part.values!,
+    part.entropy!,
+    none.logprobs,
+    ...Object.values(grads),
+  ]);
 });
 
 test('scoring at a temperature scores the tempered distribution (logits / T), masked or not', (t) => {
@@ -110,6 +152,9 @@ test('scoring at a temperature scores the tempered distribution (logits / T), ma
     t.true(Math.abs(a![j]! - x) < 1e-4, `position ${j}: ${a![j]} vs ${x}`);
     t.true(Math.abs(b![j]! - x) < 1e-4, `masked position ${j}: ${b![j]} vs ${x}`);
   });
-  t.true(expected.some((x, j) => j > 0 && Math.abs(c![j]! - x) > 1e-3), 'temperature 1 is another distribution');
+  t.true(
+    expected.some((x, j) => j > 0 && Math.abs(c![j]! - x) > 1e-3),
+    'temperature 1 is another distribution',
+  );
   tf.dispose([hot.logprobs, hotMasked.logprobs, plain.logprobs]);
 });

@@ -16,7 +16,7 @@ import type { ToolEnv } from '../../src/env/tool-env.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { tool } from '../../src/tools/tool.ts';
-import type { SamplingOptions, ScoreOutput, ScoreRequest, TrainablePolicy } from '../../src/rl/trainable.ts';
+import type { RolloutSampling, ScoreOutput, ScoreRequest, TrainablePolicy } from '../../src/rl/trainable.ts';
 
 export const PAD = 0;
 export const BOS = 1;
@@ -51,7 +51,7 @@ export class BigramPolicy implements TrainablePolicy {
   }
 
   score(req: ScoreRequest): ScoreOutput {
-    return <ScoreOutput> tf.tidy((): any => {
+    return <ScoreOutput>tf.tidy((): any => {
       const B = req.tokens.length;
       const T = req.length;
       const rows = req.tokens.map((r) => {
@@ -59,20 +59,29 @@ export class BigramPolicy implements TrainablePolicy {
         while (out.length < T) out.push(PAD);
         return out;
       });
-      const prev = tf.tensor2d(rows.map((r) => r.slice(0, T - 1)), [B, T - 1], 'int32');
-      const next = tf.tensor2d(rows.map((r) => r.slice(1)), [B, T - 1], 'int32');
+      const prev = tf.tensor2d(
+        rows.map((r) => r.slice(0, T - 1)),
+        [B, T - 1],
+        'int32',
+      );
+      const next = tf.tensor2d(
+        rows.map((r) => r.slice(1)),
+        [B, T - 1],
+        'int32',
+      );
       const t = req.temperature && req.temperature !== 1 ? req.temperature : 1;
       const logp = tf.logSoftmax(tf.div(tf.gather(this.logits, prev), t)); // [B, T-1, V]
       const lp = tf.sum(tf.mul(logp, tf.oneHot(next, VOCAB)), -1);
       const pad = tf.zeros([B, 1]);
       const out: ScoreOutput = { logprobs: tf.concat([pad, lp], 1) as tf.Tensor2D };
-      if (req.values) out.values = tf.concat([pad, tf.reshape(tf.gather(this.value, prev), [B, T - 1])], 1) as tf.Tensor2D;
+      if (req.values)
+        out.values = tf.concat([pad, tf.reshape(tf.gather(this.value, prev), [B, T - 1])], 1) as tf.Tensor2D;
       if (req.entropy) out.entropy = tf.concat([pad, tf.neg(tf.sum(tf.mul(tf.exp(logp), logp), -1))], 1) as tf.Tensor2D;
       return out;
     });
   }
 
-  policy(sampling: SamplingOptions): Policy {
+  policy(sampling: RolloutSampling): Policy {
     const table = this.logits.arraySync() as number[][];
     return {
       id: 'toy-bigram',
@@ -120,7 +129,9 @@ export class BigramPolicy implements TrainablePolicy {
 
   async save(dir: string): Promise<void> {
     await mkdir(dir, { recursive: true });
-    const data = this.variables.map((v) => Buffer.from((v.dataSync() as Float32Array).slice().buffer).toString('base64'));
+    const data = this.variables.map((v) =>
+      Buffer.from((v.dataSync() as Float32Array).slice().buffer).toString('base64'),
+    );
     await writeFile(join(dir, 'toy.json'), JSON.stringify({ data }));
   }
 
@@ -128,14 +139,20 @@ export class BigramPolicy implements TrainablePolicy {
     const { data } = JSON.parse(await readFile(join(dir, 'toy.json'), 'utf8')) as { data: string[] };
     this.variables.forEach((v, i) => {
       const buf = Buffer.from(data[i]!, 'base64');
-      tf.tidy(() => v.assign(tf.tensor(new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4).slice(), v.shape)));
+      tf.tidy(() =>
+        v.assign(tf.tensor(new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4).slice(), v.shape)),
+      );
     });
     this.weightsChanged();
   }
 
   async freeze() {
     const copy = new BigramPolicy(tf.variable(this.logits.clone(), false), tf.variable(this.value.clone(), false));
-    return { score: (r: ScoreRequest) => copy.score(r), maxLength: copy.maxLength, dispose: () => tf.dispose(copy.variables) };
+    return {
+      score: (r: ScoreRequest) => copy.score(r),
+      maxLength: copy.maxLength,
+      dispose: () => tf.dispose(copy.variables),
+    };
   }
 
   dispose(): void {

@@ -28,7 +28,11 @@ const toyConfig = (over: Partial<TrainConfig> = {}): TrainConfig =>
   });
 
 const withoutTime = (rows: unknown[]) => rows.map((r) => ({ ...(r as object), time: undefined }));
-const readJsonl = async (p: string) => (await readFile(p, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+const readJsonl = async (p: string) =>
+  (await readFile(p, 'utf8'))
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
 
 test('a seeded GRPO run on the toy scenario raises the mean reward', async (t) => {
   const out = await tmp();
@@ -49,13 +53,23 @@ test('a seeded GRPO run on the toy scenario raises the mean reward', async (t) =
   records.forEach((r, i) => t.is(r.policy.version, versions[Math.floor(i / 32)]));
   // metrics file: one eval at 0, 5, 10 and one line per step
   const metrics = await readJsonl(join(out, 'metrics.jsonl'));
-  t.deepEqual(metrics.filter((m) => m.kind === 'eval').map((m) => m.step), [0, 5, 10]);
-  t.deepEqual(metrics.filter((m) => m.kind === 'step').map((m) => m.step), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+  t.deepEqual(
+    metrics.filter((m) => m.kind === 'eval').map((m) => m.step),
+    [0, 5, 10],
+  );
+  t.deepEqual(
+    metrics.filter((m) => m.kind === 'step').map((m) => m.step),
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+  );
   const m: StepMetrics = metrics.find((x) => x.kind === 'step');
-  for (const k of ['reward', 'success', 'kl', 'entropy', 'clipFraction', 'gradNorm', 'policyLoss'] as const) t.is(typeof m[k], 'number', k);
+  for (const k of ['reward', 'success', 'kl', 'entropy', 'clipFraction', 'gradNorm', 'policyLoss'] as const)
+    t.is(typeof m[k], 'number', k);
   t.is(typeof m.time.tokensPerS, 'number');
   t.true(existsSync(join(out, 'final', 'toy.json')));
-  t.deepEqual(JSON.parse(await readFile(join(out, 'latest.json'), 'utf8')), { step: 10, dir: join('checkpoints', 'step-000010') });
+  t.deepEqual(JSON.parse(await readFile(join(out, 'latest.json'), 'utf8')), {
+    step: 10,
+    dir: join('checkpoints', 'step-000010'),
+  });
   t.deepEqual((await readdir(join(out, 'checkpoints'))).sort(), ['step-000005', 'step-000010']);
   // best/: the policy of the best dev eval after step 0 (ties to the later step), as at that step's checkpoint
   const trained = metrics.filter((m) => m.kind === 'eval' && m.step > 0);
@@ -64,9 +78,18 @@ test('a seeded GRPO run on the toy scenario raises the mean reward', async (t) =
   const best = JSON.parse(await readFile(join(out, 'best', 'best.json'), 'utf8'));
   t.deepEqual(best, { step: expected.step, devScore: top, split: 'dev' });
   t.deepEqual(result.best, { step: expected.step, devScore: top, dir: join(out, 'best') });
-  t.is(await readFile(join(out, 'best', 'toy.json'), 'utf8'), await readFile(join(out, 'checkpoints', `step-0000${String(expected.step).padStart(2, '0')}`, 'policy', 'toy.json'), 'utf8'));
+  t.is(
+    await readFile(join(out, 'best', 'toy.json'), 'utf8'),
+    await readFile(
+      join(out, 'checkpoints', `step-0000${String(expected.step).padStart(2, '0')}`, 'policy', 'toy.json'),
+      'utf8',
+    ),
+  );
   // the same directory again without --resume is refused
-  await t.throwsAsync(train({ scenario: toyScenario(), model, config: toyConfig(), outDir: out }), { instanceOf: TrainingError, message: /--resume/ });
+  await t.throwsAsync(train({ scenario: toyScenario(), model, config: toyConfig(), outDir: out }), {
+    instanceOf: TrainingError,
+    message: /--resume/,
+  });
 });
 
 test('resume after 2 steps gives the same metrics at step 4 as an uninterrupted run', async (t) => {
@@ -78,7 +101,10 @@ test('resume after 2 steps gives the same metrics at step 4 as an uninterrupted 
   t.is(first.lastStep, 2);
   // a fresh model object (as after a crash): everything comes from the checkpoint
   const resumed = await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: b, resume: true });
-  t.deepEqual(resumed.steps.map((s) => s.step), [3, 4]);
+  t.deepEqual(
+    resumed.steps.map((s) => s.step),
+    [3, 4],
+  );
   const ma = withoutTime(await readJsonl(join(a, 'metrics.jsonl')));
   const mb = withoutTime(await readJsonl(join(b, 'metrics.jsonl')));
   t.deepEqual(mb, ma);
@@ -95,7 +121,13 @@ test('resume after 2 steps gives the same metrics at step 4 as an uninterrupted 
   });
   // resuming with another config is refused
   await t.throwsAsync(
-    train({ scenario: toyScenario(), model: new BigramPolicy(), config: { ...config, lr: 0.1 }, outDir: b, resume: true }),
+    train({
+      scenario: toyScenario(),
+      model: new BigramPolicy(),
+      config: { ...config, lr: 0.1 },
+      outDir: b,
+      resume: true,
+    }),
     { instanceOf: TrainingError, message: /another config/ },
   );
 });
@@ -134,9 +166,21 @@ test('resume mends a best/ that does not match the kept evals: from the kept che
   // a run from before best/ existed, whose best step has no checkpoint left: no best is claimed,
   // and a later, worse eval does not become one
   const b = await tmp();
-  await train({ scenario: toyScenario(), model: new BigramPolicy(), config: { ...config, checkpointEvery: 10 }, outDir: b, stopAfter: 3 });
+  await train({
+    scenario: toyScenario(),
+    model: new BigramPolicy(),
+    config: { ...config, checkpointEvery: 10 },
+    outDir: b,
+    stopAfter: 3,
+  });
   await rm(join(b, 'best'), { recursive: true });
-  const old = await train({ scenario: toyScenario(), model: new BigramPolicy(), config: { ...config, checkpointEvery: 10 }, outDir: b, resume: true });
+  const old = await train({
+    scenario: toyScenario(),
+    model: new BigramPolicy(),
+    config: { ...config, checkpointEvery: 10 },
+    outDir: b,
+    resume: true,
+  });
   t.is(old.best, null);
   t.false(existsSync(join(b, 'best')));
 });

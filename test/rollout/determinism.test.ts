@@ -7,7 +7,20 @@ import { cli } from '../helpers/cli.ts';
 test('two rollouts with the same seed write byte-identical episodes.jsonl; another seed differs', (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'agent-r1-det-'));
   const run = (name: string, seed: string) => {
-    const r = cli(['rollout', '--scenario', 'calculator', '--policy', 'random', '--episodes', '60', '--seed', seed, '--out', join(dir, name), '--json']);
+    const r = cli([
+      'rollout',
+      '--scenario',
+      'calculator',
+      '--policy',
+      'random',
+      '--episodes',
+      '60',
+      '--seed',
+      seed,
+      '--out',
+      join(dir, name),
+      '--json',
+    ]);
     t.is(r.code, 0, r.stderr);
     return readFileSync(join(dir, name, 'episodes.jsonl'));
   };

@@ -5,10 +5,10 @@ import { episodeMachine } from '../../machines/episode.ts';
 import { DOC, updateScenariosDoc } from '../../docs/update-scenarios-doc.ts';
 import { gridMachine } from '../../scenarios/gridworld/world-machine.ts';
 import { orderMachine } from '../../scenarios/support-desk/order-machine.ts';
-import { parseRecordLine, serializeRecord } from '../../src/replay/record.ts';
+import { parseRecordLine, serializeRecord } from '../../src/record/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
-import { checkScenarioDir } from '../../src/scenario/check.ts';
+import { checkScenarioDir } from '../../src/app/check-scenario.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { machineToMermaid, replaceDiagramBlocks } from '../../src/scenario/diagram.ts';
 
@@ -22,7 +22,10 @@ test('the diagram has every state and every transition of the machine', (t) => {
       for (const [event, transitions] of node.transitions) {
         for (const tr of transitions) {
           const target = tr.target?.[0]?.key ?? key;
-          t.true(lines.some((l) => l.startsWith(`${key} --> ${target} :`)), `${key} --${event}--> ${target}`);
+          t.true(
+            lines.some((l) => l.startsWith(`${key} --> ${target} :`)),
+            `${key} --${event}--> ${target}`,
+          );
         }
       }
       if (node.type === 'final') t.true(lines.includes(`${key} --> [*]`));
@@ -44,7 +47,10 @@ test('nested, parallel, guarded and invoking machines are drawn as such', (t) =>
       running: {
         type: 'parallel',
         states: {
-          a: { initial: 'x', states: { x: { on: { GO: { target: 'y', guard: and(['ready', stateIn('#demo.running.b.on')]) } } }, y: {} } },
+          a: {
+            initial: 'x',
+            states: { x: { on: { GO: { target: 'y', guard: and(['ready', stateIn('#demo.running.b.on')]) } } }, y: {} },
+          },
           b: { initial: 'off', states: { off: { on: { FLIP: 'on' } }, on: { on: { FLIP: 'off' } } } },
         },
         on: { STOP: 'failed' },
@@ -91,12 +97,15 @@ test('nested, parallel, guarded and invoking machines are drawn as such', (t) =>
 
 test('docs/scenarios.md holds the diagrams and the example as generated now', (t) => {
   const page = readFileSync(DOC, 'utf8');
-  t.is(updateScenariosDoc(page), page, 'stale: run npx tsx docs/update-scenarios-doc.ts');
-  for (const name of ['episode', 'tiny-desk', 'support-desk', 'gridworld']) t.true(page.includes(`<!-- diagram: ${name} -->`));
-  t.throws(() => replaceDiagramBlocks('<!-- diagram: nope -->\n```mermaid\n```', {}), { message: /no diagram named "nope"/ });
+  t.is(updateScenariosDoc(page), page, 'stale: run npx tsx --conditions=source docs/update-scenarios-doc.ts');
+  for (const name of ['episode', 'tiny-desk', 'support-desk', 'gridworld'])
+    t.true(page.includes(`<!-- diagram: ${name} -->`));
+  t.throws(() => replaceDiagramBlocks('<!-- diagram: nope -->\n```mermaid\n```', {}), {
+    message: /no diagram named "nope"/,
+  });
 });
 
-test('the guide\'s example is a working scenario in under 100 lines', async (t) => {
+test("the guide's example is a working scenario in under 100 lines", async (t) => {
   const lines = readFileSync('docs/examples/tiny-desk/index.ts', 'utf8').trimEnd().split('\n').length;
   t.true(lines < 100, `${lines} lines`);
   const { problems, checked } = await checkScenarioDir('docs/examples/tiny-desk');
@@ -105,7 +114,15 @@ test('the guide\'s example is a working scenario in under 100 lines', async (t) 
   // Its effects log makes replay exact: the cancellations are re-applied from the records.
   const tiny: Scenario = (await import('../../docs/examples/tiny-desk/index.ts')).default;
   const policy = await tiny.policies.expert!({ scenario: tiny, seed: 0 });
-  const { records, summary } = await rollout({ scenario: tiny, policy, split: 'test', episodes: 12, seed: 2, onRecord: () => {} });
+  const { records, summary } = await rollout({
+    scenario: tiny,
+    policy,
+    split: 'test',
+    episodes: 12,
+    seed: 2,
+    onRecord: () => {},
+  });
   t.is(summary.successRate, 1);
-  for (const r of records) t.true((await replayRecord(parseRecordLine(serializeRecord(r)), tiny)).verified, r.episodeId);
+  for (const r of records)
+    t.true((await replayRecord(parseRecordLine(serializeRecord(r)), tiny)).verified, r.episodeId);
 });

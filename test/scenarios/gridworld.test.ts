@@ -2,15 +2,21 @@ import test from 'ava';
 import { createActor } from 'xstate';
 import { createRng } from '../../src/core/rng.ts';
 import type { Json, Task } from '../../src/core/types.ts';
-import { parseRecordLine, serializeRecord } from '../../src/replay/record.ts';
+import { parseRecordLine, serializeRecord } from '../../src/record/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
-import { runEpisode } from '../../src/rollout/run-episode.ts';
+import { runEpisode } from '../../src/episode/run-episode.ts';
 import { ToolRunner } from '../../src/tools/runner.ts';
 import gridworld from '../../scenarios/gridworld/index.ts';
 import { GRID_REWARDS } from '../../scenarios/gridworld/env.ts';
 import { cellAt, samePoint, type Layout } from '../../scenarios/gridworld/layout.ts';
-import { outcomes, plan, successProbability, type PlanAction, type WorldView } from '../../scenarios/gridworld/planner.ts';
+import {
+  outcomes,
+  plan,
+  successProbability,
+  type PlanAction,
+  type WorldView,
+} from '../../scenarios/gridworld/planner.ts';
 import { gridTasks, MAX_TURNS, MIN_SOLVABILITY } from '../../scenarios/gridworld/tasks.ts';
 import { createGridState, view } from '../../scenarios/gridworld/world.ts';
 import { gridMachine } from '../../scenarios/gridworld/world-machine.ts';
@@ -30,7 +36,12 @@ const handLayout: Layout = {
   slip: 0.2,
   unlock: 0.7,
 };
-const handTask: Task = { id: 'hand', split: 'dev', question: 'escape', meta: { layout: handLayout as unknown as Json } };
+const handTask: Task = {
+  id: 'hand',
+  split: 'dev',
+  question: 'escape',
+  meta: { layout: handLayout as unknown as Json },
+};
 
 test('the world machine: walls and the locked door block, the key opens the door, pits and the exit end the game', (t) => {
   const world = createActor(gridMachine, { input: { layout: handLayout } }).start();
@@ -65,7 +76,7 @@ test('the world machine: walls and the locked door block, the key opens the door
   t.true(faller.getSnapshot().matches({ agent: 'fell' }));
 });
 
-test('moves slip with the layout\'s probability, drawn from the episode\'s world stream', async (t) => {
+test("moves slip with the layout's probability, drawn from the episode's world stream", async (t) => {
   const runner = new ToolRunner(scenario.tools, { timeoutMs: 1000, maxOutputChars: 4096 });
   let slips = 0;
   const n = 500;
@@ -90,8 +101,12 @@ test('bad tool arguments and impossible actions get clear errors', async (t) => 
   const bad = await runner.run({ name: 'move', arguments: { direction: 'up' } }, ctx);
   t.is(bad.error?.kind, 'bad_arguments');
   t.regex(bad.content, /north|east|south|west/);
-  t.like((await runner.run({ name: 'pick_up', arguments: {} }, ctx)).data as object, { error: 'there is no key on this cell' });
-  t.like((await runner.run({ name: 'unlock', arguments: { direction: 'east' } }, ctx)).data as object, { error: 'there is no door to the east' });
+  t.like((await runner.run({ name: 'pick_up', arguments: {} }, ctx)).data as object, {
+    error: 'there is no key on this cell',
+  });
+  t.like((await runner.run({ name: 'unlock', arguments: { direction: 'east' } }, ctx)).data as object, {
+    error: 'there is no door to the east',
+  });
   t.throws(() => createGridState({ id: 'x', split: 'dev', question: '' }), { message: /no valid meta.layout/ });
   t.throws(() => gridTasks('nope', 1, 1), { message: /no split "nope"/ });
   t.throws(() => gridTasks('dev', 1, 1.5), { message: /non-negative integer/ });
@@ -106,7 +121,11 @@ test('tasks are seeded, and every layout is escapable by optimal play', (t) => {
 });
 
 /** Exact probability that a policy escapes within `turns` turns, by recursion over the layout's MDP. */
-function escapeProbability(layout: Layout, choose: (s: WorldView, turnsLeft: number) => PlanAction, turns: number): number {
+function escapeProbability(
+  layout: Layout,
+  choose: (s: WorldView, turnsLeft: number) => PlanAction,
+  turns: number,
+): number {
   const memo = new Map<string, number>();
   const go = (s: WorldView, k: number): number => {
     if (samePoint(s.position, layout.goal)) return 1;
@@ -138,7 +157,9 @@ test('planning with the slip probabilities beats planning as if nothing slipped'
   }
   t.true(expertTotal > naiveTotal, `expert ${expertTotal / 12} vs naive ${naiveTotal / 12}`);
   t.true(better > 0);
-  t.log(`mean escape probability within ${MAX_TURNS} turns: expert ${(expertTotal / 12).toFixed(4)}, slip-blind ${(naiveTotal / 12).toFixed(4)}`);
+  t.log(
+    `mean escape probability within ${MAX_TURNS} turns: expert ${(expertTotal / 12).toFixed(4)}, slip-blind ${(naiveTotal / 12).toFixed(4)}`,
+  );
   t.is(successProbability(handLayout, 3), 0, 'no way out in 3 turns');
   t.true(successProbability({ ...handLayout, slip: 0, unlock: 1 }, MAX_TURNS) === 1);
 });
@@ -155,11 +176,13 @@ test('the expert escapes at least 90% of 100 dev dungeons; the random policy alm
   t.is(keyTurn.reward, GRID_REWARDS.key, 'picking up the key is a process reward');
 });
 
-test('the world\'s transitions differ across seeds and replay exactly', async (t) => {
+test("the world's transitions differ across seeds and replay exactly", async (t) => {
   const [task] = gridTasks('dev', 1, 1);
   const policy = await scenario.policies['expert']!({ scenario, seed: 1 });
   const records = await Promise.all([1, 2, 3, 4].map((seed) => runEpisode({ scenario, task: task!, policy, seed })));
-  const paths = records.map((r) => JSON.stringify(r.turns.map((x) => (x.results[0]?.data as { went?: string })?.went ?? null)));
+  const paths = records.map((r) =>
+    JSON.stringify(r.turns.map((x) => (x.results[0]?.data as { went?: string })?.went ?? null)),
+  );
   t.true(new Set(paths).size > 1, 'different seeds, different slips');
   const again = await runEpisode({ scenario, task: task!, policy, seed: 1 });
   t.is(again.checksum, records[0]!.checksum, 'same seed, same episode');

@@ -3,10 +3,16 @@ import { createRng } from '../../src/core/rng.ts';
 import type { Json, ToolResult, TurnRecord } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
-import { runEpisode } from '../../src/rollout/run-episode.ts';
+import { runEpisode } from '../../src/episode/run-episode.ts';
 import { ToolRunner } from '../../src/tools/runner.ts';
 import { toOpenAITool } from '../../src/tools/tool.ts';
-import { DEFAULT_QA_REWARDS, judgeTurn, parseRewardOption, searchKey, type QaTask } from '../../scenarios/multihop-qa/env.ts';
+import {
+  DEFAULT_QA_REWARDS,
+  judgeTurn,
+  parseRewardOption,
+  searchKey,
+  type QaTask,
+} from '../../scenarios/multihop-qa/env.ts';
 import { createMultihopQaScenario, loadWorld } from '../../scenarios/multihop-qa/index.ts';
 import { answerAction, searchAction } from '../../scenarios/multihop-qa/policies.ts';
 import { DEFAULT_TOP_K, createCorpus } from '../../scenarios/multihop-qa/search.ts';
@@ -17,7 +23,11 @@ const close = (a: number, b: number) => Math.abs(a - b) < 1e-9;
 
 /** A scripted policy: the i-th turn writes texts[i]. */
 function script(texts: string[]): Policy {
-  return { id: 'script', version: 'test', act: async (req) => ({ text: texts[req.turn] ?? answerAction('out of script') }) };
+  return {
+    id: 'script',
+    version: 'test',
+    act: async (req) => ({ text: texts[req.turn] ?? answerAction('out of script') }),
+  };
 }
 
 /** A bridge task of the test split whose first search finds only the first gold document and whose second finds the second. */
@@ -61,15 +71,30 @@ test('process rewards fire exactly where they should on a scripted episode', asy
   ];
   t.is(rewards.length, expected.length);
   rewards.forEach((r, i) => t.true(close(r, expected[i]!), `turn ${i}: ${r} != ${expected[i]}`));
-  t.deepEqual(record.turns.map((x) => x.info?.goldFound ?? []), [[], [task.meta.gold[0]], [], [], [], [task.meta.gold[1]], [], []]);
-  t.regex(record.turns[0]!.observation!, /^Invalid action: the action has neither a <tool_call> nor an <answer>\. Search with <tool_call>/);
+  t.deepEqual(
+    record.turns.map((x) => x.info?.goldFound ?? []),
+    [[], [task.meta.gold[0]], [], [], [], [task.meta.gold[1]], [], []],
+  );
+  t.regex(
+    record.turns[0]!.observation!,
+    /^Invalid action: the action has neither a <tool_call> nor an <answer>\. Search with <tool_call>/,
+  );
   t.regex(record.turns[3]!.observation!, /Error: unknown tool "lookup"; available tools: search/);
   t.regex(record.turns[4]!.observation!, /Error: invalid arguments for search/);
   t.true(record.turns[1]!.observation!.startsWith('[1] '));
   t.is(record.turns[2]!.info?.repeatedSearches, 1);
   t.is(record.turns.at(-1)!.observation, null);
-  t.deepEqual(record.outcome, { reward: 0, success: false, metrics: { em: 0, f1: record.outcome.metrics!.f1, recall: 1 } });
-  t.true(close(record.processReward, expected.reduce((a, b) => a + b, 0)));
+  t.deepEqual(record.outcome, {
+    reward: 0,
+    success: false,
+    metrics: { em: 0, f1: record.outcome.metrics!.f1, recall: 1 },
+  });
+  t.true(
+    close(
+      record.processReward,
+      expected.reduce((a, b) => a + b, 0),
+    ),
+  );
   t.true(close(record.totalReward, record.processReward + record.outcome.reward));
   t.is(record.endReason, 'answered');
   t.true((await replayRecord(record, scenario)).verified, 'the episode replays exactly');
@@ -80,7 +105,12 @@ test('a correct answer earns the outcome; a document title counts as the name; n
   const { tasks } = loadWorld(1, 'small');
   const task = structuredClone(tasks.test.find((x) => x.type === 'inference' && (x.meta.answers?.length ?? 0) > 1)!);
   const alias = task.meta.answers![1]!;
-  const ok = await runEpisode({ scenario, task, policy: script([...task.meta.queries.map(searchAction), answerAction(alias)]), seed: 1 });
+  const ok = await runEpisode({
+    scenario,
+    task,
+    policy: script([...task.meta.queries.map(searchAction), answerAction(alias)]),
+    seed: 1,
+  });
   t.deepEqual(ok.outcome, { reward: W.exactMatch, success: true, metrics: { em: 1, f1: 1, recall: 1 } });
   const silent = await runEpisode({ scenario, task, policy: script(Array(20).fill(searchAction('Norvia'))), seed: 1 });
   t.is(silent.endReason, 'max_turns');
@@ -93,7 +123,12 @@ test('a correct answer earns the outcome; a document title counts as the name; n
 test('reward weights come from the rewards option', async (t) => {
   const scenario = createMultihopQaScenario({ rewards: '{"goldDocument": 0.5, "f1": 0.5}' });
   const task = cleanBridgeTask();
-  const record = await runEpisode({ scenario, task, policy: script([searchAction(task.meta.queries[0]!), answerAction('nothing at all')]), seed: 1 });
+  const record = await runEpisode({
+    scenario,
+    task,
+    policy: script([searchAction(task.meta.queries[0]!), answerAction('nothing at all')]),
+    seed: 1,
+  });
   t.true(close(record.turns[0]!.reward, W.wellFormedCall + 0.5));
   t.deepEqual(parseRewardOption(undefined), { ...W });
   t.deepEqual(parseRewardOption('{"exactMatch": 2}'), { ...W, exactMatch: 2 });
@@ -101,15 +136,31 @@ test('reward weights come from the rewards option', async (t) => {
   t.throws(() => parseRewardOption('[1'), { message: /JSON object of weights/ });
 });
 
-test('judgeTurn: a failing tool is not the agent\'s fault; several calls in one turn earn one format reward', (t) => {
+test("judgeTurn: a failing tool is not the agent's fault; several calls in one turn earn one format reward", (t) => {
   const task = cleanBridgeTask();
-  const failed: ToolResult = { name: 'search', ok: false, content: 'search timed out after 5 ms', error: { kind: 'timeout', message: 'search timed out after 5 ms' } };
+  const failed: ToolResult = {
+    name: 'search',
+    ok: false,
+    content: 'search timed out after 5 ms',
+    error: { kind: 'timeout', message: 'search timed out after 5 ms' },
+  };
   const step = judgeTurn(task, { kind: 'tool_calls' }, [failed], [], W);
   t.true(close(step.reward, W.wellFormedCall));
   t.is(step.observation, 'Error: search timed out after 5 ms');
   const hit = (id: string) => ({ id, title: id, text: `${id} text` });
-  const res = (query: string, ids: string[]): ToolResult => ({ name: 'search', ok: true, content: '', data: { query, k: 3, results: ids.map(hit) } });
-  const two = judgeTurn(task, { kind: 'tool_calls' }, [res('a', [task.meta.gold[0]!]), res('A', [task.meta.gold[0]!, task.meta.gold[1]!])], [], W);
+  const res = (query: string, ids: string[]): ToolResult => ({
+    name: 'search',
+    ok: true,
+    content: '',
+    data: { query, k: 3, results: ids.map(hit) },
+  });
+  const two = judgeTurn(
+    task,
+    { kind: 'tool_calls' },
+    [res('a', [task.meta.gold[0]!]), res('A', [task.meta.gold[0]!, task.meta.gold[1]!])],
+    [],
+    W,
+  );
   t.true(close(two.reward, W.wellFormedCall + 2 * W.goldDocument + W.repeatedSearch));
   t.deepEqual(two.info?.goldFound, task.meta.gold);
   // gold documents already seen in an earlier turn earn nothing again
@@ -134,7 +185,14 @@ test('the search tool: arguments checked by its schema, k bounded, needs the epi
   t.is((ok.data as { results: unknown[] }).results.length, 1);
   const def = await runner.run({ name: 'search', arguments: { query: 'letter' } }, ctx);
   t.is((def.data as { k: number }).k, DEFAULT_TOP_K);
-  const bads: Array<{ [key: string]: Json }> = [{ query: '' }, { query: 'x', k: 0 }, { query: 'x', k: 11 }, { query: 'x', k: 1.5 }, { query: 'x', extra: 1 }, {}];
+  const bads: Array<{ [key: string]: Json }> = [
+    { query: '' },
+    { query: 'x', k: 0 },
+    { query: 'x', k: 11 },
+    { query: 'x', k: 1.5 },
+    { query: 'x', extra: 1 },
+    {},
+  ];
   for (const args of bads) {
     const bad = await runner.run({ name: 'search', arguments: args }, ctx);
     t.is(bad.error?.kind, 'bad_arguments', JSON.stringify(args));
@@ -159,12 +217,27 @@ test('recall: the share of gold documents retrieved tells a search failure from 
   const scenario = createMultihopQaScenario({});
   const task = cleanBridgeTask();
   const [first, second] = task.meta.queries;
-  const early = await runEpisode({ scenario, task, policy: script([searchAction(first!), answerAction(task.answer)]), seed: 1 });
+  const early = await runEpisode({
+    scenario,
+    task,
+    policy: script([searchAction(first!), answerAction(task.answer)]),
+    seed: 1,
+  });
   t.is(early.outcome.metrics?.recall, 0.5, 'one hop of two searched (right by luck or not, EM says nothing about it)');
-  const misread = await runEpisode({ scenario, task, policy: script([searchAction(first!), searchAction(second!), answerAction('nothing at all')]), seed: 1 });
+  const misread = await runEpisode({
+    scenario,
+    task,
+    policy: script([searchAction(first!), searchAction(second!), answerAction('nothing at all')]),
+    seed: 1,
+  });
   t.deepEqual(misread.outcome.metrics, { em: 0, f1: 0, recall: 1 });
   // a repeated search finds nothing new and counts once
-  const twice = await runEpisode({ scenario, task, policy: script([searchAction(first!), searchAction(first!), answerAction('x')]), seed: 1 });
+  const twice = await runEpisode({
+    scenario,
+    task,
+    policy: script([searchAction(first!), searchAction(first!), answerAction('x')]),
+    seed: 1,
+  });
   t.is(twice.outcome.metrics?.recall, 0.5);
   // not a reward: the outcome reward is EM (and F1) only
   t.is(misread.outcome.reward, 0);

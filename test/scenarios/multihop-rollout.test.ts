@@ -1,6 +1,6 @@
 import test from 'ava';
 import type { EpisodeRecord } from '../../src/core/types.ts';
-import { resolvePolicy } from '../../src/policy/resolve.ts';
+import { resolvePolicy } from '../../src/app/resolve-policy.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { createMultihopQaScenario, loadWorld } from '../../scenarios/multihop-qa/index.ts';
 import { noisyMode } from '../../scenarios/multihop-qa/policies.ts';
@@ -14,7 +14,8 @@ async function run(policyName: string, split: string, episodes: number, seed = 0
   return rollout({ scenario, policy, split, episodes, seed });
 }
 
-const byType = (summary: { [k: string]: unknown }) => summary.byType as { [type: string]: { n: number; em: number; f1: number } };
+const byType = (summary: { [k: string]: unknown }) =>
+  summary.byType as { [type: string]: { n: number; em: number; f1: number } };
 
 for (const split of WORLD_SPLITS) {
   test(`expert: ≥ 99% EM on ${split}, every gold document retrieved`, async (t) => {
@@ -51,13 +52,23 @@ test('noisy-expert: imperfect demonstrations at the documented rates, determinis
   // short episodes (answered one search early) exist
   t.true(a.records.some((r) => r.turns.length < (r.task.meta!.hops as number) + 1));
   const b = await run('noisy-expert', 'train', 400, 3);
-  t.deepEqual(a.records.map((r) => r.checksum), b.records.map((r) => r.checksum));
+  t.deepEqual(
+    a.records.map((r) => r.checksum),
+    b.records.map((r) => r.checksum),
+  );
   t.is(noisyMode(3, 'x#0', { early: 0, distractor: 0 }), 'clean');
   t.is(noisyMode(3, 'x#0', { early: 1, distractor: 0 }), 'early');
   t.is(noisyMode(3, 'x#0', { early: 0, distractor: 1 }), 'distractor');
-  t.throws(() => createMultihopQaScenario({ noisyEarly: '0.8', noisyDistractor: '0.8' }).policies['noisy-expert']!({ scenario, seed: 0 }), {
-    message: /sum to ≤ 1/,
-  });
+  t.throws(
+    () =>
+      createMultihopQaScenario({ noisyEarly: '0.8', noisyDistractor: '0.8' }).policies['noisy-expert']!({
+        scenario,
+        seed: 0,
+      }),
+    {
+      message: /sum to ≤ 1/,
+    },
+  );
 });
 
 test('same seed ⇒ byte-identical records; summary per question type', async (t) => {
@@ -67,7 +78,10 @@ test('same seed ⇒ byte-identical records; summary per question type', async (t
   t.is(bytes(one.records), bytes(two.records));
   const types = byType(one.summary);
   t.deepEqual(Object.keys(types), ['bridge', 'comparison', 'compositional', 'inference']);
-  t.is(Object.values(types).reduce((a, s) => a + s.n, 0), 60);
+  t.is(
+    Object.values(types).reduce((a, s) => a + s.n, 0),
+    60,
+  );
   const weighted = Object.values(types).reduce((a, s) => a + s.n * s.em, 0) / 60;
   t.true(Math.abs(weighted - (one.summary.em as number)) < 1e-9);
 });

@@ -33,8 +33,14 @@ test('documents: unique titles, short texts, name collisions resolved Wikipedia-
   // distractors exist: people sharing a name, a film sharing a title with a novel or a city
   const names = world.entities.filter((e) => e.kind === 'person').map((e) => e.name);
   t.true(names.length - new Set(names).size > 10, 'several people share a name');
-  t.true(titles.some((x) => x.endsWith('(film)')), 'a film shares its name');
-  t.true(titles.some((x) => /\((director|writer|entrepreneur)/.test(x)), 'a maker is disambiguated');
+  t.true(
+    titles.some((x) => x.endsWith('(film)')),
+    'a film shares its name',
+  );
+  t.true(
+    titles.some((x) => /\((director|writer|entrepreneur)/.test(x)),
+    'a maker is disambiguated',
+  );
 });
 
 test('sizes scale from a few hundred to a few thousand documents', (t) => {
@@ -68,13 +74,19 @@ test('splits share no question, no answer chain, no head entity; ood holds only 
       }
       t.is(task.meta.hops, task.meta.gold.length);
       t.is(task.meta.queries.length, task.meta.gold.length);
-      if (split === 'ood') t.true(task.meta.hops >= 3 && task.meta.hops <= 4 && (task.type === '3-hop' || task.type === '4-hop'));
+      if (split === 'ood')
+        t.true(task.meta.hops >= 3 && task.meta.hops <= 4 && (task.type === '3-hop' || task.type === '4-hop'));
       else t.true(task.meta.hops === 2 && task.type !== '3-hop' && task.type !== '4-hop');
       t.true((QUESTION_TYPES as readonly string[]).includes(task.type!));
     }
   }
   for (const split of ['train', 'dev', 'test'] as const) {
-    t.deepEqual([...new Set(tasks[split].map((x) => x.type))].sort(), ['bridge', 'comparison', 'compositional', 'inference']);
+    t.deepEqual([...new Set(tasks[split].map((x) => x.type))].sort(), [
+      'bridge',
+      'comparison',
+      'compositional',
+      'inference',
+    ]);
   }
 });
 
@@ -84,8 +96,15 @@ test('trainHops 3 adds 3-hop questions on train entities to train only; dev, tes
   for (const split of ['dev', 'test', 'ood'] as const) t.deepEqual(three[split], two[split], `${split} unchanged`);
   const added = three.train.filter((x) => x.type === '3-hop');
   t.true(added.length > 100, 'a few hundred 3-hop train questions');
-  t.deepEqual(three.train.filter((x) => x.type !== '3-hop'), two.train, 'the 2-hop train questions stay as they were');
-  t.false(three.train.some((x) => x.type === '4-hop'), '4-hop stays out of domain');
+  t.deepEqual(
+    three.train.filter((x) => x.type !== '3-hop'),
+    two.train,
+    'the 2-hop train questions stay as they were',
+  );
+  t.false(
+    three.train.some((x) => x.type === '4-hop'),
+    '4-hop stays out of domain',
+  );
   // their chains start at train entities: no head or question of dev, test or ood reappears
   const held = [...two.dev, ...two.test, ...two.ood];
   const heldHeads = new Set(held.flatMap((x) => (x.type === 'comparison' ? x.meta.gold : x.meta.gold.slice(0, 1))));
@@ -100,7 +119,11 @@ test('trainHops 3 adds 3-hop questions on train entities to train only; dev, tes
   t.is(s.options.trainHops, '3');
   t.true(s.description.includes(`train ${three.train.length}`));
   t.false('trainHops' in createMultihopQaScenario({}).options);
-  t.deepEqual(createMultihopQaScenario({ trainHops: '2' }).options, createMultihopQaScenario({}).options, 'the default, recorded as absent');
+  t.deepEqual(
+    createMultihopQaScenario({ trainHops: '2' }).options,
+    createMultihopQaScenario({}).options,
+    'the default, recorded as absent',
+  );
   t.throws(() => createMultihopQaScenario({ trainHops: '4' }), { message: /trainHops/ });
 });
 
@@ -124,12 +147,17 @@ test('tasks(): a seeded, type-balanced sample; unknown split rejected', async (t
   const a = await s.tasks({ split: 'test', seed: 3, count: 40 });
   const b = await s.tasks({ split: 'test', seed: 3, count: 40 });
   t.deepEqual(a, b);
-  t.notDeepEqual(a.map((x) => x.id), (await s.tasks({ split: 'test', seed: 4, count: 40 })).map((x) => x.id));
+  t.notDeepEqual(
+    a.map((x) => x.id),
+    (await s.tasks({ split: 'test', seed: 4, count: 40 })).map((x) => x.id),
+  );
   const counts: { [k: string]: number } = {};
   for (const task of a) counts[task.type!] = (counts[task.type!] ?? 0) + 1;
   t.deepEqual(counts, { bridge: 10, comparison: 10, compositional: 10, inference: 10 });
   t.is((await s.tasks({ split: 'ood', seed: 0, count: 100_000 })).length, loadWorld(1, 'small').tasks.ood.length);
-  t.throws(() => s.tasks({ split: 'validation', seed: 0, count: 1 }), { message: /unknown split "validation"; valid: train, dev, test, ood/ });
+  t.throws(() => s.tasks({ split: 'validation', seed: 0, count: 1 }), {
+    message: /unknown split "validation"; valid: train, dev, test, ood/,
+  });
 });
 
 test('bad scenario options fail with a clear message', (t) => {
@@ -148,13 +176,19 @@ test('search: BM25 over titles and text, top-k, results cached per (corpus, quer
     { id: 'c', title: 'Anna Berg', text: 'Anna Berg is a film director from Norvia.' },
   ];
   const one = createCorpus('one', docs);
-  t.deepEqual(one.search('Kessel (film)', 1).map((h) => h.id), ['b']);
+  t.deepEqual(
+    one.search('Kessel (film)', 1).map((h) => h.id),
+    ['b'],
+  );
   t.deepEqual(one.search('Anna Berg', 3)[0]!.id, 'c');
   t.is(one.search('Kessel', 2).length, 2);
   t.deepEqual(one.search('zebra', 3), []);
   // a second corpus with other content under the same query must not see the first one's results
   const two = createCorpus('two', [{ id: 'z', title: 'Kessel', text: 'Another Kessel.' }]);
-  t.deepEqual(two.search('Kessel (film)', 1).map((h) => h.id), ['z']);
+  t.deepEqual(
+    two.search('Kessel (film)', 1).map((h) => h.id),
+    ['z'],
+  );
   t.is(one.search('Kessel (film)', 1), one.search('Kessel (film)', 1), 'cached (same array)');
   t.throws(() => createCorpus('dup', [docs[0]!, docs[0]!]), { message: /duplicate document id "a"/ });
 });

@@ -3,10 +3,10 @@ import { createActor } from 'xstate';
 import { createRng } from '../../src/core/rng.ts';
 import type { EpisodeRecord, Json, Message, Task } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';
-import { parseRecordLine, serializeRecord } from '../../src/replay/record.ts';
+import { parseRecordLine, serializeRecord } from '../../src/record/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
-import { runEpisode } from '../../src/rollout/run-episode.ts';
+import { runEpisode } from '../../src/episode/run-episode.ts';
 import { ToolRunner } from '../../src/tools/runner.ts';
 import supportDesk from '../../scenarios/support-desk/index.ts';
 import { digestDb, getOrder, openCopy } from '../../scenarios/support-desk/db.ts';
@@ -25,7 +25,10 @@ function runner() {
 }
 
 async function callTool(state: DeskState, name: string, args: { [k: string]: Json }, task?: Task) {
-  return runner().run({ name, arguments: args }, { task: task ?? ({ id: 't', split: 'dev', question: '' } as Task), rng: createRng(1), state });
+  return runner().run(
+    { name, arguments: args },
+    { task: task ?? ({ id: 't', split: 'dev', question: '' } as Task), rng: createRng(1), state },
+  );
 }
 
 function firstTask(type: string, split = 'dev'): Task {
@@ -57,8 +60,18 @@ test('the database is generated deterministically and each copy is private', (t)
   const a = openCopy();
   const b = openCopy();
   t.is(digestDb(a), digestDb(b));
-  const counts = a.prepare('SELECT status, COUNT(*) AS n FROM orders GROUP BY status').all() as Array<{ status: string; n: number }>;
-  t.deepEqual(counts.map((c) => c.status).sort(), ['cancelled', 'delivered', 'pending', 'processed', 'returned', 'shipped']);
+  const counts = a.prepare('SELECT status, COUNT(*) AS n FROM orders GROUP BY status').all() as Array<{
+    status: string;
+    n: number;
+  }>;
+  t.deepEqual(counts.map((c) => c.status).sort(), [
+    'cancelled',
+    'delivered',
+    'pending',
+    'processed',
+    'returned',
+    'shipped',
+  ]);
   a.prepare("UPDATE orders SET status = 'cancelled'").run();
   t.not(digestDb(a), digestDb(b));
   t.is(getOrder(a, '#W1000')!.status, 'cancelled');
@@ -70,18 +83,33 @@ test('the database is generated deterministically and each copy is private', (t)
 test('tasks are seeded, split by customer, and name the expected final state', (t) => {
   const one = generateTasks('train', 5, 40);
   t.deepEqual(generateTasks('train', 5, 40), one);
-  t.notDeepEqual(generateTasks('train', 6, 40).map((x) => x.id), one.map((x) => x.id));
-  const customers = (split: string) => new Set(generateTasks(split, 1, 100).map((x) => (x.meta!['expected'] as any)?.order?.customer_id).filter(Boolean));
+  t.notDeepEqual(
+    generateTasks('train', 6, 40).map((x) => x.id),
+    one.map((x) => x.id),
+  );
+  const customers = (split: string) =>
+    new Set(
+      generateTasks(split, 1, 100)
+        .map((x) => (x.meta!['expected'] as any)?.order?.customer_id)
+        .filter(Boolean),
+    );
   const train = customers('train');
   for (const c of customers('test')) t.false(train.has(c), `customer ${c} in both train and test`);
   const types = new Set(generateTasks('dev', 1, 200).map((x) => x.type));
-  t.deepEqual([...types].sort(), ['address', 'address_refused', 'cancel', 'cancel_refused', 'return', 'return_refused']);
+  t.deepEqual([...types].sort(), [
+    'address',
+    'address_refused',
+    'cancel',
+    'cancel_refused',
+    'return',
+    'return_refused',
+  ]);
   t.regex(String(one[0]!.meta!['expectedDigest']), /^[0-9a-f]{64}$/);
   t.throws(() => generateTasks('nope', 1, 1), { message: /no split "nope"; valid: train, dev, test/ });
   t.throws(() => generateTasks('dev', 1, -1), { message: /non-negative integer/ });
 });
 
-test('writes before identification, and on another customer\'s order, are refused', async (t) => {
+test("writes before identification, and on another customer's order, are refused", async (t) => {
   const state = createDeskState();
   try {
     const before = digestDb(state.db);
@@ -93,7 +121,11 @@ test('writes before identification, and on another customer\'s order, are refuse
     const req = task.meta!['request'] as any;
     const owner = getOrder(state.db, req.order_id)!.customer_id;
     const other = state.db.prepare('SELECT * FROM customers WHERE id != ? LIMIT 1').get(owner) as any;
-    const found = await callTool(state, 'find_customer_by_name_zip', { first_name: other.first_name, last_name: other.last_name, zip: other.zip });
+    const found = await callTool(state, 'find_customer_by_name_zip', {
+      first_name: other.first_name,
+      last_name: other.last_name,
+      zip: other.zip,
+    });
     t.like(found.data as object, { found: true, customer_id: other.id });
     const foreign = await callTool(state, 'cancel_order', { order_id: req.order_id, reason: 'other' });
     t.like(foreign.data as object, { refused: true, rule: 'own_orders_only' });
@@ -125,12 +157,21 @@ test('malformed tool arguments are rejected with a clear error and nothing is wr
 
 test('the expert solves at least 99% of 240 dev requests through rollout()', async (t) => {
   const policy = await scenario.policies['expert']!({ scenario, seed: 1 });
-  const { records, summary } = await rollout({ scenario, policy, split: 'dev', episodes: 240, seed: 11, onRecord: sink });
+  const { records, summary } = await rollout({
+    scenario,
+    policy,
+    split: 'dev',
+    episodes: 240,
+    seed: 11,
+    onRecord: sink,
+  });
   t.is(records.length, 240);
   t.true(summary.successRate >= 0.99, `expert success ${summary.successRate}`);
   t.is((summary as any).violationsPerEpisode, 0);
   t.is((summary as any).identifiedFirstRate, 1);
-  t.log(`expert dev success ${summary.successRate}, mean reward ${summary.meanReward}, mean turns ${summary.meanTurns}`);
+  t.log(
+    `expert dev success ${summary.successRate}, mean reward ${summary.meanReward}, mean turns ${summary.meanTurns}`,
+  );
 });
 
 test('a rule violation is refused, penalized and recorded, and the database is unchanged', async (t) => {
@@ -150,7 +191,11 @@ test('a rule violation is refused, penalized and recorded, and the database is u
   const state = createDeskState();
   try {
     const req = task.meta!['request'] as any;
-    await callTool(state, Object.keys(req.identify).includes('email') ? 'find_customer_by_email' : 'find_customer_by_name_zip', req.identify);
+    await callTool(
+      state,
+      Object.keys(req.identify).includes('email') ? 'find_customer_by_email' : 'find_customer_by_name_zip',
+      req.identify,
+    );
     const refused = await callTool(state, 'cancel_order', { order_id: req.order_id, reason: 'other' });
     t.like(refused.data as object, { refused: true, rule: 'cancel_before_shipping' });
   } finally {
@@ -160,11 +205,21 @@ test('a rule violation is refused, penalized and recorded, and the database is u
 
 test('the identify-first process reward is paid only when the customer is identified before acting', async (t) => {
   const task = firstTask('cancel');
-  const expert = await runEpisode({ scenario, task, policy: await scenario.policies['expert']!({ scenario, seed: 1 }), seed: 1 });
+  const expert = await runEpisode({
+    scenario,
+    task,
+    policy: await scenario.policies['expert']!({ scenario, seed: 1 }),
+    seed: 1,
+  });
   t.is(expert.turns[0]!.info?.['identified_first'], true);
   t.true(expert.turns[0]!.reward > 0);
   t.is(expert.outcome.metrics?.['identified_first'], 1);
-  const reckless = await runEpisode({ scenario, task, policy: await scenario.policies['reckless']!({ scenario, seed: 1 }), seed: 1 });
+  const reckless = await runEpisode({
+    scenario,
+    task,
+    policy: await scenario.policies['reckless']!({ scenario, seed: 1 }),
+    seed: 1,
+  });
   t.is(reckless.outcome.metrics?.['identified_first'], 0);
   t.false(reckless.outcome.success);
 });
@@ -176,7 +231,9 @@ test('the identify-first process reward is paid only when the customer is identi
 test('two concurrent episodes writing the same order see only their own writes', async (t) => {
   const cancel = generateTasks('dev', 1, 300).find((x) => x.type === 'cancel')!;
   const orderId = (cancel.meta!['request'] as any).order_id;
-  const address = generateTasks('dev', 1, 300).find((x) => x.type === 'address' && (x.meta!['request'] as any).order_id === orderId)!;
+  const address = generateTasks('dev', 1, 300).find(
+    (x) => x.type === 'address' && (x.meta!['request'] as any).order_id === orderId,
+  )!;
   t.truthy(address, 'an address task on the same order');
   let release!: () => void;
   const bothWrote = new Promise<void>((r) => (release = r));
@@ -185,22 +242,36 @@ test('two concurrent episodes writing the same order see only their own writes',
     id: 'interleaved',
     version: '1',
     act: async ({ task, messages }) => {
-      const rereads = messages.filter((m: Message) => m.role === 'tool' && m.content.startsWith('[get_order_details]')).length;
-      const wrote = messages.some((m: Message) => m.role === 'tool' && /^\[(cancel_order|change_shipping_address)\]/.test(m.content));
+      const rereads = messages.filter(
+        (m: Message) => m.role === 'tool' && m.content.startsWith('[get_order_details]'),
+      ).length;
+      const wrote = messages.some(
+        (m: Message) => m.role === 'tool' && /^\[(cancel_order|change_shipping_address)\]/.test(m.content),
+      );
       if (wrote && rereads === 1) {
         if (++writes === 2) release();
         await bothWrote;
-        return { text: `<tool_call>${JSON.stringify({ name: 'get_order_details', arguments: { order_id: orderId } })}</tool_call>` };
+        return {
+          text: `<tool_call>${JSON.stringify({ name: 'get_order_details', arguments: { order_id: orderId } })}</tool_call>`,
+        };
       }
       if (rereads === 2) return { text: '<answer>done</answer>' };
       return expertAction(task, messages);
     },
   };
   const { records } = await rollout({
-    scenario, policy: interleaved, split: 'dev', episodes: 2, seed: 1, concurrency: 2, tasks: [cancel, address], onRecord: sink,
+    scenario,
+    policy: interleaved,
+    split: 'dev',
+    episodes: 2,
+    seed: 1,
+    concurrency: 2,
+    tasks: [cancel, address],
+    onRecord: sink,
   });
   const [a, b] = records as [EpisodeRecord, EpisodeRecord];
-  const lastOrder = (r: EpisodeRecord) => JSON.parse(r.turns.at(-2)!.observation!.replace(/^\[get_order_details\] /, ''));
+  const lastOrder = (r: EpisodeRecord) =>
+    JSON.parse(r.turns.at(-2)!.observation!.replace(/^\[get_order_details\] /, ''));
   const newAddress = (address.meta!['request'] as any).address;
   t.is(lastOrder(a).status, 'cancelled');
   t.notDeepEqual(lastOrder(a).shipping_address, newAddress, 'the cancelling episode does not see the address change');

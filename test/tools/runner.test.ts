@@ -21,7 +21,10 @@ test('a tool exports the OpenAI function shape with a JSON schema from zod', (t)
       description: 'find documents',
       parameters: {
         type: 'object',
-        properties: { query: { type: 'string', description: 'words' }, k: { type: 'integer', minimum: 1, maximum: 9007199254740991 } },
+        properties: {
+          query: { type: 'string', description: 'words' },
+          k: { type: 'integer', minimum: 1, maximum: 9007199254740991 },
+        },
         required: ['query'],
         additionalProperties: false,
       },
@@ -30,15 +33,34 @@ test('a tool exports the OpenAI function shape with a JSON schema from zod', (t)
 });
 
 test('a tool name that an API would reject is refused at declaration', (t) => {
-  t.throws(() => tool({ name: 'no spaces', description: '', parameters: z.object({}), execute: () => null }), { message: /must be 1-64 letters/ });
+  t.throws(() => tool({ name: 'no spaces', description: '', parameters: z.object({}), execute: () => null }), {
+    message: /must be 1-64 letters/,
+  });
 });
 
 test('cacheable tools are cached by tool and canonical arguments; others always run', async (t) => {
   let pure = 0;
   let impure = 0;
   const tools = [
-    tool({ name: 'pure', description: '', parameters: z.object({ a: z.number(), b: z.number() }), cacheable: true, execute: ({ a, b }) => (pure++, a + b) }),
-    tool({ name: 'impure', description: '', parameters: z.object({ a: z.number() }), execute: ({ a }) => (impure++, a) }),
+    tool({
+      name: 'pure',
+      description: '',
+      parameters: z.object({ a: z.number(), b: z.number() }),
+      cacheable: true,
+      execute: ({ a, b }) => {
+        pure++;
+        return a + b;
+      },
+    }),
+    tool({
+      name: 'impure',
+      description: '',
+      parameters: z.object({ a: z.number() }),
+      execute: ({ a }) => {
+        impure++;
+        return a;
+      },
+    }),
   ];
   const runner = new ToolRunner(tools, { timeoutMs: 1000, maxOutputChars: 100, cache: createToolCache() });
   const first = await runner.run({ name: 'pure', arguments: { a: 1, b: 2 } }, ctx);

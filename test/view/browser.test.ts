@@ -11,10 +11,11 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import calculator from '../../scenarios/calculator/index.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import { CHROMIUM_ARGS, chromiumExecutable } from '../helpers/chromium.ts';
-import { serializeRecord } from '../../src/replay/record.ts';
+import { serializeRecord } from '../../src/record/record.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
@@ -28,7 +29,10 @@ const scenario = calculator as unknown as Scenario;
 const XSS_CALL = '<script>window.__pwned = "script"</script>';
 const XSS_ANSWER = '<img src=x onerror="window.__pwned = \'img\'"><b>bold?</b>';
 
-const tokenizer = trainTokenizer([`<answer>${XSS_ANSWER}</answer>`, 'the answer is bold'], { vocabSize: 300, minFrequency: 1 });
+const tokenizer = trainTokenizer([`<answer>${XSS_ANSWER}</answer>`, 'the answer is bold'], {
+  vocabSize: 300,
+  minFrequency: 1,
+});
 
 /**
  * A scripted policy whose actions carry markup: the record is genuine (sealed, replayable). Its
@@ -38,7 +42,10 @@ const hostile: Policy = {
   id: 'hostile',
   version: 'hostile-1',
   act: async ({ turn }) => {
-    if (turn === 0) return { text: `Thinking ${XSS_CALL} <tool_call>{"name": "calculate", "arguments": {"expression": ${JSON.stringify(XSS_CALL)}}}</tool_call>` };
+    if (turn === 0)
+      return {
+        text: `Thinking ${XSS_CALL} <tool_call>{"name": "calculate", "arguments": {"expression": ${JSON.stringify(XSS_CALL)}}}</tool_call>`,
+      };
     const text = `<answer>${XSS_ANSWER}</answer>`;
     const tokens = tokenizer.encode(text);
     return { text, tokens, logprobs: tokens.map((_, i) => -0.4 * (i % 6)) };
@@ -66,18 +73,50 @@ test.before(async () => {
   }
   records = parts.flat();
   writeFileSync(join(runDir, 'episodes.jsonl'), records.map((r) => serializeRecord(r) + '\n').join(''));
-  writeFileSync(join(runDir, 'summary.json'), JSON.stringify({ episodes: records.length, successRate: records.filter((r) => r.outcome.success).length / records.length }));
-  writeFileSync(join(runDir, 'eval-test.json'), JSON.stringify({ split: 'test', em: 0.62, byType: { add: { em: 0.7, n: 10 }, divide: { em: 0.5, n: 10 } } }));
+  writeFileSync(
+    join(runDir, 'summary.json'),
+    JSON.stringify({
+      episodes: records.length,
+      successRate: records.filter((r) => r.outcome.success).length / records.length,
+    }),
+  );
+  writeFileSync(
+    join(runDir, 'eval-test.json'),
+    JSON.stringify({ split: 'test', em: 0.62, byType: { add: { em: 0.7, n: 10 }, divide: { em: 0.5, n: 10 } } }),
+  );
   // metrics.jsonl as the trainer writes it: step lines (nested outcome and time) and eval lines.
-  const metrics = Array.from({ length: 12 }, (_, i) => ({ kind: 'step', step: i + 1, policyVersion: `v${i}`, reward: -0.5 + i * 0.1, success: i / 12, kl: 0.001 * i, entropy: 2 - i * 0.05, clipFraction: 0.1, gradNorm: 1 + (i % 3), outcome: { em: i / 12 }, time: { tokensPerS: 900 + i } }));
-  const evals = [4, 8, 12].map((step) => ({ kind: 'eval', step, split: 'dev', reward: step / 20, success: step / 15, outcome: { em: step / 15 }, summary: { byType: { add: { em: 0.5 } } } }));
+  const metrics = Array.from({ length: 12 }, (_, i) => ({
+    kind: 'step',
+    step: i + 1,
+    policyVersion: `v${i}`,
+    reward: -0.5 + i * 0.1,
+    success: i / 12,
+    kl: 0.001 * i,
+    entropy: 2 - i * 0.05,
+    clipFraction: 0.1,
+    gradNorm: 1 + (i % 3),
+    outcome: { em: i / 12 },
+    time: { tokensPerS: 900 + i },
+  }));
+  const evals = [4, 8, 12].map((step) => ({
+    kind: 'eval',
+    step,
+    split: 'dev',
+    reward: step / 20,
+    success: step / 15,
+    outcome: { em: step / 15 },
+    summary: { byType: { add: { em: 0.5 } } },
+  }));
   writeFileSync(join(runDir, 'metrics.jsonl'), [...metrics, ...evals].map((m) => JSON.stringify(m) + '\n').join(''));
   // A checkpoint folder whose model.json embeds the tokenizer, as src/policy/tfjs/checkpoint.ts saves it.
   mkdirSync(join(runDir, 'ckpt-step-12'));
   writeFileSync(join(runDir, 'ckpt-step-12', 'model.json'), JSON.stringify({ tokenizer: tokenizer.toJSON() }));
   secondDir = mkdtempSync(join(tmpdir(), 'viewer-run2-'));
-  writeFileSync(join(secondDir, 'metrics.jsonl'), metrics.map((m) => JSON.stringify({ ...m, reward: m.reward + 0.3 }) + '\n').join(''));
-  viewer = await startViewer({ dirs: [runDir, secondDir] });
+  writeFileSync(
+    join(secondDir, 'metrics.jsonl'),
+    metrics.map((m) => JSON.stringify({ ...m, reward: m.reward + 0.3 }) + '\n').join(''),
+  );
+  viewer = await startViewer({ dirs: [runDir, secondDir], scenarios: builtinScenarios });
   mkdirSync(ARTIFACTS, { recursive: true });
   browser = await chromium.launch({ executablePath: await chromiumExecutable(), args: CHROMIUM_ARGS });
 });
@@ -89,7 +128,9 @@ test.after.always(async () => {
 });
 
 /** A fresh page that records every request and every dialog, and fails on any page error. */
-async function openPage(t: { fail: (m: string) => void }): Promise<{ page: Page; requests: string[]; dialogs: string[] }> {
+async function openPage(t: {
+  fail: (m: string) => void;
+}): Promise<{ page: Page; requests: string[]; dialogs: string[] }> {
   if (!browser) throw new Error('chromium did not start (see the before hook)');
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   const page = await context.newPage();
@@ -104,56 +145,111 @@ async function openPage(t: { fail: (m: string) => void }): Promise<{ page: Page;
   return { page, requests, dialogs };
 }
 
-test.serial('run page → episode page: turns, calls, results and rewards equal the record; the diagram marks the path', async (t) => {
-  const { page, requests } = await openPage(t);
-  await page.goto(`${viewer.url}/run/0`);
-  t.is(await page.locator('table.episodes tbody tr').count(), records.length);
-  t.true((await page.locator('figure.chart svg').count()) >= 8, 'a chart per metric + the reward histogram');
-  t.deepEqual(await page.locator('figure.chart[data-field]').evaluateAll((els) => els.map((e) => e.getAttribute('data-field'))), [
-    'reward', 'success', 'outcome.em', 'kl', 'entropy', 'clipFraction', 'gradNorm', 'time.tokensPerS',
-    'eval(dev).reward', 'eval(dev).success', 'eval(dev).outcome.em',
-  ]);
-  t.is(await page.locator('section.training-evals tr').count(), 1 + 3 + 2);
-  t.regex(await page.locator('section.eval').innerText(), /0\.620[\s\S]*divide/);
+test.serial(
+  'run page → episode page: turns, calls, results and rewards equal the record; the diagram marks the path',
+  async (t) => {
+    const { page, requests } = await openPage(t);
+    await page.goto(`${viewer.url}/run/0`);
+    t.is(await page.locator('table.episodes tbody tr').count(), records.length);
+    t.true((await page.locator('figure.chart svg').count()) >= 8, 'a chart per metric + the reward histogram');
+    t.deepEqual(
+      await page.locator('figure.chart[data-field]').evaluateAll((els) => els.map((e) => e.getAttribute('data-field'))),
+      [
+        'reward',
+        'success',
+        'outcome.em',
+        'kl',
+        'entropy',
+        'clipFraction',
+        'gradNorm',
+        'time.tokensPerS',
+        'eval(dev).reward',
+        'eval(dev).success',
+        'eval(dev).outcome.em',
+      ],
+    );
+    t.is(await page.locator('section.training-evals tr').count(), 1 + 3 + 2);
+    t.regex(await page.locator('section.eval').innerText(), /0\.620[\s\S]*divide/);
 
-  // Pick a random-policy episode with a tool call, a failed call and several turns.
-  const target = records.findIndex((r) => r.turns.length > 1 && r.turns.some((x) => x.results.some((res) => !res.ok)) && r.turns.some((x) => x.results.some((res) => res.ok)));
-  t.true(target >= 0);
-  const record = records[target]!;
-  await Promise.all([page.waitForURL(`**/run/0/episode/${target}`), page.locator(`tr[data-ordinal="${target}"] a.episode-link`).click()]);
-  t.is(await page.locator('.episode-id').innerText().then((s) => s.split(' ')[0]), record.episodeId);
+    // Pick a random-policy episode with a tool call, a failed call and several turns.
+    const target = records.findIndex(
+      (r) =>
+        r.turns.length > 1 &&
+        r.turns.some((x) => x.results.some((res) => !res.ok)) &&
+        r.turns.some((x) => x.results.some((res) => res.ok)),
+    );
+    t.true(target >= 0);
+    const record = records[target]!;
+    await Promise.all([
+      page.waitForURL(`**/run/0/episode/${target}`),
+      page.locator(`tr[data-ordinal="${target}"] a.episode-link`).click(),
+    ]);
+    t.is(
+      await page
+        .locator('.episode-id')
+        .innerText()
+        .then((s) => s.split(' ')[0]),
+      record.episodeId,
+    );
 
-  const turns = page.locator('section.turn');
-  t.is(await turns.count(), record.turns.length);
-  for (const turn of record.turns) {
-    const el = turns.nth(turn.index);
-    t.is(await el.locator('pre.generated').textContent(), turn.text);
-    // === so that a recorded -0 equals the page's 0.
-    t.true(Number(await el.locator('.turn-reward').getAttribute('data-value')) === turn.reward);
-    if (turn.action.kind === 'tool_calls') {
-      t.deepEqual(await el.locator('.call-name').allTextContents(), turn.action.calls.map((c) => c.name));
-      t.deepEqual((await el.locator('.call-args').allTextContents()).map((s) => JSON.parse(s)), turn.action.calls.map((c) => c.arguments));
+    const turns = page.locator('section.turn');
+    t.is(await turns.count(), record.turns.length);
+    for (const turn of record.turns) {
+      const el = turns.nth(turn.index);
+      t.is(await el.locator('pre.generated').textContent(), turn.text);
+      // === so that a recorded -0 equals the page's 0.
+      t.true(Number(await el.locator('.turn-reward').getAttribute('data-value')) === turn.reward);
+      if (turn.action.kind === 'tool_calls') {
+        t.deepEqual(
+          await el.locator('.call-name').allTextContents(),
+          turn.action.calls.map((c) => c.name),
+        );
+        t.deepEqual(
+          (await el.locator('.call-args').allTextContents()).map((s) => JSON.parse(s)),
+          turn.action.calls.map((c) => c.arguments),
+        );
+      }
+      t.deepEqual(
+        await el.locator('pre.result-content').allTextContents(),
+        turn.results.map((r) => r.content),
+      );
+      if (turn.observation === null) t.is(await el.locator('.observation').getAttribute('data-null'), 'true');
+      else t.is(await el.locator('pre.observation').textContent(), turn.observation);
     }
-    t.deepEqual(await el.locator('pre.result-content').allTextContents(), turn.results.map((r) => r.content));
-    if (turn.observation === null) t.is(await el.locator('.observation').getAttribute('data-null'), 'true');
-    else t.is(await el.locator('pre.observation').textContent(), turn.observation);
-  }
-  t.true(Number(await page.locator('.total-reward').getAttribute('data-value')) === record.totalReward);
-  t.true(Number(await page.locator('.outcome-reward').getAttribute('data-value')) === record.outcome.reward);
-  t.is(await page.locator('.end-reason').innerText(), record.endReason);
-  t.is(await page.locator('.replay').getAttribute('data-verified'), 'true');
+    t.true(Number(await page.locator('.total-reward').getAttribute('data-value')) === record.totalReward);
+    t.true(Number(await page.locator('.outcome-reward').getAttribute('data-value')) === record.outcome.reward);
+    t.is(await page.locator('.end-reason').innerText(), record.endReason);
+    t.is(await page.locator('.replay').getAttribute('data-verified'), 'true');
 
-  const visits = await page.locator('figure.episode-machine g.node').evaluateAll((els) => Object.fromEntries(els.map((e) => [e.getAttribute('data-state'), Number(e.getAttribute('data-visits'))])));
-  const expected: Record<string, number> = { generate: 0, parseToolCall: 0, execute: 0, transition: 0, reward: 0, outcome: 0, done: 0 };
-  for (const s of record.turns.flatMap((x) => x.states)) expected[s]! += 1;
-  t.deepEqual(visits, expected);
-  t.is(await page.locator('figure.episode-machine g.node.visited[data-state="execute"]').count(), 1);
-  t.true((await page.locator('figure.episode-machine g.edge.taken[data-from="reward"][data-to="generate"]').count()) === 1);
-  await page.screenshot({ path: join(ARTIFACTS, 'viewer-episode.png'), fullPage: true });
-  await page.screenshot({ path: join(ARTIFACTS, 'viewer-episode-top.png') });
-  t.true(requests.every((u) => u.startsWith(viewer.url)), `only the viewer was asked: ${requests.join(', ')}`);
-  await page.context().close();
-});
+    const visits = await page
+      .locator('figure.episode-machine g.node')
+      .evaluateAll((els) =>
+        Object.fromEntries(els.map((e) => [e.getAttribute('data-state'), Number(e.getAttribute('data-visits'))])),
+      );
+    const expected: Record<string, number> = {
+      generate: 0,
+      parseToolCall: 0,
+      execute: 0,
+      transition: 0,
+      reward: 0,
+      outcome: 0,
+      done: 0,
+    };
+    for (const s of record.turns.flatMap((x) => x.states)) expected[s]! += 1;
+    t.deepEqual(visits, expected);
+    t.is(await page.locator('figure.episode-machine g.node.visited[data-state="execute"]').count(), 1);
+    t.true(
+      (await page.locator('figure.episode-machine g.edge.taken[data-from="reward"][data-to="generate"]').count()) === 1,
+    );
+    await page.screenshot({ path: join(ARTIFACTS, 'viewer-episode.png'), fullPage: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'viewer-episode-top.png') });
+    t.true(
+      requests.every((u) => u.startsWith(viewer.url)),
+      `only the viewer was asked: ${requests.join(', ')}`,
+    );
+    await page.context().close();
+  },
+);
 
 test.serial('hostile markup in generated text and tool results is shown as text and runs nothing', async (t) => {
   const { page, dialogs, requests } = await openPage(t);
@@ -179,10 +275,18 @@ test.serial('hostile markup in generated text and tool results is shown as text 
   t.is(await page.locator('main b:text("bold?")').count(), 0);
   t.is(await page.evaluate(() => (window as unknown as { __pwned?: string }).__pwned), undefined);
   t.deepEqual(dialogs, []);
-  t.true(requests.every((u) => u.startsWith(viewer.url)), requests.join(', '));
+  t.true(
+    requests.every((u) => u.startsWith(viewer.url)),
+    requests.join(', '),
+  );
   // The episodes table and the search echo the markup back as text as well.
   await page.goto(`${viewer.url}/run/0?q=${encodeURIComponent('<script>')}`);
-  t.deepEqual(await page.locator('table.episodes tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-episode'))), [record.episodeId]);
+  t.deepEqual(
+    await page
+      .locator('table.episodes tbody tr')
+      .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-episode'))),
+    [record.episodeId],
+  );
   t.is(await page.locator('input[name=q]').inputValue(), '<script>');
   t.is(await page.evaluate(() => (window as unknown as { __pwned?: string }).__pwned), undefined);
   await page.context().close();
@@ -194,14 +298,23 @@ test.serial('filters and search return the right episodes; the group page shows 
   await page.selectOption('select[name=endReason]', 'answered');
   await page.fill('input[name=minReward]', '0.5');
   await Promise.all([page.waitForURL(/endReason=answered/), page.click('form.filters button')]);
-  const shown = await page.locator('table.episodes tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-episode')));
-  t.deepEqual(shown, records.filter((r) => r.endReason === 'answered' && r.totalReward >= 0.5).map((r) => r.episodeId));
+  const shown = await page
+    .locator('table.episodes tbody tr')
+    .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-episode')));
+  t.deepEqual(
+    shown,
+    records.filter((r) => r.endReason === 'answered' && r.totalReward >= 0.5).map((r) => r.episodeId),
+  );
   t.true(shown.length > 0);
 
   await page.goto(`${viewer.url}/run/0?policy=calculator-random-1&success=no&maxReward=-0.3`);
   t.deepEqual(
-    await page.locator('table.episodes tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-episode'))),
-    records.filter((r) => r.policy.version === 'calculator-random-1' && !r.outcome.success && r.totalReward <= -0.3).map((r) => r.episodeId),
+    await page
+      .locator('table.episodes tbody tr')
+      .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-episode'))),
+    records
+      .filter((r) => r.policy.version === 'calculator-random-1' && !r.outcome.success && r.totalReward <= -0.3)
+      .map((r) => r.episodeId),
   );
 
   const word = 'ABACUS';
@@ -209,18 +322,30 @@ test.serial('filters and search return the right episodes; the group page shows 
   await page.fill('input[name=q]', word);
   await Promise.all([page.waitForURL(/q=ABACUS/), page.press('input[name=q]', 'Enter')]);
   t.deepEqual(
-    await page.locator('table.episodes tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-episode'))),
+    await page
+      .locator('table.episodes tbody tr')
+      .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-episode'))),
     records.filter((r) => r.turns.some((x) => x.text.toLowerCase().includes('abacus'))).map((r) => r.episodeId),
   );
 
   // GRPO group of the first task: G = 4 side by side, advantages as the trainer computes them.
-  const members = records.filter((r) => r.group === records[0]!.group && r.policy.version === records[0]!.policy.version);
+  const members = records.filter(
+    (r) => r.group === records[0]!.group && r.policy.version === records[0]!.policy.version,
+  );
   await page.goto(`${viewer.url}/run/0`);
   await page.locator('table.episodes tbody tr').first().locator('td a').last().click();
   await page.waitForURL(/\/group\?/);
-  const cards = await page.locator('.compare .member').evaluateAll((els) => els.map((e) => ({ reward: Number(e.getAttribute('data-reward')), advantage: Number(e.getAttribute('data-advantage')) })));
+  const cards = await page.locator('.compare .member').evaluateAll((els) =>
+    els.map((e) => ({
+      reward: Number(e.getAttribute('data-reward')),
+      advantage: Number(e.getAttribute('data-advantage')),
+    })),
+  );
   t.is(cards.length, 4);
-  t.deepEqual(cards, members.map((r, i) => ({ reward: r.totalReward, advantage: groupAdvantages(members)[i]!.advantage })));
+  t.deepEqual(
+    cards,
+    members.map((r, i) => ({ reward: r.totalReward, advantage: groupAdvantages(members)[i]!.advantage })),
+  );
   await page.screenshot({ path: join(ARTIFACTS, 'viewer-group.png'), fullPage: true });
 
   // Two runs: the overview overlays their curves (one colour per run).
@@ -230,18 +355,23 @@ test.serial('filters and search return the right episodes; the group page shows 
   await page.context().close();
 });
 
-test.serial('the report opens from file:// with its charts, tables and examples, and asks the network for nothing', async (t) => {
-  const file = join(runDir, 'report.html');
-  writeFileSync(file, await buildReport(runDir));
-  const { page, requests } = await openPage(t);
-  await page.route('**/*', (route) => (route.request().url().startsWith('file://') ? route.continue() : route.abort()));
-  await page.goto(pathToFileURL(file).href);
-  t.true((await page.locator('figure.chart svg').count()) >= 8);
-  t.true((await page.locator('figure.chart svg path').count()) > 8, 'the curves have drawn marks');
-  t.is(await page.locator('section.example').count(), 3);
-  t.is(await page.locator('section.example figure.episode-machine svg').count(), 3);
-  t.is(await page.locator('script').count(), 0);
-  t.deepEqual(requests, [pathToFileURL(file).href]);
-  await page.screenshot({ path: join(ARTIFACTS, 'report.png'), fullPage: true });
-  await page.context().close();
-});
+test.serial(
+  'the report opens from file:// with its charts, tables and examples, and asks the network for nothing',
+  async (t) => {
+    const file = join(runDir, 'report.html');
+    writeFileSync(file, await buildReport(runDir, { scenarios: builtinScenarios }));
+    const { page, requests } = await openPage(t);
+    await page.route('**/*', (route) =>
+      route.request().url().startsWith('file://') ? route.continue() : route.abort(),
+    );
+    await page.goto(pathToFileURL(file).href);
+    t.true((await page.locator('figure.chart svg').count()) >= 8);
+    t.true((await page.locator('figure.chart svg path').count()) > 8, 'the curves have drawn marks');
+    t.is(await page.locator('section.example').count(), 3);
+    t.is(await page.locator('section.example figure.episode-machine svg').count(), 3);
+    t.is(await page.locator('script').count(), 0);
+    t.deepEqual(requests, [pathToFileURL(file).href]);
+    await page.screenshot({ path: join(ARTIFACTS, 'report.png'), fullPage: true });
+    await page.context().close();
+  },
+);

@@ -5,10 +5,11 @@ import { join } from 'node:path';
 import { request } from 'node:http';
 import { setup } from 'xstate';
 import calculator from '../../scenarios/calculator/index.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
 import { episodeMachine } from '../../machines/episode.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import { canonicalJson } from '../../src/core/canonical-json.ts';
-import { serializeRecord } from '../../src/replay/record.ts';
+import { serializeRecord } from '../../src/record/record.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { groupAdvantages } from '../../src/view/advantages.ts';
@@ -79,7 +80,10 @@ test('the diagram marks the visited states and the transitions taken', (t) => {
   const record = records.find((r) => r.turns.some((turn) => turn.states.includes('execute')))!;
   const marks = pathMarks(g, episodePath(record));
   const svg = renderDiagram(g, marks).value;
-  const visited = [...svg.matchAll(/class="node visited" data-state="([^"]+)" data-visits="(\d+)"/g)].map((m) => [m[1], Number(m[2])]);
+  const visited = [...svg.matchAll(/class="node visited" data-state="([^"]+)" data-visits="(\d+)"/g)].map((m) => [
+    m[1],
+    Number(m[2]),
+  ]);
   const expected = new Map<string, number>();
   for (const s of episodePath(record)) expected.set(s, (expected.get(s) ?? 0) + 1);
   t.deepEqual(Object.fromEntries(visited), Object.fromEntries(expected));
@@ -98,7 +102,14 @@ test('a world machine with nested and parallel states is drawn; its states are f
   const g = machineGraph(world);
   t.deepEqual(g.nodes.map((n) => n.id).sort(), ['light.off', 'light.on', 'lock.locked', 'lock.open']);
   t.deepEqual(g.edges.find((e) => e.from === 'lock.locked')?.to, 'lock.open');
-  const record = { turns: [{ ...records[0]!.turns[0]!, results: [{ name: 'x', ok: true, content: '', data: { door: { state: 'open' }, status: 'nope' } }] }] };
+  const record = {
+    turns: [
+      {
+        ...records[0]!.turns[0]!,
+        results: [{ name: 'x', ok: true, content: '', data: { door: { state: 'open' }, status: 'nope' } }],
+      },
+    ],
+  };
   t.deepEqual(worldPath(record, g), ['open']);
   const svg = renderDiagram(g, pathMarks(g, worldPath(record, g))).value;
   t.regex(svg, /class="node visited" data-state="lock.open"/);
@@ -115,16 +126,28 @@ test('metrics.jsonl: every numeric field is a curve (nested ones dotted); evals 
   ].join('\n');
   const { rows, fields, evals, warnings } = parseMetrics(text);
   t.deepEqual(fields, ['reward', 'kl', 'outcome.em', 'time.tokensPerS', 'clipFraction']);
-  t.deepEqual(rows, [{ step: 0, reward: 1, kl: 0.1, 'outcome.em': 0.5, 'time.tokensPerS': 900 }, { step: 1, clipFraction: 0.2 }]);
-  t.deepEqual(evals, [{ step: 1, split: 'dev', values: { reward: 0.7, 'outcome.em': 0.6 }, summary: { byType: { add: { em: 1 } } } }]);
-  t.deepEqual(warnings, ['metrics.jsonl line 2: not valid JSON', 'metrics.jsonl line 3: needs an object with a numeric "step"']);
+  t.deepEqual(rows, [
+    { step: 0, reward: 1, kl: 0.1, 'outcome.em': 0.5, 'time.tokensPerS': 900 },
+    { step: 1, clipFraction: 0.2 },
+  ]);
+  t.deepEqual(evals, [
+    { step: 1, split: 'dev', values: { reward: 0.7, 'outcome.em': 0.6 }, summary: { byType: { add: { em: 1 } } } },
+  ]);
+  t.deepEqual(warnings, [
+    'metrics.jsonl line 2: not valid JSON',
+    'metrics.jsonl line 3: needs an object with a numeric "step"',
+  ]);
 });
 
 test('run directories: missing, empty and malformed ones get clear errors', (t) => {
   t.throws(() => readRunDir('/no/such/run'), { instanceOf: RunDirError, message: /does not exist/ });
   const empty = tempDir('view-empty-');
   t.throws(() => readRunDir(empty), { instanceOf: RunDirError, message: /not a run directory/ });
-  const dir = runDir([serializeRecord(records[0]!)], { 'summary.json': '[1,2]', 'eval-test.json': '{"em": 0.5}', 'eval-bad.json': '{' });
+  const dir = runDir([serializeRecord(records[0]!)], {
+    'summary.json': '[1,2]',
+    'eval-test.json': '{"em": 0.5}',
+    'eval-bad.json': '{',
+  });
   mkdirSync(join(dir, 'ckpt-10'));
   writeFileSync(join(dir, 'ckpt-10', 'tokenizer.json'), '{}');
   mkdirSync(join(dir, 'checkpoints', 'step-000004', 'policy'), { recursive: true });
@@ -144,12 +167,20 @@ test('the index pages, filters and searches; corrupt lines are counted, appended
   const dir = runDir([...lines.slice(0, 3), 'not json', tampered, ...lines.slice(3)]);
   const index = EpisodeIndex.open(join(dir, 'episodes.jsonl'));
   t.is(index.size, records.length + 1);
-  t.deepEqual(index.corrupt.map((c) => c.line), [4]);
+  t.deepEqual(
+    index.corrupt.map((c) => c.line),
+    [4],
+  );
   // The tampered line is listed (its summary parses) but refused when read: its checksum fails.
   t.throws(() => index.read(3), { message: /checksum/ });
   t.is(canonicalJson(index.read(0)), canonicalJson(records[0]));
   const answered = index.filter({ endReason: 'answered' }).map((e) => e.episodeId);
-  t.deepEqual(answered, [...records.slice(0, 3), records[1]!, ...records.slice(3)].filter((r) => r.endReason === 'answered').map((r) => r.episodeId));
+  t.deepEqual(
+    answered,
+    [...records.slice(0, 3), records[1]!, ...records.slice(3)]
+      .filter((r) => r.endReason === 'answered')
+      .map((r) => r.episodeId),
+  );
   // Search is a case-insensitive substring of the generated text: exactly the episodes containing it.
   const needle = records[5]!.turns[0]!.text.slice(0, 40).toUpperCase();
   const inFile = [...records.slice(0, 3), records[1]!, ...records.slice(3)];
@@ -178,7 +209,10 @@ test('episode queries: bad numbers, pages and unknown parameters are rejected', 
     success: true,
     page: 2,
   } as never);
-  t.throws(() => parseEpisodeQuery(new URLSearchParams('minReward=abc')), { instanceOf: ViewRequestError, message: /expected a number/ });
+  t.throws(() => parseEpisodeQuery(new URLSearchParams('minReward=abc')), {
+    instanceOf: ViewRequestError,
+    message: /expected a number/,
+  });
   t.throws(() => parseEpisodeQuery(new URLSearchParams('page=0')), { instanceOf: ViewRequestError, message: /page/ });
   t.throws(() => parseEpisodeQuery(new URLSearchParams('sucess=yes')), { instanceOf: ViewRequestError });
   t.throws(() => parseEpisodeQuery(new URLSearchParams('success=maybe')), { instanceOf: ViewRequestError });
@@ -188,7 +222,10 @@ test('GRPO advantages for display are (r − mean)/(std + 1e-6) over the group',
   const rs = [1, 0, 0, 1].map((totalReward) => ({ totalReward, turns: [] }));
   const adv = groupAdvantages(rs).map((a) => a.advantage);
   const std = Math.sqrt((4 * 0.25) / 3);
-  t.deepEqual(adv.map((a) => +a.toFixed(9)), [0.5, -0.5, -0.5, 0.5].map((x) => +(x / (std + 1e-6)).toFixed(9)));
+  t.deepEqual(
+    adv.map((a) => +a.toFixed(9)),
+    [0.5, -0.5, -0.5, 0.5].map((x) => +(x / (std + 1e-6)).toFixed(9)),
+  );
   t.deepEqual(groupAdvantages([{ totalReward: 0.7, turns: [] }]), [{ advantage: 0.7 / (1 + 1e-6), recorded: false }]);
 });
 
@@ -210,17 +247,28 @@ test('tokens are coloured by log-prob and shown as escaped text', (t) => {
 });
 
 test('the report is one self-contained file and refuses a directory with nothing to report', async (t) => {
-  const dir = runDir(records.map(serializeRecord), { 'metrics.jsonl': '{"step":0,"reward":0.1}\n{"step":1,"reward":0.4}\n' });
-  const report = await buildReport(dir);
+  const dir = runDir(records.map(serializeRecord), {
+    'metrics.jsonl': '{"step":0,"reward":0.1}\n{"step":1,"reward":0.4}\n',
+  });
+  const report = await buildReport(dir, { scenarios: builtinScenarios });
   t.regex(report, /<svg/);
-  t.false(/<script|src="http|href="http(?!:\/\/www\.w3\.org)/.test(report.replace(/xmlns(:xlink)?="http:\/\/www\.w3\.org[^"]*"/g, '')));
+  t.false(
+    /<script|src="http|href="http(?!:\/\/www\.w3\.org)/.test(
+      report.replace(/xmlns(:xlink)?="http:\/\/www\.w3\.org[^"]*"/g, ''),
+    ),
+  );
   t.is((report.match(/data-example="/g) ?? []).length, 3);
   const empty = tempDir('view-nothing-');
   writeFileSync(join(empty, 'metrics.jsonl'), '');
   await t.throwsAsync(buildReport(empty), { instanceOf: RunDirError, message: /nothing to report/ });
 });
 
-function get(url: string, path: string, headers: Record<string, string> = {}, method = 'GET'): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
+function get(
+  url: string,
+  path: string,
+  headers: Record<string, string> = {},
+  method = 'GET',
+): Promise<{ status: number; body: string; headers: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     const req = request(url + path, { method, headers }, (res) => {
       let body = '';
@@ -234,7 +282,7 @@ function get(url: string, path: string, headers: Record<string, string> = {}, me
 
 test('the server: loopback only, GET only, clear 400/404s, no script allowed by its CSP', async (t) => {
   const dir = runDir(records.map(serializeRecord));
-  const viewer = await startViewer({ dirs: [dir] });
+  const viewer = await startViewer({ dirs: [dir], scenarios: builtinScenarios });
   try {
     t.regex(viewer.url, /^http:\/\/127\.0\.0\.1:\d+$/);
     const page = await get(viewer.url, '/run/0');
@@ -252,7 +300,10 @@ test('the server: loopback only, GET only, clear 400/404s, no script allowed by 
     t.is(api.total, records.filter((r) => r.endReason === 'answered').length);
     t.is(canonicalJson(JSON.parse((await get(viewer.url, '/api/run/0/episode/2')).body)), canonicalJson(records[2]));
     const port = Number(new URL(viewer.url).port);
-    await t.throwsAsync(startViewer({ dirs: [dir], port }), { instanceOf: ViewerStartError, message: new RegExp(`port ${port} is in use`) });
+    await t.throwsAsync(startViewer({ dirs: [dir], port }), {
+      instanceOf: ViewerStartError,
+      message: new RegExp(`port ${port} is in use`),
+    });
     await t.throwsAsync(startViewer({ dirs: [dir], port: 70000 }), { instanceOf: ViewerStartError });
   } finally {
     await viewer.close();

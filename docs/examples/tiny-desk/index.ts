@@ -1,14 +1,10 @@
 import Database from 'better-sqlite3';
 import { createActor, setup } from 'xstate';
 import { z } from 'zod';
-import { createRng, deriveSeed } from '../../../src/core/rng.ts';
-import type { Json, Task } from '../../../src/core/types.ts';
-import type { ToolEnv } from '../../../src/env/tool-env.ts';
-import { formatInvalidAction, formatResults, toolsSystemPrompt } from '../../../src/env/observation.ts';
-import type { Policy } from '../../../src/policy/policy.ts';
-import { commitEffect, syncEffects, type EffectLog } from '../../../src/scenario/effects.ts';
-import { defineScenario } from '../../../src/scenario/scenario.ts';
-import { tool, type ToolContext } from '../../../src/tools/tool.ts';
+import {
+  createRng, deriveSeed, formatInvalidAction, formatResults, toolsSystemPrompt, commitEffect, syncEffects,
+  defineScenario, tool, type Json, type Task, type ToolEnv, type Policy, type EffectLog, type ToolContext,
+} from 'agent-r1-ts';
 
 // 1. The world machine: an order's lifecycle. The rule "only pending orders can be cancelled" lives here.
 export const orderMachine = setup({ types: { events: {} as { type: 'SHIP' } | { type: 'CANCEL' } } }).createMachine({

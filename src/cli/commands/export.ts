@@ -14,11 +14,18 @@ interface ExportFlags {
 export function register(program: Command): void {
   program
     .command('export')
-    .description("write a run's episodes as training data: one row per episode with OpenAI-format messages, tools and rewards")
+    .description(
+      "write a run's episodes as training data: one row per episode with OpenAI-format messages, tools and rewards",
+    )
     .argument('<run>', 'a run directory (with episodes.jsonl) or an episodes .jsonl file')
-    .addOption(new Option('--format <format>', 'messages (JSONL) or parquet').choices(EXPORT_FORMATS).makeOptionMandatory())
+    .addOption(
+      new Option('--format <format>', 'messages (JSONL) or parquet').choices(EXPORT_FORMATS).makeOptionMandatory(),
+    )
     .requiredOption('--out <file>', 'the file to write')
-    .option('--scenario <name>', "load this scenario (name or folder) for the tools instead of the records' scenario id")
+    .option(
+      '--scenario <name>',
+      "load this scenario (name or folder) for the tools instead of the records' scenario id",
+    )
     .option('--json', 'print {rows, out, bytes} as the last stdout line')
     .action(async (run: string, flags: ExportFlags) => {
       const result = await exportRun({

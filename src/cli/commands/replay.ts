@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
-import { readRecords } from '../../replay/jsonl.ts';
+import { readRecords } from '../../record/jsonl.ts';
 import { replayRecord, type Divergence } from '../../replay/replay.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import type { Scenario } from '../../scenario/scenario.ts';
@@ -19,8 +19,11 @@ interface ReplayFlags {
 const clip = (s: string, n = 300) => (s.length > n ? `${s.slice(0, n)}…` : s);
 
 /** An episode turn by turn, as the replay saw it. */
-export function formatEpisode(record: EpisodeRecord): string {
-  const lines = [`episode ${record.episodeId} (task ${record.task.id}, ${record.task.split})`, `  question: ${clip(record.task.question)}`];
+function formatEpisode(record: EpisodeRecord): string {
+  const lines = [
+    `episode ${record.episodeId} (task ${record.task.id}, ${record.task.split})`,
+    `  question: ${clip(record.task.question)}`,
+  ];
   for (const turn of record.turns) {
     lines.push(`  turn ${turn.index} [${turn.states.join(' → ')}]`);
     lines.push(`    action: ${clip(turn.text)}`);
@@ -28,7 +31,9 @@ export function formatEpisode(record: EpisodeRecord): string {
     if (turn.observation !== null) lines.push(`    observation: ${clip(turn.observation)}`);
     lines.push(`    process reward: ${turn.reward}`);
   }
-  lines.push(`  answer: ${record.answer ?? '(none)'} | outcome ${record.outcome.reward} (${record.outcome.success ? 'success' : 'fail'}) | total ${record.totalReward} | ended: ${record.endReason}`);
+  lines.push(
+    `  answer: ${record.answer ?? '(none)'} | outcome ${record.outcome.reward} (${record.outcome.success ? 'success' : 'fail'}) | total ${record.totalReward} | ended: ${record.endReason}`,
+  );
   return lines.join('\n');
 }
 
@@ -65,7 +70,11 @@ export function register(program: Command): void {
         if (flags.episode && record.episodeId !== flags.episode) continue;
         counts.episodes++;
         const key = canonicalJson(record.scenario);
-        if (!scenarios.has(key)) scenarios.set(key, loadScenario(flags.scenario ?? record.scenario.id, builtinScenarios, record.scenario.options));
+        if (!scenarios.has(key))
+          scenarios.set(
+            key,
+            loadScenario(flags.scenario ?? record.scenario.id, builtinScenarios, record.scenario.options),
+          );
         const result = await replayRecord(record, await scenarios.get(key)!, { liveTools: flags.liveTools });
         if (!flags.quiet) say(formatEpisode(record));
         if (result.verified) {
@@ -78,7 +87,10 @@ export function register(program: Command): void {
         }
       }
       if (flags.json) printJson({ ...counts, problems });
-      else process.stdout.write(`\n${counts.episodes} episodes: ${counts.verified} verified, ${counts.diverged} diverged, ${counts.corrupt} corrupt lines\n`);
+      else
+        process.stdout.write(
+          `\n${counts.episodes} episodes: ${counts.verified} verified, ${counts.diverged} diverged, ${counts.corrupt} corrupt lines\n`,
+        );
       if (counts.diverged > 0 || counts.corrupt > 0) process.exitCode = EXIT_FAILED;
     });
 }

@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
+import { builtinScenarios } from '../../../scenarios/index.ts';
 
 interface ReportFlags {
   out?: string;
@@ -10,14 +11,16 @@ interface ReportFlags {
 export function register(program: Command): void {
   program
     .command('report')
-    .description('write one self-contained HTML report of a run (curves as inline SVG, tables, best/median/worst episodes)')
+    .description(
+      'write one self-contained HTML report of a run (curves as inline SVG, tables, best/median/worst episodes)',
+    )
     .argument('<dir>', 'run directory')
     .option('--out <file>', 'output file (default DIR/report.html)')
     .option('--no-replay', 'do not replay the example episodes')
     .action(async (dir: string, flags: ReportFlags) => {
       const out = flags.out ?? join(dir, 'report.html');
       const { buildReport } = await import('../../view/report.ts');
-      const report = await buildReport(dir, { replay: flags.replay });
+      const report = await buildReport(dir, { replay: flags.replay, scenarios: builtinScenarios });
       mkdirSync(dirname(out), { recursive: true });
       writeFileSync(out, report);
       process.stdout.write(`report: ${out} (${(Buffer.byteLength(report) / 1024).toFixed(0)} KiB)\n`);

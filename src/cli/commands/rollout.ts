@@ -2,13 +2,23 @@ import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import cliProgress from 'cli-progress';
-import { resolvePolicy } from '../../policy/resolve.ts';
-import { rollout } from '../../rollout/rollout.ts';
+import { resolvePolicy } from '../../app/resolve-policy.ts';
+import { rollout, type ThroughputSummary } from '../../rollout/rollout.ts';
 import type { RolloutSummary } from '../../rollout/summary.ts';
-import { RecordWriter } from '../../replay/jsonl.ts';
+import { RecordWriter } from '../../record/jsonl.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
-import { checkSplit, formatSummary, integer, keyValue, nonNegativeInt, nonNegativeNumber, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
-import { canRunInWorkers, parallelRollout } from '../../rollout/parallel-rollout.ts';
+import {
+  checkSplit,
+  formatSummary,
+  integer,
+  keyValue,
+  nonNegativeInt,
+  nonNegativeNumber,
+  positiveInt,
+  printJson,
+  scenarioFromFlags,
+} from '../common.ts';
+import { canRunInWorkers, workerThreads } from '../../rollout/worker-threads.ts';
 import { availableParallelism } from 'node:os';
 
 export interface RolloutFlags {
@@ -47,7 +57,11 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
     .option('--max-turns <n>', "turns per episode (default: the scenario's)", positiveInt)
     .option('--max-tokens-per-turn <n>', "tokens one action may take (default: the scenario's)", positiveInt)
     .option('--max-total-tokens <n>', "action + observation tokens per episode (default: the scenario's)", positiveInt)
-    .option('--temperature <x>', "a checkpoint policy's sampling temperature instead of the one it was saved with (0: greedy, as the paper table evaluates)", nonNegativeNumber)
+    .option(
+      '--temperature <x>',
+      "a checkpoint policy's sampling temperature instead of the one it was saved with (0: greedy, as the paper table evaluates)",
+      nonNegativeNumber,
+    )
     .option('--json', 'print the summary as JSON on the last stdout line');
   if (policyRequired) command.requiredOption('--policy <name>', 'reference policy name or ckpt:DIR');
   else command.option('--policy <name>', 'reference policy name or ckpt:DIR', 'expert');
@@ -55,7 +69,9 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
 }
 
 /** Runs a rollout with a progress bar on stderr; writes records to `out` when given. */
-export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSummary> {
+export async function runRolloutCommand(
+  flags: RolloutFlags,
+): Promise<RolloutSummary & { throughput: ThroughputSummary }> {
   const scenario = await scenarioFromFlags(flags);
   checkSplit(scenario, flags.split);
   const policy = await resolvePolicy(flags.policy, scenario, flags.seed, { temperature: flags.temperature });
@@ -90,7 +106,11 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
     bar.update(count, { reward: (rewardSum / count).toFixed(3), tps: tps.toFixed(0) });
   };
   const config = Object.fromEntries(
-    Object.entries({ maxTurns: flags.maxTurns, maxTokensPerTurn: flags.maxTokensPerTurn, maxTotalTokens: flags.maxTotalTokens }).filter(([, v]) => v !== undefined),
+    Object.entries({
+      maxTurns: flags.maxTurns,
+      maxTokensPerTurn: flags.maxTokensPerTurn,
+      maxTotalTokens: flags.maxTotalTokens,
+    }).filter(([, v]) => v !== undefined),
   );
   const common = {
     config,
@@ -103,18 +123,20 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
     signal: controller.signal,
     onRecord,
   };
+  // External (network) policies run in this thread: their time is waiting, not compute.
+  const inWorkers = flags.workers > 0 && canRunInWorkers(policy, scenario);
+  const executor = inWorkers
+    ? workerThreads({ workers: flags.workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario })
+    : undefined;
   try {
-    const { summary } =
-      // External (network) policies run in this thread: their time is waiting, not compute.
-      flags.workers === 0 || !canRunInWorkers(policy, scenario)
-        ? await rollout({ ...common, concurrency: flags.concurrency })
-        : await parallelRollout({
-            ...common,
-            workers: flags.workers,
-            maxBatch: flags.maxBatch,
-            perWorkerConcurrency: 'actBatch' in policy ? undefined : flags.concurrency,
-            scenarioSource: flags.scenario,
-          });
+    const result = await rollout({
+      ...common,
+      executor,
+      // A batch policy's concurrency follows from the batch size (see workerThreads).
+      concurrency: inWorkers && 'actBatch' in policy ? undefined : flags.concurrency,
+    });
+    const { throughput, batching } = result;
+    const summary = { ...result.summary, throughput, ...(batching ? { batching } : {}) };
     if (controller.signal.aborted) {
       process.stderr.write(`\ninterrupted: ${count} finished episodes written\n`);
       process.exitCode = 130;
@@ -127,15 +149,25 @@ export async function runRolloutCommand(flags: RolloutFlags): Promise<RolloutSum
   } finally {
     bar.stop();
     writer?.close();
+    await executor?.close();
     process.off('SIGINT', onSigint);
   }
 }
 
 export function register(program: Command): void {
-  rolloutOptions(program.command('rollout').description('run episodes and write DIR/episodes.jsonl and DIR/summary.json'), false, 'train')
+  rolloutOptions(
+    program.command('rollout').description('run episodes and write DIR/episodes.jsonl and DIR/summary.json'),
+    false,
+    'train',
+  )
     .option('--out <dir>', 'output directory')
     .action(async (flags: RolloutFlags) => {
-      const name = [flags.scenario, flags.policy, flags.seed, ...(flags.temperature !== undefined ? [`t${flags.temperature}`] : [])].join('-');
+      const name = [
+        flags.scenario,
+        flags.policy,
+        flags.seed,
+        ...(flags.temperature !== undefined ? [`t${flags.temperature}`] : []),
+      ].join('-');
       const out = flags.out ?? join('runs', name.replace(/[^\w-]/g, '_'));
       const summary = await runRolloutCommand({ ...flags, out });
       const brief = {
@@ -144,7 +176,7 @@ export function register(program: Command): void {
         successRate: summary.successRate,
         failed: summary.failed,
         byEndReason: summary.byEndReason,
-        ...('throughput' in summary ? { throughput: summary.throughput } : {}),
+        throughput: summary.throughput,
       };
       if (flags.json) printJson({ ...brief, out });
       else process.stdout.write(`${formatSummary(brief)}\nrecords: ${join(out, 'episodes.jsonl')}\n`);

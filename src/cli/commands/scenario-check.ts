@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { episodeMachine } from '../../../machines/episode.ts';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { AgentR1Error } from '../../core/errors.ts';
-import { checkScenarioDir } from '../../scenario/check.ts';
+import { checkScenarioDir } from '../../app/check-scenario.ts';
 import { machineToMermaid } from '../../scenario/diagram.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { EXIT_USAGE, integer, positiveInt, printJson } from '../common.ts';
@@ -15,7 +15,9 @@ export function register(program: Command): void {
   const scenario = program.command('scenario').description('work with a scenario folder of your own');
   scenario
     .command('check')
-    .description('load DIR/index.ts and name every problem: missing or ill-typed exports, invalid tool schemas, a world machine that does not start, a reference policy that cannot finish an episode')
+    .description(
+      'load DIR/index.ts and name every problem: missing or ill-typed exports, invalid tool schemas, a world machine that does not start, a reference policy that cannot finish an episode',
+    )
     .argument('<dir>', 'the scenario folder (with an index.ts whose default export is the scenario)')
     .option('--timeout <ms>', 'the most time one policy episode may take', positiveInt, 10_000)
     .option('--seed <n>', 'seed of the tasks and episodes the check runs', integer, 0)
@@ -28,7 +30,11 @@ export function register(program: Command): void {
         printJson({ dir, ok: problems.length === 0, problems, checked });
       } else {
         const out = process.stdout;
-        out.write(problems.length === 0 ? `${dir}: no problems\n` : `${dir}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n`);
+        out.write(
+          problems.length === 0
+            ? `${dir}: no problems\n`
+            : `${dir}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n`,
+        );
         for (const p of problems) out.write(`  ✗ ${p.where} [${p.kind}]: ${p.message}\n`);
         for (const c of checked) out.write(`  ✓ ${c}\n`);
       }
@@ -38,7 +44,9 @@ export function register(program: Command): void {
 
   scenario
     .command('diagram')
-    .description('print a scenario\'s world machine (or, with --episode, the episode machine) as a Mermaid stateDiagram-v2, generated from the machine')
+    .description(
+      "print a scenario's world machine (or, with --episode, the episode machine) as a Mermaid stateDiagram-v2, generated from the machine",
+    )
     .argument('[scenario]', 'a built-in scenario name or a scenario folder')
     .option('--episode', 'draw the episode machine (machines/episode.ts) instead')
     .exitOverride()

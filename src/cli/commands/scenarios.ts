@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { loadScenario } from '../../scenario/load.ts';
+import type { Scenario } from '../../scenario/scenario.ts';
 import { printJson } from '../common.ts';
 
 export function register(program: Command): void {
@@ -11,13 +12,21 @@ export function register(program: Command): void {
     .action(async (flags: { json?: boolean }) => {
       const rows = [];
       for (const name of Object.keys(builtinScenarios)) {
-        let s;
+        let s: Scenario;
         try {
           s = await loadScenario(name, builtinScenarios);
         } catch (err) {
           // Dataset scenarios cannot be built without their file; list them with what they need.
           const why = err instanceof Error ? err.message : String(err);
-          rows.push({ name, version: '', description: `(needs options) ${why}`, tools: [] as string[], splits: [] as string[], policies: [] as string[], worldMachine: null });
+          rows.push({
+            name,
+            version: '',
+            description: `(needs options) ${why}`,
+            tools: [] as string[],
+            splits: [] as string[],
+            policies: [] as string[],
+            worldMachine: null,
+          });
           continue;
         }
         rows.push({

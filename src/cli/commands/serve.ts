@@ -21,7 +21,8 @@ interface ServeFlags {
 
 function port(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('expected a port number (0-65535; 0: any free port)');
+  if (!Number.isInteger(n) || n < 0 || n > 65535)
+    throw new InvalidArgumentError('expected a port number (0-65535; 0: any free port)');
   return n;
 }
 
@@ -32,7 +33,9 @@ export function register(program: Command): void {
     .requiredOption('--policy <spec>', 'the policy to serve: ckpt:DIR')
     .option('--port <p>', 'port (0: any free port)', port, 8000)
     .option('--host <host>', 'interface to listen on', '127.0.0.1')
-    .addOption(new Option('--api-key <key>', 'require "Authorization: Bearer KEY" (default: none)').env('AGENT_R1_API_KEY'))
+    .addOption(
+      new Option('--api-key <key>', 'require "Authorization: Bearer KEY" (default: none)').env('AGENT_R1_API_KEY'),
+    )
     .option('--model-name <name>', 'the model id clients ask for (default: the checkpoint folder name)')
     .option('--max-batch <b>', 'most requests generated in one batch', positiveInt, 32)
     .option('--max-wait-ms <ms>', 'how long a request waits for others to batch with', nonNegativeInt, 10)
@@ -42,7 +45,7 @@ export function register(program: Command): void {
     .action(async (flags: ServeFlags) => {
       if (!flags.policy.startsWith('ckpt:')) throw new UnknownNameError('policy to serve', flags.policy, ['ckpt:DIR']);
       const dir = flags.policy.slice('ckpt:'.length);
-      const { loadCheckpointPolicy } = await import('../../policy/tfjs/checkpoint.ts');
+      const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
       const policy = (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
       const modelName = flags.modelName ?? basename(resolve(dir));
       const server = new ChatServer({
@@ -60,7 +63,9 @@ export function register(program: Command): void {
               ),
       });
       const url = await server.listen(flags.port, flags.host);
-      process.stderr.write(`serving "${modelName}" (${policy.id}, version ${policy.version.slice(0, 12)}) at ${url}${flags.apiKey ? ' (API key required)' : ''}\n`);
+      process.stderr.write(
+        `serving "${modelName}" (${policy.id}, version ${policy.version.slice(0, 12)}) at ${url}${flags.apiKey ? ' (API key required)' : ''}\n`,
+      );
       if (flags.json) printJson({ url, model: modelName, version: policy.version });
       await new Promise<void>((done) => {
         const stop = () => {

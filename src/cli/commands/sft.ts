@@ -2,11 +2,19 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
-import { resolvePolicy } from '../../policy/resolve.ts';
+import { resolvePolicy } from '../../app/resolve-policy.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
-import { runSft } from '../../policy/tfjs/sft.ts';
+import { runSft } from '../../app/run-sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
-import { checkSplit, formatSummary, integer, nonNegativeNumber, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+import {
+  checkSplit,
+  formatSummary,
+  integer,
+  nonNegativeNumber,
+  positiveInt,
+  printJson,
+  scenarioFromFlags,
+} from '../common.ts';
 
 interface SftFlags {
   scenario: string;
@@ -38,14 +46,17 @@ const positiveNumber = (v: string): number => {
 };
 
 function chunking(value: string): Chunking {
-  if (!(CHUNKINGS as string[]).includes(value)) throw new InvalidArgumentError(`expected one of ${CHUNKINGS.join(', ')}`);
+  if (!(CHUNKINGS as string[]).includes(value))
+    throw new InvalidArgumentError(`expected one of ${CHUNKINGS.join(', ')}`);
   return value as Chunking;
 }
 
 export function register(program: Command): void {
   program
     .command('sft')
-    .description("behaviour cloning: collect a reference policy's episodes, train the tfjs GPT on them, save a checkpoint, evaluate on the dev split")
+    .description(
+      "behaviour cloning: collect a reference policy's episodes, train the tfjs GPT on them, save a checkpoint, evaluate on the dev split",
+    )
     .requiredOption('--scenario <name>', 'scenario name or folder')
     .requiredOption('--out <dir>', 'checkpoint directory (written atomically)')
     .option('--policy <name>', 'reference policy to clone', 'expert')
@@ -58,11 +69,20 @@ export function register(program: Command): void {
     .option('--d-model <n>', 'model width', positiveInt, 64)
     .option('--layers <n>', 'transformer layers', positiveInt, 2)
     .option('--copy-head', 'add a copy head (pointer-generator): names are copied from the context much sooner')
-    .option('--chunking <name>', 'tokenizer pre-tokenization: words or space-words (default: words with --copy-head, else space-words)', chunking)
+    .option(
+      '--chunking <name>',
+      'tokenizer pre-tokenization: words or space-words (default: words with --copy-head, else space-words)',
+      chunking,
+    )
     .option('--heads <n>', 'attention heads', positiveInt, 4)
     .option('--context <n>', 'context length (tokens)', positiveInt, 512)
     .option('--eval-episodes <n>', 'dev-split episodes to evaluate at the end (0: none)', integer, 100)
-    .option('--temperature <x>', 'sampling temperature saved with the checkpoint (what --policy ckpt:DIR samples with; 0: greedy)', nonNegativeNumber, 0)
+    .option(
+      '--temperature <x>',
+      'sampling temperature saved with the checkpoint (what --policy ckpt:DIR samples with; 0: greedy)',
+      nonNegativeNumber,
+      0,
+    )
     .option('--backend <name>', 'tensorflow-gpu | tensorflow | wasm | cpu (default: the best that loads)')
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--json', 'print the result as JSON on the last stdout line')
@@ -90,14 +110,23 @@ export function register(program: Command): void {
           batchSize: flags.batchSize,
           lr: flags.lr,
           vocabSize: flags.vocabSize,
-          model: { dModel: flags.dModel, nLayers: flags.layers, nHeads: flags.heads, contextLength: flags.context, copyHead: flags.copyHead ?? false },
+          model: {
+            dModel: flags.dModel,
+            nLayers: flags.layers,
+            nHeads: flags.heads,
+            contextLength: flags.context,
+            copyHead: flags.copyHead ?? false,
+          },
           chunking: flags.chunking ?? (flags.copyHead ? 'words' : 'space-words'),
           onStep: (s) => {
             if (!barOn) {
               bar.start(s.totalSteps, 0, { phase: 'sft ', info: '' });
               barOn = true;
             }
-            bar.update(s.step, { phase: 'sft ', info: `loss ${s.loss.toFixed(3)} | ${Math.round(s.tokensPerSecond)} tok/s | lr ${s.lr.toExponential(1)}` });
+            bar.update(s.step, {
+              phase: 'sft ',
+              info: `loss ${s.loss.toFixed(3)} | ${Math.round(s.tokensPerSecond)} tok/s | lr ${s.lr.toExponential(1)}`,
+            });
           },
         },
         onPhase: (phase, detail) => {
@@ -109,7 +138,10 @@ export function register(program: Command): void {
             bar.start(detail.episodes as number, 0, { phase: 'eval', info: `split ${detail.split}` });
             barOn = true;
           } else if (phase !== 'train') process.stderr.write(`${phase}: ${JSON.stringify(detail)}\n`);
-          else process.stderr.write(`train: ${detail.records} episodes (teacher success ${(detail.teacherSuccess as number).toFixed(3)})\n`);
+          else
+            process.stderr.write(
+              `train: ${detail.records} episodes (teacher success ${(detail.teacherSuccess as number).toFixed(3)})\n`,
+            );
         },
         onEvalRecord: (done) => bar.update(done),
       });

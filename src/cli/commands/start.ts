@@ -4,71 +4,48 @@ import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
 import { TrainingError } from '../../rl/errors.ts';
-import { formatPaperTable, runPaper, type PaperOptions } from '../../rl/paper.ts';
+import { formatPaperTable, runPaper } from '../../app/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { integer } from '../common.ts';
-
-/**
- * The budgets of the main job. Full: the paper's comparison (Naive RAG, Base Tool Call = the SFT
- * warm start, GRPO) in under 15 minutes on 2 CPU cores. Quick: the same pipeline, small enough for CI
- * (under 2 minutes), which still shows the training reward rising.
- *
- * The warm start imitates a noisy expert that, in 70% of its episodes, answers one search too
- * early with the entity it would have searched next (see scenarios/multihop-qa): the model learns
- * the action format and to copy names from questions and documents, and keeps the bad habit for RL
- * to unlearn. The model has a copy head and a tokenizer whose words have the same ids everywhere
- * (`words` chunking): without them a model of this size trained for minutes copied nothing (EM 0).
- */
-export const START_SCENARIO_OPTIONS = { noisyEarly: '0.7', noisyDistractor: '0' } as const;
-
-export function startBudget(quick: boolean): Pick<PaperOptions, 'warmStart' | 'rl' | 'evalEpisodes' | 'episode'> {
-  // An expert action is at most ~40 tokens; a per-turn cap of 64 keeps an untrained policy's
-  // rambling from eating the budget (such an action is refused as over the limit, and penalized).
-  const episode = { maxTokensPerTurn: 64 };
-  const model = { dModel: 64, nLayers: 2, contextLength: 768, copyHead: true };
-  if (quick) {
-    return {
-      // Short episodes (3 turns: enough for a 2-hop chain); the run shows the warm-started policy's
-      // reward rising under GRPO.
-      episode: { ...episode, maxTurns: 3 },
-      warmStart: { demoPolicy: 'noisy-expert', episodes: 128, steps: 40, batchSize: 8, lr: 6e-3, vocabSize: 768, model },
-      rl: { steps: 8, tasksPerStep: 2, group: 8, epochs: 1, minibatch: 16, lr: 2e-3, klMode: 'none', klCoef: 0, evalEvery: 4, evalEpisodes: 16, checkpointEvery: 8 },
-      evalEpisodes: { test: 24, ood: 12 },
-    };
-  }
-  return {
-    episode,
-    warmStart: { demoPolicy: 'noisy-expert', episodes: 800, steps: 440, batchSize: 8, lr: 6e-3, vocabSize: 768, model },
-    // lr 1e-3 doubled dev EM by step 8 and lost it all by step 16 (seed 1); 3e-4 climbs slower and holds.
-    rl: { steps: 14, tasksPerStep: 8, group: 8, minibatch: 64, lr: 3e-4, klMode: 'none', klCoef: 0, evalEvery: 7, evalEpisodes: 32, checkpointEvery: 7 },
-    evalEpisodes: { test: 150, ood: 75 },
-  };
-}
+import { START_SCENARIO_OPTIONS, startBudget } from '../../app/start.ts';
 
 export function register(program: Command): void {
   program
     .command('start')
-    .description('the main job: multi-hop QA world → SFT warm start on imperfect demonstrations → GRPO, then the results table')
+    .description(
+      'the main job: multi-hop QA world → SFT warm start on imperfect demonstrations → GRPO, then the results table',
+    )
     .option('--quick', 'a small run for CI (under 2 minutes) that still shows the reward rising')
     .option('--seed <n>', 'seed of the world, the demonstrations and the training', integer, 1)
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
-    .option('--no-replica', 'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of them on a second core)')
+    .option(
+      '--no-replica',
+      'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of them on a second core)',
+    )
     .action(async (flags: { quick?: boolean; seed: number; out?: string; backend?: string; replica: boolean }) => {
       const t0 = performance.now();
-      const say = (s: string) => process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
+      const say = (s: string) =>
+        process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
       const quick = flags.quick ?? false;
       const out = flags.out ?? join('runs', quick ? 'start-quick' : 'start');
       if (existsSync(out)) {
         // The main job starts over; refuse to wipe a directory it did not make.
-        if (!existsSync(join(out, 'warm-start')) && !existsSync(join(out, 'paper.json')) && readdirSync(out).length > 0) {
+        if (
+          !existsSync(join(out, 'warm-start')) &&
+          !existsSync(join(out, 'paper.json')) &&
+          readdirSync(out).length > 0
+        ) {
           throw new TrainingError(`${out} exists and is not a start run; choose another --out`);
         }
         rmSync(out, { recursive: true, force: true });
       }
       const info = await initBackend(flags.backend);
       say(`backend ${info.name}`);
-      const scenario = await loadScenario('multihop-qa', builtinScenarios, { seed: String(flags.seed), ...START_SCENARIO_OPTIONS });
+      const scenario = await loadScenario('multihop-qa', builtinScenarios, {
+        seed: String(flags.seed),
+        ...START_SCENARIO_OPTIONS,
+      });
       say(scenario.description);
       const budget = startBudget(quick);
       const result = await runPaper({
@@ -81,7 +58,9 @@ export function register(program: Command): void {
         onEvent: (e) => {
           if (e.message) say(e.message);
           if (e.sft && (e.sft.step % 10 === 0 || e.sft.step === e.sft.steps)) {
-            say(`sft step ${e.sft.step}/${e.sft.steps}  loss ${e.sft.loss.toFixed(3)}  ${e.sft.tokensPerS.toFixed(0)} tok/s`);
+            say(
+              `sft step ${e.sft.step}/${e.sft.steps}  loss ${e.sft.loss.toFixed(3)}  ${e.sft.tokensPerS.toFixed(0)} tok/s`,
+            );
           }
           if (e.step) {
             const m = e.step;
@@ -90,7 +69,10 @@ export function register(program: Command): void {
                 `entropy ${m.entropy.toFixed(3)}  clip ${m.clipFraction.toFixed(3)}  grad ${m.gradNorm.toFixed(2)}  ${m.time.tokensPerS.toFixed(0)} tok/s`,
             );
           }
-          if (e.eval) say(`${e.algo} eval on ${e.eval.split} at step ${e.eval.step}: EM ${(e.eval.outcome.em ?? e.eval.success).toFixed(3)}`);
+          if (e.eval)
+            say(
+              `${e.algo} eval on ${e.eval.split} at step ${e.eval.step}: EM ${(e.eval.outcome.em ?? e.eval.success).toFixed(3)}`,
+            );
         },
       });
       const rewards = result.rewards.map((r) => r.reward);
@@ -106,7 +88,9 @@ export function register(program: Command): void {
           `${result.warmStart.steps} SFT steps, ${result.warmStart.parameters} parameters`,
         `GRPO training reward per step: ${rewards.map((r) => r.toFixed(3)).join(' ')}`,
         `mean reward, first half → second half: ${avg(rewards.slice(0, half)).toFixed(3)} → ${avg(rewards.slice(half)).toFixed(3)}`,
-        `time: ${Object.entries(result.seconds).map(([k, v]) => `${k} ${v.toFixed(0)} s`).join(', ')}; total ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+        `time: ${Object.entries(result.seconds)
+          .map(([k, v]) => `${k} ${v.toFixed(0)} s`)
+          .join(', ')}; total ${((performance.now() - t0) / 1000).toFixed(0)} s`,
         `run directory: ${out}  (GRPO policy: ckpt:${join(out, 'grpo', 'final')}; metrics: ${join(out, 'grpo', 'metrics.jsonl')})`,
       ];
       process.stdout.write(lines.join('\n') + '\n');

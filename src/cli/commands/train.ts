@@ -3,12 +3,12 @@ import { join } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { initBackend } from '../../policy/tfjs/backend.ts';
-import { resolvePolicy } from '../../policy/resolve.ts';
+import { resolvePolicy } from '../../app/resolve-policy.ts';
 import { ALGORITHMS, resolveConfig, type TrainConfig } from '../../rl/config.ts';
 import { TrainingError } from '../../rl/errors.ts';
 import { KL_ESTIMATORS } from '../../rl/kl.ts';
 import { readLatest } from '../../rl/run-dir.ts';
-import { canUseReplica, ReplicaRollouts } from '../../rl/replica.ts';
+import { canUseReplica, Replica } from '../../rollout/replica.ts';
 import { GptTrainable } from '../../rl/tfjs-trainable.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
 import { sftWarmStart } from '../../rl/warm-start.ts';
@@ -62,7 +62,11 @@ const f3 = (x: number | null | undefined) => (x === null || x === undefined ? '-
  * The model to train: a checkpoint (`--init ckpt:DIR`), the run's own latest checkpoint or warm
  * start on `--resume`, or a fresh SFT warm start on demonstrations (saved to OUT/warm-start).
  */
-async function initialModel(flags: TrainFlags, scenario: Awaited<ReturnType<typeof scenarioFromFlags>>, log: (s: string) => void) {
+async function initialModel(
+  flags: TrainFlags,
+  scenario: Awaited<ReturnType<typeof scenarioFromFlags>>,
+  log: (s: string) => void,
+) {
   if (flags.init) {
     if (!flags.init.startsWith('ckpt:')) throw new TrainingError(`--init must be ckpt:DIR, got "${flags.init}"`);
     return { model: await GptTrainable.fromCheckpoint(flags.init.slice(5)), init: flags.init };
@@ -76,7 +80,11 @@ async function initialModel(flags: TrainFlags, scenario: Awaited<ReturnType<type
   const demoPolicy = await resolvePolicy(flags.demoPolicy, scenario, flags.seed);
   log(`warm start: SFT on ${flags.demoEpisodes} ${flags.demoPolicy} demonstrations, ${flags.sftSteps} steps`);
   const bar = new cliProgress.SingleBar(
-    { stream: process.stderr, format: 'sft {bar} {value}/{total} | loss {loss} | {tps} tok/s | ETA {eta}s', hideCursor: false },
+    {
+      stream: process.stderr,
+      format: 'sft {bar} {value}/{total} | loss {loss} | {tps} tok/s | ETA {eta}s',
+      hideCursor: false,
+    },
     cliProgress.Presets.shades_classic,
   );
   bar.start(flags.sftSteps, 0, { loss: '-', tps: '-' });
@@ -94,11 +102,13 @@ async function initialModel(flags: TrainFlags, scenario: Awaited<ReturnType<type
   });
   bar.stop();
   await ws.trainable.save(warm);
-  log(`warm start: ${ws.parameters} parameters, ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% successful), loss ${ws.finalLoss.toFixed(3)}, ${ws.seconds.toFixed(0)} s → ${warm}`);
+  log(
+    `warm start: ${ws.parameters} parameters, ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% successful), loss ${ws.finalLoss.toFixed(3)}, ${ws.seconds.toFixed(0)} s → ${warm}`,
+  );
   return { model: ws.trainable, init: `warm-start:${flags.demoPolicy}` };
 }
 
-export async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
+async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   const log = (s: string) => process.stderr.write(s + '\n');
   const info = await initBackend(flags.backend);
   log(`backend: ${info.name} (${info.reason})`);
@@ -137,7 +147,11 @@ export async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   // A GPT checkpoint can be replicated into a worker thread that plays half of every rollout.
   const replica =
     flags.replica !== false && canUseReplica(info.name) && model instanceof GptTrainable
-      ? new ReplicaRollouts(scenario, info.name, { scenarioSource: flags.scenario, onFallback: (e) => log(`replica failed, its episodes were played on the main thread: ${e.message}`) })
+      ? new Replica({
+          backend: info.name,
+          scenarioSource: flags.scenario,
+          onFallback: (e) => log(`replica failed, its episodes were played on the main thread: ${e.message}`),
+        })
       : undefined;
   bar.start(config.steps, startStep, { reward: '-', em: '-', kl: '-', tps: '-' });
   try {
@@ -149,7 +163,7 @@ export async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
       resume: flags.resume,
       init,
       signal: controller.signal,
-      ...(replica ? { rollouts: replica.run } : {}),
+      executor: replica,
       onStep: (m) =>
         bar.update(m.step, {
           reward: f3(m.reward),
@@ -170,7 +184,9 @@ export async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
 export function register(program: Command): void {
   program
     .command('train')
-    .description('RL-train a tfjs policy on a scenario (SFT warm start or --init ckpt:DIR, then PPO/GRPO/REINFORCE++/RLOO)')
+    .description(
+      'RL-train a tfjs policy on a scenario (SFT warm start or --init ckpt:DIR, then PPO/GRPO/REINFORCE++/RLOO)',
+    )
     .requiredOption('--scenario <name>', 'scenario name or folder')
     .requiredOption('--algo <algo>', `algorithm: ${ALGORITHMS.join(', ')}`)
     .requiredOption('--out <dir>', 'run directory (metrics.jsonl, episodes.jsonl, checkpoints/, final/)')
@@ -200,21 +216,39 @@ export function register(program: Command): void {
     .option('--context <n>', 'warm start: context length', positiveInt, 768)
     .option('--vocab <n>', 'warm start: tokenizer vocabulary', positiveInt, 768)
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
-    .option('--no-replica', 'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of each rollout)')
+    .option(
+      '--no-replica',
+      'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of each rollout)',
+    )
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--json', 'print the last step and eval as JSON on the last stdout line')
     .action(async (flags: TrainFlags) => {
       const result = await runTrainCommand(flags);
       const last = result.steps.at(-1);
       const lastEval = result.evals.at(-1);
-      if (flags.json) printJson({ out: flags.out, lastStep: last ?? null, lastEval: lastEval ?? null, final: result.finalDir, best: result.best });
+      if (flags.json)
+        printJson({
+          out: flags.out,
+          lastStep: last ?? null,
+          lastEval: lastEval ?? null,
+          final: result.finalDir,
+          best: result.best,
+        });
       else {
         const lines = [
           `steps ${result.steps.length ? `${result.steps[0]!.step}-${last!.step}` : 'none'}; reward ${f3(result.steps[0]?.reward)} → ${f3(last?.reward)}`,
-          ...(lastEval ? [`dev (step ${lastEval.step}): EM ${f3(lastEval.outcome.em ?? lastEval.success)}, reward ${f3(lastEval.reward)}`] : []),
+          ...(lastEval
+            ? [
+                `dev (step ${lastEval.step}): EM ${f3(lastEval.outcome.em ?? lastEval.success)}, reward ${f3(lastEval.reward)}`,
+              ]
+            : []),
           `metrics: ${join(flags.out, 'metrics.jsonl')}`,
           `policy: ckpt:${result.finalDir}`,
-          ...(result.best ? [`best dev checkpoint (step ${result.best.step}, dev ${f3(result.best.devScore)}): ckpt:${result.best.dir}`] : []),
+          ...(result.best
+            ? [
+                `best dev checkpoint (step ${result.best.step}, dev ${f3(result.best.devScore)}): ckpt:${result.best.dir}`,
+              ]
+            : []),
         ];
         process.stdout.write(lines.join('\n') + '\n');
       }

@@ -123,7 +123,7 @@ const LOOP_MIN_WORK = 32_768;
  * a naive loop (~1 GFLOP/s) while the 2-D path uses XNNPACK. Both are exact (same arithmetic per
  * output element). Also registers UnsortedSegmentSum (gather's gradient), which wasm lacks.
  */
-export function patchWasmKernels(): void {
+function patchWasmKernels(): void {
   if (patched) return;
   const original = tf.getKernel('BatchMatMul', 'wasm');
   const transpose = tf.getKernel('Transpose', 'wasm');
@@ -152,15 +152,33 @@ export function patchWasmKernels(): void {
     const n = b.shape[rb - 1]!;
     const batchA = a.shape.slice(0, -2).reduce((x, y) => x * y, 1);
     const batchB = b.shape.slice(0, -2).reduce((x, y) => x * y, 1);
-    const sameOuter =
-      a.shape.length === b.shape.length && a.shape.slice(0, -2).every((d, i) => d === b.shape[i]);
+    const sameOuter = a.shape.length === b.shape.length && a.shape.slice(0, -2).every((d, i) => d === b.shape[i]);
     let out: tf.TensorInfo;
     // Small products (decoding: one query row) are faster in the stock kernel: a 2-D call costs ~30 µs.
     const small = m * k * n < LOOP_MIN_WORK;
-    if (small || (batchA === 1 && batchB === 1) || !(sameOuter || batchA === 1 || batchB === 1) || a.dtype !== 'float32') {
-      out = original.kernelFunc({ inputs: { a, b }, backend, attrs: { ...attrs, transposeA: false, transposeB: false } }) as tf.TensorInfo;
+    if (
+      small ||
+      (batchA === 1 && batchB === 1) ||
+      !(sameOuter || batchA === 1 || batchB === 1) ||
+      a.dtype !== 'float32'
+    ) {
+      out = original.kernelFunc({
+        inputs: { a, b },
+        backend,
+        attrs: { ...attrs, transposeA: false, transposeB: false },
+      }) as tf.TensorInfo;
     } else {
-      raw ??= be.wasm.cwrap('BatchMatMul', null, ['number', 'array', 'number', 'number', 'array', 'number', 'number', 'number', 'number']);
+      raw ??= be.wasm.cwrap('BatchMatMul', null, [
+        'number',
+        'array',
+        'number',
+        'number',
+        'array',
+        'number',
+        'number',
+        'number',
+        'number',
+      ]);
       const batch = Math.max(batchA, batchB);
       const outerShape = batchA >= batchB ? a.shape.slice(0, -2) : b.shape.slice(0, -2);
       out = be.makeOutput([...outerShape, m, n], 'float32');
@@ -204,7 +222,9 @@ function registerGather(): void {
   const original = tf.getKernel('GatherV2', 'wasm');
   if (!original) return;
   const kernelFunc: tf.KernelFunc = ({ inputs, backend, attrs }) => {
-    const be = backend as unknown as WasmBackendLike & { typedArrayFromHeap(t: tf.TensorInfo): Float32Array | Int32Array };
+    const be = backend as unknown as WasmBackendLike & {
+      typedArrayFromHeap(t: tf.TensorInfo): Float32Array | Int32Array;
+    };
     const x = inputs.x as tf.TensorInfo;
     const indices = inputs.indices as tf.TensorInfo;
     const { axis, batchDims } = attrs as { axis: number; batchDims: number };

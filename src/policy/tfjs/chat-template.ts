@@ -27,7 +27,15 @@ export function chatEncoding(tok: Tokenizer): PolicyEncoding & { action(text: st
       return out;
     },
     observation(text: string): number[] {
-      return [end, role('tool'), tok.special('<tool_response>'), ...tok.encode(text), tok.special('</tool_response>'), end, assistant];
+      return [
+        end,
+        role('tool'),
+        tok.special('<tool_response>'),
+        ...tok.encode(text),
+        tok.special('</tool_response>'),
+        end,
+        assistant,
+      ];
     },
     end(): number[] {
       return [end, tok.eos];

@@ -5,9 +5,9 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { AgentR1Error } from '../../core/errors.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import type { Json } from '../../core/types.ts';
-import { GPTModel, parseModelConfig, type ModelConfig } from './model.ts';
+import { parseModelConfig, type ModelConfig } from './model-config.ts';
+import { GPTModel } from './model.ts';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.ts';
-import type { BatchPolicy } from '../policy.ts';
 
 /**
  * Checkpoints: a directory with `model.json` (format, model config, tokenizer, weight specs, the
@@ -15,8 +15,8 @@ import type { BatchPolicy } from '../policy.ts';
  * order). Written through a tfjs IOHandler of our own (no tfjs-node needed), into a temporary
  * sibling directory that is then renamed into place, so a reader never sees half a checkpoint.
  */
-export const CHECKPOINT_FORMAT = 'agent-r1-gpt';
-export const CHECKPOINT_VERSION = 1;
+const CHECKPOINT_FORMAT = 'agent-r1-gpt';
+const CHECKPOINT_VERSION = 1;
 
 export class CheckpointError extends AgentR1Error {}
 
@@ -73,7 +73,11 @@ export function checkpointIO(dir: string): tf.io.IOHandler {
   const target = resolve(dir);
   return {
     async save(artifacts: tf.io.ModelArtifacts): Promise<tf.io.SaveResult> {
-      const extra = artifacts.modelTopology as unknown as { modelConfig: ModelConfig; tokenizer: TokenizerJSON; meta?: { [key: string]: Json } };
+      const extra = artifacts.modelTopology as unknown as {
+        modelConfig: ModelConfig;
+        tokenizer: TokenizerJSON;
+        meta?: { [key: string]: Json };
+      };
       const weights = concat(artifacts.weightData as ArrayBuffer | ArrayBuffer[]);
       const json: ModelJson = {
         format: CHECKPOINT_FORMAT,
@@ -92,7 +96,10 @@ export function checkpointIO(dir: string): tf.io.IOHandler {
         await writeFile(join(tmp, 'weights.bin'), weights);
         await writeFile(join(tmp, 'model.json'), JSON.stringify(json, null, 1) + '\n');
         // rename() cannot replace a non-empty directory: move the old one aside first.
-        const exists = await stat(target).then(() => true, () => false);
+        const exists = await stat(target).then(
+          () => true,
+          () => false,
+        );
         const old = `${tmp}.old`;
         if (exists) await rename(target, old);
         await rename(tmp, target);
@@ -131,7 +138,12 @@ export function checkpointIO(dir: string): tf.io.IOHandler {
       });
       const weightData = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);
       return {
-        modelTopology: { modelConfig: json.modelConfig, tokenizer: json.tokenizer, meta: json.meta, hash: json.hash } as unknown as object,
+        modelTopology: {
+          modelConfig: json.modelConfig,
+          tokenizer: json.tokenizer,
+          meta: json.meta,
+          hash: json.hash,
+        } as unknown as object,
         weightSpecs: json.weightSpecs,
         weightData,
         format: CHECKPOINT_FORMAT,
@@ -148,7 +160,9 @@ export async function saveCheckpoint(
   meta: { [key: string]: Json } = {},
 ): Promise<string> {
   if (model.config.vocabSize !== tokenizer.vocabSize) {
-    throw new CheckpointError(`model vocabulary (${model.config.vocabSize}) and tokenizer (${tokenizer.vocabSize}) differ`);
+    throw new CheckpointError(
+      `model vocabulary (${model.config.vocabSize}) and tokenizer (${tokenizer.vocabSize}) differ`,
+    );
   }
   const { data, specs } = await tf.io.encodeWeights(model.namedWeights().map(([name, tensor]) => ({ name, tensor })));
   await checkpointIO(dir).save!({
@@ -162,7 +176,12 @@ export async function saveCheckpoint(
 /** Loads a checkpoint and verifies its content hash (a corrupted weights file is an error). */
 export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
   const artifacts = await checkpointIO(dir).load!();
-  const top = artifacts.modelTopology as unknown as { modelConfig: unknown; tokenizer: TokenizerJSON; meta: { [key: string]: Json }; hash: string };
+  const top = artifacts.modelTopology as unknown as {
+    modelConfig: unknown;
+    tokenizer: TokenizerJSON;
+    meta: { [key: string]: Json };
+    hash: string;
+  };
   const config = (() => {
     try {
       return parseModelConfig(top.modelConfig);
@@ -173,9 +192,14 @@ export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
   const tokenizer = new Tokenizer(top.tokenizer);
   const bytes = new Uint8Array(artifacts.weightData as ArrayBuffer);
   const hash = contentHash(config, tokenizer.toJSON(), bytes);
-  if (hash !== top.hash) throw new CheckpointError(`checkpoint ${dir}: content hash mismatch (stored ${top.hash.slice(0, 12)}, computed ${hash.slice(0, 12)})`);
+  if (hash !== top.hash)
+    throw new CheckpointError(
+      `checkpoint ${dir}: content hash mismatch (stored ${top.hash.slice(0, 12)}, computed ${hash.slice(0, 12)})`,
+    );
   if (config.vocabSize !== tokenizer.vocabSize) {
-    throw new CheckpointError(`checkpoint ${dir}: model vocabulary (${config.vocabSize}) and tokenizer (${tokenizer.vocabSize}) differ`);
+    throw new CheckpointError(
+      `checkpoint ${dir}: model vocabulary (${config.vocabSize}) and tokenizer (${tokenizer.vocabSize}) differ`,
+    );
   }
   let named: tf.NamedTensorMap;
   try {
@@ -190,30 +214,4 @@ export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
   } finally {
     for (const t of weights.values()) t.dispose();
   }
-}
-
-export type CheckpointSampling = { temperature?: number; topK?: number; topP?: number };
-
-/**
- * The `ckpt:DIR` policy: what resolvePolicy dynamic-imports. It samples as the checkpoint says
- * unless `sampling` overrides that; its version is the content hash, followed by the override when
- * there is one (`<hash>+temperature=0`), so records of one checkpoint sampled differently are told
- * apart (and never share a run id).
- */
-export async function loadCheckpointPolicy(dir: string, options: { backend?: string; sampling?: CheckpointSampling } = {}): Promise<BatchPolicy> {
-  const { initBackend } = await import('./backend.ts');
-  await initBackend(options.backend);
-  const ckpt = await loadCheckpoint(dir);
-  const { TfjsPolicy } = await import('./tfjs-policy.ts');
-  const override = Object.entries(options.sampling ?? {}).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : 1));
-  const version = [ckpt.hash, ...override.map(([k, v]) => `${k}=${v}`)].join('+');
-  const sampling = { ...samplingFromMeta(ckpt.meta), ...Object.fromEntries(override) };
-  return new TfjsPolicy({ id: `ckpt:${dir}`, version, model: ckpt.model, tokenizer: ckpt.tokenizer, sampling });
-}
-
-function samplingFromMeta(meta: { [key: string]: Json }): CheckpointSampling {
-  const s = meta.sampling;
-  if (s === null || typeof s !== 'object' || Array.isArray(s)) return {};
-  const pick = (k: string) => (typeof s[k] === 'number' ? (s[k] as number) : undefined);
-  return Object.fromEntries(Object.entries({ temperature: pick('temperature'), topK: pick('topK'), topP: pick('topP') }).filter(([, v]) => v !== undefined));
 }

@@ -1,14 +1,15 @@
 import * as tf from '@tensorflow/tfjs';
 import { createRng, type Rng } from '../../core/rng.ts';
 import { AgentR1Error } from '../../core/errors.ts';
-import type { GPTModel } from './model.ts';
+import { forwardRows, newCache } from './decode.ts';
 import type { KVCache } from './kv-cache.ts';
+import type { GPTModel } from './model.ts';
 
 /**
  * Batched incremental decoding with a KV cache.
  *
  * Every row prefills only the tokens its cache does not hold, then all rows decode one token per
- * step (GPTModel.forwardRows: dense layers batched in tfjs over the packed rows, attention in JS per
+ * step (decode.ts forwardRows: dense layers batched in tfjs over the packed rows, attention in JS per
  * row on the row's own keys, so a row's logits are bit-identical alone or in any batch). Each row samples
  * from its own PRNG stream (seeded by the row's seed). Finished rows leave the batch.
  */
@@ -30,7 +31,8 @@ export interface RowCache {
   bytes: number;
 }
 
-export interface GenerateRow {
+/** One row of a batched generation. */
+export interface GenerateRequest {
   /** The whole history, as ids. */
   tokens: readonly number[];
   seed: number;
@@ -73,7 +75,7 @@ export class GenerateError extends AgentR1Error {}
 
 interface Active {
   index: number;
-  row: GenerateRow;
+  row: GenerateRequest;
   rng: Rng;
   out: GenerateResult;
   /** Tokens fed so far (for the cache). */
@@ -83,15 +85,26 @@ interface Active {
   limit: number;
 }
 
-export function generate(model: GPTModel, rows: readonly GenerateRow[], options: GenerateOptions = {}): GenerateResult[] {
+export function generate(
+  model: GPTModel,
+  rows: readonly GenerateRequest[],
+  options: GenerateOptions = {},
+): GenerateResult[] {
   const C = model.config.contextLength;
   const pad = options.pad ?? 0;
   const results: GenerateResult[] = [];
   const active: Active[] = [];
   rows.forEach((row, index) => {
     if (row.tokens.length === 0) throw new GenerateError(`row ${index} has no tokens (a prompt is needed)`);
-    if (!Number.isInteger(row.maxTokens) || row.maxTokens < 0) throw new GenerateError(`row ${index}: maxTokens must be an integer ≥ 0`);
-    const out: GenerateResult = { tokens: [], logprobs: [], stop: 'length', prefilled: 0, ...(options.returnLogits ? { logits: [] } : {}) };
+    if (!Number.isInteger(row.maxTokens) || row.maxTokens < 0)
+      throw new GenerateError(`row ${index}: maxTokens must be an integer ≥ 0`);
+    const out: GenerateResult = {
+      tokens: [],
+      logprobs: [],
+      stop: 'length',
+      prefilled: 0,
+      ...(options.returnLogits ? { logits: [] } : {}),
+    };
     results.push(out);
     // The last generated token is never fed, so a row may generate up to C - len + 1 tokens.
     const limit = Math.min(row.maxTokens, C - row.tokens.length + 1);
@@ -110,7 +123,7 @@ export function generate(model: GPTModel, rows: readonly GenerateRow[], options:
   return results;
 }
 
-function usableCache(row: GenerateRow): RowCache | undefined {
+function usableCache(row: GenerateRequest): RowCache | undefined {
   const c = row.cache;
   if (!c || c.tokens.length === 0 || c.tokens.length >= row.tokens.length) return undefined;
   for (let i = 0; i < c.tokens.length; i++) if (c.tokens[i] !== row.tokens[i]) return undefined;
@@ -121,7 +134,9 @@ function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions)
   // Each row feeds what its cache lacks (first step) or its last sampled token (later steps).
   let feed = rows.map((a) => {
     const cache = usableCache(a.row);
-    a.kv = cache ? cache.kv.clone(a.row.tokens.length - cache.tokens.length + a.limit) : model.newCache(a.row.tokens.length + a.limit);
+    a.kv = cache
+      ? cache.kv.clone(a.row.tokens.length - cache.tokens.length + a.limit)
+      : newCache(model, a.row.tokens.length + a.limit);
     a.fed = a.row.tokens.slice();
     a.out.prefilled = a.row.tokens.length - (cache?.tokens.length ?? 0);
     return a.row.tokens.slice(cache?.tokens.length ?? 0);
@@ -133,7 +148,7 @@ function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions)
       const before = a.fed.length - feed[i]!.length - 1;
       return { tokens: feed[i]!, cache: a.kv!, ...(before >= 0 ? { prevToken: a.fed[before]! } : {}) };
     });
-    const logits = model.forwardRows(steps);
+    const logits = forwardRows(model, steps);
     const data = logits.dataSync() as Float32Array;
     const V = logits.shape[1];
     logits.dispose();
@@ -164,7 +179,10 @@ function decodeUncached(model: GPTModel, rowsIn: Active[], options: GenerateOpti
     seqs.forEach((s, b) => ids.set(s, b * T));
     const input = tf.tensor2d(ids, [rows.length, T], 'int32');
     const { logits, values } = model.forward(input);
-    const last = pickRows(logits, seqs.map((s, b) => b * T + s.length - 1));
+    const last = pickRows(
+      logits,
+      seqs.map((s, b) => b * T + s.length - 1),
+    );
     tf.dispose([input, logits, values]);
     const keep: Active[] = [];
     rows.forEach((a, b) => {
@@ -210,14 +228,15 @@ function finished(a: Active, token: number, options: GenerateOptions): boolean {
   return false;
 }
 
-/** Caches live in JS memory; kept for callers that release caches explicitly (a no-op today). */
-export function disposeCache(_cache: RowCache | undefined): void {}
-
 /**
  * Samples one token from logits with the row's stream. Returns the token and its log-probability
  * under the untempered distribution (what the trainer recomputes).
  */
-export function sampleToken(logits: Float32Array, rng: Rng, sampling: SamplingOptions): { token: number; logprob: number } {
+export function sampleToken(
+  logits: Float32Array,
+  rng: Rng,
+  sampling: SamplingOptions,
+): { token: number; logprob: number } {
   const V = logits.length;
   let max = -Infinity;
   for (let i = 0; i < V; i++) if (logits[i]! > max) max = logits[i]!;

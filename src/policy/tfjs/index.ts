@@ -3,7 +3,7 @@
  *
  *   await initBackend();                              // once: tfjs-node-gpu → tfjs-node → wasm → cpu
  *   const model = new GPTModel({vocabSize, ...DEFAULT_MODEL_CONFIG}, seed);
- *   const opt = new AdamW(model.trainableVariables, {lr: 1e-3, warmupSteps: 20, totalSteps: 500, clipNorm: 1});
+ *   const opt = new AdamW(model.trainableVariables, {lr: 1e-3, schedule: {warmupSteps: 20, totalSteps: 500}, clipNorm: 1});
  *   const {tokens, mask} = padBatch(seqs, tokenizer.pad, masks);          // [B, T] int32, [B, T] float
  *   const stats = opt.minimize(() => {
  *     const s = scoreSequences(model, {tokens});     // logprobs / values / entropy, all [B, T]
@@ -23,22 +23,37 @@
  */
 export { initBackend, backendInfo, BACKEND_NAMES, type BackendInfo } from './backend.ts';
 export {
-  GPTModel,
   DEFAULT_MODEL_CONFIG,
   parseModelConfig,
   modelConfigSchema,
   ModelError,
   type ModelConfig,
-  type ForwardOptions,
-  type ForwardResult,
-  type LayerKV,
-} from './model.ts';
-export { scoreSequences, scoreTokens, maskedIndices, padBatch, type ScoreBatch, type ScoreResult } from './score.ts';
-export { AdamW, scheduleLr, maskedNll, TrainStepError, type AdamWOptions, type StepStats } from './train-step.ts';
+} from './model-config.ts';
+export { GPTModel, type ForwardResult } from './model.ts';
+export { forwardRows, newCache, type RowStep } from './decode.ts';
+export {
+  scoreSequences,
+  scoreTokens,
+  maskedIndices,
+  maskedNll,
+  padBatch,
+  type ScoreBatch,
+  type ScoreResult,
+} from './score.ts';
+export {
+  AdamW,
+  scheduleLr,
+  clipByGlobalNorm,
+  globalNorm,
+  OptimizerError,
+  type AdamWOptions,
+  type DecayForm,
+  type LrSchedule,
+  type StepStats,
+} from './adamw.ts';
 export {
   saveCheckpoint,
   loadCheckpoint,
-  loadCheckpointPolicy,
   checkpointIO,
   contentHash,
   modelHash,
@@ -47,6 +62,22 @@ export {
 } from './checkpoint.ts';
 export { Tokenizer, trainTokenizer, SPECIAL_TOKENS, TokenizerError, type TokenizerJSON } from './tokenizer.ts';
 export { chatEncoding } from './chat-template.ts';
-export { generate, sampleToken, disposeCache, GenerateError, type GenerateRow, type GenerateResult, type GenerateOptions, type SamplingOptions, type RowCache } from './generate.ts';
-export { TfjsPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
+export {
+  generate,
+  sampleToken,
+  GenerateError,
+  type GenerateRequest,
+  type GenerateResult,
+  type GenerateOptions,
+  type SamplingOptions,
+  type RowCache,
+} from './generate.ts';
+export { TfjsPolicy, loadCheckpointPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
 export { KVCache } from './kv-cache.ts';
+export {
+  trainSft,
+  sequencesFromRecords,
+  recordTexts,
+  SftError,
+  type SftOptions,
+} from './sft.ts';

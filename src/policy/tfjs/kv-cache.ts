@@ -125,7 +125,13 @@ export function attendRow(
  * `logits` by `gate` (the probability of generating rather than copying). Returns log-probabilities
  * [V] (what sampling reads as logits). Accumulates in float64.
  */
-export function copyMixRow(logits: Float32Array, q: Float32Array, cache: KVCache, n: number, gate: number): Float32Array {
+export function copyMixRow(
+  logits: Float32Array,
+  q: Float32Array,
+  cache: KVCache,
+  n: number,
+  gate: number,
+): Float32Array {
   const V = logits.length;
   const w = cache.copyWidth;
   const p = new Float64Array(V);

@@ -1,65 +1,17 @@
 import * as tf from '@tensorflow/tfjs';
-import { z } from 'zod';
-import { AgentR1Error } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
-import { attendRow, COPY_EPS, copyMixRow, KVCache } from './kv-cache.ts';
+import { COPY_EPS } from './kv-cache.ts';
+import { ModelError, parseModelConfig, type ModelConfig, type ModelConfigInput } from './model-config.ts';
 
 /**
  * A small GPT: decoder-only, pre-LN, causal multi-head self-attention, GELU MLP, learned positions,
- * token embedding tied to the output head, plus a scalar value head (for PPO).
+ * token embedding tied to the output head, plus a scalar value head (for PPO). Its config is in
+ * model-config.ts; the incremental forward that generation runs, on a KV cache, in decode.ts.
  *
  * Written for tfjs-wasm speed: every matmul is 2-D or batched rank-3/4 (the wasm kernels are
  * patched in backend.ts), attention tensors stay at rank ≤ 4, and the embedding is a gather whose
  * gradient kernel backend.ts registers for wasm.
  */
-export const modelConfigSchema = z.object({
-  vocabSize: z.number().int().min(2),
-  dModel: z.number().int().min(4),
-  nLayers: z.number().int().min(1),
-  nHeads: z.number().int().min(1),
-  contextLength: z.number().int().min(2),
-  /** Hidden width of the MLP (default 4 × dModel). */
-  dMlp: z.number().int().min(1),
-  /** Position encoding: rotary (relative; learns copying much faster) or a learned absolute table. */
-  positions: z.enum(['rope', 'learned']).default('rope'),
-  /**
-   * Token shift: each position also sees the previous token's embedding (times a learned per-channel
-   * gate). Copying (induction) then needs one attention layer instead of two, which shortens the
-   * long loss plateau small models sit on before they learn to copy numbers.
-   */
-  tokenShift: z.boolean().default(true),
-  /**
-   * A copy head (pointer-generator): the next-token distribution mixes the vocabulary softmax with
-   * an attention over the sequence's own positions that puts its weight on the tokens found there,
-   * by a learned gate. Entity names in questions and documents can then be copied into searches
-   * and answers without first learning an embedding → attention → unembedding round trip.
-   */
-  copyHead: z.boolean().default(false),
-});
-export type ModelConfig = z.infer<typeof modelConfigSchema>;
-export type ModelConfigInput = z.input<typeof modelConfigSchema>;
-
-export const DEFAULT_MODEL_CONFIG: Omit<ModelConfig, 'vocabSize'> = {
-  dModel: 64,
-  nLayers: 2,
-  nHeads: 4,
-  contextLength: 512,
-  dMlp: 256,
-  positions: 'rope',
-  tokenShift: true,
-  copyHead: false,
-};
-
-export class ModelError extends AgentR1Error {}
-
-export function parseModelConfig(config: unknown): ModelConfig {
-  const parsed = modelConfigSchema.safeParse(config);
-  if (!parsed.success) throw new ModelError(`bad model config: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  if (parsed.data.dModel % parsed.data.nHeads !== 0) {
-    throw new ModelError(`dModel (${parsed.data.dModel}) must be divisible by nHeads (${parsed.data.nHeads})`);
-  }
-  return parsed.data;
-}
 
 interface LayerParams {
   ln1g: tf.Variable;
@@ -80,41 +32,11 @@ interface LayerParams {
   b2: tf.Variable;
 }
 
-/** Per-layer keys and values of the tokens seen so far: [B, H, T, dh] each. */
-export interface LayerKV {
-  k: tf.Tensor4D;
-  v: tf.Tensor4D;
-}
-
-/** One row of an incremental step: new tokens on top of an optional cache. */
-export interface RowStep {
-  tokens: readonly number[];
-  /** The token just before tokens[0] (the cache's last token), for the token shift. */
-  prevToken?: number;
-  /** The row's cache; the new tokens' keys/values are appended to it in place. */
-  cache: KVCache;
-}
-
-export interface ForwardOptions {
-  /** Positions of the input tokens, [B, T] int32 (default 0..T-1 for every row). */
-  positions?: tf.Tensor2D;
-  /** Keys/values of earlier tokens per layer; the new tokens attend to them. */
-  past?: readonly LayerKV[];
-  /**
-   * Additive attention mask [B, 1, Tq, Tpast + Tq] (0 = attend, -1e9 = not). Default: causal over
-   * the new tokens, everything in `past` visible.
-   */
-  mask?: tf.Tensor4D;
-  /** Return each layer's keys/values (past concatenated with the new ones). */
-  returnKV?: boolean;
-}
-
 export interface ForwardResult {
   /** [B, T, V] */
   logits: tf.Tensor3D;
   /** [B, T] */
   values: tf.Tensor2D;
-  kv?: LayerKV[];
 }
 
 const NEG = -1e9;
@@ -122,7 +44,7 @@ let nextModelId = 0;
 
 /**
  * The model. `forward(tokens)` is differentiable with respect to `trainableVariables`, so it can be
- * used inside `tf.variableGrads` / `optimizer.minimize` (see train-step.ts).
+ * used inside `tf.variableGrads` / `optimizer.minimize` (see adamw.ts).
  */
 export class GPTModel {
   readonly config: ModelConfig;
@@ -212,7 +134,12 @@ export class GPTModel {
     this.valueB = take('value.b', [1], 'zeros');
     // Last, so that models without a copy head draw the same initial weights as before it existed.
     this.copy = this.config.copyHead
-      ? { wq: take('copy.wq', [d, d], 'normal'), wk: take('copy.wk', [d, d], 'normal'), gateW: take('copy.gate.w', [d, 1], 'zeros'), gateB: take('copy.gate.b', [1], 'zeros') }
+      ? {
+          wq: take('copy.wq', [d, d], 'normal'),
+          wk: take('copy.wk', [d, d], 'normal'),
+          gateW: take('copy.gate.w', [d, 1], 'zeros'),
+          gateB: take('copy.gate.b', [1], 'zeros'),
+        }
       : null;
   }
 
@@ -229,66 +156,66 @@ export class GPTModel {
     return this.trainableVariables.reduce((n, v) => n + v.size, 0);
   }
 
-  /** Bytes of keys+values one token occupies in the KV cache. */
-  kvBytesPerToken(): number {
-    return (this.config.nLayers * 2 * this.config.dModel + (this.copy ? this.config.dModel : 0) + 1) * 4;
-  }
-
   /**
-   * tokens [B, T] int32 → logits [B, T, V] and values [B, T]. With no options: positions 0..T-1,
-   * causal attention (training and scoring; right padding does not affect earlier positions).
+   * tokens [B, T] int32 → logits [B, T, V] and values [B, T], positions 0..T-1, causal attention
+   * (training and scoring; right padding does not affect earlier positions).
    */
-  forward(tokens: tf.Tensor2D, options: ForwardOptions = {}): ForwardResult {
+  forward(tokens: tf.Tensor2D): ForwardResult {
     const { vocabSize: V } = this.config;
     const [B, T] = tokens.shape;
-    if (this.copy && options.past) throw new ModelError('forward with past does not support the copy head; use forwardRows');
-    const kvOut: LayerKV[] = [];
     const [logits, values] = tf.tidy(() => {
-      const h = this.hiddenStates(tokens, options, kvOut);
-      const out = this.copy ? this.predict(h, tokens, Int32Array.from({ length: B * T }, (_, i) => i)) : this.logitsOf(h);
+      const h = this.hiddenStates(tokens);
+      const out = this.copy
+        ? this.predict(
+            h,
+            tokens,
+            Int32Array.from({ length: B * T }, (_, i) => i),
+          )
+        : this.logitsOf(h);
       return [out.reshape([B, T, V]) as tf.Tensor3D, this.valuesOf(h).reshape([B, T]) as tf.Tensor2D] as const;
     });
-    return options.returnKV ? { logits, values, kv: kvOut } : { logits, values };
+    return { logits, values };
   }
 
   /** The final (layer-normed) hidden states, [B*T, d]; logitsOf / valuesOf turn any rows of it into outputs. */
-  hiddenStates(tokens: tf.Tensor2D, options: ForwardOptions = {}, kvOut?: LayerKV[]): tf.Tensor2D {
-    const { vocabSize: V, dModel: d, nHeads: H, contextLength: C } = this.config;
+  hiddenStates(tokens: tf.Tensor2D): tf.Tensor2D {
+    const { dModel: d, nHeads: H, contextLength: C } = this.config;
     const [B, T] = tokens.shape;
-    const pastLen = options.past?.[0]?.k.shape[2] ?? 0;
-    if (!options.positions && T > C) throw new ModelError(`sequence of ${T} tokens is longer than the context (${C})`);
-    checkAttentionSize(B, H, T, pastLen + T);
+    if (T > C) throw new ModelError(`sequence of ${T} tokens is longer than the context (${C})`);
+    checkAttentionSize(B, H, T, T);
     const dh = d / H;
     return tf.tidy(() => {
       // A gather: its gradient (UnsortedSegmentSum) is registered for wasm in backend.ts.
       let x = tf.gather(this.tokEmb, tokens.reshape([B * T])) as tf.Tensor2D; // [B*T, d]
       if (this.shiftGate) {
-        if (options.past) throw new ModelError('forward with past does not support the token shift; use forwardRows');
-        const prev = x.reshape([B, T, d]).slice([0, 0, 0], [B, T - 1, d]).pad([[0, 0], [1, 0], [0, 0]]).reshape([B * T, d]);
+        const prev = x
+          .reshape([B, T, d])
+          .slice([0, 0, 0], [B, T - 1, d])
+          .pad([
+            [0, 0],
+            [1, 0],
+            [0, 0],
+          ])
+          .reshape([B * T, d]);
         x = x.add(prev.mul(this.shiftGate));
       }
-      const posIds = options.positions
-        ? (options.positions.reshape([B * T]).clipByValue(0, C - 1) as tf.Tensor1D)
-        : (tf.range(0, T, 1, 'int32').tile([B]) as tf.Tensor1D);
+      const posIds = tf.range(0, T, 1, 'int32').tile([B]) as tf.Tensor1D;
       if (this.posEmb) x = x.add(tf.gather(this.posEmb, posIds));
       const rotary = this.rotaryAt(posIds);
-      const mask = options.mask ?? (this.causal(T, pastLen).reshape([1, 1, T, pastLen + T]) as tf.Tensor4D);
+      const mask = this.causal(T).reshape([1, 1, T, T]) as tf.Tensor4D;
       const scale = 1 / Math.sqrt(dh);
-      this.layers.forEach((p, l) => {
+      this.layers.forEach((p) => {
         const h = layerNorm(x, p.ln1g, p.ln1b);
         const heads = (x2: tf.Tensor2D) => x2.reshape([B, T, H, dh]).transpose([0, 2, 1, 3]) as tf.Tensor4D;
-        let k = heads(rotary(tf.matMul(h, p.wk).add(p.bk)));
-        let v = heads(tf.matMul(h, p.wv).add(p.bv));
+        const k = heads(rotary(tf.matMul(h, p.wk).add(p.bk)));
+        const v = heads(tf.matMul(h, p.wv).add(p.bv));
         const q = heads(rotary(tf.matMul(h, p.wq).add(p.bq)).mul(scale));
-        const past = options.past?.[l];
-        if (past) {
-          k = tf.concat([past.k, k], 2);
-          v = tf.concat([past.v, v], 2);
-        }
-        if (options.returnKV && kvOut) kvOut.push({ k: tf.keep(k), v: tf.keep(v) });
         const scores = tf.matMul(q, k, false, true).add(mask); // [B, H, T, Tk]
         const att = tf.softmax(scores);
-        const ctx = tf.matMul(att, v).transpose([0, 2, 1, 3]).reshape([B * T, d]);
+        const ctx = tf
+          .matMul(att, v)
+          .transpose([0, 2, 1, 3])
+          .reshape([B * T, d]);
         x = x.add(tf.matMul(ctx, p.wo).add(p.bo));
         const h2 = layerNorm(x, p.ln2g, p.ln2b);
         x = x.add(tf.matMul(gelu(tf.matMul(h2, p.w1).add(p.b1)), p.w2).add(p.b2));
@@ -339,17 +266,28 @@ export class GPTModel {
       for (let s = 0; s < T; s++) seg[j * T + s] = j * V + ids[b * T + s]!;
     });
     return tf.tidy(() => {
-      const rowPos = tf.tensor1d(Int32Array.from(at, (i) => Math.min(i % T, C - 1)), 'int32');
+      const rowPos = tf.tensor1d(
+        Int32Array.from(at, (i) => Math.min(i % T, C - 1)),
+        'int32',
+      );
       const allPos = tf.range(0, T, 1, 'int32').tile([B]) as tf.Tensor1D;
       const hs = tf.gather(hidden, tf.tensor1d(at, 'int32')) as tf.Tensor2D; // [N, d]
       const q = this.rotaryAt(rowPos)(tf.matMul(hs, c.wq)).mul(1 / Math.sqrt(d)) as tf.Tensor2D;
       const k = this.rotaryAt(allPos)(tf.matMul(hidden, c.wk)).reshape([B, T, d]) as tf.Tensor3D;
-      const qPad = tf.gather(tf.concat([q, tf.zeros([1, d])], 0), tf.tensor1d(padIdx, 'int32')).reshape([B, S, d]) as tf.Tensor3D;
-      const scores = tf.gather(tf.matMul(qPad, k, false, true).reshape([B * S, T]), tf.tensor1d(unpad, 'int32')) as tf.Tensor2D;
+      const qPad = tf
+        .gather(tf.concat([q, tf.zeros([1, d])], 0), tf.tensor1d(padIdx, 'int32'))
+        .reshape([B, S, d]) as tf.Tensor3D;
+      const scores = tf.gather(
+        tf.matMul(qPad, k, false, true).reshape([B * S, T]),
+        tf.tensor1d(unpad, 'int32'),
+      ) as tf.Tensor2D;
       const att = tf.softmax(scores.add(tf.tensor2d(mask, [N, T]))); // [N, T]
       const copied = tf.unsortedSegmentSum(att.reshape([N * T]), tf.tensor1d(seg, 'int32'), N * V).reshape([N, V]);
       const gate = tf.sigmoid(tf.matMul(hs, c.gateW).add(c.gateB)); // [N, 1]
-      const mix = tf.softmax(this.logitsOf(hs)).mul(gate).add(copied.mul(tf.scalar(1).sub(gate)));
+      const mix = tf
+        .softmax(this.logitsOf(hs))
+        .mul(gate)
+        .add(copied.mul(tf.scalar(1).sub(gate)));
       return tf.log(mix.add(COPY_EPS)) as tf.Tensor2D;
     });
   }
@@ -360,129 +298,11 @@ export class GPTModel {
   }
 
   /**
-   * Incremental forward for generation: each row feeds its new tokens on top of its own cache.
-   * Rows are packed (no padding) for the dense layers, which run batched in tfjs; attention runs in
-   * JS per row on that row's own keys (kv-cache.ts), so every number a row's logits depend on is
-   * computed from that row alone: bit-identical whatever else is in the batch. Appends the new
-   * keys/values to each row's cache and returns the logits of each row's last new token, [R, V].
-   */
-  forwardRows(rows: readonly RowStep[]): tf.Tensor2D {
-    const { dModel: d, nHeads: H, contextLength: C, nLayers: L } = this.config;
-    const lens = rows.map((r) => r.tokens.length);
-    const starts = rows.map((r) => r.cache.length);
-    rows.forEach((r, i) => {
-      if (lens[i]! === 0) throw new ModelError(`row ${i} has no new tokens`);
-      if (starts[i]! + lens[i]! > C) throw new ModelError(`row ${i}: ${starts[i]! + lens[i]!} tokens exceed the context (${C})`);
-      if (r.cache.layers !== L || r.cache.width !== d || r.cache.copyWidth !== (this.copy ? d : 0)) throw new ModelError(`row ${i}: the cache is for another model shape`);
-      r.cache.reserve(lens[i]!);
-    });
-    const S = lens.reduce((a, b) => a + b, 0);
-    const flat = new Int32Array(S);
-    const pos = new Int32Array(S);
-    const lastIdx = new Int32Array(rows.length);
-    let off = 0;
-    rows.forEach((r, i) => {
-      flat.set(r.tokens, off);
-      for (let j = 0; j < lens[i]!; j++) pos[off + j] = starts[i]! + j;
-      off += lens[i]!;
-      lastIdx[i] = off - 1;
-    });
-    const c = this.copy;
-    let copyParts: { keys: Float32Array; queries: Float32Array; gates: Float32Array } | null = null;
-    const logits = tf.tidy(() => {
-      const posIds = tf.tensor1d(pos, 'int32');
-      let x = tf.gather(this.tokEmb, tf.tensor1d(flat, 'int32')) as tf.Tensor2D;
-      if (this.shiftGate) {
-        // Previous token of each position: within the row, or the row's prevToken (none: zeros).
-        const prevIds = new Int32Array(S);
-        const has = new Float32Array(S);
-        let o = 0;
-        rows.forEach((r, i) => {
-          for (let j = 0; j < lens[i]!; j++) {
-            const p = j > 0 ? r.tokens[j - 1] : r.prevToken;
-            if (p !== undefined) {
-              prevIds[o + j] = p;
-              has[o + j] = 1;
-            }
-          }
-          o += lens[i]!;
-        });
-        const prev = tf.gather(this.tokEmb, tf.tensor1d(prevIds, 'int32')).mul(tf.tensor2d(has, [S, 1]));
-        x = x.add(prev.mul(this.shiftGate));
-      }
-      if (this.posEmb) x = x.add(tf.gather(this.posEmb, posIds));
-      const rotary = this.rotaryAt(posIds);
-      const scale = 1 / Math.sqrt(d / H);
-      this.layers.forEach((p, l) => {
-        const h = layerNorm(x, p.ln1g, p.ln1b);
-        const qkv = tf.concat(
-          [rotary(tf.matMul(h, p.wq).add(p.bq)).mul(scale), rotary(tf.matMul(h, p.wk).add(p.bk)), tf.matMul(h, p.wv).add(p.bv)],
-          1,
-        );
-        const data = qkv.dataSync() as Float32Array; // [S, 3d]
-        const q = new Float32Array(S * d);
-        const ctx = new Float32Array(S * d);
-        let at = 0;
-        rows.forEach((r, i) => {
-          const k = r.cache.k[l]!;
-          const v = r.cache.v[l]!;
-          for (let j = 0; j < lens[i]!; j++) {
-            const src = (at + j) * 3 * d;
-            q.set(data.subarray(src, src + d), (at + j) * d);
-            k.set(data.subarray(src + d, src + 2 * d), (starts[i]! + j) * d);
-            v.set(data.subarray(src + 2 * d, src + 3 * d), (starts[i]! + j) * d);
-          }
-          attendRow(q, at * d, k, v, starts[i]!, lens[i]!, H, d, ctx, at * d);
-          at += lens[i]!;
-        });
-        x = x.add(tf.matMul(tf.tensor2d(ctx, [S, d]), p.wo).add(p.bo));
-        const h2 = layerNorm(x, p.ln2g, p.ln2b);
-        x = x.add(tf.matMul(gelu(tf.matMul(h2, p.w1).add(p.b1)), p.w2).add(p.b2));
-      });
-      if (!c) {
-        const last = layerNorm(tf.gather(x, tf.tensor1d(lastIdx, 'int32')) as tf.Tensor2D, this.lnfG, this.lnfB);
-        return tf.matMul(last, this.tokEmb, false, true) as tf.Tensor2D;
-      }
-      const hAll = layerNorm(x, this.lnfG, this.lnfB);
-      const lastT = tf.tensor1d(lastIdx, 'int32');
-      const last = tf.gather(hAll, lastT) as tf.Tensor2D;
-      copyParts = {
-        keys: this.rotaryAt(posIds)(tf.matMul(hAll, c.wk)).dataSync() as Float32Array,
-        queries: this.rotaryAt(tf.gather(posIds, lastT) as tf.Tensor1D)(tf.matMul(last, c.wq)).mul(1 / Math.sqrt(d)).dataSync() as Float32Array,
-        gates: tf.sigmoid(tf.matMul(last, c.gateW).add(c.gateB)).dataSync() as Float32Array,
-      };
-      return tf.matMul(last, this.tokEmb, false, true) as tf.Tensor2D;
-    });
-    let o = 0;
-    rows.forEach((r, i) => {
-      r.cache.ids.set(r.tokens, starts[i]!);
-      if (copyParts) r.cache.copyKeys.set(copyParts.keys.subarray(o * d, (o + lens[i]!) * d), starts[i]! * d);
-      o += lens[i]!;
-      r.cache.length = starts[i]! + lens[i]!;
-    });
-    if (!copyParts) return logits;
-    const parts: { keys: Float32Array; queries: Float32Array; gates: Float32Array } = copyParts;
-    const V = this.config.vocabSize;
-    const vocab = logits.dataSync() as Float32Array;
-    logits.dispose();
-    const mixed = new Float32Array(rows.length * V);
-    rows.forEach((r, i) => {
-      mixed.set(copyMixRow(vocab.subarray(i * V, (i + 1) * V), parts.queries.subarray(i * d, (i + 1) * d), r.cache, r.cache.length, parts.gates[i]!), i * V);
-    });
-    return tf.tensor2d(mixed, [rows.length, V]);
-  }
-
-  /** An empty cache for this model. */
-  newCache(capacity = 64): KVCache {
-    return new KVCache(this.config.nLayers, this.config.dModel, capacity, this.copy ? this.config.dModel : 0);
-  }
-
-  /**
    * Rotary position encoding for rows [N, d] at positions posIds [N]: x·cos + (x·R)·sin, where R
    * rotates each (i, i + dh/2) pair within a head. One small 2-D matmul and three elementwise ops,
    * all differentiable with respect to x. Identity when the model uses learned positions.
    */
-  private rotaryAt(posIds: tf.Tensor1D): (x: tf.Tensor2D) => tf.Tensor2D {
+  rotaryAt(posIds: tf.Tensor1D): (x: tf.Tensor2D) => tf.Tensor2D {
     if (!this.rope) return (x) => x;
     const cos = tf.gather(this.rope.cos, posIds) as tf.Tensor2D;
     const sin = tf.gather(this.rope.sin, posIds) as tf.Tensor2D;
@@ -490,19 +310,18 @@ export class GPTModel {
     return (x) => x.mul(cos).add(tf.matMul(x, rot).mul(sin)) as tf.Tensor2D;
   }
 
-  /** Additive causal mask [T, past + T]: every past key visible, new keys causally. */
-  private causal(T: number, past: number): tf.Tensor2D {
-    const key = T * 100_003 + past;
-    let m = this.causalCache.get(key);
+  /** Additive causal mask [T, T]. */
+  private causal(T: number): tf.Tensor2D {
+    let m = this.causalCache.get(T);
     if (!m) {
-      const data = new Float32Array(T * (past + T));
-      for (let i = 0; i < T; i++) for (let j = past + i + 1; j < past + T; j++) data[i * (past + T) + j] = NEG;
-      m = tf.keep(tf.tensor2d(data, [T, past + T]));
+      const data = new Float32Array(T * T);
+      for (let i = 0; i < T; i++) for (let j = i + 1; j < T; j++) data[i * T + j] = NEG;
+      m = tf.keep(tf.tensor2d(data, [T, T]));
       if (this.causalCache.size > 64) {
         for (const t of this.causalCache.values()) t.dispose();
         this.causalCache.clear();
       }
-      this.causalCache.set(key, m);
+      this.causalCache.set(T, m);
     }
     return m;
   }
@@ -543,20 +362,26 @@ function ropeTables(C: number, d: number, H: number): { cos: tf.Tensor2D; sin: t
       rot[a * d + b] = 1;
     }
   }
-  return { cos: tf.keep(tf.tensor2d(cos, [C, d])), sin: tf.keep(tf.tensor2d(sin, [C, d])), rot: tf.keep(tf.tensor2d(rot, [d, d])) };
+  return {
+    cos: tf.keep(tf.tensor2d(cos, [C, d])),
+    sin: tf.keep(tf.tensor2d(sin, [C, d])),
+    rot: tf.keep(tf.tensor2d(rot, [d, d])),
+  };
 }
 
-function layerNorm(x: tf.Tensor2D, g: tf.Tensor, b: tf.Tensor): tf.Tensor2D {
+export function layerNorm(x: tf.Tensor2D, g: tf.Tensor, b: tf.Tensor): tf.Tensor2D {
   const { mean, variance } = tf.moments(x, -1, true);
-  return x.sub(mean).mul(tf.rsqrt(variance.add(1e-5))).mul(g).add(b) as tf.Tensor2D;
+  return x
+    .sub(mean)
+    .mul(tf.rsqrt(variance.add(1e-5)))
+    .mul(g)
+    .add(b) as tf.Tensor2D;
 }
 
 /** GELU, sigmoid form x·σ(1.702x): 3 kernels instead of the tanh form's 8, within 0.02 of the exact GELU. */
-function gelu(x: tf.Tensor): tf.Tensor {
+export function gelu(x: tf.Tensor): tf.Tensor {
   return x.mul(tf.sigmoid(x.mul(1.702)));
 }
-
-export { NEG as MASK_VALUE };
 
 /**
  * The largest attention-score tensor a forward may make on the wasm backend. Its heap is at most a

@@ -25,7 +25,11 @@ export interface ScoreResult {
 }
 
 /** Differentiable (use inside tf.variableGrads); dispose the results or call it within tf.tidy. */
-export function scoreSequences(model: GPTModel, batch: ScoreBatch, options: { temperature?: number } = {}): ScoreResult {
+export function scoreSequences(
+  model: GPTModel,
+  batch: ScoreBatch,
+  options: { temperature?: number } = {},
+): ScoreResult {
   const [B, T] = batch.tokens.shape;
   const V = model.config.vocabSize;
   return tf.tidy(() => {
@@ -63,7 +67,8 @@ export function scoreTokens(
   const V = model.config.vocabSize;
   const prev = new Int32Array(select.length);
   select.forEach((i, j) => {
-    if (!Number.isInteger(i) || i < 0 || i >= B * T || i % T === 0) throw new RangeError(`select[${j}] = ${i} is not a token index in 1..T-1 of some row (T = ${T})`);
+    if (!Number.isInteger(i) || i < 0 || i >= B * T || i % T === 0)
+      throw new RangeError(`select[${j}] = ${i} is not a token index in 1..T-1 of some row (T = ${T})`);
     prev[j] = i - 1;
   });
   const targetIds = tf.tidy(() => tf.gather(tokens.reshape([B * T]), tf.tensor1d(Int32Array.from(select), 'int32')));
@@ -88,9 +93,11 @@ export function scoreTokens(
 /** Flat indices (b·T + t) of the positions where a [B][T] mask is 1, for scoreTokens. */
 export function maskedIndices(masks: readonly (readonly number[])[], T: number): number[] {
   const out: number[] = [];
-  masks.forEach((m, b) => m.forEach((x, t) => {
-    if (x && t > 0) out.push(b * T + t);
-  }));
+  masks.forEach((m, b) =>
+    m.forEach((x, t) => {
+      if (x && t > 0) out.push(b * T + t);
+    }),
+  );
   return out;
 }
 
@@ -119,4 +126,12 @@ export function padBatch(
     ...(m ? { mask: tf.tensor2d(m, [B, T]) } : {}),
     length: T,
   };
+}
+
+/**
+ * Masked token-mean cross-entropy: −Σ mask·logπ / Σ mask, with logprobs from scoreSequences.
+ * The SFT loss (mask = the agent's own tokens).
+ */
+export function maskedNll(logprobs: tf.Tensor2D, mask: tf.Tensor2D): tf.Scalar {
+  return tf.tidy(() => logprobs.mul(mask).sum().neg().div(mask.sum().maximum(1)) as tf.Scalar);
 }

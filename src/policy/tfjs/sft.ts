@@ -1,16 +1,15 @@
 import * as tf from '@tensorflow/tfjs';
 import { AgentR1Error } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
-import type { EpisodeRecord, Json } from '../../core/types.ts';
+import type { EpisodeRecord } from '../../core/types.ts';
 import type { PolicyEncoding } from '../policy.ts';
+import { recordTokens, type TokenSequence } from '../trajectory.ts';
+import { AdamW, type AdamWOptions, type StepStats } from './adamw.ts';
 import { chatEncoding } from './chat-template.ts';
-import type { SamplingOptions } from './generate.ts';
-import { DEFAULT_MODEL_CONFIG, GPTModel, type ModelConfig } from './model.ts';
+import { DEFAULT_MODEL_CONFIG, type ModelConfig } from './model-config.ts';
+import { GPTModel } from './model.ts';
 import { maskedIndices, padBatch, scoreTokens } from './score.ts';
-import { AdamW, type StepStats } from './train-step.ts';
-import { TfjsPolicy } from './tfjs-policy.ts';
 import { trainTokenizer, type Chunking, type Tokenizer } from './tokenizer.ts';
-import { modelHash } from './checkpoint.ts';
 
 /**
  * Behaviour cloning on episode records: the loss is the negative log-likelihood of the agent's own
@@ -18,41 +17,22 @@ import { modelHash } from './checkpoint.ts';
  */
 export class SftError extends AgentR1Error {}
 
-export interface TrainingSequence {
-  tokens: number[];
-  /** 1 on the agent's own (generated) tokens. */
-  mask: number[];
-}
-
 /**
- * Token sequences from records, built exactly as live play builds the history: the prompt, each
- * action, its observation in the chat template (or the end tokens after the last action).
- * Records of a tokenizing policy carry token ids; scripted policies' records have text only, which
- * is encoded here (`useRecordTokens: false` forces that, e.g. when the ids came from another tokenizer).
+ * Token sequences from records, built exactly as live play builds the history (recordTokens): the
+ * prompt, each action, its observation in the chat template (or the end tokens after the last
+ * action), cut to `contextLength`; records without an agent token left are dropped. The texts are
+ * encoded with `encoding` (`useRecordTokens` takes the recorded ids where there are some instead:
+ * only right when they come from this tokenizer).
  */
 export function sequencesFromRecords(
   records: readonly EpisodeRecord[],
   encoding: PolicyEncoding & { action(text: string): number[] },
   options: { useRecordTokens?: boolean; contextLength?: number; onlySuccessful?: boolean } = {},
-): TrainingSequence[] {
-  const useIds = options.useRecordTokens ?? false;
-  const out: TrainingSequence[] = [];
+): TokenSequence[] {
+  const out: TokenSequence[] = [];
   for (const r of records) {
     if (options.onlySuccessful && !r.outcome.success) continue;
-    const tokens = useIds && r.promptTokens ? r.promptTokens.slice() : encoding.prompt(r.prompt);
-    const mask = tokens.map(() => 0);
-    const push = (ids: readonly number[], m: number) => {
-      for (const id of ids) {
-        tokens.push(id);
-        mask.push(m);
-      }
-    };
-    r.turns.forEach((turn, i) => {
-      push(useIds && turn.tokens ? turn.tokens : encoding.action(turn.text), 1);
-      if (turn.observation !== null) {
-        push(useIds && turn.observationTokens ? turn.observationTokens : encoding.observation(turn.observation), 0);
-      } else if (i === r.turns.length - 1 && encoding.end) push(encoding.end(), 0);
-    });
+    const { tokens, mask } = recordTokens(r, { encoding, useRecordTokens: options.useRecordTokens ?? false });
     if (options.contextLength && tokens.length > options.contextLength) {
       tokens.length = options.contextLength;
       mask.length = options.contextLength;
@@ -74,6 +54,12 @@ export function recordTexts(records: readonly EpisodeRecord[]): string[] {
   }
   return texts;
 }
+
+/**
+ * SFT's optimizer settings besides the rate, schedule, decay and clip norm: β2 0.95, the decay
+ * added to the update, and the clip scale clipNorm / ‖g‖ (no ε). Its results were made with these.
+ */
+export const SFT_ADAMW = { beta2: 0.95, decayForm: 'optax', clipEps: 0 } as const satisfies Partial<AdamWOptions>;
 
 export interface SftOptions {
   records: readonly EpisodeRecord[];
@@ -115,13 +101,18 @@ export function trainSft(options: SftOptions): SftResult {
   const seed = options.seed ?? 0;
   if (options.records.length === 0) throw new SftError('no records to train on');
   const tokenizer =
-    options.tokenizer ?? trainTokenizer(recordTexts(options.records), { vocabSize: options.vocabSize ?? 1024, chunking: options.chunking });
+    options.tokenizer ??
+    trainTokenizer(recordTexts(options.records), { vocabSize: options.vocabSize ?? 1024, chunking: options.chunking });
   const config: ModelConfig = { ...DEFAULT_MODEL_CONFIG, ...options.model, vocabSize: tokenizer.vocabSize };
   if (options.model?.dModel && !options.model.dMlp) config.dMlp = 4 * config.dModel;
   const encoding = chatEncoding(tokenizer);
   const onlySuccessful = options.onlySuccessful ?? true;
-  const sequences = sequencesFromRecords(options.records, encoding, { contextLength: config.contextLength, onlySuccessful });
-  if (sequences.length === 0) throw new SftError(`no ${onlySuccessful ? 'successful ' : ''}records with agent tokens to train on`);
+  const sequences = sequencesFromRecords(options.records, encoding, {
+    contextLength: config.contextLength,
+    onlySuccessful,
+  });
+  if (sequences.length === 0)
+    throw new SftError(`no ${onlySuccessful ? 'successful ' : ''}records with agent tokens to train on`);
   const model = new GPTModel(config, seed);
   const batchSize = Math.max(1, options.batchSize ?? 8);
   const perEpoch = Math.ceil(sequences.length / batchSize);
@@ -130,9 +121,9 @@ export function trainSft(options: SftOptions): SftResult {
   const steps = options.steps ?? (options.epochs !== undefined ? perEpoch * options.epochs : 600);
   if (!(steps >= 1)) throw new SftError(`steps must be ≥ 1, got ${steps}`);
   const opt = new AdamW(model.trainableVariables, {
+    ...SFT_ADAMW,
     lr: options.lr ?? 1e-2,
-    warmupSteps: options.warmupSteps ?? Math.min(30, Math.ceil(steps / 10)),
-    totalSteps: steps,
+    schedule: { warmupSteps: options.warmupSteps ?? Math.min(30, Math.ceil(steps / 10)), totalSteps: steps },
     weightDecay: options.weightDecay ?? 0.01,
     clipNorm: options.clipNorm ?? 1,
   });
@@ -149,10 +140,15 @@ export function trainSft(options: SftOptions): SftResult {
         batch.map((b) => b.tokens),
         tokenizer.pad,
       );
-      const select = maskedIndices(batch.map((b) => b.mask), length);
+      const select = maskedIndices(
+        batch.map((b) => b.mask),
+        length,
+      );
       const t0 = performance.now();
       // Token-mean NLL of the agent's tokens, computed at those positions only.
-      const stats = opt.minimize(() => tf.tidy(() => scoreTokens(model, tokens, select).logprobs.mean().neg() as tf.Scalar));
+      const stats = opt.minimize(() =>
+        tf.tidy(() => scoreTokens(model, tokens, select).logprobs.mean().neg() as tf.Scalar),
+      );
       const ms = performance.now() - t0;
       const n = tokens.shape[0] * tokens.shape[1];
       trainTokens += n;
@@ -174,103 +170,4 @@ export function trainSft(options: SftOptions): SftResult {
     trainTokens,
     seconds: (performance.now() - start) / 1000,
   };
-}
-
-/** A policy over a trained (possibly unsaved) model; its version is the model's content hash. */
-export async function policyFromModel(
-  model: GPTModel,
-  tokenizer: Tokenizer,
-  options: { id?: string; sampling?: SamplingOptions } = {},
-): Promise<TfjsPolicy> {
-  return new TfjsPolicy({ id: options.id ?? 'tfjs', version: await modelHash(model, tokenizer), model, tokenizer, sampling: options.sampling });
-}
-
-export type SftMeta = { [key: string]: Json };
-
-export interface RunSftOptions {
-  scenario: import('../../scenario/scenario.ts').Scenario;
-  /** The reference policy whose episodes are cloned. */
-  teacher: import('../policy.ts').Policy;
-  episodes: number;
-  seed: number;
-  split?: string;
-  /** Where to save the checkpoint (omit to keep it in memory only). */
-  out?: string;
-  /** Dev-split episodes evaluated at the end (0: none). */
-  evalEpisodes?: number;
-  evalSplit?: string;
-  /** Sampling of the trained policy (saved with the checkpoint; used by the dev eval). */
-  sampling?: SamplingOptions;
-  train?: Omit<SftOptions, 'records' | 'seed'>;
-  onPhase?: (phase: 'collect' | 'train' | 'save' | 'eval', detail: { [key: string]: unknown }) => void;
-  onEvalRecord?: (done: number, total: number) => void;
-}
-
-export interface RunSftResult extends Omit<SftResult, 'model' | 'tokenizer'> {
-  policy: TfjsPolicy;
-  hash: string;
-  teacherSuccess: number;
-  eval?: import('../../rollout/summary.ts').RolloutSummary;
-}
-
-/**
- * The whole `agent-r1 sft` pipeline: collect the teacher's episodes, train, save (atomically),
- * evaluate on the dev split. Deterministic for a seed.
- */
-export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
-  const { rollout } = await import('../../rollout/rollout.ts');
-  const { saveCheckpoint } = await import('./checkpoint.ts');
-  const split = options.split ?? 'train';
-  options.onPhase?.('collect', { episodes: options.episodes, split });
-  const { records, summary } = await rollout({
-    scenario: options.scenario,
-    policy: options.teacher,
-    split,
-    episodes: options.episodes,
-    seed: options.seed,
-  });
-  options.onPhase?.('train', { records: records.length, teacherSuccess: summary.successRate });
-  const trained = trainSft({ ...options.train, records, seed: options.seed });
-  const sampling = options.sampling ?? {};
-  let hash: string;
-  if (options.out) {
-    options.onPhase?.('save', { out: options.out });
-    hash = await saveCheckpoint(options.out, trained.model, trained.tokenizer, {
-      scenario: options.scenario.id,
-      teacher: options.teacher.id,
-      episodes: options.episodes,
-      seed: options.seed,
-      steps: trained.steps,
-      finalLoss: trained.finalLoss,
-      sampling: { ...sampling } as { [key: string]: number },
-    });
-  } else {
-    hash = await modelHash(trained.model, trained.tokenizer);
-  }
-  const policy = new TfjsPolicy({
-    id: options.out ? `ckpt:${options.out}` : 'sft',
-    version: hash,
-    model: trained.model,
-    tokenizer: trained.tokenizer,
-    sampling,
-  });
-  const { model: _m, tokenizer: _t, ...stats } = trained;
-  const result: RunSftResult = { ...stats, policy, hash, teacherSuccess: summary.successRate };
-  const n = options.evalEpisodes ?? 0;
-  if (n > 0) {
-    const evalSplit = options.evalSplit ?? (options.scenario.splits.includes('dev') ? 'dev' : split);
-    options.onPhase?.('eval', { episodes: n, split: evalSplit });
-    let done = 0;
-    result.eval = (
-      await rollout({
-        scenario: options.scenario,
-        policy,
-        split: evalSplit,
-        episodes: n,
-        seed: options.seed + 1,
-        onRecord: () => options.onEvalRecord?.(++done, n),
-      })
-    ).summary;
-  }
-  return result;
 }

@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
-import type { PolicyOutput } from '../../core/types.ts';
+import type { Json, PolicyOutput } from '../../core/types.ts';
 import type { BatchPolicy, PolicyEncoding, PolicyRequest } from '../policy.ts';
+import { loadCheckpoint, saveCheckpoint } from './checkpoint.ts';
 import { chatEncoding } from './chat-template.ts';
 import { generate, type RowCache, type SamplingOptions } from './generate.ts';
 import type { GPTModel } from './model.ts';
@@ -75,6 +76,11 @@ export class TfjsPolicy implements BatchPolicy {
     });
   }
 
+  /** Writes the weights as a checkpoint (so a worker thread can load a copy); returns its content hash. */
+  async saveCheckpoint(dir: string): Promise<string> {
+    return saveCheckpoint(dir, this.model, this.tokenizer);
+  }
+
   release(episodeId: string): void {
     this.caches.delete(episodeId);
   }
@@ -87,4 +93,36 @@ export class TfjsPolicy implements BatchPolicy {
   get cachedBytes(): number {
     return this.caches.calculatedSize;
   }
+}
+
+/**
+ * The `ckpt:DIR` policy: what resolvePolicy dynamic-imports. It samples as the checkpoint says
+ * unless `sampling` overrides that; its version is the content hash, followed by the override when
+ * there is one (`<hash>+temperature=0`), so records of one checkpoint sampled differently are told
+ * apart (and never share a run id).
+ */
+export async function loadCheckpointPolicy(
+  dir: string,
+  options: { backend?: string; sampling?: SamplingOptions } = {},
+): Promise<BatchPolicy> {
+  const { initBackend } = await import('./backend.ts');
+  await initBackend(options.backend);
+  const ckpt = await loadCheckpoint(dir);
+  const override = Object.entries(options.sampling ?? {})
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : 1));
+  const version = [ckpt.hash, ...override.map(([k, v]) => `${k}=${v}`)].join('+');
+  const sampling = { ...samplingFromMeta(ckpt.meta), ...Object.fromEntries(override) };
+  return new TfjsPolicy({ id: `ckpt:${dir}`, version, model: ckpt.model, tokenizer: ckpt.tokenizer, sampling });
+}
+
+function samplingFromMeta(meta: { [key: string]: Json }): SamplingOptions {
+  const s = meta.sampling;
+  if (s === null || typeof s !== 'object' || Array.isArray(s)) return {};
+  const pick = (k: string) => (typeof s[k] === 'number' ? (s[k] as number) : undefined);
+  return Object.fromEntries(
+    Object.entries({ temperature: pick('temperature'), topK: pick('topK'), topP: pick('topP') }).filter(
+      ([, v]) => v !== undefined,
+    ),
+  );
 }

@@ -37,7 +37,6 @@ export const SPECIAL_TOKENS = [
   '<think>',
   '</think>',
 ] as const;
-export type SpecialToken = (typeof SPECIAL_TOKENS)[number];
 
 export class TokenizerError extends AgentR1Error {}
 
@@ -72,7 +71,12 @@ export class Tokenizer {
   private readonly cache = new Map<string, number[]>();
 
   constructor(json: TokenizerJSON) {
-    if (json?.kind !== 'byte-bpe' || json.version !== 1 || !Array.isArray(json.specials) || !Array.isArray(json.merges)) {
+    if (
+      json?.kind !== 'byte-bpe' ||
+      json.version !== 1 ||
+      !Array.isArray(json.specials) ||
+      !Array.isArray(json.merges)
+    ) {
       throw new TokenizerError('not a byte-bpe tokenizer (expected {kind: "byte-bpe", version: 1, specials, merges})');
     }
     if (json.chunking !== undefined && !(CHUNKINGS as string[]).includes(json.chunking)) {
@@ -83,7 +87,8 @@ export class Tokenizer {
     this.merges = json.merges.map(([a, b]) => [a, b] as const);
     const base = this.specials.length;
     this.specials.forEach((s, i) => {
-      if (typeof s !== 'string' || s.length === 0) throw new TokenizerError(`special token ${i} must be a non-empty string`);
+      if (typeof s !== 'string' || s.length === 0)
+        throw new TokenizerError(`special token ${i} must be a non-empty string`);
       if (this.specialIds.has(s)) throw new TokenizerError(`duplicate special token ${s}`);
       this.specialIds.set(s, i);
       this.bytesOf.push(isControl(s) ? new Uint8Array(0) : wtf8Encode(s));
@@ -157,7 +162,8 @@ export class Tokenizer {
     let n = 0;
     for (const id of ids) {
       const b = this.bytesOf[id];
-      if (b === undefined) throw new TokenizerError(`token id ${id} is outside the vocabulary (size ${this.vocabSize})`);
+      if (b === undefined)
+        throw new TokenizerError(`token id ${id} is outside the vocabulary (size ${this.vocabSize})`);
       n += b.length;
     }
     const out = new Uint8Array(n);
@@ -228,11 +234,14 @@ export function trainTokenizer(texts: Iterable<string>, options: TrainTokenizerO
   const specials = [...(options.specials ?? SPECIAL_TOKENS)];
   const base = specials.length;
   if (!Number.isInteger(options.vocabSize) || options.vocabSize < base + 256) {
-    throw new TokenizerError(`vocabSize must be an integer ≥ ${base + 256} (specials + 256 bytes), got ${options.vocabSize}`);
+    throw new TokenizerError(
+      `vocabSize must be an integer ≥ ${base + 256} (specials + 256 bytes), got ${options.vocabSize}`,
+    );
   }
   const minFrequency = options.minFrequency ?? 2;
   const chunking = options.chunking ?? 'space-words';
-  if (!(CHUNKINGS as string[]).includes(chunking)) throw new TokenizerError(`unknown chunking "${chunking}"; valid: ${CHUNKINGS.join(', ')}`);
+  if (!(CHUNKINGS as string[]).includes(chunking))
+    throw new TokenizerError(`unknown chunking "${chunking}"; valid: ${CHUNKINGS.join(', ')}`);
   const specialPattern = markupPattern(specials);
   const counts = new Map<string, number>();
   for (const text of texts) {
@@ -279,11 +288,17 @@ export function trainTokenizer(texts: Iterable<string>, options: TrainTokenizerO
       w.ids = next;
     }
   }
-  return new Tokenizer({ kind: 'byte-bpe', version: 1, ...(chunking === 'space-words' ? {} : { chunking }), specials, merges });
+  return new Tokenizer({
+    kind: 'byte-bpe',
+    version: 1,
+    ...(chunking === 'space-words' ? {} : { chunking }),
+    specials,
+    merges,
+  });
 }
 
 /** Control tokens look like `<|name|>`: template-only, decoded as nothing. */
-export function isControl(special: string): boolean {
+function isControl(special: string): boolean {
   return special.startsWith('<|') && special.endsWith('|>');
 }
 

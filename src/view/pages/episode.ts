@@ -52,7 +52,10 @@ function turnView(turn: TurnRecord, decode: TokenDecoder | undefined): Html {
   const action =
     a.kind === 'tool_calls'
       ? html`<div class="calls">${a.calls.map(
-          (c, i) => html`<div class="call" data-call="${i}"><div><span class="badge">call ${i + 1}</span> <b class="call-name">${c.name}</b></div><pre class="call-args">${pretty(c.arguments)}</pre>
+          (
+            c,
+            i,
+          ) => html`<div class="call" data-call="${i}"><div><span class="badge">call ${i + 1}</span> <b class="call-name">${c.name}</b></div><pre class="call-args">${pretty(c.arguments)}</pre>
           ${turn.results[i] ? resultView(turn.results[i]!) : html`<div class="muted">no result</div>`}</div>`,
         )}</div>`
       : a.kind === 'answer'
@@ -75,14 +78,16 @@ function turnView(turn: TurnRecord, decode: TokenDecoder | undefined): Html {
 }
 
 function resultView(r: EpisodeRecord['turns'][number]['results'][number]): Html {
-  return html`<div class="result" data-ok="${String(r.ok)}"><div class="muted">result of <b>${r.name}</b>: <span class="badge ${r.ok ? 'ok' : 'error'}">${r.ok ? 'ok' : r.error?.kind ?? 'failed'}</span>${r.truncated ? ' (truncated)' : ''}</div>
+  return html`<div class="result" data-ok="${String(r.ok)}"><div class="muted">result of <b>${r.name}</b>: <span class="badge ${r.ok ? 'ok' : 'error'}">${r.ok ? 'ok' : (r.error?.kind ?? 'failed')}</span>${r.truncated ? ' (truncated)' : ''}</div>
     <pre class="result-content">${r.content}</pre>${r.error && r.error.message !== r.content ? html`<div class="muted result-error">${r.error.message}</div>` : ''}</div>`;
 }
 
 function replayView(replay: EpisodeView['replay']): Html {
   if (!replay) return html``;
-  if ('error' in replay) return html`<div class="replay"><span class="badge">replay not available</span> ${replay.error}</div>`;
-  if (replay.verified) return html`<div class="replay" data-verified="true"><span class="badge verified">replay verified</span> every state, observation and reward re-derived from the record matches it</div>`;
+  if ('error' in replay)
+    return html`<div class="replay"><span class="badge">replay not available</span> ${replay.error}</div>`;
+  if (replay.verified)
+    return html`<div class="replay" data-verified="true"><span class="badge verified">replay verified</span> every state, observation and reward re-derived from the record matches it</div>`;
   const d = replay.divergence!;
   return html`<div class="replay" data-verified="false"><span class="badge error">replay diverged</span> at ${d.turn === null ? 'episode level' : `turn ${d.turn + 1}`}, field <b>${d.field}</b>
     <div class="kv"><div>expected</div><pre>${canonicalJson(d.expected)}</pre><div>actual</div><pre>${canonicalJson(d.actual)}</pre></div></div>`;
@@ -92,7 +97,13 @@ function replayView(replay: EpisodeView['replay']): Html {
 export function episodeView(v: EpisodeView): Html {
   const r = v.record;
   const marks = pathMarks(v.episodeGraph, episodePath(r));
-  const world = v.worldGraph ? renderDiagram(v.worldGraph, pathMarks(v.worldGraph, worldPath(r, v.worldGraph)), `world machine ${v.worldGraph.id}`) : undefined;
+  const world = v.worldGraph
+    ? renderDiagram(
+        v.worldGraph,
+        pathMarks(v.worldGraph, worldPath(r, v.worldGraph)),
+        `world machine ${v.worldGraph.id}`,
+      )
+    : undefined;
   const metrics = r.outcome.metrics ?? {};
   return html`<div class="episode" data-episode="${r.episodeId}">
   <section class="card">

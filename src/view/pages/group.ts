@@ -17,7 +17,9 @@ export function groupView(members: readonly GroupMember[]): Html {
   return html`${task ? html`<div class="question">${task.question}${task.answer !== undefined ? html` <span class="muted">(reference answer: ${task.answer})</span>` : ''}</div>` : ''}
   <div class="muted">${members.length} episodes · mean total reward ${fmtNumber(mean)} · advantage = (r − mean) / (std + 1e-6), GRPO over the group's total rewards${members.some((m) => m.recorded) ? ' (recorded where the record has one)' : ''}</div>
   <div class="compare">${members.map(
-    (m) => html`<div class="member" data-sample="${m.record.sample}" data-reward="${m.record.totalReward}" data-advantage="${m.advantage}">
+    (
+      m,
+    ) => html`<div class="member" data-sample="${m.record.sample}" data-reward="${m.record.totalReward}" data-advantage="${m.advantage}">
       <div><a href="${m.href}">${m.record.episodeId}</a> <span class="muted">sample ${m.record.sample}</span></div>
       <div class="kv"><div>total reward</div><div><b>${fmtNumber(m.record.totalReward)}</b></div>
       <div>advantage</div><div><b class="${m.advantage > 0 ? 'ok' : m.advantage < 0 ? 'fail' : ''}">${fmtNumber(m.advantage)}</b></div>

@@ -54,7 +54,8 @@ export function page(title: string, body: Html, nav: Html = html``): string {
 <body><header class="top"><span class="brand">agent-r1</span>${nav}</header><main>${body}</main></body></html>`.value;
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function cell(v: unknown): Html {
   if (typeof v === 'number') return html`<td class="num">${fmtNumber(v)}</td>`;
@@ -72,7 +73,8 @@ export function valueTables(value: Record<string, unknown>, caption?: string): H
   const nested: [string, Record<string, Record<string, unknown>>][] = [];
   const objects: [string, Record<string, unknown>][] = [];
   for (const [k, v] of Object.entries(value)) {
-    if (isPlainObject(v) && Object.keys(v).length > 0 && Object.values(v).every(isPlainObject)) nested.push([k, v as Record<string, Record<string, unknown>>]);
+    if (isPlainObject(v) && Object.keys(v).length > 0 && Object.values(v).every(isPlainObject))
+      nested.push([k, v as Record<string, Record<string, unknown>>]);
     else if (isPlainObject(v) && Object.values(v).every((x) => !isPlainObject(x))) objects.push([k, v]);
     else scalars.push([k, v]);
   }
@@ -80,7 +82,10 @@ export function valueTables(value: Record<string, unknown>, caption?: string): H
   if (scalars.length || objects.length) {
     const rows = [
       ...scalars.map(([k, v]) => html`<tr><th>${k}</th>${cell(v)}</tr>`),
-      ...objects.map(([k, v]) => html`<tr><th>${k}</th><td>${Object.entries(v).map(([a, b]) => html`<span class="badge">${a}: ${typeof b === 'number' ? fmtNumber(b) : String(b)}</span> `)}</td></tr>`),
+      ...objects.map(
+        ([k, v]) =>
+          html`<tr><th>${k}</th><td>${Object.entries(v).map(([a, b]) => html`<span class="badge">${a}: ${typeof b === 'number' ? fmtNumber(b) : String(b)}</span> `)}</td></tr>`,
+      ),
     ];
     tables.push(html`<table class="values">${caption ? html`<caption>${caption}</caption>` : ''}${rows}</table>`);
   }

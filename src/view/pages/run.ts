@@ -101,7 +101,9 @@ export function episodesTable(d: EpisodesTableData): Html {
   <div class="muted episodes-count" data-total="${d.total}">${d.total} of ${d.all} episodes match (${d.ms.toFixed(1)} ms)</div>
   <table class="episodes"><thead><tr><th class="num">#</th><th>episode</th><th>split</th><th>type</th><th>policy</th><th>status</th><th>end</th><th class="num">turns</th><th class="num">reward</th><th>success</th><th>group</th></tr></thead>
   <tbody>${d.rows.map(
-    (e) => html`<tr data-ordinal="${e.ordinal}" data-episode="${e.episodeId}"><td class="num">${e.index}</td><td><a class="episode-link" href="${d.base}/episode/${e.ordinal}">${e.episodeId}</a></td>
+    (
+      e,
+    ) => html`<tr data-ordinal="${e.ordinal}" data-episode="${e.episodeId}"><td class="num">${e.index}</td><td><a class="episode-link" href="${d.base}/episode/${e.ordinal}">${e.episodeId}</a></td>
     <td>${e.split}</td><td>${e.type}</td><td class="muted">${e.policyVersion}</td><td><span class="badge ${e.status}">${e.status}</span></td><td>${e.endReason}</td>
     <td class="num">${e.turns}</td><td class="num reward">${fmtNumber(e.totalReward)}</td><td class="${e.success ? 'ok' : 'fail'}">${e.success ? 'yes' : 'no'}</td>
     <td><a href="${d.base}/group${queryString({ key: e.group, policy: e.policyVersion })}">${e.group}</a></td></tr>`,
@@ -111,7 +113,10 @@ export function episodesTable(d: EpisodesTableData): Html {
 }
 
 /** Runs the query against the index: the page's rows, how many matched, how long it took. */
-export function queryEpisodes(index: EpisodeIndex, query: EpisodeQuery): { rows: EpisodeSummary[]; total: number; ms: number } {
+export function queryEpisodes(
+  index: EpisodeIndex,
+  query: EpisodeQuery,
+): { rows: EpisodeSummary[]; total: number; ms: number } {
   const t = performance.now();
   const matched = index.filter(query);
   const rows = matched.slice((query.page - 1) * PAGE_SIZE, query.page * PAGE_SIZE);
@@ -125,8 +130,12 @@ export function runSections(info: RunInfo, charts: readonly Chart[], extra: Html
   ${info.summary ? html`<section class="card summary"><h2>Summary</h2>${valueTables(info.summary)}</section>` : ''}
   ${info.trainingEvals.length ? trainingEvalsTable(info.trainingEvals) : ''}
   ${info.evals.map((e) => html`<section class="card eval"><h2>Eval: ${e.file}</h2>${valueTables(e.data)}</section>`)}
-  ${charts.length || extra.length ? html`<section class="card"><h2>Training curves</h2>${info.metrics.length ? html`<div class="muted">${info.metrics.length} steps from metrics.jsonl</div>` : html`<div class="muted">no metrics.jsonl</div>`}
-    <div class="charts">${charts.map((c) => html`<figure class="chart" data-field="${c.field}">${c.svg}</figure>`)}${extra.map((x) => html`<figure class="chart">${x}</figure>`)}</div></section>` : ''}
+  ${
+    charts.length || extra.length
+      ? html`<section class="card"><h2>Training curves</h2>${info.metrics.length ? html`<div class="muted">${info.metrics.length} steps from metrics.jsonl</div>` : html`<div class="muted">no metrics.jsonl</div>`}
+    <div class="charts">${charts.map((c) => html`<figure class="chart" data-field="${c.field}">${c.svg}</figure>`)}${extra.map((x) => html`<figure class="chart">${x}</figure>`)}</div></section>`
+      : ''
+  }
   ${info.checkpoints.length ? html`<section class="card"><h2>Checkpoints</h2><ul>${info.checkpoints.map((c) => html`<li><code>${c}</code></li>`)}</ul></section>` : ''}`;
 }
 

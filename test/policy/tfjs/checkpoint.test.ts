@@ -6,9 +6,12 @@ import { join } from 'node:path';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
 import { GPTModel } from '../../../src/policy/tfjs/model.ts';
 import { trainTokenizer, SPECIAL_TOKENS } from '../../../src/policy/tfjs/tokenizer.ts';
-import { CheckpointError, loadCheckpoint, loadCheckpointPolicy, modelHash, saveCheckpoint } from '../../../src/policy/tfjs/checkpoint.ts';
+import { CheckpointError, loadCheckpoint, modelHash, saveCheckpoint } from '../../../src/policy/tfjs/checkpoint.ts';
+import { loadCheckpointPolicy } from '../../../src/policy/tfjs/tfjs-policy.ts';
 
-const tokenizer = trainTokenizer(['<tool_call>{"name": "calculate"}</tool_call> <answer>42</answer> hello world'], { vocabSize: SPECIAL_TOKENS.length + 256 + 8 });
+const tokenizer = trainTokenizer(['<tool_call>{"name": "calculate"}</tool_call> <answer>42</answer> hello world'], {
+  vocabSize: SPECIAL_TOKENS.length + 256 + 8,
+});
 const config = { vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 32, dMlp: 32 };
 let dir: string;
 test.before(async () => {
@@ -19,7 +22,8 @@ test.after.always(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const logitsOf = (m: GPTModel) => tf.tidy(() => m.forward(tf.tensor2d([[1, 20, 30, 40]], [1, 4], 'int32')).logits.arraySync());
+const logitsOf = (m: GPTModel) =>
+  tf.tidy(() => m.forward(tf.tensor2d([[1, 20, 30, 40]], [1, 4], 'int32')).logits.arraySync());
 
 test('save → load gives identical logits, the same content hash, and a policy whose version is the hash', async (t) => {
   const model = new GPTModel(config, 11);
@@ -47,7 +51,10 @@ test('overwriting is atomic: no temporary directories are left, the new weights 
   await saveCheckpoint(out, first, tokenizer);
   const hash2 = await saveCheckpoint(out, second, tokenizer);
   t.is((await loadCheckpoint(out)).hash, hash2);
-  t.deepEqual((await readdir(dir)).filter((n) => n.includes('.tmp-')), []);
+  t.deepEqual(
+    (await readdir(dir)).filter((n) => n.includes('.tmp-')),
+    [],
+  );
   first.dispose();
   second.dispose();
 });
@@ -66,7 +73,10 @@ test('corrupt, missing or mismatched checkpoints are clear errors', async (t) =>
   await writeFile(join(out, 'model.json'), 'not json');
   await t.throwsAsync(loadCheckpoint(out), { instanceOf: CheckpointError, message: /not JSON/ });
   const small = new GPTModel({ ...config, vocabSize: 300 }, 3);
-  await t.throwsAsync(saveCheckpoint(join(dir, 'd'), small, tokenizer), { instanceOf: CheckpointError, message: /vocabulary/ });
+  await t.throwsAsync(saveCheckpoint(join(dir, 'd'), small, tokenizer), {
+    instanceOf: CheckpointError,
+    message: /vocabulary/,
+  });
   model.dispose();
   small.dispose();
 });

@@ -6,10 +6,12 @@ import { join } from 'node:path';
 import { createRng } from '../../../src/core/rng.ts';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
 import { loadCheckpoint, saveCheckpoint } from '../../../src/policy/tfjs/checkpoint.ts';
+import { forwardRows, newCache } from '../../../src/policy/tfjs/decode.ts';
 import { generate } from '../../../src/policy/tfjs/generate.ts';
 import { GPTModel } from '../../../src/policy/tfjs/model.ts';
 import { padBatch, scoreSequences, scoreTokens } from '../../../src/policy/tfjs/score.ts';
-import { AdamW } from '../../../src/policy/tfjs/train-step.ts';
+import { AdamW } from '../../../src/policy/tfjs/adamw.ts';
+import { SFT_ADAMW } from '../../../src/policy/tfjs/sft.ts';
 import { trainTokenizer } from '../../../src/policy/tfjs/tokenizer.ts';
 
 const config = { vocabSize: 50, dModel: 32, nLayers: 2, nHeads: 4, contextLength: 64, dMlp: 64, copyHead: true };
@@ -34,27 +36,25 @@ test('the copy head mixes two distributions: every row of the output is a distri
 
 test('incremental rows (the KV cache carries copy keys and token ids) equal the full forward pass', (t) => {
   const full = model.forward(tf.tensor2d([seq], [1, seq.length], 'int32')).logits.arraySync()[0]!;
-  const cache = model.newCache(2);
-  const other = model.newCache();
+  const cache = newCache(model, 2);
+  const other = newCache(model);
   let d = 0;
   const cmp = (got: number[], at: number) => got.forEach((x, v) => (d = Math.max(d, Math.abs(x - full[at]![v]!))));
-  cmp(model.forwardRows([{ tokens: seq.slice(0, 6), cache }]).arraySync()[0]!, 5);
+  cmp(forwardRows(model, [{ tokens: seq.slice(0, 6), cache }]).arraySync()[0]!, 5);
   // In a batch with another row, and over a cache that had to grow.
-  const two = model.forwardRows([
+  const two = forwardRows(model, [
     { tokens: seq.slice(6, 11), cache, prevToken: seq[5] },
     { tokens: [4, 4, 4], cache: other },
   ]);
   cmp(two.arraySync()[0]!, 10);
-  cmp(model.forwardRows([{ tokens: seq.slice(11), cache, prevToken: seq[10] }]).arraySync()[0]!, seq.length - 1);
+  cmp(forwardRows(model, [{ tokens: seq.slice(11), cache, prevToken: seq[10] }]).arraySync()[0]!, seq.length - 1);
   t.true(d < 1e-5, `max diff ${d}`);
   t.deepEqual([...cache.ids.subarray(0, cache.length)], seq);
   // A cache for a model without a copy head does not fit.
-  t.throws(() => model.forwardRows([{ tokens: [1], cache: new GPTModel({ ...config, copyHead: false }, 1).newCache() }]), { message: /another model shape/ });
-  // The tensor path with past keys has no copy keys to attend to: refused, not silently wrong.
-  const noShift = new GPTModel({ ...config, tokenShift: false }, 2);
-  const x = tf.tensor2d([[1, 2]], [1, 2], 'int32');
-  const { kv } = new GPTModel({ ...config, tokenShift: false, copyHead: false }, 2).forward(x, { returnKV: true });
-  t.throws(() => noShift.forward(x, { past: kv }), { message: /does not support the copy head/ });
+  t.throws(
+    () => forwardRows(model, [{ tokens: [1], cache: newCache(new GPTModel({ ...config, copyHead: false }, 1)) }]),
+    { message: /another model shape/ },
+  );
 });
 
 test('scoreTokens equals scoreSequences at the selected positions, and gradients reach the copy weights', (t) => {
@@ -115,10 +115,15 @@ test('with a copy head a small model learns to copy unseen tokens where the same
     held.forEach((s, b) => s.slice(7).forEach((x, j) => (right += lp[b]![6 + j] === x ? 1 : 0)));
     return right / (held.length * 6);
   };
-  const fit = (copyHead: boolean) => {
-    const m = new GPTModel({ vocabSize: V, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 16, dMlp: 64, copyHead }, 1);
-    const opt = new AdamW(m.trainableVariables, { lr: 1e-2, warmupSteps: 4, totalSteps: train.length });
-    const select = (B: number) => Array.from({ length: B }, (_, b) => [7, 8, 9, 10, 11, 12].map((t0) => b * 13 + t0)).flat();
+  const fitCopies = (copyHead: boolean) => {
+    const m = new GPTModel(
+      { vocabSize: V, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 16, dMlp: 64, copyHead },
+      1,
+    );
+    const schedule = { warmupSteps: 4, totalSteps: train.length };
+    const opt = new AdamW(m.trainableVariables, { ...SFT_ADAMW, lr: 1e-2, schedule, weightDecay: 0.01, clipNorm: 1 });
+    const select = (B: number) =>
+      Array.from({ length: B }, (_, b) => [7, 8, 9, 10, 11, 12].map((t0) => b * 13 + t0)).flat();
     for (const batch of train) {
       const { tokens } = padBatch(batch, 0);
       opt.minimize(() => scoreTokens(m, tokens, select(batch.length)).logprobs.mean().neg() as tf.Scalar);
@@ -129,8 +134,8 @@ test('with a copy head a small model learns to copy unseen tokens where the same
     m.dispose();
     return acc;
   };
-  const withCopy = fit(true);
-  const without = fit(false);
+  const withCopy = fitCopies(true);
+  const without = fitCopies(false);
   t.true(withCopy > 0.9, `copy head: ${withCopy}`);
   t.true(without < withCopy - 0.3, `without: ${without}, with: ${withCopy}`);
 });

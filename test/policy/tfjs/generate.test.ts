@@ -2,7 +2,7 @@ import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
 import { GPTModel } from '../../../src/policy/tfjs/model.ts';
-import { generate, disposeCache, GenerateError, sampleToken } from '../../../src/policy/tfjs/generate.ts';
+import { generate, GenerateError, sampleToken } from '../../../src/policy/tfjs/generate.ts';
 import { createRng } from '../../../src/core/rng.ts';
 
 const config = { vocabSize: 97, dModel: 32, nLayers: 2, nHeads: 4, contextLength: 96, dMlp: 64 };
@@ -16,7 +16,8 @@ test.before(async () => {
   tf.tidy(() => model.shiftGate!.assign(tf.randomNormal([config.dModel], 0, 1, 'float32', 3)));
 });
 
-const prompt = (n: number, salt: number) => Array.from({ length: n }, (_, j) => (j * 31 + salt * 17 + 3) % config.vocabSize);
+const prompt = (n: number, salt: number) =>
+  Array.from({ length: n }, (_, j) => (j * 31 + salt * 17 + 3) % config.vocabSize);
 
 function maxDiff(a: Float32Array[], b: Float32Array[]): number {
   let d = 0;
@@ -40,21 +41,33 @@ test('cached and uncached decoding give the same logits (1e-4) and the same gree
 test('a later turn prefills only the new tokens and matches a full recomputation', (t) => {
   const rows = [6, 11].map((n, i) => ({ tokens: prompt(n, i + 5), seed: 40 + i, maxTokens: 6 }));
   const first = generate(model, rows, { keepCache: true });
-  const second = rows.map((r, i) => ({ tokens: [...r.tokens, ...first[i]!.tokens, 1, 2, 3], seed: 50 + i, maxTokens: 6, cache: first[i]!.cache }));
+  const second = rows.map((r, i) => ({
+    tokens: [...r.tokens, ...first[i]!.tokens, 1, 2, 3],
+    seed: 50 + i,
+    maxTokens: 6,
+    cache: first[i]!.cache,
+  }));
   const withCache = generate(model, second, { returnLogits: true });
-  const without = generate(model, second.map((r) => ({ ...r, cache: undefined })), { returnLogits: true, useCache: false });
+  const without = generate(
+    model,
+    second.map((r) => ({ ...r, cache: undefined })),
+    { returnLogits: true, useCache: false },
+  );
   withCache.forEach((r, i) => {
     t.is(r.prefilled, 4, 'the last action token and the 3 new tokens');
     t.deepEqual(r.tokens, without[i]!.tokens);
     t.true(maxDiff(r.logits!, without[i]!.logits!) < 1e-4);
   });
-  first.forEach((r) => disposeCache(r.cache));
 });
 
 test("a sequence's sampled tokens are identical alone and in a batch of 16", (t) => {
   const target = { tokens: prompt(10, 99), seed: 123, maxTokens: 20 };
   const alone = generate(model, [target], { sampling: { temperature: 1 } })[0]!;
-  const neighbours = Array.from({ length: 15 }, (_, i) => ({ tokens: prompt(3 + ((i * 7) % 30), i), seed: 1000 + i, maxTokens: 4 + (i % 20) }));
+  const neighbours = Array.from({ length: 15 }, (_, i) => ({
+    tokens: prompt(3 + ((i * 7) % 30), i),
+    seed: 1000 + i,
+    maxTokens: 4 + (i % 20),
+  }));
   const batch = [...neighbours.slice(0, 7), target, ...neighbours.slice(7)];
   const together = generate(model, batch, { sampling: { temperature: 1 } })[7]!;
   t.deepEqual(together.tokens, alone.tokens);
@@ -64,14 +77,27 @@ test("a sequence's sampled tokens are identical alone and in a batch of 16", (t)
 });
 
 test('stop tokens end a row (included); the context bounds generation; no tensors leak', (t) => {
-  const run = () => generate(model, [{ tokens: prompt(8, 1), seed: 5, maxTokens: 30 }, { tokens: prompt(94, 2), seed: 1, maxTokens: 10 }], {});
+  const run = () =>
+    generate(
+      model,
+      [
+        { tokens: prompt(8, 1), seed: 5, maxTokens: 30 },
+        { tokens: prompt(94, 2), seed: 1, maxTokens: 10 },
+      ],
+      {},
+    );
   run(); // warms the model's causal-mask cache
   const before = tf.memory().numTensors;
   run();
-  const free = generate(model, [{ tokens: prompt(8, 1), seed: 5, maxTokens: 30 }], { sampling: { temperature: 0 } })[0]!;
+  const free = generate(model, [{ tokens: prompt(8, 1), seed: 5, maxTokens: 30 }], {
+    sampling: { temperature: 0 },
+  })[0]!;
   const stopAt = free.tokens[3]!;
   const first = free.tokens.indexOf(stopAt);
-  const stopped = generate(model, [{ tokens: prompt(8, 1), seed: 5, maxTokens: 30 }], { sampling: { temperature: 0 }, stopTokens: new Set([stopAt]) })[0]!;
+  const stopped = generate(model, [{ tokens: prompt(8, 1), seed: 5, maxTokens: 30 }], {
+    sampling: { temperature: 0 },
+    stopTokens: new Set([stopAt]),
+  })[0]!;
   t.is(stopped.stop, 'stop');
   t.deepEqual(stopped.tokens, free.tokens.slice(0, first + 1));
   const nearEnd = generate(model, [{ tokens: prompt(94, 2), seed: 1, maxTokens: 10 }], {})[0]!;
@@ -94,6 +120,12 @@ test('sampling: greedy, top-k 1, and log-probs of the untempered distribution', 
 });
 
 test('bad rows get clear errors', (t) => {
-  t.throws(() => generate(model, [{ tokens: [], seed: 1, maxTokens: 3 }]), { instanceOf: GenerateError, message: /no tokens/ });
-  t.throws(() => generate(model, [{ tokens: [1], seed: 1, maxTokens: -1 }]), { instanceOf: GenerateError, message: /maxTokens/ });
+  t.throws(() => generate(model, [{ tokens: [], seed: 1, maxTokens: 3 }]), {
+    instanceOf: GenerateError,
+    message: /no tokens/,
+  });
+  t.throws(() => generate(model, [{ tokens: [1], seed: 1, maxTokens: -1 }]), {
+    instanceOf: GenerateError,
+    message: /maxTokens/,
+  });
 });

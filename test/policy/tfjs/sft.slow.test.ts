@@ -4,9 +4,9 @@
  */
 import test from 'ava';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
-import { runSft } from '../../../src/policy/tfjs/sft.ts';
+import { runSft } from '../../../src/app/run-sft.ts';
 import { loadScenario } from '../../../src/scenario/load.ts';
-import { resolvePolicy } from '../../../src/policy/resolve.ts';
+import { resolvePolicy } from '../../../src/app/resolve-policy.ts';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 
 const SFT_EPISODES = Number(process.env.SFT_EPISODES ?? 400);
@@ -32,7 +32,9 @@ test(`SFT on the calculator (${SFT_EPISODES} expert episodes, ${SFT_STEPS} steps
     train: { steps: SFT_STEPS, batchSize: 8, lr: 1e-2 },
   });
   const seconds = (performance.now() - started) / 1000;
-  t.log(`train ${result.seconds.toFixed(1)} s, total ${seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)}, dev success ${result.eval!.successRate}`);
+  t.log(
+    `train ${result.seconds.toFixed(1)} s, total ${seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)}, dev success ${result.eval!.successRate}`,
+  );
   t.is(result.teacherSuccess, 1);
   t.true(result.eval!.successRate > 0.8, `dev success ${result.eval!.successRate}`);
   t.regex(result.hash, /^[0-9a-f]{64}$/);

@@ -1,11 +1,12 @@
 import test from 'ava';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
 import { chatEncoding } from '../../../src/policy/tfjs/chat-template.ts';
-import { recordTexts, runSft, sequencesFromRecords, SftError, trainSft } from '../../../src/policy/tfjs/sft.ts';
+import { recordTexts, sequencesFromRecords, SftError, trainSft } from '../../../src/policy/tfjs/sft.ts';
+import { runSft } from '../../../src/app/run-sft.ts';
 import { trainTokenizer } from '../../../src/policy/tfjs/tokenizer.ts';
 import { loadScenario } from '../../../src/scenario/load.ts';
 import { rollout } from '../../../src/rollout/rollout.ts';
-import { resolvePolicy } from '../../../src/policy/resolve.ts';
+import { resolvePolicy } from '../../../src/app/resolve-policy.ts';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 
 test.before(async () => {
@@ -25,7 +26,13 @@ test('training sequences: the loss mask covers exactly the agent’s own tokens,
   const agent = s.tokens.filter((_, i) => s.mask[i] === 1);
   t.is(tok.decode(agent), r.turns.map((x) => x.text).join(''));
   // The same chain as the episode machine: prompt, action, observation in the template, action, end.
-  const expected = [...enc.prompt(r.prompt), ...enc.action(r.turns[0]!.text), ...enc.observation(r.turns[0]!.observation!), ...enc.action(r.turns[1]!.text), ...enc.end!()];
+  const expected = [
+    ...enc.prompt(r.prompt),
+    ...enc.action(r.turns[0]!.text),
+    ...enc.observation(r.turns[0]!.observation!),
+    ...enc.action(r.turns[1]!.text),
+    ...enc.end!(),
+  ];
   t.deepEqual(s.tokens, expected);
   t.throws(() => trainSft({ records: [] }), { instanceOf: SftError, message: /no records/ });
   t.throws(() => trainSft({ records, tokenizer: tok, steps: 0 }), { instanceOf: SftError, message: /steps/ });
@@ -48,7 +55,9 @@ test('SFT on the calculator (100 expert episodes, 150 steps, d32 × 1 layer with
     sampling: { temperature: 0 },
     train: { steps: 150, batchSize: 8, lr: 1e-2, model: { dModel: 32, nLayers: 1, copyHead: true }, chunking: 'words' },
   });
-  t.log(`train ${result.seconds.toFixed(1)} s, tail loss ${result.tailLoss.toFixed(4)}, dev success ${result.eval!.successRate}`);
+  t.log(
+    `train ${result.seconds.toFixed(1)} s, tail loss ${result.tailLoss.toFixed(4)}, dev success ${result.eval!.successRate}`,
+  );
   t.is(result.teacherSuccess, 1);
   t.true(result.tailLoss < 0.2, `tail loss ${result.tailLoss}`);
   t.true(result.eval!.successRate > 0.5, `dev success ${result.eval!.successRate}`);

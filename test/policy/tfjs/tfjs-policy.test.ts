@@ -6,17 +6,26 @@ import { TfjsPolicy } from '../../../src/policy/tfjs/tfjs-policy.ts';
 import { trainTokenizer } from '../../../src/policy/tfjs/tokenizer.ts';
 import type { PolicyRequest } from '../../../src/policy/policy.ts';
 
-const tokenizer = trainTokenizer(['<tool_call>{"name": "calculate", "arguments": {"expression": "1 + 2"}}</tool_call>', '<answer>3</answer> What is one plus two?'], {
-  vocabSize: 15 + 256 + 30,
-});
+const tokenizer = trainTokenizer(
+  [
+    '<tool_call>{"name": "calculate", "arguments": {"expression": "1 + 2"}}</tool_call>',
+    '<answer>3</answer> What is one plus two?',
+  ],
+  {
+    vocabSize: 15 + 256 + 30,
+  },
+);
 let model: GPTModel;
 test.before(async () => {
   await initBackend('wasm');
-  model = new GPTModel({ vocabSize: tokenizer.vocabSize, dModel: 32, nLayers: 2, nHeads: 4, contextLength: 128, dMlp: 64 }, 4);
+  model = new GPTModel(
+    { vocabSize: tokenizer.vocabSize, dModel: 32, nLayers: 2, nHeads: 4, contextLength: 128, dMlp: 64 },
+    4,
+  );
   tf.tidy(() => model.shiftGate!.assign(tf.onesLike(model.shiftGate!)));
 });
 
-const request = (p: TfjsPolicy, tokens: number[], turn: number, episodeId = 'ep-1'): PolicyRequest => ({
+const request = (_p: TfjsPolicy, tokens: number[], turn: number, episodeId = 'ep-1'): PolicyRequest => ({
   episodeId,
   task: { id: 't', split: 'dev', question: 'What is one plus two?' },
   tools: [],
@@ -51,7 +60,9 @@ test('actBatch: each request is answered as if alone', async (t) => {
   const prompts = [3, 7, 12].map((n) => tokenizer.encode('What is one plus two? '.repeat(n)));
   const batch = await policy.actBatch(prompts.map((p, i) => request(policy, p, 0, `ep-${i}`)));
   for (const [i, p] of prompts.entries()) {
-    const alone = await new TfjsPolicy({ id: 'test', version: 'v', model, tokenizer }).act(request(policy, p, 0, `ep-${i}`));
+    const alone = await new TfjsPolicy({ id: 'test', version: 'v', model, tokenizer }).act(
+      request(policy, p, 0, `ep-${i}`),
+    );
     t.deepEqual(batch[i], alone);
   }
 });

@@ -1,0 +1,447 @@
+import { createHash } from 'node:crypto';
+import { mkdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import * as tf from '@tensorflow/tfjs';
+import { deriveSeed } from '../core/rng.ts';
+import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
+import type { Policy } from '../policy/policy.ts';
+import { rollout } from '../rollout/rollout.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import { devScore } from '../rl/best-checkpoint.ts';
+import { resolveConfig, type Algorithm, type TrainConfig } from '../rl/config.ts';
+import type { RolloutExecutor } from '../rollout/executor.ts';
+import { canUseReplica, Replica } from '../rollout/replica.ts';
+import { writeFileAtomic } from '../rl/run-dir.ts';
+import { GptTrainable } from '../rl/tfjs-trainable.ts';
+import { train, type EvalMetrics, type StepMetrics } from '../rl/trainer.ts';
+import type { TrainablePolicy } from '../rl/trainable.ts';
+import { sftWarmStart, type WarmStartOptions, type WarmStartResult } from '../rl/warm-start.ts';
+
+/**
+ * The paper's comparison in miniature: Naive RAG (one retrieval, then read), Base Tool Call (the
+ * SFT warm start, no RL) and RL-trained agents, all evaluated greedily on the same `test` and `ood`
+ * episodes. Used by `npm start` and bench/paper-table.ts.
+ */
+
+export interface MethodScore {
+  method: string;
+  split: string;
+  episodes: number;
+  em: number;
+  f1: number;
+  /** Mean share of the gold documents retrieved, where the scenario reports it (multihop QA). */
+  recall?: number;
+  /** EM per question type. */
+  byType: { [type: string]: { n: number; em: number; f1: number } };
+  meanTurns: number;
+  /**
+   * sha256 over the episodes' record checksums, in order: equal digests mean byte-identical
+   * episodes (the same tasks, generations, observations and rewards). Absent for unsealed records.
+   */
+  digest?: string;
+}
+
+export interface PaperEvent {
+  phase: 'baseline' | 'warm-start' | 'sft-step' | 'rl-step' | 'rl-eval' | 'eval';
+  message?: string;
+  step?: StepMetrics;
+  eval?: EvalMetrics;
+  sft?: { step: number; steps: number; loss: number; tokensPerS: number };
+  algo?: Algorithm;
+}
+
+export interface PaperOptions {
+  scenario: Scenario;
+  seed: number;
+  algos: readonly Algorithm[];
+  outDir: string;
+  warmStart: Omit<WarmStartOptions, 'scenario' | 'demoPolicy' | 'seed' | 'onStep'> & { demoPolicy: string };
+  /** RL settings on top of each algorithm's defaults (steps, group, lr, …). */
+  rl: Partial<Omit<TrainConfig, 'algo' | 'seed'>>;
+  /**
+   * Which policy of each RL run the table evaluates: 'final' (the last step's, the default) or
+   * 'best-dev' (the one of its best dev eval after step 0, ties to the later step — model selection
+   * on dev, never on test). 'best-dev' needs dev evals (rl.evalEvery > 0).
+   */
+  select?: PolicySelection;
+  /** Episodes per evaluation split: a number, or 'all' (one per task of the split). */
+  evalEpisodes: { test: EvalEpisodes; ood: EvalEpisodes };
+  evalSplits?: readonly string[];
+  /** Episode budget overrides for every rollout (demonstrations, training, evaluation). */
+  episode?: Partial<EpisodeConfig>;
+  /**
+   * A warm-start checkpoint made by an earlier run with the same seed and budget: loaded instead of
+   * trained (the same weights, since the warm start is deterministic), so algorithms can run in
+   * separate processes without repeating the SFT.
+   */
+  warmStartFrom?: string;
+  /**
+   * Play the model's episodes (training, dev evals, evaluations) on two threads, half on a replica
+   * in a worker thread (wasm and cpu backends; see Replica). Same records, shorter wall time.
+   */
+  replica?: boolean;
+  /** How the replica's thread loads the scenario: a built-in name or a folder (default: its id). */
+  scenarioSource?: string;
+  onEvent?(event: PaperEvent): void;
+}
+
+export interface PaperResult {
+  scores: MethodScore[];
+  /** dev EM vs step, per algorithm (from the trainer's evals). */
+  curves: { algo: Algorithm; step: number; em: number; reward: number }[];
+  /** Mean training reward per step, per algorithm. */
+  rewards: { algo: Algorithm; step: number; reward: number }[];
+  warmStart: {
+    sequences: number;
+    demoSuccess: number;
+    steps: number;
+    finalLoss: number;
+    seconds: number;
+    parameters: number;
+    dir: string;
+  };
+  runDirs: { [algo: string]: string };
+  /** The RL step whose policy the table evaluates, per algorithm, and its dev score. */
+  selected: { [algo: string]: { step: number; devScore: number | null } };
+  seconds: { [phase: string]: number };
+}
+
+const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
+
+export function scoreRecords(method: string, split: string, records: readonly EpisodeRecord[]): MethodScore {
+  const em = (r: EpisodeRecord) => r.outcome.metrics?.em ?? (r.outcome.success ? 1 : 0);
+  const f1 = (r: EpisodeRecord) => r.outcome.metrics?.f1 ?? em(r);
+  const types = new Map<string, EpisodeRecord[]>();
+  for (const r of records) {
+    const t = r.task.type ?? 'other';
+    if (!types.has(t)) types.set(t, []);
+    types.get(t)!.push(r);
+  }
+  const byType = Object.fromEntries(
+    [...types.keys()].sort().map((t) => {
+      const rs = types.get(t)!;
+      return [t, { n: rs.length, em: mean(rs.map(em)), f1: mean(rs.map(f1)) }];
+    }),
+  );
+  const recalls = records.map((r) => r.outcome.metrics?.recall).filter((x): x is number => Number.isFinite(x));
+  const sealed = records.length > 0 && records.every((r) => typeof r.checksum === 'string');
+  return {
+    method,
+    split,
+    episodes: records.length,
+    em: mean(records.map(em)),
+    f1: mean(records.map(f1)),
+    ...(recalls.length === records.length && records.length > 0 ? { recall: mean(recalls) } : {}),
+    byType,
+    meanTurns: mean(records.map((r) => r.turns.length)),
+    ...(sealed
+      ? {
+          digest: createHash('sha256')
+            .update(records.map((r) => r.checksum).join('\n'))
+            .digest('hex'),
+        }
+      : {}),
+  };
+}
+
+export type EvalEpisodes = number | 'all';
+export type PolicySelection = 'final' | 'best-dev';
+
+/**
+ * How many evaluation episodes `n` is on a split: 'all' is one per task, for scenarios whose splits
+ * are fixed sets (they say how many tasks: `taskCount`); a generated split has no "all".
+ */
+export function evalEpisodeCount(scenario: Scenario, split: string, n: EvalEpisodes): number {
+  if (n !== 'all') return n;
+  if (!scenario.taskCount)
+    throw new RangeError(
+      `scenario ${scenario.id} generates its "${split}" tasks, so "all" has no end; give a number of episodes`,
+    );
+  const count = scenario.taskCount(split);
+  if (count === 0) throw new RangeError(`scenario ${scenario.id} has no tasks in split "${split}"`);
+  return count;
+}
+
+/** The evaluation episodes of a split: every method sees the same tasks with the same seeds. */
+function evalRollout(
+  scenario: Scenario,
+  split: string,
+  episodes: number,
+  seed: number,
+  episode?: Partial<EpisodeConfig>,
+) {
+  return { scenario, split, episodes, seed: deriveSeed(seed, 'paper-eval', split), concurrency: 64, config: episode };
+}
+
+/** Greedy evaluation of any policy (a scripted baseline) on the split's fixed episodes. */
+export async function evaluateMethod(
+  scenario: Scenario,
+  method: string,
+  policy: Policy,
+  split: string,
+  episodes: number,
+  seed: number,
+  episode?: Partial<EpisodeConfig>,
+): Promise<MethodScore> {
+  const { records } = await rollout({ ...evalRollout(scenario, split, episodes, seed, episode), policy });
+  return scoreRecords(method, split, records);
+}
+
+/** Greedy evaluation of a trainable model, played by `executor` (in this thread by default). */
+export async function evaluateModel(
+  scenario: Scenario,
+  method: string,
+  model: TrainablePolicy,
+  split: string,
+  episodes: number,
+  seed: number,
+  episode?: Partial<EpisodeConfig>,
+  executor?: RolloutExecutor,
+): Promise<MethodScore> {
+  const policy = model.policy({ temperature: 0 });
+  const { records } = await rollout({ ...evalRollout(scenario, split, episodes, seed, episode), policy, executor });
+  return scoreRecords(method, split, records);
+}
+
+export const METHOD_NAMES: Record<Algorithm | 'naive-rag' | 'base', string> = {
+  'naive-rag': 'Naive RAG',
+  base: 'Base Tool Call',
+  ppo: 'PPO',
+  grpo: 'GRPO',
+  'reinforce++': 'REINFORCE++',
+  rloo: 'RLOO',
+};
+
+export async function runPaper(options: PaperOptions): Promise<PaperResult> {
+  const backend = tf.getBackend();
+  const replica =
+    options.replica && canUseReplica(backend)
+      ? new Replica({
+          backend,
+          scenarioSource: options.scenarioSource,
+          onFallback: (e) =>
+            options.onEvent?.({
+              phase: 'eval',
+              message: `the replica failed (its episodes were played on the main thread): ${e.message}`,
+            }),
+        })
+      : undefined;
+  try {
+    return await runPaperWith(options, replica);
+  } finally {
+    await replica?.close();
+  }
+}
+
+async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | undefined): Promise<PaperResult> {
+  const { scenario, seed } = options;
+  const emit = (e: PaperEvent) => options.onEvent?.(e);
+  const splits = options.evalSplits ?? ['test', 'ood'];
+  const count = (split: string) =>
+    evalEpisodeCount(scenario, split, split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test);
+  // an evaluation size the scenario cannot give fails now, not after the warm start
+  for (const split of splits) count(split);
+  const select = options.select ?? 'final';
+  if (select === 'best-dev' && resolveConfig({ ...options.rl, algo: 'grpo', seed }).evalEvery === 0) {
+    throw new RangeError('selecting the best dev checkpoint needs dev evals: set rl.evalEvery > 0');
+  }
+  const seconds: { [phase: string]: number } = {};
+  const scores: MethodScore[] = [];
+  await mkdir(options.outDir, { recursive: true });
+  let t = performance.now();
+  const lap = (phase: string) => {
+    const now = performance.now();
+    seconds[phase] = (seconds[phase] ?? 0) + (now - t) / 1000;
+    t = now;
+  };
+
+  const naive = scenario.policies['naive-rag'];
+  if (naive) {
+    const policy = await naive({ scenario, seed });
+    for (const split of splits)
+      scores.push(
+        await evaluateMethod(scenario, METHOD_NAMES['naive-rag'], policy, split, count(split), seed, options.episode),
+      );
+    emit({ phase: 'baseline', message: 'Naive RAG evaluated' });
+  }
+  lap('naive-rag');
+
+  const demoFactory = scenario.policies[options.warmStart.demoPolicy];
+  if (!demoFactory)
+    throw new Error(`scenario ${scenario.id} has no "${options.warmStart.demoPolicy}" policy for the warm start`);
+  const ws = options.warmStartFrom
+    ? await loadWarmStart(options.warmStartFrom)
+    : await sftWarmStart({
+        ...options.warmStart,
+        episode: options.episode,
+        scenario,
+        demoPolicy: await demoFactory({ scenario, seed }),
+        seed,
+        onStep: (s) => emit({ phase: 'sft-step', sft: s }),
+      });
+  const warmDir = join(options.outDir, 'warm-start');
+  await ws.trainable.save(warmDir);
+  lap('warm-start');
+  emit({
+    phase: 'warm-start',
+    message: options.warmStartFrom
+      ? `warm start loaded from ${options.warmStartFrom}`
+      : `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}`,
+  });
+  for (const split of splits)
+    scores.push(
+      await evaluateModel(
+        scenario,
+        METHOD_NAMES.base,
+        ws.trainable,
+        split,
+        count(split),
+        seed,
+        options.episode,
+        executor,
+      ),
+    );
+  lap('eval-base');
+  emit({ phase: 'eval', message: 'Base Tool Call evaluated' });
+
+  const curves: PaperResult['curves'] = [];
+  const rewards: PaperResult['rewards'] = [];
+  const runDirs: { [algo: string]: string } = {};
+  const selected: PaperResult['selected'] = {};
+  for (const algo of options.algos) {
+    const model = await GptTrainable.fromCheckpoint(warmDir, { id: `rl-${algo}` });
+    const outDir = join(options.outDir, algo);
+    runDirs[algo] = outDir;
+    const config = resolveConfig({ ...options.rl, algo, seed });
+    const result = await train({
+      scenario,
+      model,
+      config,
+      outDir,
+      init: `ckpt:${warmDir}`,
+      episode: options.episode,
+      executor,
+      onStep: (m) => emit({ phase: 'rl-step', step: m, algo }),
+      onEval: (e) => emit({ phase: 'rl-eval', eval: e, algo }),
+    });
+    for (const e of result.evals) curves.push({ algo, step: e.step, em: devScore(e), reward: e.reward });
+    for (const s of result.steps) rewards.push({ algo, step: s.step, reward: s.reward });
+    lap(`train-${algo}`);
+    // best-dev: the best checkpoint, unless it is the final policy (in memory) or there is none (no eval after step 0)
+    const best = select === 'best-dev' && result.best && result.best.step !== result.lastStep ? result.best : null;
+    const finalEval = result.evals.find((e) => e.step === result.lastStep);
+    selected[algo] = best
+      ? { step: best.step, devScore: best.devScore }
+      : { step: result.lastStep, devScore: finalEval ? devScore(finalEval) : null };
+    const chosen = best ? await GptTrainable.fromCheckpoint(best.dir, { id: `rl-${algo}` }) : model;
+    if (best)
+      emit({
+        phase: 'eval',
+        algo,
+        message: `${algo}: evaluating the best dev checkpoint, step ${best.step} (dev ${(100 * best.devScore).toFixed(1)})`,
+      });
+    try {
+      for (const split of splits)
+        scores.push(
+          await evaluateModel(
+            scenario,
+            METHOD_NAMES[algo],
+            chosen,
+            split,
+            count(split),
+            seed,
+            options.episode,
+            executor,
+          ),
+        );
+    } finally {
+      if (chosen !== model) chosen.model.dispose();
+      model.model.dispose();
+    }
+    lap(`eval-${algo}`);
+  }
+  ws.trainable.model.dispose();
+  const result: PaperResult = {
+    scores,
+    curves,
+    rewards,
+    warmStart: {
+      sequences: ws.sequences,
+      demoSuccess: ws.demoSuccess,
+      steps: ws.steps,
+      finalLoss: ws.finalLoss,
+      seconds: ws.seconds,
+      parameters: ws.parameters,
+      dir: warmDir,
+    },
+    runDirs,
+    selected,
+    seconds,
+  };
+  await writeFileAtomic(join(options.outDir, 'paper.json'), JSON.stringify(result, null, 2) + '\n');
+  return result;
+}
+
+/** A saved warm start, with the figures its run recorded (paper.json next to it, when there is one). */
+async function loadWarmStart(
+  dir: string,
+): Promise<
+  Pick<WarmStartResult, 'trainable' | 'sequences' | 'demoSuccess' | 'steps' | 'finalLoss' | 'seconds' | 'parameters'>
+> {
+  const trainable = await GptTrainable.fromCheckpoint(dir, { id: 'rl' });
+  let recorded: Partial<PaperResult['warmStart']> = {};
+  try {
+    recorded = (JSON.parse(await readFile(join(dir, '..', 'paper.json'), 'utf8')) as PaperResult).warmStart;
+  } catch {
+    // no paper.json beside it: only the parameter count is known
+  }
+  return {
+    trainable,
+    sequences: recorded.sequences ?? 0,
+    demoSuccess: recorded.demoSuccess ?? 0,
+    steps: recorded.steps ?? 0,
+    finalLoss: recorded.finalLoss ?? NaN,
+    seconds: 0,
+    parameters: trainable.model.parameterCount(),
+  };
+}
+
+/**
+ * The table: one row per method, EM per type on test, EM/F1 overall on test, EM/F1 on ood, then
+ * gold-document recall on test and ood where the scores carry it (search apart from reading).
+ */
+export function formatPaperTable(scores: readonly MethodScore[]): string {
+  const methods = [...new Set(scores.map((s) => s.method))];
+  const get = (m: string, split: string) => scores.find((s) => s.method === m && s.split === split);
+  const types = [...new Set(scores.filter((s) => s.split === 'test').flatMap((s) => Object.keys(s.byType)))].sort();
+  const withRecall = scores.some((s) => s.recall !== undefined);
+  const head = [
+    'method',
+    ...types.map((t) => `test:${t}`),
+    'test EM',
+    'test F1',
+    'ood EM',
+    'ood F1',
+    ...(withRecall ? ['test recall', 'ood recall'] : []),
+  ];
+  const pct = (x: number | undefined) => (x === undefined ? '-' : (100 * x).toFixed(1));
+  const rows = methods.map((m) => {
+    const test = get(m, 'test');
+    const ood = get(m, 'ood');
+    const recall = withRecall ? [pct(test?.recall), pct(ood?.recall)] : [];
+    return [
+      m,
+      ...types.map((t) => pct(test?.byType[t]?.em)),
+      pct(test?.em),
+      pct(test?.f1),
+      pct(ood?.em),
+      pct(ood?.f1),
+      ...recall,
+    ];
+  });
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}

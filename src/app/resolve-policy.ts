@@ -1,0 +1,36 @@
+import { UnknownNameError, UsageError } from '../core/errors.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import type { Policy } from '../policy/policy.ts';
+
+/**
+ * A policy from its command-line spec: one of the scenario's reference policies by name, or
+ * `ckpt:DIR` for a trained checkpoint, or `openai:MODEL@BASE_URL` for any OpenAI-compatible endpoint
+ * (key from OPENAI_API_KEY; see src/openai/external-policy.ts). `temperature` replaces a checkpoint's
+ * own sampling temperature (0: greedy).
+ */
+export async function resolvePolicy(
+  spec: string,
+  scenario: Scenario,
+  seed: number,
+  options: { temperature?: number } = {},
+): Promise<Policy> {
+  if (spec.startsWith('ckpt:')) {
+    const { loadCheckpointPolicy } = await import('../policy/tfjs/tfjs-policy.ts');
+    return loadCheckpointPolicy(spec.slice('ckpt:'.length), { sampling: { temperature: options.temperature } });
+  }
+  // Scripted policies do not sample from logits, and an endpoint's temperature is its own setting.
+  if (options.temperature !== undefined)
+    throw new UsageError(`a temperature applies to checkpoint policies (ckpt:DIR), not to "${spec}"`);
+  if (spec.startsWith('openai:')) {
+    const { openAIPolicyFromSpec } = await import('../openai/external-policy.ts');
+    return openAIPolicyFromSpec(spec);
+  }
+  const factory = scenario.policies[spec];
+  if (!factory)
+    throw new UnknownNameError('policy', spec, [
+      ...Object.keys(scenario.policies),
+      'ckpt:DIR',
+      'openai:MODEL@BASE_URL',
+    ]);
+  return factory({ scenario, seed });
+}

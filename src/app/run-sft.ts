@@ -1,0 +1,94 @@
+import type { Policy } from '../policy/policy.ts';
+import { modelHash, saveCheckpoint } from '../policy/tfjs/checkpoint.ts';
+import type { SamplingOptions } from '../policy/tfjs/generate.ts';
+import { trainSft, type SftOptions, type SftResult } from '../policy/tfjs/sft.ts';
+import { TfjsPolicy } from '../policy/tfjs/tfjs-policy.ts';
+import { rollout } from '../rollout/rollout.ts';
+import type { RolloutSummary } from '../rollout/summary.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+
+export interface RunSftOptions {
+  scenario: Scenario;
+  /** The reference policy whose episodes are cloned. */
+  teacher: Policy;
+  episodes: number;
+  seed: number;
+  split?: string;
+  /** Where to save the checkpoint (omit to keep it in memory only). */
+  out?: string;
+  /** Dev-split episodes evaluated at the end (0: none). */
+  evalEpisodes?: number;
+  evalSplit?: string;
+  /** Sampling of the trained policy (saved with the checkpoint; used by the dev eval). */
+  sampling?: SamplingOptions;
+  train?: Omit<SftOptions, 'records' | 'seed'>;
+  onPhase?: (phase: 'collect' | 'train' | 'save' | 'eval', detail: { [key: string]: unknown }) => void;
+  onEvalRecord?: (done: number, total: number) => void;
+}
+
+export interface RunSftResult extends Omit<SftResult, 'model' | 'tokenizer'> {
+  policy: TfjsPolicy;
+  hash: string;
+  teacherSuccess: number;
+  eval?: RolloutSummary;
+}
+
+/**
+ * The whole `agent-r1 sft` pipeline: collect the teacher's episodes, train, save (atomically),
+ * evaluate on the dev split. Deterministic for a seed.
+ */
+export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
+  const split = options.split ?? 'train';
+  options.onPhase?.('collect', { episodes: options.episodes, split });
+  const { records, summary } = await rollout({
+    scenario: options.scenario,
+    policy: options.teacher,
+    split,
+    episodes: options.episodes,
+    seed: options.seed,
+  });
+  options.onPhase?.('train', { records: records.length, teacherSuccess: summary.successRate });
+  const trained = trainSft({ ...options.train, records, seed: options.seed });
+  const sampling = options.sampling ?? {};
+  let hash: string;
+  if (options.out) {
+    options.onPhase?.('save', { out: options.out });
+    hash = await saveCheckpoint(options.out, trained.model, trained.tokenizer, {
+      scenario: options.scenario.id,
+      teacher: options.teacher.id,
+      episodes: options.episodes,
+      seed: options.seed,
+      steps: trained.steps,
+      finalLoss: trained.finalLoss,
+      sampling: { ...sampling } as { [key: string]: number },
+    });
+  } else {
+    hash = await modelHash(trained.model, trained.tokenizer);
+  }
+  const policy = new TfjsPolicy({
+    id: options.out ? `ckpt:${options.out}` : 'sft',
+    version: hash,
+    model: trained.model,
+    tokenizer: trained.tokenizer,
+    sampling,
+  });
+  const { model: _m, tokenizer: _t, ...stats } = trained;
+  const result: RunSftResult = { ...stats, policy, hash, teacherSuccess: summary.successRate };
+  const n = options.evalEpisodes ?? 0;
+  if (n > 0) {
+    const evalSplit = options.evalSplit ?? (options.scenario.splits.includes('dev') ? 'dev' : split);
+    options.onPhase?.('eval', { episodes: n, split: evalSplit });
+    let done = 0;
+    result.eval = (
+      await rollout({
+        scenario: options.scenario,
+        policy,
+        split: evalSplit,
+        episodes: n,
+        seed: options.seed + 1,
+        onRecord: () => options.onEvalRecord?.(++done, n),
+      })
+    ).summary;
+  }
+  return result;
+}

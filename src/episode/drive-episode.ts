@@ -1,0 +1,98 @@
+import { createActor, toPromise } from 'xstate';
+import { episodeMachine, type EpisodeActors, type EpisodeOutput, type GenerateInput } from '../../machines/episode.ts';
+import { createRng, deriveSeed, type Rng } from '../core/rng.ts';
+import type { EpisodeConfig, Message, PolicyOutput, Task, ToolCall, ToolResult } from '../core/types.ts';
+import type { PolicyEncoding } from '../policy/policy.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import { toOpenAITool, type OpenAITool } from '../tools/tool.ts';
+
+/** How a driven episode gets its actions and tool results: live, or from a record. */
+export interface EpisodeDrivers {
+  act(input: GenerateInput & { seed: number; prompt: readonly Message[] }, signal: AbortSignal): Promise<PolicyOutput>;
+  execute(
+    call: ToolCall,
+    ctx: { turn: number; callIndex: number; rng: Rng; state: unknown; signal: AbortSignal },
+  ): Promise<ToolResult>;
+  encode?: PolicyEncoding;
+}
+
+export interface DrivenEpisode extends EpisodeOutput {
+  prompt: Message[];
+  promptTokens?: number[];
+}
+
+/** The seeds of an episode's two streams: the sampler's (per turn) and the world's. */
+export function samplerSeed(episodeSeed: number, turn: number): number {
+  return deriveSeed(episodeSeed, 'sampler', turn);
+}
+
+export function worldSeed(episodeSeed: number): number {
+  return deriveSeed(episodeSeed, 'world');
+}
+
+/**
+ * Runs the episode machine for one task with the scenario's ToolEnv; the drivers decide where
+ * actions and tool results come from. Live rollouts and replay both go through here, so they
+ * cannot drift apart.
+ */
+export async function driveEpisode(
+  scenario: Scenario,
+  task: Task,
+  seed: number,
+  config: EpisodeConfig,
+  drivers: EpisodeDrivers,
+): Promise<DrivenEpisode> {
+  const rng = createRng(worldSeed(seed));
+  const env = scenario.env;
+  const state = env.init ? await env.init(task, { rng }) : undefined;
+  try {
+    const prompt = env.prompt(task, openAITools(scenario));
+    const promptTokens = drivers.encode?.prompt(prompt);
+    const actors: EpisodeActors = {
+      generate: (input, signal) => drivers.act({ ...input, seed: samplerSeed(seed, input.turn), prompt }, signal),
+      execute: async (input, signal) => {
+        const results: ToolResult[] = [];
+        // Calls of a turn run in order, so stochastic tools draw from the world stream in a fixed order.
+        for (const [callIndex, call] of input.calls.entries()) {
+          results.push(await drivers.execute(call, { turn: input.turn, callIndex, rng, state, signal }));
+        }
+        return results;
+      },
+      transition: async (input) => {
+        const step = await env.step({
+          task,
+          state,
+          rng,
+          turn: input.turn,
+          action: input.action,
+          results: input.results,
+          history: input.history,
+        });
+        const observationTokens =
+          drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
+        return observationTokens ? { ...step, observationTokens } : step;
+      },
+      outcome: async (input) =>
+        env.outcome({ task, state, answer: input.answer, endReason: input.endReason, history: input.history }),
+    };
+    const actor = createActor(episodeMachine, { input: { config, prompt, promptTokens, actors } });
+    const done = toPromise(actor);
+    actor.start();
+    const output = await done;
+    return { ...output, prompt, ...(promptTokens ? { promptTokens } : {}) };
+  } finally {
+    await env.dispose?.(state);
+  }
+}
+
+const toolSchemas = new WeakMap<Scenario, OpenAITool[]>();
+
+/** The scenario's tools in OpenAI shape, computed once per scenario. */
+export function openAITools(scenario: Scenario) {
+  let schemas = toolSchemas.get(scenario);
+  if (!schemas) {
+    schemas = scenario.tools.map(toOpenAITool);
+    toolSchemas.set(scenario, schemas);
+  }
+  return schemas;
+}

@@ -1,0 +1,111 @@
+import type { LRUCache } from 'lru-cache';
+import { deriveSeed } from '../core/rng.ts';
+import {
+  DEFAULT_EPISODE_CONFIG,
+  RECORD_SCHEMA_VERSION,
+  type EpisodeConfig,
+  type EpisodeRecord,
+  type Json,
+  type Task,
+} from '../core/types.ts';
+import type { Policy } from '../policy/policy.ts';
+import { sealRecord } from '../record/record.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import { ToolRunner } from '../tools/runner.ts';
+import { driveEpisode, openAITools, type DrivenEpisode } from './drive-episode.ts';
+
+export interface RunEpisodeOptions {
+  scenario: Scenario;
+  task: Task;
+  policy: Policy;
+  /** The episode's seed; derive it with episodeSeed(runSeed, task.id, sample). */
+  seed: number;
+  index?: number;
+  group?: string;
+  sample?: number;
+  runId?: string;
+  config?: Partial<EpisodeConfig>;
+  toolCache?: LRUCache<string, { value: Json }>;
+  signal?: AbortSignal;
+  /** Accumulates the time spent inside tools (for the rollout's time shares). */
+  metrics?: { toolMs: number };
+}
+
+/** The seed of one episode: a function of the run seed, the task and the sample index only. */
+export function episodeSeed(runSeed: number, taskId: string, sample: number): number {
+  return deriveSeed(runSeed, taskId, sample);
+}
+
+export function episodeConfig(scenario: Scenario, overrides?: Partial<EpisodeConfig>): EpisodeConfig {
+  return { ...DEFAULT_EPISODE_CONFIG, ...scenario.episode, ...overrides };
+}
+
+/** Runs one live episode (the policy acts, the tools run) and returns its sealed record. */
+export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRecord> {
+  const { scenario, task, policy, seed } = options;
+  const config = episodeConfig(scenario, options.config);
+  const index = options.index ?? 0;
+  const sample = options.sample ?? 0;
+  const episodeId = `${task.id}#${sample}`;
+  const runner = new ToolRunner(scenario.tools, {
+    timeoutMs: config.toolTimeoutMs,
+    maxOutputChars: config.maxToolOutputChars,
+    cache: options.toolCache,
+    onToolTime: options.metrics ? (ms) => (options.metrics!.toolMs += ms) : undefined,
+  });
+  const outer = options.signal;
+  try {
+    const driven = await driveEpisode(scenario, task, seed, config, {
+      encode: policy.encode,
+      act: (input, signal) =>
+        policy.act({
+          episodeId,
+          task,
+          tools: openAITools(scenario),
+          messages: input.messages,
+          tokens: input.tokens,
+          turn: input.turn,
+          seed: input.seed,
+          maxTokens: input.maxTokens,
+          signal: outer ? AbortSignal.any([signal, outer]) : signal,
+        }),
+      execute: (call, ctx) => runner.run(call, { task, rng: ctx.rng, state: ctx.state, signal: ctx.signal }),
+    });
+    return buildRecord(options, { episodeId, index, sample, config }, driven);
+  } finally {
+    policy.release?.(episodeId);
+  }
+}
+
+/** Assembles and seals a record from a driven episode. Shared by live runs and replay. */
+export function buildRecord(
+  options: Pick<RunEpisodeOptions, 'scenario' | 'task' | 'policy' | 'seed' | 'group' | 'runId'>,
+  ids: { episodeId: string; index: number; sample: number; config: EpisodeConfig },
+  driven: DrivenEpisode,
+): EpisodeRecord {
+  const processReward = driven.turns.reduce((sum, t) => sum + t.reward, 0);
+  return sealRecord({
+    schema: RECORD_SCHEMA_VERSION,
+    runId: options.runId ?? 'adhoc',
+    episodeId: ids.episodeId,
+    index: ids.index,
+    scenario: { id: options.scenario.id, version: options.scenario.version, options: options.scenario.options },
+    task: options.task,
+    group: options.group ?? options.task.id,
+    sample: ids.sample,
+    seed: options.seed,
+    policy: { id: options.policy.id, version: options.policy.version },
+    config: ids.config,
+    prompt: driven.prompt,
+    ...(driven.promptTokens ? { promptTokens: driven.promptTokens } : {}),
+    turns: driven.turns,
+    answer: driven.answer,
+    outcome: driven.outcome,
+    processReward,
+    totalReward: processReward + driven.outcome.reward,
+    totalTokens: driven.totalTokens,
+    status: driven.error === null ? 'ok' : 'error',
+    endReason: driven.endReason,
+    ...(driven.error === null ? {} : { error: driven.error }),
+  });
+}

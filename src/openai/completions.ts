@@ -1,0 +1,169 @@
+import { randomBytes, randomInt } from 'node:crypto';
+import type { PolicyOutput } from '../core/types.ts';
+import { parseAction } from '../parse/parse-action.ts';
+import { chatEncoding } from '../policy/tfjs/chat-template.ts';
+import type { SamplingOptions } from '../policy/tfjs/generate.ts';
+import type { Policy } from '../policy/policy.ts';
+import { BatchQueue, type BatchQueueStats } from '../rollout/batch-queue.ts';
+import { ChatBridge } from './chat-bridge.ts';
+import { OpenAIHttpError } from './errors.ts';
+import { actionToAssistant } from './messages.ts';
+import { ServingPolicy, type ServablePolicy } from './serving-policy.ts';
+import {
+  normalizeMessages,
+  type AssistantMessage,
+  type ChatCompletion,
+  type ChatCompletionRequest,
+  type FinishReason,
+} from './wire.ts';
+
+export interface ChatCompletionsOptions {
+  policy: ServablePolicy;
+  /** The model id clients ask for. */
+  modelName: string;
+  /** Policy-server batching: most rows in one generation batch, and how long a row waits for company. */
+  maxBatch?: number;
+  maxWaitMs?: number;
+}
+
+/**
+ * Chat completions for a token policy, apart from HTTP (server.ts serves them): conversations are
+ * read into the policy's own chat template (ChatBridge); generation goes through the same batch
+ * queue as rollouts (its direct front end), so concurrent requests are merged into batches.
+ */
+export class ChatCompletions {
+  private readonly serving: ServingPolicy;
+  private readonly queue: BatchQueue;
+  private readonly batched: Policy;
+  private readonly bridge: ChatBridge;
+  private readonly stopTokens: Set<number>;
+
+  constructor(private readonly options: ChatCompletionsOptions) {
+    const { policy } = options;
+    const template = chatEncoding(policy.tokenizer);
+    this.bridge = new ChatBridge(template);
+    this.serving = new ServingPolicy(policy);
+    this.queue = new BatchQueue(this.serving, { maxBatch: options.maxBatch ?? 32, maxWaitMs: options.maxWaitMs ?? 10 });
+    this.batched = this.queue.direct();
+    const t = policy.tokenizer;
+    this.stopTokens = new Set([t.special('</tool_call>'), t.special('</answer>'), t.special('<|end|>'), t.eos]);
+  }
+
+  stats(): BatchQueueStats {
+    return this.queue.stats();
+  }
+
+  close(): void {
+    this.queue.close();
+  }
+
+  /** One chat completion: the conversation in the template, one generation row, the answer in OpenAI shape. */
+  async complete(body: ChatCompletionRequest): Promise<ChatCompletion> {
+    const { policy, modelName } = this.options;
+    if (body.model !== modelName) throw unknownModel(body.model, modelName);
+    const prompt = this.bridge.render(normalizeMessages(body.messages));
+    const context = policy.model.config.contextLength;
+    if (prompt.length > context) {
+      const message = `the conversation is ${prompt.length} tokens; this model's context is ${context} tokens`;
+      throw new OpenAIHttpError(400, message, 'invalid_request_error', 'context_length_exceeded', 'messages');
+    }
+    const maxTokens = Math.min(body.max_completion_tokens ?? body.max_tokens ?? Infinity, context - prompt.length + 1);
+    const rowId = `chatcmpl-${randomBytes(12).toString('hex')}`;
+    this.serving.configure(rowId, sampling(policy.sampling, body));
+    let output: PolicyOutput;
+    try {
+      output = await this.batched.act({
+        episodeId: rowId,
+        task: { id: rowId, split: '', question: '' },
+        tools: [],
+        messages: [],
+        tokens: prompt,
+        turn: 0,
+        seed: body.seed ?? randomInt(2 ** 31 - 1),
+        maxTokens,
+      });
+    } catch (err) {
+      const why = err instanceof Error ? err.message : String(err);
+      throw new OpenAIHttpError(500, `generation failed: ${why}`, 'server_error', 'generation_failed');
+    } finally {
+      this.batched.release?.(rowId);
+    }
+    let tokens = output.tokens ?? policy.tokenizer.encode(output.text);
+    let logprobs = output.logprobs ?? [];
+    let text = output.text;
+    let finish: FinishReason = this.stopTokens.has(tokens.at(-1) ?? -1) ? 'stop' : 'length';
+    const cut = cutAtStop(text, body.stop);
+    if (cut !== null) {
+      // The text ends before the stop string; the tokens end with the one that completed it.
+      let k = 1;
+      while (k < tokens.length && policy.tokenizer.decode(tokens.slice(0, k)).length < cut + 1) k++;
+      tokens = tokens.slice(0, k);
+      logprobs = logprobs.slice(0, k);
+      text = text.slice(0, cut);
+      finish = 'stop';
+    }
+    // As with the OpenAI API, tool calls are returned as tool_calls only when the request offers tools.
+    const structured = (body.tools?.length ?? 0) > 0 && body.tool_choice !== 'none';
+    const message: AssistantMessage = structured
+      ? actionToAssistant(text, (i) => `call_${rowId.slice(9, 25)}_${i}`)
+      : { role: 'assistant', content: text };
+    if (message.tool_calls && parseAction(text).kind === 'tool_calls') finish = 'tool_calls';
+    this.bridge.remember(message, tokens);
+    const tok = policy.tokenizer;
+    return {
+      id: rowId,
+      object: 'chat.completion',
+      created: Math.floor(Date.now() / 1000),
+      model: modelName,
+      system_fingerprint: `fp_${policy.version.slice(0, 12)}`,
+      choices: [
+        {
+          index: 0,
+          message: { ...message, refusal: null },
+          finish_reason: finish,
+          logprobs: body.logprobs
+            ? {
+                content: tokens.map((id, i) => ({
+                  token: body.return_tokens_as_token_ids ? `token_id:${id}` : tok.tokenText(id),
+                  logprob: logprobs[i] ?? 0,
+                  bytes: [...tok.bytes([id])],
+                  top_logprobs: [],
+                })),
+                refusal: null,
+              }
+            : null,
+          token_ids: tokens,
+        },
+      ],
+      usage: {
+        prompt_tokens: prompt.length,
+        completion_tokens: tokens.length,
+        total_tokens: prompt.length + tokens.length,
+      },
+    };
+  }
+}
+
+/** The request's sampling on top of the policy's own: temperature and top_p replace the checkpoint's when given. */
+function sampling(own: SamplingOptions, body: ChatCompletionRequest): SamplingOptions {
+  const out: SamplingOptions = { ...own };
+  if (body.temperature !== undefined && body.temperature !== null) out.temperature = body.temperature;
+  if (body.top_p !== undefined && body.top_p !== null) out.topP = body.top_p;
+  return out;
+}
+
+/** Where the text is cut by the first stop string (OpenAI semantics: the stop string is not returned). */
+function cutAtStop(text: string, stop: string | string[] | null | undefined): number | null {
+  const stops = (typeof stop === 'string' ? [stop] : (stop ?? [])).filter((s) => s !== '');
+  let cut: number | null = null;
+  for (const s of stops) {
+    const at = text.indexOf(s);
+    if (at >= 0 && (cut === null || at < cut)) cut = at;
+  }
+  return cut;
+}
+
+export function unknownModel(asked: string, served: string): OpenAIHttpError {
+  const message = `the model "${asked}" does not exist; this server serves "${served}"`;
+  return new OpenAIHttpError(400, message, 'invalid_request_error', 'model_not_found', 'model');
+}

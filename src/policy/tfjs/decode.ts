@@ -1,0 +1,143 @@
+import * as tf from '@tensorflow/tfjs';
+import { attendRow, copyMixRow, KVCache } from './kv-cache.ts';
+import { ModelError } from './model-config.ts';
+import { gelu, layerNorm, type GPTModel } from './model.ts';
+
+/** One row of an incremental step: new tokens on top of an optional cache. */
+export interface RowStep {
+  tokens: readonly number[];
+  /** The token just before tokens[0] (the cache's last token), for the token shift. */
+  prevToken?: number;
+  /** The row's cache; the new tokens' keys/values are appended to it in place. */
+  cache: KVCache;
+}
+
+/**
+ * The GPT's incremental forward, for generation (generate.ts): each row feeds its new tokens on
+ * top of its own cache. Rows are packed (no padding) for the dense layers, which run batched in tfjs; attention runs in
+ * JS per row on that row's own keys (kv-cache.ts), so every number a row's logits depend on is
+ * computed from that row alone: bit-identical whatever else is in the batch. Appends the new
+ * keys/values to each row's cache and returns the logits of each row's last new token, [R, V].
+ */
+export function forwardRows(model: GPTModel, rows: readonly RowStep[]): tf.Tensor2D {
+  const { dModel: d, nHeads: H, contextLength: C, nLayers: L } = model.config;
+  const lens = rows.map((r) => r.tokens.length);
+  const starts = rows.map((r) => r.cache.length);
+  rows.forEach((r, i) => {
+    if (lens[i]! === 0) throw new ModelError(`row ${i} has no new tokens`);
+    if (starts[i]! + lens[i]! > C) {
+      throw new ModelError(`row ${i}: ${starts[i]! + lens[i]!} tokens exceed the context (${C})`);
+    }
+    if (r.cache.layers !== L || r.cache.width !== d || r.cache.copyWidth !== (model.copy ? d : 0)) {
+      throw new ModelError(`row ${i}: the cache is for another model shape`);
+    }
+    r.cache.reserve(lens[i]!);
+  });
+  const S = lens.reduce((a, b) => a + b, 0);
+  const flat = new Int32Array(S);
+  const pos = new Int32Array(S);
+  const lastIdx = new Int32Array(rows.length);
+  let off = 0;
+  rows.forEach((r, i) => {
+    flat.set(r.tokens, off);
+    for (let j = 0; j < lens[i]!; j++) pos[off + j] = starts[i]! + j;
+    off += lens[i]!;
+    lastIdx[i] = off - 1;
+  });
+  const c = model.copy;
+  let copyParts: { keys: Float32Array; queries: Float32Array; gates: Float32Array } | null = null;
+  const logits = tf.tidy(() => {
+    const posIds = tf.tensor1d(pos, 'int32');
+    let x = tf.gather(model.tokEmb, tf.tensor1d(flat, 'int32')) as tf.Tensor2D;
+    if (model.shiftGate) {
+      // Previous token of each position: within the row, or the row's prevToken (none: zeros).
+      const prevIds = new Int32Array(S);
+      const has = new Float32Array(S);
+      let o = 0;
+      rows.forEach((r, i) => {
+        for (let j = 0; j < lens[i]!; j++) {
+          const p = j > 0 ? r.tokens[j - 1] : r.prevToken;
+          if (p !== undefined) {
+            prevIds[o + j] = p;
+            has[o + j] = 1;
+          }
+        }
+        o += lens[i]!;
+      });
+      const prev = tf.gather(model.tokEmb, tf.tensor1d(prevIds, 'int32')).mul(tf.tensor2d(has, [S, 1]));
+      x = x.add(prev.mul(model.shiftGate));
+    }
+    if (model.posEmb) x = x.add(tf.gather(model.posEmb, posIds));
+    const rotary = model.rotaryAt(posIds);
+    const scale = 1 / Math.sqrt(d / H);
+    model.layers.forEach((p, l) => {
+      const h = layerNorm(x, p.ln1g, p.ln1b);
+      const qkv = tf.concat(
+        [
+          rotary(tf.matMul(h, p.wq).add(p.bq)).mul(scale),
+          rotary(tf.matMul(h, p.wk).add(p.bk)),
+          tf.matMul(h, p.wv).add(p.bv),
+        ],
+        1,
+      );
+      const data = qkv.dataSync() as Float32Array; // [S, 3d]
+      const q = new Float32Array(S * d);
+      const ctx = new Float32Array(S * d);
+      let at = 0;
+      rows.forEach((r, i) => {
+        const k = r.cache.k[l]!;
+        const v = r.cache.v[l]!;
+        for (let j = 0; j < lens[i]!; j++) {
+          const src = (at + j) * 3 * d;
+          q.set(data.subarray(src, src + d), (at + j) * d);
+          k.set(data.subarray(src + d, src + 2 * d), (starts[i]! + j) * d);
+          v.set(data.subarray(src + 2 * d, src + 3 * d), (starts[i]! + j) * d);
+        }
+        attendRow(q, at * d, k, v, starts[i]!, lens[i]!, H, d, ctx, at * d);
+        at += lens[i]!;
+      });
+      x = x.add(tf.matMul(tf.tensor2d(ctx, [S, d]), p.wo).add(p.bo));
+      const h2 = layerNorm(x, p.ln2g, p.ln2b);
+      x = x.add(tf.matMul(gelu(tf.matMul(h2, p.w1).add(p.b1)), p.w2).add(p.b2));
+    });
+    if (!c) {
+      const last = layerNorm(tf.gather(x, tf.tensor1d(lastIdx, 'int32')) as tf.Tensor2D, model.lnfG, model.lnfB);
+      return tf.matMul(last, model.tokEmb, false, true) as tf.Tensor2D;
+    }
+    const hAll = layerNorm(x, model.lnfG, model.lnfB);
+    const lastT = tf.tensor1d(lastIdx, 'int32');
+    const last = tf.gather(hAll, lastT) as tf.Tensor2D;
+    copyParts = {
+      keys: model.rotaryAt(posIds)(tf.matMul(hAll, c.wk)).dataSync() as Float32Array,
+      queries: model
+        .rotaryAt(tf.gather(posIds, lastT) as tf.Tensor1D)(tf.matMul(last, c.wq))
+        .mul(1 / Math.sqrt(d))
+        .dataSync() as Float32Array,
+      gates: tf.sigmoid(tf.matMul(last, c.gateW).add(c.gateB)).dataSync() as Float32Array,
+    };
+    return tf.matMul(last, model.tokEmb, false, true) as tf.Tensor2D;
+  });
+  let o = 0;
+  rows.forEach((r, i) => {
+    r.cache.ids.set(r.tokens, starts[i]!);
+    if (copyParts) r.cache.copyKeys.set(copyParts.keys.subarray(o * d, (o + lens[i]!) * d), starts[i]! * d);
+    o += lens[i]!;
+    r.cache.length = starts[i]! + lens[i]!;
+  });
+  if (!copyParts) return logits;
+  const parts: { keys: Float32Array; queries: Float32Array; gates: Float32Array } = copyParts;
+  const V = model.config.vocabSize;
+  const vocab = logits.dataSync() as Float32Array;
+  logits.dispose();
+  const mixed = new Float32Array(rows.length * V);
+  rows.forEach((r, i) => {
+    const query = parts.queries.subarray(i * d, (i + 1) * d);
+    mixed.set(copyMixRow(vocab.subarray(i * V, (i + 1) * V), query, r.cache, r.cache.length, parts.gates[i]!), i * V);
+  });
+  return tf.tensor2d(mixed, [rows.length, V]);
+}
+
+/** An empty cache for `model`. */
+export function newCache(model: GPTModel, capacity = 64): KVCache {
+  return new KVCache(model.config.nLayers, model.config.dModel, capacity, model.copy ? model.config.dModel : 0);
+}

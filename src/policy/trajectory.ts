@@ -1,0 +1,204 @@
+import { AgentR1Error } from '../core/errors.ts';
+import type { EpisodeRecord, TurnRecord } from '../core/types.ts';
+import type { PolicyEncoding } from './policy.ts';
+
+/**
+ * A record as token ids, the one conversion the trainers share (SFT and RL): the whole history
+ * `[prompt][action 1][obs 1]…` with the loss mask on the agent's own tokens.
+ */
+export class TrajectoryError extends AgentR1Error {}
+
+export interface TokenSequence {
+  tokens: number[];
+  /** 1 on action tokens (the policy's own), 0 on prompt and observation tokens. */
+  mask: number[];
+}
+
+/** One episode as the RL trainer sees it: its tokens, and the rewards placed on them. */
+export interface TrainingSequence extends TokenSequence {
+  episodeId: string;
+  /** GRPO/RLOO group key. */
+  group: string;
+  sample: number;
+  /** Each turn's process reward on its action's last token, plus the outcome on the last action token. */
+  rewards: number[];
+  /** The sampler's log-probs on action tokens (0 elsewhere), as recorded at generation time. */
+  sampleLogprobs: number[];
+  promptLength: number;
+  totalReward: number;
+  success: boolean;
+  metrics: { [key: string]: number };
+  policyVersion: string;
+}
+
+export interface RecordTokensOptions {
+  /**
+   * Encode the record's texts with this encoding instead of taking the recorded token ids (records
+   * of scripted policies have text only; ids from another tokenizer do not fit), as live play
+   * builds the history: prompt, each action, its observation in the chat template, and the
+   * encoding's end tokens after a last action without observation. Without one, the record must
+   * carry ids (a tokenizing policy's record), used as recorded.
+   */
+  encoding?: PolicyEncoding & { action(text: string): number[] };
+  /** With an encoding: still take the recorded ids where the record has them. */
+  useRecordTokens?: boolean;
+}
+
+export interface RecordTokens extends TokenSequence {
+  /** Each turn's action tokens, [start, end) in `tokens`. */
+  actions: { start: number; end: number }[];
+}
+
+const noPromptIds = (id: string) =>
+  `episode ${id} has no prompt token ids: RL needs a policy that tokenizes (a checkpoint policy)`;
+
+/** The record's history as token ids with the action mask (see RecordTokensOptions for where the ids come from). */
+export function recordTokens(record: EpisodeRecord, options: RecordTokensOptions = {}): RecordTokens {
+  const enc = options.encoding;
+  const ids = !enc || (options.useRecordTokens ?? false);
+  const id = record.episodeId;
+  let tokens: number[];
+  if (ids && record.promptTokens) tokens = record.promptTokens.slice();
+  else if (enc) tokens = enc.prompt(record.prompt);
+  else throw new TrajectoryError(noPromptIds(id));
+  const mask: number[] = tokens.map(() => 0);
+  const push = (part: readonly number[], m: number) => {
+    for (const t of part) {
+      tokens.push(t);
+      mask.push(m);
+    }
+  };
+  const action = (turn: TurnRecord): readonly number[] => {
+    if (ids && turn.tokens) return turn.tokens;
+    if (enc) return enc.action(turn.text);
+    throw new TrajectoryError(`episode ${id} turn ${turn.index} has no token ids: RL needs a policy that tokenizes`);
+  };
+  const observation = (turn: TurnRecord, last: boolean): readonly number[] => {
+    if (!enc) return turn.observationTokens ?? [];
+    if (turn.observation === null) return last && enc.end ? enc.end() : [];
+    return ids && turn.observationTokens ? turn.observationTokens : enc.observation(turn.observation);
+  };
+  const actions = record.turns.map((turn, i) => {
+    const start = tokens.length;
+    push(action(turn), 1);
+    const end = tokens.length;
+    push(observation(turn, i === record.turns.length - 1), 0);
+    return { start, end };
+  });
+  return { tokens, mask, actions };
+}
+
+/**
+ * Turns one finished episode record, with its token ids, into a training sequence. Throws a
+ * TrajectoryError on a record it cannot use.
+ */
+export function buildTrajectory(record: EpisodeRecord): TrainingSequence {
+  if (record === null || typeof record !== 'object') throw new TrajectoryError('record is not an object');
+  const id = record.episodeId;
+  if (record.status !== 'ok') {
+    throw new TrajectoryError(`episode ${id} failed (${record.error ?? 'status error'}); it has no trajectory`);
+  }
+  if (!Array.isArray(record.promptTokens)) {
+    throw new TrajectoryError(noPromptIds(id));
+  }
+  if (!Array.isArray(record.turns)) throw new TrajectoryError(`episode ${id} has no turns array`);
+  for (const turn of record.turns) {
+    if (!Array.isArray(turn.tokens)) {
+      throw new TrajectoryError(`episode ${id} turn ${turn.index} has no token ids: RL needs a policy that tokenizes`);
+    }
+    if (turn.logprobs !== undefined && turn.logprobs.length !== turn.tokens.length) {
+      const [logprobs, tokens] = [turn.logprobs.length, turn.tokens.length];
+      throw new TrajectoryError(`episode ${id} turn ${turn.index}: ${logprobs} log-probs for ${tokens} tokens`);
+    }
+    if (!Number.isFinite(turn.reward)) {
+      throw new TrajectoryError(`episode ${id} turn ${turn.index}: reward is not a finite number`);
+    }
+  }
+  const { tokens, mask, actions } = recordTokens(record);
+  const rewards: number[] = new Array(tokens.length).fill(0);
+  const sampleLogprobs: number[] = new Array(tokens.length).fill(0);
+  let lastAction = -1;
+  // A turn with no tokens has nowhere to put its reward: it goes to the previous action token, or,
+  // before any action, to the next one.
+  let pending = 0;
+  record.turns.forEach((turn, i) => {
+    const { start, end } = actions[i]!;
+    for (let k = 0; k < end - start; k++) sampleLogprobs[start + k] = turn.logprobs?.[k] ?? 0;
+    if (end > start) {
+      lastAction = end - 1;
+      rewards[lastAction]! += turn.reward + pending;
+      pending = 0;
+    } else if (lastAction >= 0) {
+      rewards[lastAction]! += turn.reward;
+    } else {
+      pending += turn.reward;
+    }
+  });
+  if (lastAction < 0) throw new TrajectoryError(`episode ${id} has no action tokens to train on`);
+  const outcome = record.outcome?.reward;
+  if (typeof outcome !== 'number' || !Number.isFinite(outcome)) {
+    throw new TrajectoryError(`episode ${id}: outcome reward is not a finite number`);
+  }
+  rewards[lastAction]! += outcome + pending;
+  return {
+    episodeId: id,
+    group: record.group,
+    sample: record.sample,
+    tokens,
+    mask,
+    rewards,
+    sampleLogprobs,
+    promptLength: record.promptTokens.length,
+    totalReward: record.totalReward,
+    success: record.outcome.success,
+    metrics: record.outcome.metrics ?? {},
+    policyVersion: record.policy?.version ?? '',
+  };
+}
+
+export interface SkippedEpisode {
+  episodeId: string;
+  reason: string;
+}
+
+/**
+ * Builds the trajectories of a rollout batch. Episodes that failed or cannot be used are skipped
+ * with their reason, so one bad rollout never stops a training step.
+ */
+export function buildTrajectories(records: readonly EpisodeRecord[]): {
+  sequences: TrainingSequence[];
+  skipped: SkippedEpisode[];
+} {
+  const sequences: TrainingSequence[] = [];
+  const skipped: SkippedEpisode[] = [];
+  for (const record of records) {
+    try {
+      sequences.push(buildTrajectory(record));
+    } catch (error) {
+      if (!(error instanceof TrajectoryError)) throw error;
+      skipped.push({ episodeId: String(record?.episodeId), reason: error.message });
+    }
+  }
+  return { sequences, skipped };
+}
+
+/**
+ * Cuts a sequence to the model's context. Generation never feeds more than the context, so every
+ * action token the model really chose lies within it (the history can run past it only with
+ * observation tokens, or an action the budget refused). Rewards beyond the cut move to the last
+ * action token inside it, so the episode's return is kept. Null when no action token fits.
+ */
+export function fitToContext(seq: TrainingSequence, maxLength: number): TrainingSequence | null {
+  if (seq.tokens.length <= maxLength) return seq;
+  const last = seq.mask.lastIndexOf(1, maxLength - 1);
+  if (last < 0) return null;
+  const rewards = seq.rewards.slice(0, maxLength);
+  rewards[last]! += seq.rewards.slice(maxLength).reduce((a, b) => a + b, 0);
+  return {
+    ...seq,
+    tokens: seq.tokens.slice(0, maxLength),
+    mask: seq.mask.slice(0, maxLength),
+    rewards,
+    sampleLogprobs: seq.sampleLogprobs.slice(0, maxLength),
+  };
+}

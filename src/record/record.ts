@@ -1,0 +1,121 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { canonicalJson } from '../core/canonical-json.ts';
+import { CorruptRecordError } from '../core/errors.ts';
+import { RECORD_SCHEMA_VERSION, type EpisodeRecord } from '../core/types.ts';
+
+/** sha256 of the canonical JSON of every field but the checksum. */
+export function recordChecksum(record: Omit<EpisodeRecord, 'checksum'> | EpisodeRecord): string {
+  const { checksum: _ignored, ...rest } = record as EpisodeRecord;
+  return createHash('sha256').update(canonicalJson(rest)).digest('hex');
+}
+
+/** Seals a record with its checksum. */
+export function sealRecord(record: Omit<EpisodeRecord, 'checksum'>): EpisodeRecord {
+  return { ...record, checksum: recordChecksum(record) } as EpisodeRecord;
+}
+
+/** One JSONL line (no newline). Keys are sorted, so equal records are equal bytes. */
+export function serializeRecord(record: EpisodeRecord): string {
+  return canonicalJson(record);
+}
+
+const json: z.ZodType = z.lazy(() =>
+  z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(json), z.record(z.string(), json)]),
+);
+const jsonObject = z.record(z.string(), json);
+
+const action = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('tool_calls'), calls: z.array(z.object({ name: z.string(), arguments: jsonObject })) }),
+  z.object({ kind: z.literal('answer'), text: z.string() }),
+  z.object({ kind: z.literal('invalid'), error: z.string() }),
+]);
+
+const toolResult = z.object({
+  name: z.string(),
+  ok: z.boolean(),
+  content: z.string(),
+  data: json.optional(),
+  truncated: z.boolean().optional(),
+  error: z
+    .object({ kind: z.enum(['unknown_tool', 'bad_arguments', 'tool_error', 'timeout']), message: z.string() })
+    .optional(),
+});
+
+const ints = z.array(z.number().int());
+
+/** The schema of a record line; replay and the viewer reject anything else as corrupt. */
+export const episodeRecordSchema = z.object({
+  schema: z.literal(RECORD_SCHEMA_VERSION),
+  runId: z.string(),
+  episodeId: z.string(),
+  index: z.number().int().nonnegative(),
+  scenario: z.object({ id: z.string(), version: z.string(), options: z.record(z.string(), z.string()) }),
+  task: z.object({
+    id: z.string(),
+    split: z.string(),
+    question: z.string(),
+    type: z.string().optional(),
+    answer: z.string().optional(),
+    meta: jsonObject.optional(),
+  }),
+  group: z.string(),
+  sample: z.number().int().nonnegative(),
+  seed: z.number().int(),
+  policy: z.object({ id: z.string(), version: z.string() }),
+  config: z.object({
+    maxTurns: z.number(),
+    maxTokensPerTurn: z.number(),
+    maxTotalTokens: z.number(),
+    toolTimeoutMs: z.number(),
+    maxToolOutputChars: z.number(),
+  }),
+  prompt: z.array(z.object({ role: z.enum(['system', 'user', 'assistant', 'tool']), content: z.string() })),
+  promptTokens: ints.optional(),
+  turns: z.array(
+    z.object({
+      index: z.number().int(),
+      text: z.string(),
+      tokens: ints.optional(),
+      logprobs: z.array(z.number()).optional(),
+      tokenCount: z.number().int(),
+      action,
+      results: z.array(toolResult),
+      observation: z.string().nullable(),
+      observationTokens: ints.optional(),
+      reward: z.number(),
+      done: z.boolean(),
+      info: jsonObject.optional(),
+      states: z.array(z.string()),
+    }),
+  ),
+  answer: z.string().nullable(),
+  outcome: z.object({ reward: z.number(), success: z.boolean(), metrics: z.record(z.string(), z.number()).optional() }),
+  processReward: z.number(),
+  totalReward: z.number(),
+  totalTokens: z.number().int(),
+  status: z.enum(['ok', 'error']),
+  endReason: z.enum(['answered', 'done', 'max_turns', 'max_tokens', 'error']),
+  error: z.string().optional(),
+  checksum: z.string(),
+});
+
+/** Parses one JSONL line into a record, checking its schema and checksum. */
+export function parseRecordLine(text: string, line?: number): EpisodeRecord {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new CorruptRecordError(`not valid JSON (${err instanceof Error ? err.message : String(err)})`, line);
+  }
+  const parsed = episodeRecordSchema.safeParse(value);
+  if (!parsed.success) {
+    throw new CorruptRecordError(`does not match the record schema: ${z.prettifyError(parsed.error)}`, line);
+  }
+  const record = value as EpisodeRecord;
+  const expected = recordChecksum(record);
+  if (record.checksum !== expected) {
+    throw new CorruptRecordError(`checksum mismatch (the line was changed after it was written)`, line);
+  }
+  return record;
+}

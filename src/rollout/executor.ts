@@ -1,0 +1,40 @@
+import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
+import type { Policy } from '../policy/policy.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import type { BatchQueueStats } from './batch-queue.ts';
+import type { EpisodePlanItem } from './plan.ts';
+
+/** Planned episodes of one run, ready to be played. */
+export interface EpisodeBatch {
+  scenario: Scenario;
+  policy: Policy;
+  runId: string;
+  config: EpisodeConfig;
+  items: readonly EpisodePlanItem[];
+  /** Episodes in flight at once in each thread (each executor has its default). */
+  concurrency?: number;
+}
+
+export interface ExecutorReport {
+  /** Threads that played episodes. */
+  threads: number;
+  /** Time spent inside tools, summed over threads (ms). */
+  toolMs: number;
+  /** Worker crashes survived (their episodes were played again). */
+  crashes: number;
+  /** The batch queue's counters, where a batch policy was served through one. */
+  batching?: BatchQueueStats;
+}
+
+/**
+ * Where episodes are played: in this thread, in worker threads, on a replica of the model. An
+ * executor plays every item of a batch and hands each finished record to `emit`, in any order and
+ * possibly more than once (a rerun after a crash); `rollout` orders them, drops repeats, and owns
+ * the run's plan and summary. After `signal` aborts, an executor starts no new episode and returns.
+ * Records depend only on the plan, never on the executor: that is what makes them replayable.
+ */
+export interface RolloutExecutor {
+  play(batch: EpisodeBatch, emit: (record: EpisodeRecord) => void, signal?: AbortSignal): Promise<ExecutorReport>;
+  /** Frees threads and pools; the executor cannot be used afterwards. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,57 @@
+import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
+import type { Policy } from '../policy/policy.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import type { ToolCache } from '../tools/runner.ts';
+import type { EpisodePlanItem } from './plan.ts';
+import { runEpisode } from '../episode/run-episode.ts';
+
+/** Everything the episodes of one run share. */
+export interface EpisodeContext {
+  scenario: Scenario;
+  policy: Policy;
+  runId: string;
+  config: EpisodeConfig;
+  toolCache?: ToolCache;
+  /** Accumulates the time spent inside tools. */
+  metrics?: { toolMs: number };
+  signal?: AbortSignal;
+}
+
+/**
+ * The one episode loop, on the main thread and in every worker: `concurrency` lanes each take the
+ * next item in plan order and play it; `emit` hears each record as it finishes (in any order).
+ * After an abort no new episode starts.
+ */
+export async function playEpisodes(
+  items: readonly EpisodePlanItem[],
+  concurrency: number,
+  context: EpisodeContext,
+  emit: (record: EpisodeRecord) => void,
+): Promise<void> {
+  const { signal } = context;
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length && !signal?.aborted) {
+      // Scripted episodes can run entirely on microtasks; yield so signals and I/O get a turn.
+      await new Promise((resolve) => setImmediate(resolve));
+      if (signal?.aborted || next >= items.length) break;
+      const item = items[next++]!;
+      const record = await runEpisode({
+        scenario: context.scenario,
+        task: item.task,
+        policy: context.policy,
+        seed: item.seed,
+        index: item.index,
+        sample: item.sample,
+        group: item.task.id,
+        runId: context.runId,
+        config: context.config,
+        toolCache: context.toolCache,
+        metrics: context.metrics,
+        signal,
+      });
+      emit(record);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, lane));
+}

@@ -1,0 +1,276 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import type { EpisodeRecord, Json } from '../core/types.ts';
+import { AgentR1Error } from '../core/errors.ts';
+import type { Policy } from '../policy/policy.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+import { BatchQueue } from './batch-queue.ts';
+import type { EpisodeBatch, ExecutorReport, RolloutExecutor } from './executor.ts';
+import { isBatchPolicy } from './in-thread.ts';
+import type { EpisodePlanItem } from './plan.ts';
+import type { RolloutTask, RolloutTaskResult, WorkerPolicySpec } from './protocol.ts';
+import { buildRecord } from '../episode/run-episode.ts';
+import { workerEntryUrl } from './worker-entry.ts';
+
+export interface WorkerThreadsOptions {
+  /** Worker threads (default: the CPU count). */
+  workers?: number;
+  /** How workers load the scenario: a built-in name or a folder (default: the scenario's id). */
+  scenarioSource?: string;
+  /** Most rows in one batch of a batch policy (default 32 when served, 64 in a copy). */
+  maxBatch?: number;
+  /** How long a served row waits for company (ms; default 'auto', see BatchQueueOptions). */
+  maxWaitMs?: number | 'auto';
+  /** Crashes an episode may be caught in before it is rerun alone (where a crash makes it an error record). */
+  maxAttempts?: number;
+  /**
+   * Give each worker a copy of a checkpoint policy (loaded on the named tfjs backend) instead of
+   * serving the policy from this thread: each thread then computes on its own core. A copy that
+   * fails makes `play` reject (nothing is retried).
+   */
+  policyCopies?: { backend: string };
+  /** Tasks a worker runs at once (default 4: episodes mostly wait, on tools or on the policy). */
+  tasksPerWorker?: number;
+}
+
+/** A policy whose weights can be written as a checkpoint, so a worker can load a copy. */
+export interface CheckpointablePolicy extends Policy {
+  readonly sampling: object;
+  saveCheckpoint(dir: string): Promise<string>;
+}
+
+/** The entry every worker thread loads (see worker-entry.ts). */
+export const WORKER_URL = workerEntryUrl();
+
+/** Whether a policy can be played by workers (a reference policy by name, or a tokenizing batch policy). */
+export function canRunInWorkers(policy: Policy, scenario: Scenario): boolean {
+  return isBatchPolicy(policy) ? tokenizerOf(policy) !== undefined : policy.id in scenario.policies;
+}
+
+/**
+ * Plays episodes in Piscina worker threads, which run the episode machines; a batch policy stays
+ * on this thread behind a batch queue (or, with `policyCopies`, each worker loads a copy). The pool
+ * is made on first use and kept until `close`, so workers (and the worlds and indexes they built)
+ * stay warm across rollouts. A worker that dies loses nothing: the episodes it had not finished are
+ * played again from their seeds; one caught in `maxAttempts` crashes is played alone, and if it
+ * crashes there, it is recorded as an error.
+ */
+export class WorkerThreads implements RolloutExecutor {
+  private pool: Piscina | undefined;
+  private scratch: Promise<string> | undefined;
+  private saved = { version: '', weights: '' };
+  readonly workers: number;
+
+  constructor(private readonly options: WorkerThreadsOptions = {}) {
+    this.workers = Math.max(1, options.workers ?? availableParallelism());
+  }
+
+  async play(
+    batch: EpisodeBatch,
+    emit: (record: EpisodeRecord) => void,
+    signal?: AbortSignal,
+  ): Promise<ExecutorReport> {
+    const spec = await this.policySpec(batch.policy, batch.scenario);
+    const maxBatch = this.options.maxBatch ?? (spec.kind === 'copy' ? 64 : 32);
+    const queue =
+      spec.kind === 'served' && isBatchPolicy(batch.policy)
+        ? new BatchQueue(batch.policy, { maxBatch, maxWaitMs: this.options.maxWaitMs ?? 'auto' })
+        : undefined;
+    const { items } = batch;
+    const workers = this.workers;
+    const concurrency = batch.concurrency ?? (spec.kind === 'served' ? Math.max(1, Math.ceil(maxBatch / workers)) : 8);
+    // A model policy's episodes go in one chunk per worker (its rows batch together); scripted ones
+    // in smaller chunks, so a slow chunk does not hold back the rest.
+    const chunkSize =
+      spec.kind === 'scripted'
+        ? Math.max(1, Math.ceil(items.length / (workers * 4)))
+        : Math.ceil(items.length / workers);
+    const maxAttempts = this.options.maxAttempts ?? 3;
+    const pool = (this.pool ??= createPool(workers, this.options.tasksPerWorker ?? 4));
+    const done = new Set<number>();
+    const attempts = new Map<number, number>();
+    let toolMs = 0;
+    let crashes = 0;
+    const accept = (record: EpisodeRecord) => {
+      done.add(record.index);
+      emit(record);
+    };
+
+    const runTask = async (part: EpisodePlanItem[], on: Piscina): Promise<{ crashed: boolean; error?: unknown }> => {
+      const { port1, port2 } = new MessageChannel();
+      queue?.attach(port1);
+      const closed = new Promise<void>((resolve) => port1.once('close', () => resolve()));
+      port1.on('message', (m: { type?: string; record?: EpisodeRecord }) => {
+        if (m.type === 'record' && m.record) accept(m.record);
+      });
+      const task: RolloutTask = {
+        scenario: { source: this.options.scenarioSource ?? batch.scenario.id, options: batch.scenario.options },
+        policy: spec,
+        runId: batch.runId,
+        config: batch.config,
+        items: part,
+        concurrency,
+        port: port2 as unknown as MessagePort,
+      };
+      try {
+        const result = (await on.run(task, { transferList: [port2 as never], signal })) as RolloutTaskResult;
+        toolMs += result.toolMs;
+        await closed;
+        return { crashed: false };
+      } catch (error) {
+        return { crashed: true, error };
+      } finally {
+        port1.close();
+      }
+    };
+
+    // A crash fails every task in flight on that worker, not only the culprit's. An episode that has
+    // been in too many crashes is played alone, one at a time, in a pool of its own: if it crashes
+    // there, it is the culprit and is recorded as an error.
+    let quarantine: Piscina | undefined;
+    let quarantineQueue: Promise<void> = Promise.resolve();
+    const isolate = (item: EpisodePlanItem) => {
+      quarantineQueue = quarantineQueue.then(async () => {
+        quarantine ??= createPool(1, 1);
+        const outcome = await runTask([item], quarantine);
+        if (!outcome.crashed || signal?.aborted) return;
+        crashes++;
+        if (!done.has(item.index)) accept(crashedRecord(batch, item, outcome.error));
+      });
+      return quarantineQueue;
+    };
+
+    const runChunk = async (part: EpisodePlanItem[]): Promise<void> => {
+      const outcome = await runTask(part, pool);
+      if (!outcome.crashed || signal?.aborted) return;
+      // A copy that fails is not retried here: its caller plays the rest another way (see replica).
+      if (spec.kind === 'copy') throw outcome.error;
+      crashes++;
+      const retry: EpisodePlanItem[] = [];
+      const isolated: Promise<void>[] = [];
+      for (const item of part.filter((i) => !done.has(i.index))) {
+        const n = (attempts.get(item.index) ?? 1) + 1;
+        attempts.set(item.index, n);
+        if (n > maxAttempts) isolated.push(isolate(item));
+        else retry.push(item);
+      }
+      await Promise.all([retry.length > 0 ? runChunk(retry) : undefined, ...isolated]);
+    };
+
+    const chunks: EpisodePlanItem[][] = [];
+    for (let i = 0; i < items.length; i += chunkSize) chunks.push(items.slice(i, i + chunkSize));
+    try {
+      await Promise.all(chunks.map(runChunk));
+    } finally {
+      queue?.close();
+      await quarantine?.destroy();
+    }
+    return { threads: workers, toolMs, crashes, ...(queue ? { batching: queue.stats() } : {}) };
+  }
+
+  async close(): Promise<void> {
+    await this.pool?.destroy();
+    this.pool = undefined;
+    if (this.scratch) await rm(await this.scratch, { recursive: true, force: true });
+    this.scratch = undefined;
+  }
+
+  /** How a worker can rebuild the policy: by reference-policy name, served from here, or as a copy. */
+  private async policySpec(policy: Policy, scenario: Scenario): Promise<WorkerPolicySpec> {
+    if (isBatchPolicy(policy)) {
+      const copies = this.options.policyCopies;
+      if (copies) {
+        if (!isCheckpointable(policy)) {
+          throw new AgentR1Error(`policy ${policy.id} cannot be copied to workers: it cannot save a checkpoint`);
+        }
+        const checkpoint = await this.saveCopy(policy);
+        const sampling = policy.sampling as Json;
+        const maxBatch = this.options.maxBatch ?? 64;
+        return {
+          kind: 'copy',
+          id: policy.id,
+          version: policy.version,
+          checkpoint,
+          weights: this.saved.weights,
+          backend: copies.backend,
+          sampling,
+          maxBatch,
+        };
+      }
+      const tokenizer = tokenizerOf(policy);
+      if (tokenizer) return { kind: 'served', id: policy.id, version: policy.version, tokenizer };
+    } else if (policy.id in scenario.policies) {
+      return { kind: 'scripted', name: policy.id };
+    }
+    throw new AgentR1Error(
+      `policy ${policy.id} cannot run in workers: use a reference policy, a checkpoint policy, or workers 0`,
+    );
+  }
+
+  /** The policy's weights as a checkpoint the workers load (written once per version). */
+  private async saveCopy(policy: CheckpointablePolicy): Promise<string> {
+    this.scratch ??= mkdtemp(join(tmpdir(), 'agent-r1-copy-'));
+    const dir = join(await this.scratch, 'policy');
+    if (this.saved.version !== policy.version) {
+      this.saved = { version: policy.version, weights: await policy.saveCheckpoint(dir) };
+    }
+    return dir;
+  }
+}
+
+export function workerThreads(options: WorkerThreadsOptions = {}): WorkerThreads {
+  return new WorkerThreads(options);
+}
+
+function createPool(workers: number, tasksPerWorker: number): Piscina {
+  const pool = new Piscina({
+    filename: WORKER_URL,
+    execArgv: [],
+    minThreads: workers,
+    maxThreads: workers,
+    // Workers must hear the batch queue between tasks (see DESIGN.md pitfalls).
+    atomics: 'disabled',
+    concurrentTasksPerWorker: tasksPerWorker,
+    idleTimeout: 60_000,
+  });
+  // Piscina 5.3 can raise a pool-level error when a task is aborted early; the task's own rejection reports it.
+  pool.on('error', () => {});
+  return pool;
+}
+
+function tokenizerOf(policy: Policy): Json | undefined {
+  const tokenizer = (policy as { tokenizer?: { toJSON?: () => unknown } }).tokenizer;
+  return tokenizer?.toJSON ? (tokenizer.toJSON() as Json) : undefined;
+}
+
+function isCheckpointable(policy: Policy): policy is CheckpointablePolicy {
+  return typeof (policy as Partial<CheckpointablePolicy>).saveCheckpoint === 'function';
+}
+
+/** The record of an episode whose worker kept crashing: an error, not a silent gap. */
+function crashedRecord(batch: EpisodeBatch, item: EpisodePlanItem, err: unknown): EpisodeRecord {
+  const message = `worker crashed on every attempt: ${err instanceof Error ? err.message : String(err)}`;
+  return buildRecord(
+    {
+      scenario: batch.scenario,
+      task: item.task,
+      policy: batch.policy,
+      seed: item.seed,
+      group: item.task.id,
+      runId: batch.runId,
+    },
+    { episodeId: `${item.task.id}#${item.sample}`, index: item.index, sample: item.sample, config: batch.config },
+    {
+      turns: [],
+      answer: null,
+      outcome: { reward: 0, success: false },
+      totalTokens: 0,
+      endReason: 'error',
+      error: message,
+      prompt: [],
+    },
+  );
+}

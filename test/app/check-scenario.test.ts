@@ -1,0 +1,118 @@
+import test from 'ava';
+import { z } from 'zod';
+import { checkScenario, checkScenarioDir, checkScenarioModule, checkTools } from '../../src/app/check-scenario.ts';
+import { cli } from '../helpers/cli.ts';
+import calculator from '../../scenarios/calculator/index.ts';
+import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
+
+const BROKEN = 'test/fixtures/broken-scenario';
+
+test('scenario check names every defect of the broken fixture', async (t) => {
+  const { problems, checked } = await checkScenarioDir(BROKEN, { episodeTimeoutMs: 300 });
+  const found = problems.map((p) => `${p.where} ${p.kind}`);
+  const expected = [
+    'version bad_field',
+    'description missing_export',
+    'tools[1] (schedule) tool_schema',
+    'tools[2] (search) tool_schema',
+    'tools[3] (lookup) tool_schema',
+    'tools[4] (shout) tool_schema',
+    'tools[5] (echo) tool',
+    'tools[6] (bad name) tool',
+    'worldMachine world_machine',
+    'policies.stuck policy',
+    'policies.crash policy',
+    'policies.empty policy',
+  ];
+  for (const e of expected) t.true(found.includes(e), `missing: ${e}\nfound: ${found.join('\n')}`);
+  t.is(problems.filter((p) => p.where === 'tools[6] (bad name)').length, 3, 'name, description and execute');
+  const message = (where: string) => problems.find((p) => p.where === where)!.message;
+  t.regex(message('tools[1] (schedule)'), /Date cannot be represented/);
+  t.regex(message('tools[2] (search)'), /minLength must be >= 0/);
+  t.regex(message('tools[4] (shout)'), /must describe an object/);
+  t.regex(message('worldMachine'), /the door is missing/);
+  t.regex(message('policies.stuck'), /did not finish an episode .* within 300 ms/);
+  t.regex(message('policies.crash'), /ended in an error .*model server unreachable/);
+  t.false(
+    found.some((f) => f.startsWith('policies.expert')),
+    'the working policy is not a problem',
+  );
+  t.true(checked.some((c) => c.startsWith('policies.expert: finished')));
+});
+
+test('the built-in scenarios pass the check', async (t) => {
+  for (const dir of ['scenarios/support-desk', 'scenarios/gridworld']) {
+    const { problems, checked } = await checkScenarioDir(dir);
+    t.deepEqual(problems, [], dir);
+    t.true(
+      checked.some((c) => c.startsWith('worldMachine: starts')),
+      dir,
+    );
+    t.true(
+      checked.some((c) => c.startsWith('policies.expert: finished')),
+      dir,
+    );
+  }
+});
+
+test('a fixed split whose taskCount disagrees with tasks() is a problem; multihop-qa agrees', async (t) => {
+  const qa = createMultihopQaScenario({ size: 'tiny', seed: '3' });
+  t.deepEqual(
+    (await checkScenario(qa)).problems.filter((p) => p.where.startsWith('taskCount')),
+    [],
+  );
+  const lying = { ...calculator, taskCount: () => 5 };
+  const found = (await checkScenario(lying)).problems.filter((p) => p.where.startsWith('taskCount'));
+  t.deepEqual(
+    found.map((p) => p.where),
+    ['taskCount(train)', 'taskCount(dev)', 'taskCount(test)'],
+  );
+  t.regex(found[0]!.message, /taskCount says 5 tasks, tasks\(\) gives 6/);
+});
+
+test('loading problems: no folder, no index.ts, no default export, a throwing factory, not an object', async (t) => {
+  t.regex((await checkScenarioDir('test/fixtures/nope')).problems[0]!.message, /is not a folder/);
+  t.regex((await checkScenarioDir('test/fixtures')).problems[0]!.message, /has no index.ts/);
+  t.like((await checkScenarioModule({})).problems[0], { kind: 'missing_export', where: 'default' });
+  const threw = await checkScenarioModule({
+    default: () => {
+      throw new Error('no data file');
+    },
+  });
+  t.regex(threw.problems[0]!.message, /the scenario function threw: no data file/);
+  t.regex((await checkScenarioModule({ default: 42 })).problems[0]!.message, /not a scenario object/);
+});
+
+test('an empty object lists every missing field at once', async (t) => {
+  const { problems } = await checkScenario({} as never);
+  const missing = problems.filter((p) => p.kind === 'missing_export').map((p) => p.where);
+  t.deepEqual(missing, ['id', 'version', 'description', 'splits', 'options', 'tasks', 'tools', 'env', 'policies']);
+});
+
+test('checkTools accepts good tools and rejects non-tools', (t) => {
+  const good = {
+    name: 'add',
+    description: 'Add.',
+    parameters: z.object({ a: z.number(), b: z.number() }),
+    execute: () => 0,
+  };
+  t.deepEqual(checkTools([good]), []);
+  t.regex(checkTools([null])[0]!.message, /must be an object/);
+  t.regex(
+    checkTools([{ ...good, parameters: z.object({ f: z.custom(() => true) }) }])[0]!.message,
+    /Custom types cannot be represented/,
+  );
+});
+
+test.serial('agent-r1 scenario check exits 2 and prints each problem; 0 on a good scenario', (t) => {
+  const bad = cli(['scenario', 'check', BROKEN, '--timeout', '300']);
+  t.is(bad.code, 2, bad.stderr);
+  t.regex(bad.stdout, /14 problems/);
+  t.regex(bad.stdout, /✗ policies\.stuck \[policy\]/);
+  const good = cli(['scenario', 'check', 'scenarios/support-desk', '--json']);
+  t.is(good.code, 0, good.stderr);
+  t.like(good.lastJson(), { ok: true, problems: [] });
+  const usage = cli(['scenario', 'check']);
+  t.is(usage.code, 2);
+  t.regex(usage.stderr, /missing required argument 'dir'/);
+});

@@ -1,0 +1,128 @@
+import type { Scenario } from '../../src/scenario/scenario.ts';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import test from 'ava';
+import calculator from '../../scenarios/calculator/index.ts';
+import { workerThreads, type WorkerThreadsOptions } from '../../src/rollout/worker-threads.ts';
+import { rollout, type RolloutOptions } from '../../src/rollout/rollout.ts';
+import { serializeRecord } from '../../src/record/record.ts';
+import { replayRecord } from '../../src/replay/replay.ts';
+import { loadScenario } from '../../src/scenario/load.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
+import type { EpisodeRecord } from '../../src/core/types.ts';
+
+const FAULTY = fileURLToPath(new URL('../fixtures/faulty', import.meta.url));
+const calc = calculator as unknown as Scenario;
+const bytes = (records: EpisodeRecord[]) => records.map(serializeRecord).join('\n');
+/** A rollout on its own worker pool, closed afterwards. */
+async function inWorkers(options: RolloutOptions, executorOptions: WorkerThreadsOptions) {
+  const executor = workerThreads(executorOptions);
+  try {
+    return await rollout({ ...options, executor });
+  } finally {
+    await executor.close();
+  }
+}
+const call = (name: string, args: object = {}) => `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;
+
+test('scripted policy: byte-identical records with 1, 2 and 4 workers, and in one thread', async (t) => {
+  const policy = await calc.policies.random!({ scenario: calc, seed: 0 });
+  const options = { scenario: calc, policy, split: 'train', episodes: 48, seed: 11 };
+  const single = bytes((await rollout(options)).records);
+  for (const workers of [1, 2, 4]) {
+    const { records } = await inWorkers(options, { workers });
+    t.is(records.length, 48);
+    t.is(bytes(records), single, `${workers} workers`);
+  }
+});
+
+async function faulty(scripts: string[][], options: { [key: string]: string } = {}) {
+  const markers = mkdtempSync(join(tmpdir(), 'agent-r1-markers-'));
+  return loadScenario(FAULTY, builtinScenarios, { markers, scripts: JSON.stringify(scripts), ...options });
+}
+
+for (const [how, toolName] of [
+  ['process.exit', 'exit'],
+  ['an uncaught error', 'throw-later'],
+] as const) {
+  test(`a worker that dies by ${how} loses nothing: its episodes rerun from their seeds and all verify`, async (t) => {
+    const scripts = Array.from({ length: 12 }, (_, i) =>
+      i === 5
+        ? [call('echo', { text: 'a' }), call(toolName, { marker: 'm' }), '<answer>ok</answer>']
+        : [call('echo', { text: String(i) }), '<answer>ok</answer>'],
+    );
+    const scenario = await faulty(scripts);
+    const policy = await scenario.policies.script!({ scenario, seed: 0 });
+    const options = { scenario, policy, split: 'train', episodes: 12, seed: 3 };
+    const result = await inWorkers(options, { workers: 2, scenarioSource: FAULTY });
+    t.is(result.records.length, 12);
+    t.deepEqual(
+      result.records.map((r) => r.index),
+      [...Array(12).keys()],
+    );
+    t.true(result.throughput.crashes >= 1);
+    t.true(result.records.every((r) => r.status === 'ok' && r.outcome.success));
+    t.is(result.records[5]!.turns[1]!.observation, 'survived');
+    for (const record of result.records) t.true((await replayRecord(record, scenario)).verified);
+  });
+}
+
+test('an episode whose worker dies on every attempt is recorded as an error; the episodes beside it finish', async (t) => {
+  const scripts = [
+    [call('exit', { marker: 'a', always: true })],
+    [call('echo', { text: 'x' }), '<answer>ok</answer>'],
+    ['<answer>ok</answer>'],
+  ];
+  const scenario = await faulty(scripts);
+  const policy = await scenario.policies.script!({ scenario, seed: 0 });
+  const options = { scenario, policy, split: 'train', episodes: 9, seed: 3 };
+  const result = await inWorkers(options, { workers: 2, scenarioSource: FAULTY, maxAttempts: 2 });
+  t.is(result.records.length, 9);
+  const crashed = result.records.filter((r) => r.status === 'error');
+  // Only the three episodes that really kill their worker (the tasks playing script 0: f-0, f-3,
+  // f-6), however often their neighbours were caught in the same crashes.
+  t.deepEqual(
+    crashed.map((r) => r.task.id),
+    ['f-0', 'f-3', 'f-6'],
+  );
+  t.regex(crashed[0]!.error!, /worker crashed on every attempt/);
+  t.is(crashed[0]!.endReason, 'error');
+  t.true(
+    result.records
+      .filter((r) => !['f-0', 'f-3', 'f-6'].includes(r.task.id))
+      .every((r) => r.status === 'ok' && r.outcome.success),
+  );
+});
+
+test('a hanging tool times out without holding up the other episodes', async (t) => {
+  const scripts = Array.from({ length: 8 }, (_, i) =>
+    i === 0 ? [call('hang'), '<answer>ok</answer>'] : ['<answer>ok</answer>'],
+  );
+  // A 5 s timeout: the seven others finish well within it, even on a loaded machine.
+  const scenario = await faulty(scripts, { hangMs: '5000' });
+  const policy = await scenario.policies.script!({ scenario, seed: 0 });
+  // Progress reports come after each finished episode; records are emitted in index order, so the
+  // hanging episode (index 0) is emitted the moment it finishes.
+  let finished = 0;
+  let finishedBeforeHang = -1;
+  const options: RolloutOptions = {
+    scenario,
+    policy,
+    split: 'train',
+    episodes: 8,
+    seed: 1,
+    concurrency: 8,
+    onProgress: (p) => (finished = p.done),
+    onRecord: (r) => {
+      if (r.index === 0) finishedBeforeHang = finished;
+    },
+  };
+  const result = await inWorkers(options, { workers: 1, scenarioSource: FAULTY });
+  const hang = result.records[0]!;
+  t.is(hang.turns[0]!.results[0]!.error!.kind, 'timeout');
+  t.true(hang.outcome.success);
+  // The seven others finished while the hanging one waited out its timeout.
+  t.is(finishedBeforeHang, 7);
+});
