@@ -46,44 +46,50 @@ test.serial('paper-table --merge refuses runs made with different budgets', (t) 
   t.regex(r.stderr, /b was run with a different budget than .*a; not merging/);
 });
 
-test.serial('paper-table --merge: a run from before --select evaluated the final policy, so it merges with --select final only', (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
-  const run = (name: string, select?: string) => {
-    mkdirSync(join(dir, name));
-    const budget = {
-      rl: { steps: 14, tasksPerStep: 8, group: 8, lr: 3e-4, minibatch: 64 },
-      warmStart: { steps: 1320, episodes: 800 },
-      evalEpisodes: { test: 150, ood: 75 },
-      ...(select ? { select } : {}),
+test.serial(
+  'paper-table --merge: a run from before --select evaluated the final policy, so it merges with --select final only',
+  (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
+    const run = (name: string, select?: string) => {
+      mkdirSync(join(dir, name));
+      const budget = {
+        rl: { steps: 14, tasksPerStep: 8, group: 8, lr: 3e-4, minibatch: 64 },
+        warmStart: { steps: 1320, episodes: 800 },
+        evalEpisodes: { test: 150, ood: 75 },
+        ...(select ? { select } : {}),
+      };
+      writeFileSync(
+        join(dir, name, 'results.json'),
+        JSON.stringify({ budget, scenarioOptions: { trainHops: '3' }, results: [] }),
+      );
+      return join(dir, name);
     };
-    writeFileSync(
-      join(dir, name, 'results.json'),
-      JSON.stringify({ budget, scenarioOptions: { trainHops: '3' }, results: [] }),
-    );
-    return join(dir, name);
-  };
-  const old = run('old');
-  const ok = bench(['--merge', `${old},${run('final', 'final')}`, '--out', join(dir, 'out')]);
-  t.is(ok.code, 0, ok.stderr.slice(-1000));
-  const r = bench(['--merge', `${old},${run('best', 'best-dev')}`, '--out', join(dir, 'out2')]);
-  t.not(r.code, 0);
-  t.regex(r.stderr, /best was run with a different budget than .*old; not merging/);
-});
+    const old = run('old');
+    const ok = bench(['--merge', `${old},${run('final', 'final')}`, '--out', join(dir, 'out')]);
+    t.is(ok.code, 0, ok.stderr.slice(-1000));
+    const r = bench(['--merge', `${old},${run('best', 'best-dev')}`, '--out', join(dir, 'out2')]);
+    t.not(r.code, 0);
+    t.regex(r.stderr, /best was run with a different budget than .*old; not merging/);
+  },
+);
 
-test.serial('paper-table --merge refuses runs made with different scenario options (runs without them trained on 2 hops)', (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
-  const run = (name: string, scenarioOptions?: object) => {
-    mkdirSync(join(dir, name));
-    const budget = { rl: { steps: 14 }, warmStart: { steps: 1320 } };
-    writeFileSync(join(dir, name, 'results.json'), JSON.stringify({ budget, scenarioOptions, results: [] }));
-    return join(dir, name);
-  };
-  const r = bench([
-    '--merge',
-    `${run('old')},${run('new', { noisyEarly: '0.7', noisyDistractor: '0', trainHops: '3' })}`,
-    '--out',
-    join(dir, 'out'),
-  ]);
-  t.not(r.code, 0);
-  t.regex(r.stderr, /new was run with other scenario options \(.*"trainHops":"3".*\) than .*old; not merging/);
-});
+test.serial(
+  'paper-table --merge refuses runs made with different scenario options (runs without them trained on 2 hops)',
+  (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
+    const run = (name: string, scenarioOptions?: object) => {
+      mkdirSync(join(dir, name));
+      const budget = { rl: { steps: 14 }, warmStart: { steps: 1320 } };
+      writeFileSync(join(dir, name, 'results.json'), JSON.stringify({ budget, scenarioOptions, results: [] }));
+      return join(dir, name);
+    };
+    const r = bench([
+      '--merge',
+      `${run('old')},${run('new', { noisyEarly: '0.7', noisyDistractor: '0', trainHops: '3' })}`,
+      '--out',
+      join(dir, 'out'),
+    ]);
+    t.not(r.code, 0);
+    t.regex(r.stderr, /new was run with other scenario options \(.*"trainHops":"3".*\) than .*old; not merging/);
+  },
+);

@@ -5,52 +5,55 @@ import OpenAI from 'openai';
 import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
 import { calculatorCheckpoint } from '../openai/fixtures.ts';
 
-test.serial('agent-r1 serve: the openai client talks to it; the request log goes to stderr; SIGTERM stops it cleanly', async (t) => {
-  const { dir } = await calculatorCheckpoint();
-  const child = spawn(
-    process.execPath,
-    cliArgs(['serve', '--policy', `ckpt:${dir}`, '--port', '0', '--model-name', 'tiny', '--json']),
-    {
-      cwd: repoRoot,
-      env: { ...process.env, AGENT_R1_API_KEY: 'sk-cli' },
-    },
-  );
-  let stderr = '';
-  child.stderr.on('data', (d) => (stderr += d));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  try {
-    const line = await new Promise<string>((resolve, reject) => {
-      createInterface({ input: child.stdout }).once('line', resolve);
-      child.once('exit', () => reject(new Error(`serve exited: ${stderr}`)));
-    });
-    const { url, model, version } = JSON.parse(line);
-    t.is(model, 'tiny');
-    t.regex(url, /^http:\/\/127\.0\.0\.1:\d+\/v1$/);
-    t.regex(version, /^[0-9a-f]{64}$/);
-    const client = new OpenAI({ apiKey: 'sk-cli', baseURL: url, maxRetries: 0 });
-    t.deepEqual(
-      (await client.models.list()).data.map((m) => m.id),
-      ['tiny'],
+test.serial(
+  'agent-r1 serve: the openai client talks to it; the request log goes to stderr; SIGTERM stops it cleanly',
+  async (t) => {
+    const { dir } = await calculatorCheckpoint();
+    const child = spawn(
+      process.execPath,
+      cliArgs(['serve', '--policy', `ckpt:${dir}`, '--port', '0', '--model-name', 'tiny', '--json']),
+      {
+        cwd: repoRoot,
+        env: { ...process.env, AGENT_R1_API_KEY: 'sk-cli' },
+      },
     );
-    const res = await client.chat.completions.create({
-      model: 'tiny',
-      messages: [{ role: 'user', content: 'What is 2 + 2?' }],
-      max_tokens: 5,
-      temperature: 0,
-    });
-    t.true(res.usage!.completion_tokens >= 1 && res.usage!.completion_tokens <= 5);
-    await t.throwsAsync(new OpenAI({ apiKey: 'nope', baseURL: url, maxRetries: 0 }).models.list(), {
-      instanceOf: OpenAI.AuthenticationError,
-    });
-    child.kill('SIGTERM');
-    t.is(await exited, 0);
-    t.regex(stderr, /serving "tiny" \(ckpt:.*\) at http:\/\/127\.0\.0\.1:\d+\/v1 \(API key required\)/);
-    t.regex(stderr, /POST \/v1\/chat\/completions 200 \d+ ms \(\d+ prompt \+ \d+ completion tokens\)/);
-    t.regex(stderr, /GET \/v1\/models 401/);
-  } finally {
-    child.kill('SIGKILL');
-  }
-});
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout }).once('line', resolve);
+        child.once('exit', () => reject(new Error(`serve exited: ${stderr}`)));
+      });
+      const { url, model, version } = JSON.parse(line);
+      t.is(model, 'tiny');
+      t.regex(url, /^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+      t.regex(version, /^[0-9a-f]{64}$/);
+      const client = new OpenAI({ apiKey: 'sk-cli', baseURL: url, maxRetries: 0 });
+      t.deepEqual(
+        (await client.models.list()).data.map((m) => m.id),
+        ['tiny'],
+      );
+      const res = await client.chat.completions.create({
+        model: 'tiny',
+        messages: [{ role: 'user', content: 'What is 2 + 2?' }],
+        max_tokens: 5,
+        temperature: 0,
+      });
+      t.true(res.usage!.completion_tokens >= 1 && res.usage!.completion_tokens <= 5);
+      await t.throwsAsync(new OpenAI({ apiKey: 'nope', baseURL: url, maxRetries: 0 }).models.list(), {
+        instanceOf: OpenAI.AuthenticationError,
+      });
+      child.kill('SIGTERM');
+      t.is(await exited, 0);
+      t.regex(stderr, /serving "tiny" \(ckpt:.*\) at http:\/\/127\.0\.0\.1:\d+\/v1 \(API key required\)/);
+      t.regex(stderr, /POST \/v1\/chat\/completions 200 \d+ ms \(\d+ prompt \+ \d+ completion tokens\)/);
+      t.regex(stderr, /GET \/v1\/models 401/);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  },
+);
 
 test.serial('agent-r1 serve refuses a policy that is not a checkpoint, and bad ports', (t) => {
   const r = cli(['serve', '--policy', 'expert']);

@@ -49,64 +49,67 @@ for (const [what, args, pattern, code] of errors) {
   });
 }
 
-test.serial('agent-r1 train plays half of each rollout on a replica by default: the same episodes and weights as --no-replica', async (t) => {
-  t.timeout(5 * 60_000);
-  const dir = await mkdtemp(join(tmpdir(), 'train-cli-'));
-  const args = [
-    'train',
-    '--scenario',
-    'calculator',
-    '--algo',
-    'grpo',
-    '--steps',
-    '2',
-    '--tasks-per-step',
-    '2',
-    '--group',
-    '4',
-    '--demo-policy',
-    'expert',
-    '--demo-episodes',
-    '8',
-    '--sft-steps',
-    '2',
-    '--d-model',
-    '32',
-    '--layers',
-    '1',
-    '--context',
-    '512',
-    '--vocab',
-    '300',
-    '--eval-every',
-    '1',
-    '--eval-episodes',
-    '4',
-  ];
-  const runs = ['replica', 'main-only'].map((name, i) => {
-    const out = join(dir, name);
-    const r = cli([...args, '--out', out, ...(i === 1 ? ['--no-replica'] : [])], { timeout: 5 * 60_000 });
-    t.is(r.code, 0, r.stderr.slice(-2000));
-    // the policy of the best dev eval after step 0 is kept apart, and the CLI says where
-    const best = JSON.parse(readFileSync(join(out, 'best', 'best.json'), 'utf8'));
-    t.true(
-      r.stdout.includes(
-        `best dev checkpoint (step ${best.step}, dev ${best.devScore.toFixed(3)}): ckpt:${join(out, 'best')}\n`,
-      ),
-      r.stdout,
-    );
-    return {
-      episodes: readFileSync(join(out, 'episodes.jsonl')),
-      weights: readFileSync(join(out, 'final', 'weights.bin')),
-      best: readFileSync(join(out, 'best', 'weights.bin')),
-    };
-  });
-  t.true(runs[0]!.best.equals(runs[1]!.best));
-  // best/ is a policy checkpoint like final/ (what bench/paper-table.ts --select best-dev loads)
-  const best = await GptTrainable.fromCheckpoint(join(dir, 'replica', 'best'));
-  t.true(best.model.parameterCount() > 0);
-  best.model.dispose();
-  t.is(runs[0]!.episodes.toString().trim().split('\n').length, 16);
-  t.true(runs[0]!.episodes.equals(runs[1]!.episodes));
-  t.true(runs[0]!.weights.equals(runs[1]!.weights));
-});
+test.serial(
+  'agent-r1 train plays half of each rollout on a replica by default: the same episodes and weights as --no-replica',
+  async (t) => {
+    t.timeout(5 * 60_000);
+    const dir = await mkdtemp(join(tmpdir(), 'train-cli-'));
+    const args = [
+      'train',
+      '--scenario',
+      'calculator',
+      '--algo',
+      'grpo',
+      '--steps',
+      '2',
+      '--tasks-per-step',
+      '2',
+      '--group',
+      '4',
+      '--demo-policy',
+      'expert',
+      '--demo-episodes',
+      '8',
+      '--sft-steps',
+      '2',
+      '--d-model',
+      '32',
+      '--layers',
+      '1',
+      '--context',
+      '512',
+      '--vocab',
+      '300',
+      '--eval-every',
+      '1',
+      '--eval-episodes',
+      '4',
+    ];
+    const runs = ['replica', 'main-only'].map((name, i) => {
+      const out = join(dir, name);
+      const r = cli([...args, '--out', out, ...(i === 1 ? ['--no-replica'] : [])], { timeout: 5 * 60_000 });
+      t.is(r.code, 0, r.stderr.slice(-2000));
+      // the policy of the best dev eval after step 0 is kept apart, and the CLI says where
+      const best = JSON.parse(readFileSync(join(out, 'best', 'best.json'), 'utf8'));
+      t.true(
+        r.stdout.includes(
+          `best dev checkpoint (step ${best.step}, dev ${best.devScore.toFixed(3)}): ckpt:${join(out, 'best')}\n`,
+        ),
+        r.stdout,
+      );
+      return {
+        episodes: readFileSync(join(out, 'episodes.jsonl')),
+        weights: readFileSync(join(out, 'final', 'weights.bin')),
+        best: readFileSync(join(out, 'best', 'weights.bin')),
+      };
+    });
+    t.true(runs[0]!.best.equals(runs[1]!.best));
+    // best/ is a policy checkpoint like final/ (what bench/paper-table.ts --select best-dev loads)
+    const best = await GptTrainable.fromCheckpoint(join(dir, 'replica', 'best'));
+    t.true(best.model.parameterCount() > 0);
+    best.model.dispose();
+    t.is(runs[0]!.episodes.toString().trim().split('\n').length, 16);
+    t.true(runs[0]!.episodes.equals(runs[1]!.episodes));
+    t.true(runs[0]!.weights.equals(runs[1]!.weights));
+  },
+);

@@ -63,22 +63,25 @@ test('a line edited without updating its checksum is reported as corrupt', async
   t.throws(() => parseRecordLine(edited, 1), { message: /checksum mismatch/ });
 });
 
-test.serial('replay CLI: all verified exits 0; a truncated last line is reported with its line number and the rest still verify', async (t) => {
-  const { records } = await randomRun(10);
-  const file = writeRun(records);
-  const ok = cli(['replay', file, '--json']);
-  t.is(ok.code, 0, ok.stderr);
-  t.like(ok.lastJson(), { episodes: 10, verified: 10, diverged: 0, corrupt: 0 });
+test.serial(
+  'replay CLI: all verified exits 0; a truncated last line is reported with its line number and the rest still verify',
+  async (t) => {
+    const { records } = await randomRun(10);
+    const file = writeRun(records);
+    const ok = cli(['replay', file, '--json']);
+    t.is(ok.code, 0, ok.stderr);
+    t.like(ok.lastJson(), { episodes: 10, verified: 10, diverged: 0, corrupt: 0 });
 
-  const text = readFileSync(file, 'utf8');
-  writeFileSync(file, text.slice(0, text.length - 200));
-  const cut = cli(['replay', file, '--json']);
-  t.is(cut.code, 1);
-  const summary = cut.lastJson();
-  t.like(summary, { episodes: 9, verified: 9, diverged: 0, corrupt: 1 });
-  t.is(summary.problems[0].line, 10);
-  t.regex(summary.problems[0].error, /^line 10: not valid JSON/);
-});
+    const text = readFileSync(file, 'utf8');
+    writeFileSync(file, text.slice(0, text.length - 200));
+    const cut = cli(['replay', file, '--json']);
+    t.is(cut.code, 1);
+    const summary = cut.lastJson();
+    t.like(summary, { episodes: 9, verified: 9, diverged: 0, corrupt: 1 });
+    t.is(summary.problems[0].line, 10);
+    t.regex(summary.problems[0].error, /^line 10: not valid JSON/);
+  },
+);
 
 test.serial('replay CLI names the episode, turn and field of a divergence and exits 1', async (t) => {
   const { records } = await randomRun(5);
