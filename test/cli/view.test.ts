@@ -37,11 +37,9 @@ test.serial('agent-r1 report writes one HTML file; a missing directory is a clea
 });
 
 test.serial('agent-r1 view warns on stderr when --host exposes it; a missing directory is an error', async (t) => {
-  const child = spawn(
-    process.execPath,
-    [`${repoRoot}/bin/agent-r1.js`, 'view', runDir, '--port', '0', '--host', '0.0.0.0'],
-    { cwd: repoRoot },
-  );
+  const child = spawn(process.execPath, cliArgs(['view', runDir, '--port', '0', '--host', '0.0.0.0']), {
+    cwd: repoRoot,
+  });
   let stdout = '';
   let stderr = '';
   child.stderr.on('data', (c) => (stderr += c));
