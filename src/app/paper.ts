@@ -92,15 +92,7 @@ export interface PaperResult {
   curves: { algo: Algorithm; step: number; em: number; reward: number }[];
   /** Mean training reward per step, per algorithm. */
   rewards: { algo: Algorithm; step: number; reward: number }[];
-  warmStart: {
-    sequences: number;
-    demoSuccess: number;
-    steps: number;
-    finalLoss: number;
-    seconds: number;
-    parameters: number;
-    dir: string;
-  };
+  warmStart: Omit<WarmStartResult, 'trainable' | 'demos'> & { dir: string };
   runDirs: { [algo: string]: string };
   /** The RL step whose policy the table evaluates, per algorithm, and its dev score. */
   selected: { [algo: string]: { step: number; devScore: number | null } };

@@ -47,7 +47,7 @@ export const WORKER_URL = workerEntryUrl();
 
 /** Whether a policy can be played by workers (a reference policy by name, or a tokenizing batch policy). */
 export function canRunInWorkers(policy: Policy, scenario: Scenario): boolean {
-  return isBatchPolicy(policy) ? tokenizerOf(policy) !== undefined : policy.id in scenario.policies;
+  return isBatchPolicy(policy) ? tokenizerOf(policy) !== undefined : Object.hasOwn(scenario.policies, policy.id);
 }
 
 /**
@@ -202,7 +202,7 @@ export class WorkerThreads implements RolloutExecutor {
       }
       const tokenizer = tokenizerOf(policy);
       if (tokenizer) return { kind: 'served', id: policy.id, version: policy.version, tokenizer };
-    } else if (policy.id in scenario.policies) {
+    } else if (Object.hasOwn(scenario.policies, policy.id)) {
       return { kind: 'scripted', name: policy.id };
     }
     throw new AgentR1Error(
