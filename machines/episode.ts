@@ -1,4 +1,4 @@
-import { assign, fromPromise, setup } from 'xstate';
+import { assign, createActor, setup, type SnapshotFrom } from 'xstate';
 import type {
   EndReason,
   EpisodeConfig,
@@ -19,8 +19,12 @@ import { parseAction } from '../src/parse/parse-action.ts';
  *   generate → parseToolCall → execute → transition → reward → (generate | outcome → done)
  *
  * The machine owns the control flow and the budgets; what the policy says, what the tools do and
- * what the ToolEnv makes of it come from outside (`EpisodeActors`, in the input), so the same
- * machine runs live, under test with scripted actors, and in replay with recorded ones.
+ * what the ToolEnv makes of it come from outside (`EpisodeActors`), so the same machine runs live,
+ * under test with scripted actors, and in replay with recorded ones. The states that wait on the
+ * outside (generate, execute, transition, outcome) are left by an event carrying the answer, sent
+ * by `runEpisodeMachine`; parsing and the reward bookkeeping are synchronous entry actions. (Invoking
+ * a promise actor per state cost ten times the episode's own work: an actor, a snapshot and an
+ * AbortController per step.)
  */
 
 export interface GenerateInput {
@@ -48,8 +52,7 @@ export interface EpisodeOutcomeInput {
 
 /**
  * Where the episode's actions, tool results and judgements come from: the live policy, tools and
- * ToolEnv, or a record being replayed. Passed in the input, so one machine serves every episode
- * (building a machine per episode with `provide` costs more than the episode itself).
+ * ToolEnv, or a record being replayed.
  */
 export interface EpisodeActors {
   generate(input: GenerateInput, signal: AbortSignal): Promise<PolicyOutput>;
@@ -67,8 +70,15 @@ export interface EpisodeInput {
   config: EpisodeConfig;
   prompt: Message[];
   promptTokens?: number[];
-  actors: EpisodeActors;
 }
+
+/** The answers that move the machine on from a waiting state. */
+export type EpisodeEvent =
+  | { type: 'GENERATED'; output: PolicyOutput }
+  | { type: 'EXECUTED'; results: ToolResult[] }
+  | { type: 'TRANSITIONED'; step: TransitionOutput }
+  | { type: 'SCORED'; outcome: Outcome }
+  | { type: 'FAILED'; error: unknown };
 
 export interface EpisodeOutput {
   turns: TurnRecord[];
@@ -95,7 +105,6 @@ interface PendingTurn {
 
 interface EpisodeContext {
   config: EpisodeConfig;
-  actors: EpisodeActors;
   messages: Message[];
   tokens: number[] | undefined;
   totalTokens: number;
@@ -118,25 +127,12 @@ const emptyTurn = (): PendingTurn => ({
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-type WithActors<T> = T & { actors: EpisodeActors };
-
 export const episodeMachine = setup({
   types: {
     context: {} as EpisodeContext,
+    events: {} as EpisodeEvent,
     input: {} as EpisodeInput,
     output: {} as EpisodeOutput,
-  },
-  actors: {
-    generate: fromPromise<PolicyOutput, WithActors<GenerateInput>>(({ input, signal }) =>
-      input.actors.generate(input, signal),
-    ),
-    execute: fromPromise<ToolResult[], WithActors<ExecuteInput>>(({ input, signal }) =>
-      input.actors.execute(input, signal),
-    ),
-    transition: fromPromise<TransitionOutput, WithActors<TransitionInput>>(({ input }) =>
-      input.actors.transition(input),
-    ),
-    outcome: fromPromise<Outcome, WithActors<EpisodeOutcomeInput>>(({ input }) => input.actors.outcome(input)),
   },
   actions: {
     /** Notes the state in the current turn's path (outcome and done belong to the last turn). */
@@ -162,7 +158,6 @@ export const episodeMachine = setup({
   id: 'episode',
   context: ({ input }) => ({
     config: input.config,
-    actors: input.actors,
     messages: input.prompt.slice(),
     tokens: input.promptTokens?.slice(),
     totalTokens: 0,
@@ -177,16 +172,8 @@ export const episodeMachine = setup({
   states: {
     generate: {
       entry: { type: 'enter', params: { state: 'generate' } },
-      invoke: {
-        src: 'generate',
-        input: ({ context }) => ({
-          actors: context.actors,
-          turn: context.turns.length,
-          messages: context.messages,
-          tokens: context.tokens,
-          maxTokens: Math.min(context.config.maxTokensPerTurn, context.config.maxTotalTokens - context.totalTokens),
-        }),
-        onDone: {
+      on: {
+        GENERATED: {
           target: 'parseToolCall',
           actions: assign(({ context, event }) => {
             const output = event.output;
@@ -194,7 +181,7 @@ export const episodeMachine = setup({
             return { pending: { ...context.pending, output, tokenCount } };
           }),
         },
-        onError: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
       },
     },
     parseToolCall: {
@@ -215,39 +202,22 @@ export const episodeMachine = setup({
     },
     execute: {
       entry: { type: 'enter', params: { state: 'execute' } },
-      invoke: {
-        src: 'execute',
-        input: ({ context }) => {
-          const action = context.pending.action!;
-          return {
-            actors: context.actors,
-            turn: context.turns.length,
-            calls: action.kind === 'tool_calls' ? action.calls : [],
-          };
-        },
-        onDone: {
+      on: {
+        EXECUTED: {
           target: 'transition',
-          actions: assign(({ context, event }) => ({ pending: { ...context.pending, results: event.output } })),
+          actions: assign(({ context, event }) => ({ pending: { ...context.pending, results: event.results } })),
         },
-        onError: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
       },
     },
     transition: {
       entry: { type: 'enter', params: { state: 'transition' } },
-      invoke: {
-        src: 'transition',
-        input: ({ context }) => ({
-          actors: context.actors,
-          turn: context.turns.length,
-          action: context.pending.action!,
-          results: context.pending.results,
-          history: context.turns,
-        }),
-        onDone: {
+      on: {
+        TRANSITIONED: {
           target: 'reward',
-          actions: assign(({ context, event }) => ({ pending: { ...context.pending, step: event.output } })),
+          actions: assign(({ context, event }) => ({ pending: { ...context.pending, step: event.step } })),
         },
-        onError: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
       },
     },
     reward: {
@@ -296,16 +266,9 @@ export const episodeMachine = setup({
     },
     outcome: {
       entry: { type: 'enter', params: { state: 'outcome' } },
-      invoke: {
-        src: 'outcome',
-        input: ({ context }) => ({
-          actors: context.actors,
-          answer: context.answer,
-          endReason: context.endReason!,
-          history: context.turns,
-        }),
-        onDone: { target: 'done', actions: assign({ outcome: ({ event }) => event.output }) },
-        onError: { target: 'done', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+      on: {
+        SCORED: { target: 'done', actions: assign({ outcome: ({ event }) => event.outcome }) },
+        FAILED: { target: 'done', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
       },
     },
     done: {
@@ -324,3 +287,64 @@ export const episodeMachine = setup({
 });
 
 export type EpisodeMachine = typeof episodeMachine;
+
+/**
+ * Plays one episode: starts the machine, and while it waits in a state that needs the outside,
+ * asks the actors and sends their answer (or their failure) back as the event that leaves it.
+ */
+export async function runEpisodeMachine(
+  input: EpisodeInput,
+  actors: EpisodeActors,
+  signal: AbortSignal = NEVER,
+): Promise<EpisodeOutput> {
+  const actor = createActor(episodeMachine, { input });
+  actor.start();
+  for (let snapshot = actor.getSnapshot(); snapshot.status === 'active'; snapshot = actor.getSnapshot()) {
+    actor.send(await answer(snapshot, actors, signal));
+  }
+  return actor.getSnapshot().output!;
+}
+
+const NEVER = new AbortController().signal;
+
+/** What the actors say to the state the machine waits in, as the event that leaves it. */
+async function answer(
+  snapshot: SnapshotFrom<EpisodeMachine>,
+  actors: EpisodeActors,
+  signal: AbortSignal,
+): Promise<EpisodeEvent> {
+  const { context } = snapshot;
+  const turn = context.turns.length;
+  try {
+    switch (snapshot.value) {
+      case 'generate': {
+        const maxTokens = Math.min(
+          context.config.maxTokensPerTurn,
+          context.config.maxTotalTokens - context.totalTokens,
+        );
+        const input = { turn, messages: context.messages, tokens: context.tokens, maxTokens };
+        return { type: 'GENERATED', output: await actors.generate(input, signal) };
+      }
+      case 'execute': {
+        const action = context.pending.action!;
+        const calls = action.kind === 'tool_calls' ? action.calls : [];
+        return { type: 'EXECUTED', results: await actors.execute({ turn, calls }, signal) };
+      }
+      case 'transition': {
+        const { action, results } = context.pending;
+        return {
+          type: 'TRANSITIONED',
+          step: await actors.transition({ turn, action: action!, results, history: context.turns }),
+        };
+      }
+      case 'outcome': {
+        const input = { answer: context.answer, endReason: context.endReason!, history: context.turns };
+        return { type: 'SCORED', outcome: await actors.outcome(input) };
+      }
+      default:
+        throw new Error(`the episode machine waits in "${String(snapshot.value)}", which no actor answers`);
+    }
+  } catch (error) {
+    return { type: 'FAILED', error };
+  }
+}

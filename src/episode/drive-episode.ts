@@ -1,5 +1,9 @@
-import { createActor, toPromise } from 'xstate';
-import { episodeMachine, type EpisodeActors, type EpisodeOutput, type GenerateInput } from '../../machines/episode.ts';
+import {
+  runEpisodeMachine,
+  type EpisodeActors,
+  type EpisodeOutput,
+  type GenerateInput,
+} from '../../machines/episode.ts';
 import { createRng, deriveSeed, type Rng } from '../core/rng.ts';
 import type { EpisodeConfig, Message, PolicyOutput, Task, ToolCall, ToolResult } from '../core/types.ts';
 import type { PolicyEncoding } from '../policy/policy.ts';
@@ -14,6 +18,8 @@ export interface EpisodeDrivers {
     ctx: { turn: number; callIndex: number; rng: Rng; state: unknown; signal: AbortSignal },
   ): Promise<ToolResult>;
   encode?: PolicyEncoding;
+  /** Stops the episode: the policy and the tools are asked to give up. */
+  signal?: AbortSignal;
 }
 
 export interface DrivenEpisode extends EpisodeOutput {
@@ -75,10 +81,7 @@ export async function driveEpisode(
       outcome: async (input) =>
         env.outcome({ task, state, answer: input.answer, endReason: input.endReason, history: input.history }),
     };
-    const actor = createActor(episodeMachine, { input: { config, prompt, promptTokens, actors } });
-    const done = toPromise(actor);
-    actor.start();
-    const output = await done;
+    const output = await runEpisodeMachine({ config, prompt, promptTokens }, actors, drivers.signal);
     return { ...output, prompt, ...(promptTokens ? { promptTokens } : {}) };
   } finally {
     await env.dispose?.(state);

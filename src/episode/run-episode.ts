@@ -53,10 +53,10 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
     cache: options.toolCache,
     onToolTime: options.metrics ? (ms) => (options.metrics!.toolMs += ms) : undefined,
   });
-  const outer = options.signal;
   try {
     const driven = await driveEpisode(scenario, task, seed, config, {
       encode: policy.encode,
+      signal: options.signal,
       act: (input, signal) =>
         policy.act({
           episodeId,
@@ -67,7 +67,7 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
           turn: input.turn,
           seed: input.seed,
           maxTokens: input.maxTokens,
-          signal: outer ? AbortSignal.any([signal, outer]) : signal,
+          signal,
         }),
       execute: (call, ctx) => runner.run(call, { task, rng: ctx.rng, state: ctx.state, signal: ctx.signal }),
     });
