@@ -6,6 +6,7 @@ import { playEpisodes } from '../src/rollout/play-episodes.ts';
 import type { RolloutTask, RolloutTaskResult, ServerMessage, WorkerPolicySpec } from '../src/rollout/protocol.ts';
 import { RemotePolicy } from '../src/rollout/remote-policy.ts';
 import type { Scenario } from '../src/scenario/scenario.ts';
+import { referencePolicy } from '../src/scenario/reference-policy.ts';
 import { createToolCache } from '../src/tools/runner.ts';
 import { scenarioFor } from './scenario-cache.ts';
 
@@ -44,11 +45,7 @@ async function loadCopy(spec: Extract<WorkerPolicySpec, { kind: 'copy' }>): Prom
 }
 
 async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, task: RolloutTask): Promise<Policy> {
-  if (spec.kind === 'scripted') {
-    const factory = scenario.policies[spec.name];
-    if (!factory) throw new AgentR1Error(`scenario ${scenario.id} has no policy "${spec.name}"`);
-    return factory({ scenario, seed: task.items[0]?.seed ?? 0 });
-  }
+  if (spec.kind === 'scripted') return referencePolicy(scenario, spec.name, spec.seed);
   if (spec.kind === 'copy') return loadCopy(spec);
   const { Tokenizer } = await import('../src/policy/tfjs/tokenizer.ts');
   const { chatEncoding } = await import('../src/policy/tfjs/chat-template.ts');

@@ -1,5 +1,6 @@
 import { UnknownNameError, UsageError } from '../core/errors.ts';
 import type { Scenario } from '../scenario/scenario.ts';
+import { referencePolicy } from '../scenario/reference-policy.ts';
 import type { Policy } from '../policy/policy.ts';
 
 /**
@@ -25,12 +26,11 @@ export async function resolvePolicy(
     const { openAIPolicyFromSpec } = await import('../openai/external-policy.ts');
     return openAIPolicyFromSpec(spec);
   }
-  const factory = scenario.policies[spec];
-  if (!factory)
+  if (!Object.hasOwn(scenario.policies, spec))
     throw new UnknownNameError('policy', spec, [
       ...Object.keys(scenario.policies),
       'ckpt:DIR',
       'openai:MODEL@BASE_URL',
     ]);
-  return factory({ scenario, seed });
+  return referencePolicy(scenario, spec, seed);
 }

@@ -33,7 +33,7 @@ export type ServerMessage =
  * batch queue; or a copy of a checkpoint policy loaded in the worker (its own tfjs backend).
  */
 export type WorkerPolicySpec =
-  | { kind: 'scripted'; name: string }
+  | { kind: 'scripted'; name: string; seed: number }
   | { kind: 'served'; id: string; version: string; tokenizer: Json }
   | {
       kind: 'copy';

@@ -7,6 +7,7 @@ import type { EpisodeRecord, Json } from '../core/types.ts';
 import { AgentR1Error } from '../core/errors.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
+import { referencePolicySpec } from '../scenario/reference-policy.ts';
 import { BatchQueue } from './batch-queue.ts';
 import type { EpisodeBatch, ExecutorReport, RolloutExecutor } from './executor.ts';
 import { isBatchPolicy } from './in-thread.ts';
@@ -47,7 +48,9 @@ export const WORKER_URL = workerEntryUrl();
 
 /** Whether a policy can be played by workers (a reference policy by name, or a tokenizing batch policy). */
 export function canRunInWorkers(policy: Policy, scenario: Scenario): boolean {
-  return isBatchPolicy(policy) ? tokenizerOf(policy) !== undefined : Object.hasOwn(scenario.policies, policy.id);
+  return isBatchPolicy(policy)
+    ? tokenizerOf(policy) !== undefined
+    : referencePolicySpec(policy, scenario) !== undefined;
 }
 
 /**
@@ -202,8 +205,9 @@ export class WorkerThreads implements RolloutExecutor {
       }
       const tokenizer = tokenizerOf(policy);
       if (tokenizer) return { kind: 'served', id: policy.id, version: policy.version, tokenizer };
-    } else if (Object.hasOwn(scenario.policies, policy.id)) {
-      return { kind: 'scripted', name: policy.id };
+    } else {
+      const reference = referencePolicySpec(policy, scenario);
+      if (reference) return { kind: 'scripted', ...reference };
     }
     throw new AgentR1Error(
       `policy ${policy.id} cannot run in workers: use a reference policy, a checkpoint policy, or workers 0`,

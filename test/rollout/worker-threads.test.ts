@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import test from 'ava';
 import calculator from '../../scenarios/calculator/index.ts';
+import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
+import { referencePolicy } from '../../src/scenario/reference-policy.ts';
 import { workerThreads, type WorkerThreadsOptions } from '../../src/rollout/worker-threads.ts';
 import { rollout, type RolloutOptions } from '../../src/rollout/rollout.ts';
 import { serializeRecord } from '../../src/record/record.ts';
@@ -36,6 +38,18 @@ test('scripted policy: byte-identical records with 1, 2 and 4 workers, and in on
     t.is(records.length, 48);
     t.is(bytes(records), single, `${workers} workers`);
   }
+});
+
+test('a reference policy that draws from its seed acts the same in workers as in this thread', async (t) => {
+  // The noisy expert picks each episode's mistakes from its own seed; workers must make it with the same one.
+  const scenario = createMultihopQaScenario();
+  const policy = await referencePolicy(scenario, 'noisy-expert', 7);
+  const options = { scenario, policy, split: 'train', episodes: 40, seed: 11 };
+  const single = (await rollout(options)).records;
+  t.true(new Set(single.map((r) => r.outcome.success)).size === 2, 'some episodes err, some do not');
+  t.is(bytes((await inWorkers(options, { workers: 2, scenarioSource: 'multihop-qa' })).records), bytes(single));
+  const other = (await rollout({ ...options, policy: await referencePolicy(scenario, 'noisy-expert', 8) })).records;
+  t.not(bytes(other), bytes(single), 'the policy seed matters');
 });
 
 async function faulty(scripts: string[][], options: { [key: string]: string } = {}) {
