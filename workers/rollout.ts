@@ -3,14 +3,20 @@ import { AgentR1Error } from '../src/core/errors.ts';
 import type { Policy } from '../src/policy/policy.ts';
 import { BatchQueue } from '../src/rollout/batch-queue.ts';
 import { playEpisodes } from '../src/rollout/play-episodes.ts';
-import type { RolloutTask, RolloutTaskResult, ServerMessage, WorkerPolicySpec } from '../src/rollout/protocol.ts';
+import type {
+  RolloutTask,
+  RolloutTaskResult,
+  ServerMessage,
+  WorkerMessage,
+  WorkerPolicySpec,
+} from '../src/rollout/protocol.ts';
+import { serializeRecord } from '../src/record/record.ts';
+import type { MessagePort } from 'node:worker_threads';
 import { RemotePolicy } from '../src/rollout/remote-policy.ts';
 import type { Scenario } from '../src/scenario/scenario.ts';
 import { referencePolicy } from '../src/scenario/reference-policy.ts';
-import { createToolCache } from '../src/tools/runner.ts';
+import { toolCacheOf } from '../src/tools/runner.ts';
 import { scenarioFor } from './scenario-cache.ts';
-
-const toolCache = createToolCache();
 
 /** The model a copy spec names, loaded once per weights (the last one is kept for the next task). */
 let copy: { weights: string; load: Promise<import('../src/policy/tfjs/checkpoint.ts').Checkpoint> } | undefined;
@@ -61,20 +67,54 @@ async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, task: Rollo
 
 /**
  * A Piscina task: play a share of a run's episodes with the one episode loop (playEpisodes).
- * Finished episodes go back over the task's port as soon as they finish, so a crash loses only the
+ * Finished episodes go back over the task's port within milliseconds, so a crash loses only the
  * unfinished ones; a served policy answers over the same port.
  */
 export default async function runRolloutTask(task: RolloutTask): Promise<RolloutTaskResult> {
   const metrics = { toolMs: 0 };
+  const sender = new RecordSender(task.port);
   try {
     const scenario = await scenarioFor(task.scenario);
     const policy = await policyFor(task.policy, scenario, task);
-    const context = { scenario, policy, runId: task.runId, config: task.config, toolCache, metrics };
-    await playEpisodes(task.items, task.concurrency, context, (record: EpisodeRecord) =>
-      task.port.postMessage({ type: 'record', record }),
-    );
+    const context = {
+      scenario,
+      policy,
+      runId: task.runId,
+      config: task.config,
+      toolCache: toolCacheOf(scenario),
+      metrics,
+    };
+    await playEpisodes(task.items, task.concurrency, context, (record: EpisodeRecord) => sender.send(record));
   } finally {
+    sender.flush();
     task.port.close();
   }
   return { episodes: task.items.length, toolMs: metrics.toolMs };
+}
+
+/**
+ * Sends finished records to the main thread as their JSONL lines, a few at a time: a line is cheap
+ * to post and the main thread writes it as it is; one message per short episode would cost the main
+ * thread more than the episode cost here.
+ */
+class RecordSender {
+  private lines: string[] = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly port: MessagePort) {}
+
+  send(record: EpisodeRecord): void {
+    this.lines.push(serializeRecord(record));
+    if (this.lines.length >= 64) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), 5);
+  }
+
+  flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.lines.length === 0) return;
+    const message: WorkerMessage = { type: 'records', lines: this.lines };
+    this.port.postMessage(message);
+    this.lines = [];
+  }
 }

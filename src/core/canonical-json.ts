@@ -25,20 +25,28 @@ function write(value: unknown): string | undefined {
       }
       const withJson = value as { toJSON?: () => unknown };
       if (typeof withJson.toJSON === 'function') return write(withJson.toJSON());
-      const keys = Object.keys(value).sort();
-      let out = '{';
-      let first = true;
-      for (const key of keys) {
-        const v = write((value as Record<string, unknown>)[key]);
-        if (v === undefined) continue;
-        out += (first ? '' : ',') + JSON.stringify(key) + ':' + v;
-        first = false;
-      }
-      return out + '}';
+      return joinFields(canonicalFields(value));
     }
     case 'bigint':
       throw new TypeError('canonicalJson: a bigint is not JSON');
     default:
       return undefined; // undefined, functions, symbols: dropped, as JSON.stringify does
   }
+}
+
+/** An object's fields in canonical order, each as [key, canonical JSON of its value] (undefined ones dropped). */
+export function canonicalFields(value: object): Array<[key: string, json: string]> {
+  const fields: Array<[string, string]> = [];
+  for (const key of Object.keys(value).sort()) {
+    const v = write((value as Record<string, unknown>)[key]);
+    if (v !== undefined) fields.push([key, v]);
+  }
+  return fields;
+}
+
+/** The canonical JSON object of fields already in canonical order. */
+export function joinFields(fields: ReadonlyArray<readonly [key: string, json: string]>): string {
+  let out = '{';
+  for (let i = 0; i < fields.length; i++) out += (i ? ',' : '') + JSON.stringify(fields[i]![0]) + ':' + fields[i]![1];
+  return out + '}';
 }

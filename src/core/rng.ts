@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { xoroshiro128plus, unsafeUniformIntDistribution, type RandomGenerator } from 'pure-rand';
 
 /**
@@ -20,8 +20,7 @@ export interface Rng {
 
 /** A 32-bit seed derived from any list of parts (run seed, task id, sample index, stream name). */
 export function deriveSeed(...parts: Array<string | number>): number {
-  const digest = createHash('sha256').update(parts.map(String).join('\u0000')).digest();
-  return digest.readInt32LE(0);
+  return hash('sha256', parts.map(String).join('\u0000'), 'buffer').readInt32LE(0);
 }
 
 export function createRng(seed: number | string | readonly number[]): Rng {

@@ -1,23 +1,46 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { z } from 'zod';
-import { canonicalJson } from '../core/canonical-json.ts';
+import { canonicalFields, canonicalJson, joinFields } from '../core/canonical-json.ts';
 import { CorruptRecordError } from '../core/errors.ts';
 import { RECORD_SCHEMA_VERSION, type EpisodeRecord } from '../core/types.ts';
 
 /** sha256 of the canonical JSON of every field but the checksum. */
 export function recordChecksum(record: Omit<EpisodeRecord, 'checksum'> | EpisodeRecord): string {
   const { checksum: _ignored, ...rest } = record as EpisodeRecord;
-  return createHash('sha256').update(canonicalJson(rest)).digest('hex');
+  return hash('sha256', canonicalJson(rest));
 }
 
-/** Seals a record with its checksum. */
+/** The line of each sealed record or parsed line, so a record is written without being serialized again. */
+const lines = new WeakMap<EpisodeRecord, string>();
+
+/**
+ * Seals a record with its checksum. Its fields are serialized once, for the checksum and for the
+ * line `serializeRecord` returns; a sealed record is not to be changed (copy it to make another).
+ */
 export function sealRecord(record: Omit<EpisodeRecord, 'checksum'>): EpisodeRecord {
-  return { ...record, checksum: recordChecksum(record) } as EpisodeRecord;
+  const { checksum: _ignored, ...rest } = record as EpisodeRecord;
+  const fields = canonicalFields(rest);
+  const checksum = hash('sha256', joinFields(fields));
+  const at = fields.findIndex(([key]) => key > 'checksum');
+  fields.splice(at < 0 ? fields.length : at, 0, ['checksum', JSON.stringify(checksum)]);
+  const sealed = { ...rest, checksum } as EpisodeRecord;
+  lines.set(sealed, joinFields(fields));
+  return sealed;
 }
 
 /** One JSONL line (no newline). Keys are sorted, so equal records are equal bytes. */
 export function serializeRecord(record: EpisodeRecord): string {
-  return canonicalJson(record);
+  return lines.get(record) ?? canonicalJson(record);
+}
+
+/**
+ * A record from a line this process's own workers sealed (trusted: neither schema nor checksum is
+ * checked; use parseRecordLine for a file). The line is kept, so writing it costs nothing more.
+ */
+export function recordFromTrustedLine(line: string): EpisodeRecord {
+  const record = JSON.parse(line) as EpisodeRecord;
+  lines.set(record, line);
+  return record;
 }
 
 const json: z.ZodType = z.lazy(() =>

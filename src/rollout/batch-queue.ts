@@ -99,7 +99,7 @@ export class BatchQueue {
       if (typeof id === 'string') this.policy.release?.(id);
       return;
     }
-    if (type === 'record') return;
+    if (type === 'records') return;
     const parsed = requestSchema.safeParse(message);
     if (!parsed.success) {
       this.counters.rejected++;

@@ -1,5 +1,5 @@
 import type { BatchPolicy, Policy } from '../policy/policy.ts';
-import { createToolCache } from '../tools/runner.ts';
+import { toolCacheOf } from '../tools/runner.ts';
 import { BatchQueue } from './batch-queue.ts';
 import type { EpisodeBatch, ExecutorReport, RolloutExecutor } from './executor.ts';
 import { playEpisodes } from './play-episodes.ts';
@@ -33,7 +33,7 @@ export function inThread(options: InThreadOptions = {}): RolloutExecutor {
         const context = {
           ...batch,
           policy: queue?.direct() ?? batch.policy,
-          toolCache: createToolCache(),
+          toolCache: toolCacheOf(batch.scenario),
           metrics,
           signal,
         };

@@ -1,6 +1,6 @@
 import type { MessagePort } from 'node:worker_threads';
 import { z } from 'zod';
-import type { EpisodeConfig, EpisodeRecord, Json, PolicyOutput } from '../core/types.ts';
+import type { EpisodeConfig, Json, PolicyOutput } from '../core/types.ts';
 import type { EpisodePlanItem } from './plan.ts';
 
 /**
@@ -22,7 +22,8 @@ export type GenerateRow = z.infer<typeof generateRowSchema>;
 export type WorkerMessage =
   | { type: 'generate'; id: number; rows: GenerateRow[] }
   | { type: 'release'; episodeId: string }
-  | { type: 'record'; record: EpisodeRecord };
+  /** Finished episodes, as their sealed JSONL lines. */
+  | { type: 'records'; lines: string[] };
 
 export type ServerMessage =
   | { type: 'generated'; id: number; outputs: PolicyOutput[] }

@@ -12,7 +12,8 @@ import { BatchQueue } from './batch-queue.ts';
 import type { EpisodeBatch, ExecutorReport, RolloutExecutor } from './executor.ts';
 import { isBatchPolicy } from './in-thread.ts';
 import type { EpisodePlanItem } from './plan.ts';
-import type { RolloutTask, RolloutTaskResult, WorkerPolicySpec } from './protocol.ts';
+import type { RolloutTask, RolloutTaskResult, WorkerMessage, WorkerPolicySpec } from './protocol.ts';
+import { recordFromTrustedLine } from '../record/record.ts';
 import { buildRecord } from '../episode/run-episode.ts';
 import { workerEntryUrl } from './worker-entry.ts';
 
@@ -106,8 +107,8 @@ export class WorkerThreads implements RolloutExecutor {
       const { port1, port2 } = new MessageChannel();
       queue?.attach(port1);
       const closed = new Promise<void>((resolve) => port1.once('close', () => resolve()));
-      port1.on('message', (m: { type?: string; record?: EpisodeRecord }) => {
-        if (m.type === 'record' && m.record) accept(m.record);
+      port1.on('message', (m: WorkerMessage) => {
+        if (m.type === 'records') for (const line of m.lines) accept(recordFromTrustedLine(line));
       });
       const task: RolloutTask = {
         scenario: { source: this.options.scenarioSource ?? batch.scenario.id, options: batch.scenario.options },

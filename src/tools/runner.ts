@@ -20,6 +20,18 @@ export function createToolCache(max = 10_000): ToolCache {
   return new LRUCache<string, { value: Json }>({ max });
 }
 
+const sharedCaches = new WeakMap<object, ToolCache>();
+
+/**
+ * The tool cache of one owner (a scenario): kept across rollouts, so a trainer's later steps find
+ * earlier results, but never shared between scenarios, whose tools of the same name differ.
+ */
+export function toolCacheOf(owner: object): ToolCache {
+  let cache = sharedCaches.get(owner);
+  if (!cache) sharedCaches.set(owner, (cache = createToolCache()));
+  return cache;
+}
+
 /**
  * Runs tool calls for an episode: checks the tool exists and the arguments fit its schema, enforces
  * the timeout, cuts long output. It never throws: every failure becomes an error result that the
