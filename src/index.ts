@@ -54,9 +54,17 @@ export {
 export { loadScenario, instantiateScenario, type ScenarioRegistry } from './scenario/load.ts';
 export type { Policy, BatchPolicy, PolicyRequest, PolicyEncoding } from './policy/policy.ts';
 export { resolvePolicy } from './app/resolve-policy.ts';
+export { referencePolicy, type ReferencePolicySpec } from './scenario/reference-policy.ts';
 
 // Episodes, rollouts, records and replay
-export { episodeMachine, type EpisodeActors, type EpisodeInput, type EpisodeOutput } from '../machines/episode.ts';
+export {
+  episodeMachine,
+  runEpisodeMachine,
+  type EpisodeActors,
+  type EpisodeEvent,
+  type EpisodeInput,
+  type EpisodeOutput,
+} from '../machines/episode.ts';
 export { runEpisode, episodeSeed, episodeConfig, type RunEpisodeOptions } from './episode/run-episode.ts';
 export { driveEpisode, samplerSeed, worldSeed, type EpisodeDrivers } from './episode/drive-episode.ts';
 export { rollout, type RolloutOptions, type RolloutResult, type ThroughputSummary } from './rollout/rollout.ts';

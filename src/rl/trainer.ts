@@ -23,6 +23,7 @@ import type { TrainablePolicy } from './trainable.ts';
 import type { UpdateMetrics } from './update/metrics.ts';
 import type { Scorer } from './update/score.ts';
 import { updateOnBatch } from './update/update.ts';
+import { TensorBoardWriter } from './tensorboard.ts';
 
 export interface StepMetrics extends UpdateMetrics {
   kind: 'step';
@@ -156,6 +157,12 @@ async function evaluate(opts: TrainOptions, step: number): Promise<EvalMetrics> 
   };
 }
 
+/** A metrics row's fields for TensorBoard: all but the row's kind and step, which the event carries. */
+function stepScalars(row: StepMetrics | EvalMetrics): object {
+  const { kind: _kind, step: _step, ...rest } = row;
+  return rest;
+}
+
 /**
  * The RL loop: { rollouts of `group` samples per task → advantages → update epochs } × steps, with
  * an eval on the dev split every `evalEvery` steps, metrics and records appended per step, and
@@ -179,6 +186,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   const ref: (Scorer & { dispose(): void }) | null =
     config.klMode !== 'none' && config.klCoef > 0 ? await model.freeze() : null;
   const metricsPath = join(outDir, 'metrics.jsonl');
+  const tb = new TensorBoardWriter(join(outDir, 'tb'));
   const episodesPath = join(outDir, 'episodes.jsonl');
   const episodesPerStep = config.tasksPerStep * config.group;
   let start = 0;
@@ -208,6 +216,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     const e = await evaluate(opts, step);
     evals.push(e);
     await appendJsonl(metricsPath, [e]);
+    tb.scalars(e.step, stepScalars(e), `eval/${e.split}/`);
     // ties go to the later step: leaving the final policy needs a strictly better dev score
     await selection.consider(model, e);
     opts.onEval?.(e);
@@ -236,7 +245,10 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       });
       const t1 = performance.now();
       const { sequences, skipped } = buildTrajectories(records);
-      const update = updateOnBatch(model, ref, optimizer, config, sequences, deriveSeed(config.seed, 'minibatch', s));
+      let advantageValues: number[] = [];
+      const update = updateOnBatch(model, ref, optimizer, config, sequences, deriveSeed(config.seed, 'minibatch', s), {
+        onAdvantages: (values) => (advantageValues = values),
+      });
       const t2 = performance.now();
       const rolloutTokens = sequences.reduce((a, q) => a + q.mask.reduce((x, y) => x + y, 0), 0);
       const metrics: StepMetrics = {
@@ -256,6 +268,13 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       };
       await appendJsonl(episodesPath, records);
       await appendJsonl(metricsPath, [metrics]);
+      tb.scalars(metrics.step, stepScalars(metrics));
+      tb.histogram(
+        metrics.step,
+        'reward',
+        records.map((r) => r.totalReward),
+      );
+      tb.histogram(metrics.step, 'advantage', advantageValues);
       steps.push(metrics);
       opts.onStep?.(metrics);
       step = s + 1;

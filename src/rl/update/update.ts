@@ -23,7 +23,7 @@ export function updateOnBatch(
   config: TrainConfig,
   allSeqs: readonly TrainingSequence[],
   shuffleSeed: number,
-  options: { recomputeOld?: boolean } = {},
+  options: { recomputeOld?: boolean; onAdvantages?: (values: number[]) => void } = {},
 ): UpdateMetrics {
   const seqs = allSeqs.map((s) => fitToContext(s, model.maxLength)).filter((s): s is TrainingSequence => s !== null);
   const tooLong = allSeqs.length - seqs.length;
@@ -36,6 +36,7 @@ export function updateOnBatch(
   const scores = scoreBatch(model, ref, config, seqs, options);
   const shaped = shapeRewards(seqs, scores.old?.logprobs ?? null, scores.refLogprobs, config);
   const advantages = batchAdvantages(seqs, shaped.rewards, scores.old?.values ?? null, config);
+  options.onAdvantages?.(seqs.flatMap((s, i) => advantages[i]!.advantages.filter((_, t) => s.mask[t] === 1)));
 
   const rng = createRng(shuffleSeed);
   const steps: { epoch: number; stats: MinibatchStats }[] = [];
