@@ -55,8 +55,8 @@ export interface EpisodeOutcomeInput {
  * ToolEnv, or a record being replayed.
  */
 export interface EpisodeActors {
-  generate(input: GenerateInput, signal: AbortSignal): Promise<PolicyOutput>;
-  execute(input: ExecuteInput, signal: AbortSignal): Promise<ToolResult[]>;
+  generate(input: GenerateInput, signal?: AbortSignal): Promise<PolicyOutput>;
+  execute(input: ExecuteInput, signal?: AbortSignal): Promise<ToolResult[]>;
   transition(input: TransitionInput): Promise<TransitionOutput>;
   outcome(input: EpisodeOutcomeInput): Promise<Outcome>;
 }
@@ -295,7 +295,7 @@ export type EpisodeMachine = typeof episodeMachine;
 export async function runEpisodeMachine(
   input: EpisodeInput,
   actors: EpisodeActors,
-  signal: AbortSignal = NEVER,
+  signal?: AbortSignal,
 ): Promise<EpisodeOutput> {
   const actor = createActor(episodeMachine, { input });
   actor.start();
@@ -305,13 +305,11 @@ export async function runEpisodeMachine(
   return actor.getSnapshot().output!;
 }
 
-const NEVER = new AbortController().signal;
-
 /** What the actors say to the state the machine waits in, as the event that leaves it. */
 async function answer(
   snapshot: SnapshotFrom<EpisodeMachine>,
   actors: EpisodeActors,
-  signal: AbortSignal,
+  signal: AbortSignal | undefined,
 ): Promise<EpisodeEvent> {
   const { context } = snapshot;
   const turn = context.turns.length;

@@ -12,10 +12,10 @@ import { toOpenAITool, type OpenAITool } from '../tools/tool.ts';
 
 /** How a driven episode gets its actions and tool results: live, or from a record. */
 export interface EpisodeDrivers {
-  act(input: GenerateInput & { seed: number; prompt: readonly Message[] }, signal: AbortSignal): Promise<PolicyOutput>;
+  act(input: GenerateInput & { seed: number; prompt: readonly Message[] }, signal?: AbortSignal): Promise<PolicyOutput>;
   execute(
     call: ToolCall,
-    ctx: { turn: number; callIndex: number; rng: Rng; state: unknown; signal: AbortSignal },
+    ctx: { turn: number; callIndex: number; rng: Rng; state: unknown; signal?: AbortSignal },
   ): Promise<ToolResult>;
   encode?: PolicyEncoding;
   /** Stops the episode: the policy and the tools are asked to give up. */
@@ -81,7 +81,10 @@ export async function driveEpisode(
       outcome: async (input) =>
         env.outcome({ task, state, answer: input.answer, endReason: input.endReason, history: input.history }),
     };
-    const output = await runEpisodeMachine({ config, prompt, promptTokens }, actors, drivers.signal);
+    // One signal per episode, following the run's: the episode's listeners attach to it, not to the
+    // run's signal, which would otherwise hold one per tool call in flight across all episodes.
+    const signal = drivers.signal && AbortSignal.any([drivers.signal]);
+    const output = await runEpisodeMachine({ config, prompt, promptTokens }, actors, signal);
     return { ...output, prompt, ...(promptTokens ? { promptTokens } : {}) };
   } finally {
     await env.dispose?.(state);
