@@ -201,7 +201,12 @@ const cell = (xs: number[]) =>
       ? (100 * xs[0]!).toFixed(1)
       : `${(100 * mean(xs)).toFixed(1)} ± ${(100 * std(xs)).toFixed(1)}`;
 
-const methods = [METHOD_NAMES['naive-rag'], METHOD_NAMES.base, ...algos.map((a) => METHOD_NAMES[a])];
+const methods = [
+  METHOD_NAMES['naive-rag'],
+  METHOD_NAMES['oracle-reader'],
+  METHOD_NAMES.base,
+  ...algos.map((a) => METHOD_NAMES[a]),
+];
 const all = results.flatMap((r) => r.result.scores);
 const pick = (m: string, split: string) => all.filter((s: MethodScore) => s.method === m && s.split === split);
 const typesOf = (split: string) =>

@@ -4,10 +4,19 @@ import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
 import { TrainingError } from '../../rl/errors.ts';
-import { formatPaperTable, runPaper } from '../../app/paper.ts';
+import { formatPaperTable, paperTableJson, runPaper } from '../../app/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { integer } from '../common.ts';
 import { START_SCENARIO_OPTIONS, startBudget } from '../../app/start.ts';
+
+interface StartFlags {
+  quick?: boolean;
+  seed: number;
+  out?: string;
+  backend?: string;
+  replica: boolean;
+  json?: boolean;
+}
 
 export function register(program: Command): void {
   program
@@ -19,11 +28,12 @@ export function register(program: Command): void {
     .option('--seed <n>', 'seed of the world, the demonstrations and the training', integer, 1)
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
+    .option('--json', 'end with the table as one JSON line: {"methods": [{method, test, ood}], "seconds": {…}}')
     .option(
       '--no-replica',
       'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of them on a second core)',
     )
-    .action(async (flags: { quick?: boolean; seed: number; out?: string; backend?: string; replica: boolean }) => {
+    .action(async (flags: StartFlags) => {
       const t0 = performance.now();
       const say = (s: string) =>
         process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
@@ -94,5 +104,10 @@ export function register(program: Command): void {
         `run directory: ${out}  (GRPO policy: ckpt:${join(out, 'grpo', 'final')}; metrics: ${join(out, 'grpo', 'metrics.jsonl')})`,
       ];
       process.stdout.write(lines.join('\n') + '\n');
+      if (flags.json) {
+        const total = (performance.now() - t0) / 1000;
+        const table = paperTableJson(result.scores, { ...result.seconds, total });
+        process.stdout.write(`${JSON.stringify(table)}\n`);
+      }
     });
 }
