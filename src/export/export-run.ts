@@ -1,6 +1,7 @@
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { AgentR1Error } from '../core/errors.ts';
+import { makeDir } from '../core/make-dir.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { loadRecords } from '../record/jsonl.ts';
 import { openAITools } from '../episode/drive-episode.ts';
@@ -80,7 +81,7 @@ export async function exportRun(options: ExportOptions): Promise<ExportResult> {
     options.format === 'parquet'
       ? new Uint8Array(rowsToParquet(rows))
       : rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
-  mkdirSync(dirname(options.out), { recursive: true });
+  makeDir(dirname(options.out));
   writeFileSync(options.out, data);
   return {
     rows: rows.length,

@@ -1,8 +1,9 @@
-import { closeSync, createReadStream, mkdirSync, openSync, writeSync, fsyncSync } from 'node:fs';
+import { closeSync, createReadStream, openSync, writeSync, fsyncSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { EpisodeRecord } from '../core/types.ts';
 import { CorruptRecordError } from '../core/errors.ts';
+import { makeDir } from '../core/make-dir.ts';
 import { parseRecordLine, serializeRecord } from './record.ts';
 
 export type RecordLine = { line: number; record: EpisodeRecord } | { line: number; error: CorruptRecordError };
@@ -40,17 +41,31 @@ export async function loadRecords(path: string): Promise<{ records: EpisodeRecor
 export class RecordWriter {
   private readonly fd: number;
 
-  constructor(path: string) {
-    mkdirSync(dirname(path), { recursive: true });
+  constructor(readonly path: string) {
+    makeDir(dirname(path));
     this.fd = openSync(path, 'w');
   }
 
   write(record: EpisodeRecord): void {
-    writeSync(this.fd, serializeRecord(record) + '\n');
+    this.withPath(() => writeSync(this.fd, serializeRecord(record) + '\n'));
   }
 
   close(): void {
-    fsyncSync(this.fd);
-    closeSync(this.fd);
+    try {
+      this.withPath(() => fsyncSync(this.fd));
+    } finally {
+      closeSync(this.fd);
+    }
+  }
+
+  /** A write error (a full disk) names the file: errors of fd calls carry no path. */
+  private withPath(write: () => void): void {
+    try {
+      write();
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      if (e.code && e.path === undefined) e.path = this.path;
+      throw err;
+    }
   }
 }

@@ -1,7 +1,8 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
+import { makeDir } from '../../core/make-dir.ts';
 
 interface ReportFlags {
   out?: string;
@@ -21,7 +22,7 @@ export function register(program: Command): void {
       const out = flags.out ?? join(dir, 'report.html');
       const { buildReport } = await import('../../view/report.ts');
       const report = await buildReport(dir, { replay: flags.replay, scenarios: builtinScenarios });
-      mkdirSync(dirname(out), { recursive: true });
+      makeDir(dirname(out));
       writeFileSync(out, report);
       process.stdout.write(`report: ${out} (${(Buffer.byteLength(report) / 1024).toFixed(0)} KiB)\n`);
     });

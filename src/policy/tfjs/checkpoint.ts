@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { AgentR1Error } from '../../core/errors.ts';
+import { makeDir } from '../../core/make-dir.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import type { Json } from '../../core/types.ts';
 import { parseModelConfig, type ModelConfig } from './model-config.ts';
@@ -89,7 +90,7 @@ export function checkpointIO(dir: string): tf.io.IOHandler {
         weightsFile: 'weights.bin',
         meta: extra.meta ?? {},
       };
-      await mkdir(dirname(target), { recursive: true });
+      makeDir(dirname(target));
       const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
       await mkdir(tmp);
       try {
