@@ -48,10 +48,10 @@ export class ChatServer {
   private loopback = true;
 
   constructor(private readonly options: ChatServerOptions) {
-    this.completions = new ChatCompletions(options);
-    this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     // An empty key would be a lock that every request opens (or, read as "no key", no lock at all).
     if (options.apiKey === '') throw new UsageError('the API key is empty: give a key, or none for no authentication');
+    this.completions = new ChatCompletions(options);
+    this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.keyHash = options.apiKey === undefined ? undefined : sha256(options.apiKey);
     this.http = createServer((req, res) => void this.handle(req, res));
   }
