@@ -76,7 +76,7 @@ function systemMessage(err: NodeJS.ErrnoException & { address?: string; port?: n
     (err.address !== undefined ? `${err.address}${err.port !== undefined ? `:${err.port}` : ''}` : undefined) ??
     err.hostname;
   if (verb && what) return `cannot ${verb} ${what}: ${reason} (${code})`;
-  if (verb) return `cannot ${verb}: ${reason} (${code})`;
+  if (verb) return `cannot ${verb.replace(/ (to|on)$/, '')}: ${reason} (${code})`;
   return `${reason} (${code})`;
 }
 

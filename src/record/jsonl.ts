@@ -12,14 +12,21 @@ export type RecordLine = { line: number; record: EpisodeRecord } | { line: numbe
 export async function* readRecords(path: string): AsyncGenerator<RecordLine> {
   const lines = createInterface({ input: createReadStream(path, 'utf8'), crlfDelay: Infinity });
   let line = 0;
-  for await (const text of lines) {
-    line++;
-    if (text.trim() === '') continue;
-    try {
-      yield { line, record: parseRecordLine(text, line) };
-    } catch (err) {
-      yield { line, error: err instanceof CorruptRecordError ? err : new CorruptRecordError(String(err), line) };
+  try {
+    for await (const text of lines) {
+      line++;
+      if (text.trim() === '') continue;
+      try {
+        yield { line, record: parseRecordLine(text, line) };
+      } catch (err) {
+        yield { line, error: err instanceof CorruptRecordError ? err : new CorruptRecordError(String(err), line) };
+      }
     }
+  } catch (err) {
+    // A read error (a directory: EISDIR) carries no path of its own.
+    const e = err as NodeJS.ErrnoException;
+    if (e.code && e.path === undefined) e.path = path;
+    throw err;
   }
 }
 
@@ -52,7 +59,14 @@ export class RecordWriter {
 
   close(): void {
     try {
-      this.withPath(() => fsyncSync(this.fd));
+      this.withPath(() => {
+        try {
+          fsyncSync(this.fd);
+        } catch (err) {
+          // A device or pipe has nothing to sync (EINVAL); any other failure is the caller's to hear.
+          if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err;
+        }
+      });
     } finally {
       closeSync(this.fd);
     }

@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
@@ -8,7 +8,7 @@ import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../record/jsonl.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
 import { OutputExistsError } from '../../core/errors.ts';
-import { makeDir } from '../../core/make-dir.ts';
+import { writeOutput } from '../../core/write-output.ts';
 import { assertWritableDir } from '../../core/writable-dir.ts';
 import {
   checkSplit,
@@ -170,8 +170,7 @@ export async function runRolloutCommand(
       process.exitCode = 130;
     }
     if (flags.out) {
-      makeDir(flags.out);
-      writeFileSync(join(flags.out, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
+      writeOutput(join(flags.out, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
     }
     return summary;
   } finally {

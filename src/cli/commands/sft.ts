@@ -1,9 +1,8 @@
-import { writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { resolvePolicy } from '../../app/resolve-policy.ts';
-import { makeDir } from '../../core/make-dir.ts';
+import { writeOutput } from '../../core/write-output.ts';
 import { assertWritableDir } from '../../core/writable-dir.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
 import { runSft } from '../../app/run-sft.ts';
@@ -153,8 +152,7 @@ export function register(program: Command): void {
       });
       if (barOn) bar.stop();
       const { policy, ...summary } = result;
-      makeDir(flags.out);
-      writeFileSync(join(flags.out, 'sft.json'), JSON.stringify({ ...summary, backend: backend.name }, null, 2) + '\n');
+      writeOutput(join(flags.out, 'sft.json'), JSON.stringify({ ...summary, backend: backend.name }, null, 2) + '\n');
       if (flags.json) printJson({ ...summary, backend: backend.name });
       else {
         process.stdout.write(
