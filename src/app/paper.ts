@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import * as tf from '@tensorflow/tfjs';
+import { makeDir } from '../core/make-dir.ts';
 import { deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
@@ -243,7 +244,7 @@ async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | u
   }
   const seconds: { [phase: string]: number } = {};
   const scores: MethodScore[] = [];
-  await mkdir(options.outDir, { recursive: true });
+  makeDir(options.outDir);
   let t = performance.now();
   const lap = (phase: string) => {
     const now = performance.now();

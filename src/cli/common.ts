@@ -3,10 +3,9 @@ import { UnknownNameError } from '../core/errors.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import { loadScenario } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
+import { terminalText } from './terminal-text.ts';
 
-/** Exit codes: 0 success, 1 a check failed (replay diverged), 2 bad usage (unknown name or flag). */
-export const EXIT_FAILED = 1;
-export const EXIT_USAGE = 2;
+export { EXIT_FAILED, EXIT_USAGE } from './exit-codes.ts';
 
 export function positiveInt(value: string): number {
   const n = Number(value);
@@ -88,5 +87,5 @@ export function formatSummary(summary: Record<string, unknown>): string {
     for (const name of names)
       lines.push(name.padEnd(width) + columns.map((c) => fmt(rows[name]![c] ?? '').padStart(8)).join(''));
   }
-  return lines.join('\n');
+  return terminalText(lines.join('\n'));
 }

@@ -1,6 +1,6 @@
 import { Command, CommanderError } from 'commander';
-import { AgentR1Error, UnknownNameError, UsageError } from '../core/errors.ts';
-import { EXIT_USAGE } from './common.ts';
+import { EXIT_USAGE } from './exit-codes.ts';
+import { exitWithFailure } from './failure.ts';
 import { register as registerScenarios } from './commands/scenarios.ts';
 import { register as registerRollout } from './commands/rollout.ts';
 import { register as registerEval } from './commands/eval.ts';
@@ -39,6 +39,10 @@ for (const register of [
 // Every subcommand inherits the strictness: an unknown flag is an error, not silently ignored.
 for (const command of program.commands) command.exitOverride().showHelpAfterError();
 
+// Failures outside the command's own promise (a server's socket, a worker) end the same way: one line.
+process.on('uncaughtException', exitWithFailure);
+process.on('unhandledRejection', exitWithFailure);
+
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
@@ -46,13 +50,5 @@ try {
     // Help and version are "errors" to commander; they exit 0.
     process.exit(err.exitCode === 0 ? 0 : EXIT_USAGE);
   }
-  if (err instanceof UnknownNameError || err instanceof UsageError) {
-    process.stderr.write(`error: ${err.message}\n`);
-    process.exit(EXIT_USAGE);
-  }
-  if (err instanceof AgentR1Error) {
-    process.stderr.write(`error: ${err.message}\n`);
-    process.exit(1);
-  }
-  throw err;
+  exitWithFailure(err);
 }

@@ -27,11 +27,48 @@ export class CorruptRecordError extends AgentR1Error {
   }
 }
 
+/** A record written in a schema version this build does not read (names both, so the fix is clear). */
+export class RecordSchemaVersionError extends CorruptRecordError {
+  constructor(
+    readonly found: number,
+    readonly supported: number,
+    line?: number,
+  ) {
+    const newer = found > supported ? ' (written by a newer agent-r1: upgrade to read it)' : '';
+    super(`record schema version ${found}; this agent-r1 reads version ${supported}${newer}`, line);
+  }
+}
+
+/** A records file with nothing to work on: no valid record, or not the episode asked for. */
+export class NoRecordsError extends AgentR1Error {
+  constructor(
+    readonly path: string,
+    readonly episodeId?: string,
+    readonly episodes = 0,
+  ) {
+    super(
+      episodeId === undefined
+        ? `${path} holds no episode records`
+        : `no episode "${episodeId}" in ${path} (it holds ${episodes} other episode${episodes === 1 ? '' : 's'})`,
+    );
+  }
+}
+
 /** A scenario that does not satisfy the scenario contract. */
 export class ScenarioError extends AgentR1Error {}
 
 /** Options that do not go together (e.g. a sampling temperature for a scripted policy). The CLI exits 2. */
 export class UsageError extends AgentR1Error {}
+
+/** An output directory that already holds a run, which the command would overwrite (without --force). */
+export class OutputExistsError extends UsageError {
+  constructor(
+    readonly path: string,
+    readonly found: string,
+  ) {
+    super(`${path} already holds a run (${found}); choose another --out, or pass --force to overwrite it`);
+  }
+}
 
 /** Scenario options (from --data / --option) that the scenario rejects. A usage error. */
 export class ScenarioOptionsError extends UsageError {}

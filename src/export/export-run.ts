@@ -1,6 +1,7 @@
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { AgentR1Error } from '../core/errors.ts';
+import { writeOutput } from '../core/write-output.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { loadRecords } from '../record/jsonl.ts';
 import { openAITools } from '../episode/drive-episode.ts';
@@ -80,8 +81,7 @@ export async function exportRun(options: ExportOptions): Promise<ExportResult> {
     options.format === 'parquet'
       ? new Uint8Array(rowsToParquet(rows))
       : rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
-  mkdirSync(dirname(options.out), { recursive: true });
-  writeFileSync(options.out, data);
+  writeOutput(options.out, data);
   return {
     rows: rows.length,
     out: options.out,

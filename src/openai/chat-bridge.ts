@@ -38,13 +38,14 @@ export class ChatBridge {
     this.actions.set(key(message), [...tokens]);
   }
 
-  render(messages: readonly OpenAIMessage[]): number[] {
+  /** The conversation's token ids; past `limit` tokens it stops early (the caller refuses it). */
+  render(messages: readonly OpenAIMessage[], limit = Infinity): number[] {
     let first = messages.findIndex((m) => m.role === 'assistant');
     if (first < 0) first = messages.length;
     const prompt: Message[] = messages.slice(0, first).map((m) => ({ role: m.role, content: m.content ?? '' }));
     const tokens = this.template.prompt(prompt);
     let i = first;
-    while (i < messages.length) {
+    while (i < messages.length && tokens.length <= limit) {
       const assistant = messages[i] as AssistantMessage;
       tokens.push(...(this.actions.get(key(assistant)) ?? this.template.action(assistantToAction(assistant))));
       const after: OpenAIMessage[] = [];

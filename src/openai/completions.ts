@@ -61,12 +61,18 @@ export class ChatCompletions {
   async complete(body: ChatCompletionRequest): Promise<ChatCompletion> {
     const { policy, modelName } = this.options;
     if (body.model !== modelName) throw unknownModel(body.model, modelName);
-    const prompt = this.bridge.render(normalizeMessages(body.messages));
+    const messages = normalizeMessages(body.messages);
     const context = policy.model.config.contextLength;
-    if (prompt.length > context) {
-      const message = `the conversation is ${prompt.length} tokens; this model's context is ${context} tokens`;
-      throw new OpenAIHttpError(400, message, 'invalid_request_error', 'context_length_exceeded', 'messages');
-    }
+    // A token stands for at most maxTokenBytes bytes of text, so a conversation's bytes bound its tokens
+    // from below: one that cannot fit is refused before any of it is tokenized (a 4 MB body would
+    // otherwise hold the event loop for seconds).
+    const bytes = messages.reduce((n, m) => n + Buffer.byteLength(m.content ?? ''), 0);
+    const atLeast = Math.ceil(bytes / policy.tokenizer.maxTokenBytes);
+    if (atLeast > context) throw contextExceeded(`at least ${atLeast}`, context);
+    // Tokenizing waits for a turn of the event loop, so requests already read are answered first.
+    await new Promise((resolve) => setImmediate(resolve));
+    const prompt = this.bridge.render(messages, context);
+    if (prompt.length > context) throw contextExceeded(`at least ${prompt.length}`, context);
     const maxTokens = Math.min(body.max_completion_tokens ?? body.max_tokens ?? Infinity, context - prompt.length + 1);
     const rowId = `chatcmpl-${randomBytes(12).toString('hex')}`;
     this.serving.configure(rowId, sampling(policy.sampling, body));
@@ -161,6 +167,12 @@ function cutAtStop(text: string, stop: string | string[] | null | undefined): nu
     if (at >= 0 && (cut === null || at < cut)) cut = at;
   }
   return cut;
+}
+
+/** A conversation longer than the model's context (400, as the OpenAI API answers it). */
+export function contextExceeded(tokens: string, context: number): OpenAIHttpError {
+  const message = `the conversation is ${tokens} tokens; this model's context is ${context} tokens`;
+  return new OpenAIHttpError(400, message, 'invalid_request_error', 'context_length_exceeded', 'messages');
 }
 
 export function unknownModel(asked: string, served: string): OpenAIHttpError {

@@ -2,6 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
+import { UsageError } from '../core/errors.ts';
 import type { BatchQueueStats } from '../rollout/batch-queue.ts';
 import { ChatCompletions, unknownModel, type ChatCompletionsOptions } from './completions.ts';
 import { OpenAIHttpError } from './errors.ts';
@@ -13,7 +14,7 @@ import {
 } from './wire.ts';
 
 export interface ChatServerOptions extends ChatCompletionsOptions {
-  /** When set, every /v1 request needs `Authorization: Bearer <apiKey>`. */
+  /** When set, every /v1 request needs `Authorization: Bearer <apiKey>`. An empty key is refused. */
   apiKey?: string;
   /** Request bodies over this many bytes get 413 (default 4 MiB). */
   maxBodyBytes?: number;
@@ -43,8 +44,12 @@ export class ChatServer {
   private readonly completions: ChatCompletions;
   private readonly maxBodyBytes: number;
   private readonly keyHash: Buffer | undefined;
+  /** Bound to a loopback address: requests must be addressed to it (see checkOrigin). */
+  private loopback = true;
 
   constructor(private readonly options: ChatServerOptions) {
+    // An empty key would be a lock that every request opens (or, read as "no key", no lock at all).
+    if (options.apiKey === '') throw new UsageError('the API key is empty: give a key, or none for no authentication');
     this.completions = new ChatCompletions(options);
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.keyHash = options.apiKey === undefined ? undefined : sha256(options.apiKey);
@@ -52,6 +57,7 @@ export class ChatServer {
   }
 
   listen(port = 0, host = '127.0.0.1'): Promise<string> {
+    this.loopback = LOOPBACK.has(host);
     return new Promise((resolve, reject) => {
       this.http.once('error', reject);
       this.http.listen(port, host, () => {
@@ -89,6 +95,7 @@ export class ChatServer {
       this.options.onRequest?.({ ...log, status: res.statusCode, ms: performance.now() - started });
     });
     try {
+      this.checkOrigin(req);
       this.authorize(req);
       if (path === '/v1/models' || path === '/v1/models/' + encodeURIComponent(this.options.modelName)) {
         allow(req, 'GET');
@@ -124,11 +131,39 @@ export class ChatServer {
     }
   }
 
+  /**
+   * DNS rebinding and cross-site requests. Bound to loopback (the default), a request must name a
+   * loopback host, so a page whose name was re-pointed at 127.0.0.1 is refused (421). Whatever the
+   * binding, a browser's cross-origin request carries an Origin other than the Host it is sent to:
+   * refused (403), even the "simple" text/plain POSTs that browsers send without asking first.
+   * Clients that are not browsers send no Origin. Bound to another address (--host), the Host is not
+   * checked: that address was chosen to be reached by other names.
+   */
+  private checkOrigin(req: IncomingMessage): void {
+    const host = req.headers.host ?? '';
+    if (this.loopback && !LOOPBACK.has(hostname(host))) {
+      const message = `this server answers only requests to localhost, not to "${host}"`;
+      throw new OpenAIHttpError(421, message, 'invalid_request_error', 'misdirected_request');
+    }
+    const origin = req.headers.origin;
+    if (origin === undefined) return;
+    let from: string | undefined;
+    try {
+      from = new URL(origin).host;
+    } catch {
+      from = undefined;
+    }
+    if (from !== host) {
+      const message = `cross-origin requests are refused (Origin ${origin}, Host ${host})`;
+      throw new OpenAIHttpError(403, message, 'invalid_request_error', 'cross_origin');
+    }
+  }
+
   private authorize(req: IncomingMessage): void {
     if (!this.keyHash) return;
     const header = req.headers.authorization;
-    const bearer = typeof header === 'string' && header.startsWith('Bearer ');
-    const given = bearer ? header.slice('Bearer '.length).trim() : undefined;
+    // The auth scheme is case-insensitive (RFC 7235): "bearer KEY" is as good as "Bearer KEY".
+    const given = typeof header === 'string' ? /^bearer[ \t]+(.*)$/i.exec(header)?.[1]?.trim() : undefined;
     const refuse = (message: string) => new OpenAIHttpError(401, message, 'invalid_request_error', 'invalid_api_key');
     if (given === undefined) throw refuse('missing API key: send the header "Authorization: Bearer <key>"');
     if (!timingSafeEqual(sha256(given), this.keyHash)) throw refuse('incorrect API key provided');
@@ -179,6 +214,13 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
     });
     req.on('error', reject);
   });
+}
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
+
+/** The host name of a Host header (`[::1]:8000` → `[::1]`, `localhost:80` → `localhost`). */
+function hostname(host: string): string {
+  return host.replace(/:\d*$/, '').toLowerCase();
 }
 
 function safeDecode(text: string): string {

@@ -1,8 +1,9 @@
-import { closeSync, createReadStream, mkdirSync, openSync, writeSync, fsyncSync } from 'node:fs';
+import { closeSync, createReadStream, openSync, writeSync, fsyncSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { EpisodeRecord } from '../core/types.ts';
 import { CorruptRecordError } from '../core/errors.ts';
+import { makeDir } from '../core/make-dir.ts';
 import { parseRecordLine, serializeRecord } from './record.ts';
 
 export type RecordLine = { line: number; record: EpisodeRecord } | { line: number; error: CorruptRecordError };
@@ -11,14 +12,21 @@ export type RecordLine = { line: number; record: EpisodeRecord } | { line: numbe
 export async function* readRecords(path: string): AsyncGenerator<RecordLine> {
   const lines = createInterface({ input: createReadStream(path, 'utf8'), crlfDelay: Infinity });
   let line = 0;
-  for await (const text of lines) {
-    line++;
-    if (text.trim() === '') continue;
-    try {
-      yield { line, record: parseRecordLine(text, line) };
-    } catch (err) {
-      yield { line, error: err instanceof CorruptRecordError ? err : new CorruptRecordError(String(err), line) };
+  try {
+    for await (const text of lines) {
+      line++;
+      if (text.trim() === '') continue;
+      try {
+        yield { line, record: parseRecordLine(text, line) };
+      } catch (err) {
+        yield { line, error: err instanceof CorruptRecordError ? err : new CorruptRecordError(String(err), line) };
+      }
     }
+  } catch (err) {
+    // A read error (a directory: EISDIR) carries no path of its own.
+    const e = err as NodeJS.ErrnoException;
+    if (e.code && e.path === undefined) e.path = path;
+    throw err;
   }
 }
 
@@ -40,17 +48,38 @@ export async function loadRecords(path: string): Promise<{ records: EpisodeRecor
 export class RecordWriter {
   private readonly fd: number;
 
-  constructor(path: string) {
-    mkdirSync(dirname(path), { recursive: true });
+  constructor(readonly path: string) {
+    makeDir(dirname(path));
     this.fd = openSync(path, 'w');
   }
 
   write(record: EpisodeRecord): void {
-    writeSync(this.fd, serializeRecord(record) + '\n');
+    this.withPath(() => writeSync(this.fd, serializeRecord(record) + '\n'));
   }
 
   close(): void {
-    fsyncSync(this.fd);
-    closeSync(this.fd);
+    try {
+      this.withPath(() => {
+        try {
+          fsyncSync(this.fd);
+        } catch (err) {
+          // A device or pipe has nothing to sync (EINVAL); any other failure is the caller's to hear.
+          if ((err as NodeJS.ErrnoException).code !== 'EINVAL') throw err;
+        }
+      });
+    } finally {
+      closeSync(this.fd);
+    }
+  }
+
+  /** A write error (a full disk) names the file: errors of fd calls carry no path. */
+  private withPath(write: () => void): void {
+    try {
+      write();
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      if (e.code && e.path === undefined) e.path = this.path;
+      throw err;
+    }
   }
 }

@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 import { z } from 'zod';
 import { canonicalFields, canonicalJson, joinFields } from '../core/canonical-json.ts';
-import { CorruptRecordError } from '../core/errors.ts';
+import { CorruptRecordError, RecordSchemaVersionError } from '../core/errors.ts';
 import { RECORD_SCHEMA_VERSION, type EpisodeRecord } from '../core/types.ts';
 
 /** sha256 of the canonical JSON of every field but the checksum. */
@@ -131,6 +131,9 @@ export function parseRecordLine(text: string, line?: number): EpisodeRecord {
   } catch (err) {
     throw new CorruptRecordError(`not valid JSON (${err instanceof Error ? err.message : String(err)})`, line);
   }
+  const schema = (value as { schema?: unknown } | null)?.schema;
+  if (typeof schema === 'number' && schema !== RECORD_SCHEMA_VERSION)
+    throw new RecordSchemaVersionError(schema, RECORD_SCHEMA_VERSION, line);
   const parsed = episodeRecordSchema.safeParse(value);
   if (!parsed.success) {
     throw new CorruptRecordError(`does not match the record schema: ${z.prettifyError(parsed.error)}`, line);

@@ -1,7 +1,8 @@
-import { mkdir, readFile, readdir, rename, rm, writeFile, appendFile } from 'node:fs/promises';
+import { readFile, readdir, rename, rm, writeFile, appendFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { canonicalJson } from '../core/canonical-json.ts';
+import { makeDir } from '../core/make-dir.ts';
 import { TrainingError } from './errors.ts';
 
 /**
@@ -53,11 +54,11 @@ export async function writeCheckpoint(
   keep = 2,
 ): Promise<string> {
   const root = join(outDir, 'checkpoints');
-  await mkdir(root, { recursive: true });
+  makeDir(root);
   const name = checkpointName(step);
   const tmp = join(root, `.tmp-${name}-${process.pid}`);
   await rm(tmp, { recursive: true, force: true });
-  await mkdir(tmp, { recursive: true });
+  makeDir(tmp);
   await fill(tmp);
   const final = join(root, name);
   await rm(final, { recursive: true, force: true });
@@ -71,7 +72,7 @@ export async function writeCheckpoint(
 
 /** Checks a run directory against the config, for a fresh start or a resume. */
 export async function prepareRunDir(outDir: string, configJson: unknown, resume: boolean): Promise<void> {
-  await mkdir(outDir, { recursive: true });
+  makeDir(outDir);
   const path = join(outDir, 'config.json');
   const wanted = canonicalJson(configJson);
   if (existsSync(path)) {

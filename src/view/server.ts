@@ -12,7 +12,7 @@ import type { Scenario } from '../scenario/scenario.ts';
 import { groupAdvantages } from './advantages.ts';
 import { metricCharts, rewardHistogram, runSeries, type Chart } from './charts.ts';
 import { EpisodeIndex } from './episode-index.ts';
-import { ViewerStartError, ViewRequestError } from './errors.ts';
+import { RunDirError, ViewerStartError, ViewRequestError } from './errors.ts';
 import { fmtNumber, html, type Html } from './html.ts';
 import { machineGraph, type MachineGraph } from './machine-graph.ts';
 import { episodeView } from './pages/episode.ts';
@@ -44,6 +44,8 @@ interface Run {
   index: EpisodeIndex | undefined;
   decoder: Promise<{ decode?: TokenDecoder; warning?: string }> | undefined;
   decoderPath: string | undefined;
+  /** Its episodes.jsonl was there and has been deleted. */
+  lost?: boolean;
 }
 
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
@@ -90,6 +92,11 @@ export class ViewerApp {
     const info = readRunDir(run.dir, run.name);
     if (!run.index && info.episodesPath) run.index = EpisodeIndex.open(info.episodesPath);
     run.index?.refresh();
+    // Deleted while the viewer runs: the pages say so (the index comes back if the file does).
+    if (run.index?.gone) {
+      run.index = undefined;
+      run.lost = true;
+    } else if (run.index) run.lost = false;
     if (info.tokenizerPath !== run.decoderPath) {
       run.decoderPath = info.tokenizerPath;
       run.decoder = loadTokenDecoder(info.tokenizerPath);
@@ -98,10 +105,10 @@ export class ViewerApp {
   }
 
   private run(param: string): { run: Run; r: number } {
-    const r = Number(param);
-    const run = Number.isInteger(r) ? this.runs[r] : undefined;
+    const r = ordinal(param);
+    const run = r === undefined ? undefined : this.runs[r];
     if (!run) throw new ViewRequestError(`no run ${param} (there are ${this.runs.length})`, 404);
-    return { run, r };
+    return { run, r: r! };
   }
 
   /** Charts are rendered once per state of their inputs (a metrics file's size and time, a run's episode count). */
@@ -193,13 +200,14 @@ export class ViewerApp {
   }
 
   private requireIndex(run: Run): EpisodeIndex {
-    if (!run.index) throw new ViewRequestError(`run ${run.name} has no episodes.jsonl`, 404);
+    if (!run.index)
+      throw new ViewRequestError(`run ${run.name} has no episodes.jsonl${run.lost ? ' (it was deleted)' : ''}`, 404);
     return run.index;
   }
 
   private readEpisode(index: EpisodeIndex, param: string): EpisodeRecord {
-    const n = Number(param);
-    if (!Number.isInteger(n) || n < 0 || n >= index.size)
+    const n = ordinal(param);
+    if (n === undefined || n >= index.size)
       throw new ViewRequestError(`no episode ${param} (the run has ${index.size})`, 404);
     const record = index.tryRead(n);
     if (record instanceof CorruptRecordError)
@@ -233,10 +241,13 @@ export class ViewerApp {
       const { rows, total, ms } = queryEpisodes(index, query);
       table = episodesTable({ base: `/run/${r}`, facets: index.facets(), query, rows, total, all: index.size, ms });
     }
+    const lost = run.lost
+      ? html`<div class="warn">episodes.jsonl was deleted while the viewer ran: no episodes to show</div>`
+      : '';
     const corrupt = index?.corrupt.length
       ? html`<div class="warn">${index.corrupt.length} corrupt lines in episodes.jsonl (first: line ${index.corrupt[0]!.line}: ${index.corrupt[0]!.error})</div>`
       : '';
-    return html`<h1>${run.name}</h1><div class="muted"><code>${run.dir}</code></div>${corrupt}${runSections(info, charts, hist)}${table}`;
+    return html`<h1>${run.name}</h1><div class="muted"><code>${run.dir}</code></div>${lost}${corrupt}${runSections(info, charts, hist)}${table}`;
   }
 
   private async episodePage(run: Run, r: number, param: string): Promise<{ title: string; body: Html }> {
@@ -276,6 +287,11 @@ export class ViewerApp {
     return html`<h1>GRPO group ${key}</h1><div class="muted">policy version ${policy}</div>
       ${groupView(records.map((record, i) => ({ record, ...advantages[i]!, href: `/run/${r}/episode/${members[i]!.ordinal}` })))}`;
   }
+}
+
+/** A list position as written in a URL: digits only, no sign, exponent, hex or blanks (so `1e0` is not 1). */
+function ordinal(param: string): number | undefined {
+  return /^(0|[1-9]\d{0,14})$/.test(param) ? Number(param) : undefined;
 }
 
 function fileStamp(path: string): string {
@@ -322,7 +338,15 @@ export async function startViewer(options: ViewerOptions): Promise<Viewer> {
     app.handle(url.pathname, url.searchParams).then(
       (out) => send(out.status, out.type, out.body, out.location ? { location: out.location } : {}),
       (err: unknown) => {
-        const status = err instanceof ViewRequestError ? err.status : err instanceof URIError ? 400 : 500;
+        // A run directory emptied or removed while the viewer runs is a page that says so, not a 500.
+        const status =
+          err instanceof ViewRequestError
+            ? err.status
+            : err instanceof RunDirError
+              ? 404
+              : err instanceof URIError
+                ? 400
+                : 500;
         const message = err instanceof Error ? err.message : String(err);
         if (url.pathname.startsWith('/api/'))
           send(status, 'application/json; charset=utf-8', JSON.stringify({ error: message }));

@@ -1,4 +1,6 @@
 import test from 'ava';
+import { request } from 'node:http';
+import { UsageError } from '../../src/core/errors.ts';
 import type { Task } from '../../src/core/types.ts';
 import OpenAI from 'openai';
 import { loadCheckpointPolicy } from '../../src/policy/tfjs/index.ts';
@@ -388,4 +390,75 @@ test('random bodies and paths never crash the server: every one gets a 4xx OpenA
   );
   const ok = await client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 0, max_tokens: 3 });
   t.is(ok.choices.length, 1);
+});
+
+/** A request with headers fetch() will not send (Host, Origin), straight through node:http. */
+function send(
+  path: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; json: any; ms: number }> {
+  const url = new URL(server.url + path);
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port, path: url.pathname, method: body === undefined ? 'GET' : 'POST', headers },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () =>
+          resolve({ status: res.statusCode!, json: JSON.parse(text), ms: performance.now() - started }),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('DNS rebinding and cross-site requests are refused; the Bearer scheme is case-insensitive', async (t) => {
+  const auth = { authorization: `Bearer ${KEY}` };
+  const body = JSON.stringify({ model: MODEL, messages: prompt, max_tokens: 2 });
+  const rebound = await send('/models', { ...auth, host: 'attacker.example:8000' });
+  t.is(rebound.status, 421);
+  t.is(rebound.json.error.code, 'misdirected_request');
+  const host = new URL(server.url).host;
+  const crossSite = await send(
+    '/chat/completions',
+    { ...auth, host, origin: 'http://evil.example', 'content-type': 'text/plain' },
+    body,
+  );
+  t.is(crossSite.status, 403);
+  t.is(crossSite.json.error.code, 'cross_origin');
+  t.is((await send('/models', { ...auth, host: `localhost:${new URL(server.url).port}` })).status, 200);
+  t.is((await send('/models', { ...auth, host, origin: `http://${host}` })).status, 200);
+  for (const scheme of ['bearer', 'BEARER', 'Bearer  ']) {
+    t.is((await send('/models', { host, authorization: `${scheme} ${KEY}` })).status, 200, scheme);
+  }
+  t.is((await send('/models', { host, authorization: `Basic ${KEY}` })).status, 401);
+  t.throws(() => new ChatServer({ policy: {} as never, modelName: 'x', apiKey: '' }), {
+    instanceOf: UsageError,
+    message: /API key is empty/,
+  });
+});
+
+test('a prompt that cannot fit the context is refused before it is tokenized; other requests are not held up', async (t) => {
+  const host = new URL(server.url).host;
+  const headers = { host, authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
+  // Just under the 64 KiB body limit, each far over the context in bytes alone.
+  const big = JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'ab'.repeat(30_000) }] });
+  const started = performance.now();
+  const answers = await Promise.all([
+    ...Array.from({ length: 8 }, () => send('/chat/completions', headers, big)),
+    send('/models', headers),
+  ]);
+  for (const a of answers.slice(0, 8)) {
+    t.is(a.status, 400);
+    t.is(a.json.error.code, 'context_length_exceeded');
+    t.regex(a.json.error.message, /at least \d+ tokens; this model's context is 1024 tokens/);
+  }
+  t.is(answers[8]!.status, 200);
+  // Tokenizing 8 × 60 kB would take seconds here; refusing them from their byte counts takes milliseconds.
+  t.true(performance.now() - started < 2000, `${performance.now() - started} ms`);
 });

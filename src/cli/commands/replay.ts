@@ -6,7 +6,9 @@ import { replayRecord, type Divergence } from '../../replay/replay.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import type { Scenario } from '../../scenario/scenario.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
+import { NoRecordsError } from '../../core/errors.ts';
 import { EXIT_FAILED, printJson } from '../common.ts';
+import { terminalText } from '../terminal-text.ts';
 
 interface ReplayFlags {
   episode?: string;
@@ -55,9 +57,11 @@ export function register(program: Command): void {
     .action(async (file: string, flags: ReplayFlags) => {
       const scenarios = new Map<string, Promise<Scenario>>();
       const counts = { episodes: 0, verified: 0, diverged: 0, corrupt: 0 };
+      let skipped = 0;
       const problems: Array<Divergence | { line: number; error: string }> = [];
+      // Record text may hold escape sequences: the terminal sees them escaped, never obeyed.
       const say = (text: string) => {
-        if (!flags.json) process.stdout.write(text + '\n');
+        if (!flags.json) process.stdout.write(terminalText(text) + '\n');
       };
       for await (const item of readRecords(file)) {
         if ('error' in item) {
@@ -67,7 +71,10 @@ export function register(program: Command): void {
           continue;
         }
         const record = item.record;
-        if (flags.episode && record.episodeId !== flags.episode) continue;
+        if (flags.episode !== undefined && record.episodeId !== flags.episode) {
+          skipped++;
+          continue;
+        }
         counts.episodes++;
         const key = canonicalJson(record.scenario);
         if (!scenarios.has(key))
@@ -86,10 +93,13 @@ export function register(program: Command): void {
           say(formatDivergence(result.divergence!));
         }
       }
+      // Nothing replayed is not a pass: an empty file, or an --episode that is not there, says so.
+      if (counts.episodes === 0 && (flags.episode !== undefined || counts.corrupt === 0))
+        throw new NoRecordsError(file, flags.episode, skipped);
       if (flags.json) printJson({ ...counts, problems });
       else
-        process.stdout.write(
-          `\n${counts.episodes} episodes: ${counts.verified} verified, ${counts.diverged} diverged, ${counts.corrupt} corrupt lines\n`,
+        say(
+          `\n${counts.episodes} episodes: ${counts.verified} verified, ${counts.diverged} diverged, ${counts.corrupt} corrupt lines`,
         );
       if (counts.diverged > 0 || counts.corrupt > 0) process.exitCode = EXIT_FAILED;
     });

@@ -1,7 +1,7 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
+import { writeOutput } from '../../core/write-output.ts';
 
 interface ReportFlags {
   out?: string;
@@ -21,8 +21,7 @@ export function register(program: Command): void {
       const out = flags.out ?? join(dir, 'report.html');
       const { buildReport } = await import('../../view/report.ts');
       const report = await buildReport(dir, { replay: flags.replay, scenarios: builtinScenarios });
-      mkdirSync(dirname(out), { recursive: true });
-      writeFileSync(out, report);
+      writeOutput(out, report);
       process.stdout.write(`report: ${out} (${(Buffer.byteLength(report) / 1024).toFixed(0)} KiB)\n`);
     });
 }

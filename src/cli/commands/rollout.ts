@@ -1,12 +1,15 @@
-import { writeFileSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { resolvePolicy } from '../../app/resolve-policy.ts';
 import { rollout, type ThroughputSummary } from '../../rollout/rollout.ts';
 import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../record/jsonl.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
+import { OutputExistsError } from '../../core/errors.ts';
+import { writeOutput } from '../../core/write-output.ts';
+import { assertWritableDir } from '../../core/writable-dir.ts';
 import {
   checkSplit,
   formatSummary,
@@ -19,6 +22,7 @@ import {
   scenarioFromFlags,
 } from '../common.ts';
 import { canRunInWorkers, workerThreads } from '../../rollout/worker-threads.ts';
+import { capWorkers, MAX_WORKERS } from '../../rollout/worker-count.ts';
 import { availableParallelism } from 'node:os';
 
 export interface RolloutFlags {
@@ -38,7 +42,22 @@ export interface RolloutFlags {
   maxTotalTokens?: number;
   temperature?: number;
   out?: string;
+  force?: boolean;
   json?: boolean;
+}
+
+function workerCount(value: string): number {
+  const n = nonNegativeInt(value);
+  if (n > MAX_WORKERS)
+    throw new InvalidArgumentError(`expected at most ${MAX_WORKERS} (more are capped at the cores anyway)`);
+  return n;
+}
+
+/** Refuses to overwrite the records of an earlier run (unless --force), and proves `out` writable up front. */
+function prepareOut(out: string, force: boolean | undefined): void {
+  const found = ['episodes.jsonl', 'summary.json'].find((f) => existsSync(join(out, f)));
+  if (found && !force) throw new OutputExistsError(out, found);
+  assertWritableDir(out);
 }
 
 /** Options shared by `rollout` and `eval`. */
@@ -50,7 +69,12 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
     .option('--seed <n>', 'run seed', integer, 0)
     .option('--group <g>', 'samples per task (GRPO groups)', positiveInt, 1)
     .option('--concurrency <n>', 'episodes in flight at once per worker (scripted policies)', positiveInt, 8)
-    .option('--workers <w>', 'worker threads (0: run in this thread)', nonNegativeInt, availableParallelism())
+    .option(
+      '--workers <w>',
+      'worker threads (0: run in this thread; capped at the episodes and the cores)',
+      workerCount,
+      availableParallelism(),
+    )
     .option('--max-batch <b>', 'most episodes in one policy batch (model policies)', positiveInt, 32)
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--option <key=value>', 'a scenario option (repeatable), e.g. --option size=large', keyValue, [])
@@ -62,6 +86,7 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
       "a checkpoint policy's sampling temperature instead of the one it was saved with (0: greedy, as the paper table evaluates)",
       nonNegativeNumber,
     )
+    .option('--force', 'overwrite the records of an existing --out run directory')
     .option('--json', 'print the summary as JSON on the last stdout line');
   if (policyRequired) command.requiredOption('--policy <name>', 'reference policy name or ckpt:DIR');
   else command.option('--policy <name>', 'reference policy name or ckpt:DIR', 'expert');
@@ -72,6 +97,7 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
 export async function runRolloutCommand(
   flags: RolloutFlags,
 ): Promise<RolloutSummary & { throughput: ThroughputSummary }> {
+  if (flags.out) prepareOut(flags.out, flags.force);
   const scenario = await scenarioFromFlags(flags);
   checkSplit(scenario, flags.split);
   const policy = await resolvePolicy(flags.policy, scenario, flags.seed, { temperature: flags.temperature });
@@ -124,9 +150,11 @@ export async function runRolloutCommand(
     onRecord,
   };
   // External (network) policies run in this thread: their time is waiting, not compute.
-  const inWorkers = flags.workers > 0 && canRunInWorkers(policy, scenario);
+  const { workers, reason } = capWorkers(flags.workers, flags.episodes);
+  const inWorkers = workers > 0 && canRunInWorkers(policy, scenario);
+  if (inWorkers && reason) process.stderr.write(`workers: ${reason}\n`);
   const executor = inWorkers
-    ? workerThreads({ workers: flags.workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario })
+    ? workerThreads({ workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario })
     : undefined;
   try {
     const result = await rollout({
@@ -142,8 +170,7 @@ export async function runRolloutCommand(
       process.exitCode = 130;
     }
     if (flags.out) {
-      mkdirSync(flags.out, { recursive: true });
-      writeFileSync(join(flags.out, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
+      writeOutput(join(flags.out, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
     }
     return summary;
   } finally {

@@ -19,6 +19,14 @@ interface ServeFlags {
   json?: boolean;
 }
 
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
+
+function apiKey(value: string): string {
+  // An empty key (--api-key "" or AGENT_R1_API_KEY=) must not silently mean "no authentication".
+  if (value === '') throw new InvalidArgumentError('the key is empty; give a key, or leave the option out for none');
+  return value;
+}
+
 function port(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0 || n > 65535)
@@ -32,9 +40,15 @@ export function register(program: Command): void {
     .description('serve a trained policy behind an OpenAI-compatible API (POST /v1/chat/completions, GET /v1/models)')
     .requiredOption('--policy <spec>', 'the policy to serve: ckpt:DIR')
     .option('--port <p>', 'port (0: any free port)', port, 8000)
-    .option('--host <host>', 'interface to listen on', '127.0.0.1')
+    .option(
+      '--host <host>',
+      'interface to listen on (default 127.0.0.1, which answers only requests addressed to localhost)',
+      '127.0.0.1',
+    )
     .addOption(
-      new Option('--api-key <key>', 'require "Authorization: Bearer KEY" (default: none)').env('AGENT_R1_API_KEY'),
+      new Option('--api-key <key>', 'require "Authorization: Bearer KEY" (default: none)')
+        .env('AGENT_R1_API_KEY')
+        .argParser(apiKey),
     )
     .option('--model-name <name>', 'the model id clients ask for (default: the checkpoint folder name)')
     .option('--max-batch <b>', 'most requests generated in one batch', positiveInt, 32)
@@ -51,7 +65,7 @@ export function register(program: Command): void {
       const server = new ChatServer({
         policy,
         modelName,
-        ...(flags.apiKey ? { apiKey: flags.apiKey } : {}),
+        ...(flags.apiKey !== undefined ? { apiKey: flags.apiKey } : {}),
         maxBatch: flags.maxBatch,
         maxWaitMs: flags.maxWaitMs,
         maxBodyBytes: flags.maxBodyBytes,
@@ -66,6 +80,10 @@ export function register(program: Command): void {
       process.stderr.write(
         `serving "${modelName}" (${policy.id}, version ${policy.version.slice(0, 12)}) at ${url}${flags.apiKey ? ' (API key required)' : ''}\n`,
       );
+      if (!LOOPBACK.has(flags.host) && flags.apiKey === undefined)
+        process.stderr.write(
+          `warning: listening on ${flags.host} without --api-key: anyone who can reach it can use it\n`,
+        );
       if (flags.json) printJson({ url, model: modelName, version: policy.version });
       await new Promise<void>((done) => {
         const stop = () => {

@@ -1,8 +1,9 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { resolvePolicy } from '../../app/resolve-policy.ts';
+import { writeOutput } from '../../core/write-output.ts';
+import { assertWritableDir } from '../../core/writable-dir.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
 import { runSft } from '../../app/run-sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
@@ -92,6 +93,10 @@ export function register(program: Command): void {
       const scenario = await scenarioFromFlags(flags);
       checkSplit(scenario, 'train');
       const teacher = await resolvePolicy(flags.policy, scenario, flags.seed);
+      // Training takes minutes; a checkpoint that cannot be saved must fail now, not after it.
+      // The checkpoint is written beside --out first and renamed into place: both must take files.
+      assertWritableDir(flags.out);
+      assertWritableDir(dirname(resolve(flags.out)));
       const bar = new cliProgress.SingleBar(
         { stream: process.stderr, format: '{phase} {bar} {value}/{total} | {info} | ETA {eta}s', hideCursor: false },
         cliProgress.Presets.shades_classic,
@@ -147,8 +152,7 @@ export function register(program: Command): void {
       });
       if (barOn) bar.stop();
       const { policy, ...summary } = result;
-      mkdirSync(flags.out, { recursive: true });
-      writeFileSync(join(flags.out, 'sft.json'), JSON.stringify({ ...summary, backend: backend.name }, null, 2) + '\n');
+      writeOutput(join(flags.out, 'sft.json'), JSON.stringify({ ...summary, backend: backend.name }, null, 2) + '\n');
       if (flags.json) printJson({ ...summary, backend: backend.name });
       else {
         process.stdout.write(

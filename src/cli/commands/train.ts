@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
+import { assertWritableDir } from '../../core/writable-dir.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
 import { resolvePolicy } from '../../app/resolve-policy.ts';
 import { ALGORITHMS, resolveConfig, type TrainConfig } from '../../rl/config.ts';
@@ -131,6 +132,11 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
     evalEpisodes: flags.evalEpisodes,
     checkpointEvery: flags.checkpointEvery,
   });
+  // Checkpoints go under --out: one that cannot take files, or that holds another run, must fail
+  // now, not after the warm start.
+  assertWritableDir(flags.out);
+  if (!flags.resume && existsSync(join(flags.out, 'config.json')))
+    throw new TrainingError(`${flags.out} already holds a run; pass --resume to continue it or choose another --out`);
   const { model, init } = await initialModel(flags, scenario, log);
   const bar = new cliProgress.SingleBar(
     {

@@ -3,9 +3,10 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { AgentR1Error } from '../../core/errors.ts';
+import { makeDir } from '../../core/make-dir.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import type { Json } from '../../core/types.ts';
-import { parseModelConfig, type ModelConfig } from './model-config.ts';
+import { parameterCount, parameterShapes, parseModelConfig, type ModelConfig } from './model-config.ts';
 import { GPTModel } from './model.ts';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.ts';
 
@@ -18,7 +19,35 @@ import { Tokenizer, type TokenizerJSON } from './tokenizer.ts';
 const CHECKPOINT_FORMAT = 'agent-r1-gpt';
 const CHECKPOINT_VERSION = 1;
 
+/** model.json holds the config, the tokenizer (merges) and the weight specs: far below this. */
+const MAX_MODEL_JSON_BYTES = 64 * 1024 * 1024;
+
 export class CheckpointError extends AgentR1Error {}
+
+/** The weight specs must be exactly the config's weights, in order, as plain float32. */
+function checkWeightSpecs(
+  specs: readonly unknown[],
+  config: ModelConfig,
+  fail: (why: string) => CheckpointError,
+): void {
+  const wanted = parameterShapes(config);
+  if (specs.length !== wanted.length) {
+    throw fail(`${specs.length} weight specs; the config has ${wanted.length} weights`);
+  }
+  wanted.forEach(([name, shape], i) => {
+    const spec = specs[i] as Partial<tf.io.WeightsManifestEntry> | null;
+    const ok =
+      spec?.name === name &&
+      spec.dtype === 'float32' &&
+      spec.quantization === undefined &&
+      Array.isArray(spec.shape) &&
+      spec.shape.join(',') === shape.join(',');
+    if (!ok)
+      throw fail(
+        `weight spec ${i} is ${JSON.stringify(spec)?.slice(0, 200)}; the config needs ${name} float32 [${shape}]`,
+      );
+  });
+}
 
 export interface Checkpoint {
   model: GPTModel;
@@ -89,7 +118,7 @@ export function checkpointIO(dir: string): tf.io.IOHandler {
         weightsFile: 'weights.bin',
         meta: extra.meta ?? {},
       };
-      await mkdir(dirname(target), { recursive: true });
+      makeDir(dirname(target));
       const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
       await mkdir(tmp);
       try {
@@ -118,6 +147,15 @@ export function checkpointIO(dir: string): tf.io.IOHandler {
     },
     async load(): Promise<tf.io.ModelArtifacts> {
       const file = join(target, 'model.json');
+      const fail = (why: string) => new CheckpointError(`checkpoint ${dir}: ${why}`);
+      const size = await stat(file).then(
+        (st) => (st.isFile() ? st.size : -1),
+        (error: NodeJS.ErrnoException) => {
+          throw new CheckpointError(`cannot read checkpoint ${file}: ${error.code ?? error.message}`);
+        },
+      );
+      if (size < 0) throw fail('model.json is not a file');
+      if (size > MAX_MODEL_JSON_BYTES) throw fail(`model.json is ${size} bytes; the most is ${MAX_MODEL_JSON_BYTES}`);
       const text = await readFile(file, 'utf8').catch((error: NodeJS.ErrnoException) => {
         throw new CheckpointError(`cannot read checkpoint ${file}: ${error.code ?? error.message}`);
       });
@@ -128,12 +166,39 @@ export function checkpointIO(dir: string): tf.io.IOHandler {
         throw new CheckpointError(`${file} is not JSON: ${(error as Error).message}`);
       }
       if (json?.format !== CHECKPOINT_FORMAT || json.version !== CHECKPOINT_VERSION) {
-        throw new CheckpointError(`${file} is not an ${CHECKPOINT_FORMAT} v${CHECKPOINT_VERSION} checkpoint`);
+        const found = json?.format === CHECKPOINT_FORMAT ? ` (found version ${JSON.stringify(json.version)})` : '';
+        throw new CheckpointError(`${file} is not an ${CHECKPOINT_FORMAT} v${CHECKPOINT_VERSION} checkpoint${found}`);
       }
       if (!Array.isArray(json.weightSpecs) || typeof json.weightsFile !== 'string' || json.weightsFile.includes('/')) {
         throw new CheckpointError(`${file} has no valid weight specs / weights file`);
       }
-      const data = await readFile(join(target, json.weightsFile)).catch((error: NodeJS.ErrnoException) => {
+      // Untrusted until here: the config is bounded, then held against the weight specs, the tokenizer
+      // and the weights file's size, all before a byte of weights is read or a tensor allocated.
+      let config: ModelConfig;
+      try {
+        config = parseModelConfig(json.modelConfig);
+      } catch (error) {
+        throw fail((error as Error).message);
+      }
+      checkWeightSpecs(json.weightSpecs, config, fail);
+      const tok = json.tokenizer as Partial<TokenizerJSON> | undefined;
+      const tokenizerSize =
+        Array.isArray(tok?.specials) && Array.isArray(tok.merges) ? tok.specials.length + 256 + tok.merges.length : -1;
+      if (tokenizerSize !== config.vocabSize) {
+        throw fail(`model vocabulary (${config.vocabSize}) and tokenizer (${tokenizerSize}) differ`);
+      }
+      const weightsPath = join(target, json.weightsFile);
+      const expected = 4 * parameterCount(config);
+      const actual = await stat(weightsPath).then(
+        (st) => (st.isFile() ? st.size : -1),
+        (error: NodeJS.ErrnoException) => {
+          throw new CheckpointError(`cannot read ${json.weightsFile} of ${target}: ${error.code ?? error.message}`);
+        },
+      );
+      if (actual !== expected) {
+        throw fail(`${json.weightsFile} is ${actual} bytes; the config's weights take ${expected}`);
+      }
+      const data = await readFile(weightsPath).catch((error: NodeJS.ErrnoException) => {
         throw new CheckpointError(`cannot read ${json.weightsFile} of ${target}: ${error.code ?? error.message}`);
       });
       const weightData = data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength);

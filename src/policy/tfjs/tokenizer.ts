@@ -40,6 +40,10 @@ export const SPECIAL_TOKENS = [
 
 export class TokenizerError extends AgentR1Error {}
 
+/** Bounds of a vocabulary's token bytes (real BPE tokens are a few to a few dozen bytes). */
+const MAX_TOKEN_BYTES = 1 << 16;
+const MAX_VOCABULARY_BYTES = 1 << 26;
+
 export interface TokenizerJSON {
   kind: 'byte-bpe';
   version: 1;
@@ -63,6 +67,8 @@ export class Tokenizer {
   readonly specials: readonly string[];
   readonly merges: ReadonlyArray<readonly [number, number]>;
   readonly vocabSize: number;
+  /** The most bytes of text one token stands for: text of n bytes is at least n / maxTokenBytes tokens. */
+  readonly maxTokenBytes: number;
   readonly chunking: Chunking;
   private readonly rank = new Map<number, number>();
   private readonly bytesOf: Uint8Array[] = [];
@@ -94,18 +100,30 @@ export class Tokenizer {
       this.bytesOf.push(isControl(s) ? new Uint8Array(0) : wtf8Encode(s));
     });
     for (let b = 0; b < 256; b++) this.bytesOf.push(Uint8Array.of(b));
+    // A merge's token is its two parts' bytes: merging a token with itself doubles it, so a tokenizer
+    // from a checkpoint (untrusted) could ask for 2^merges bytes. Bounded before each allocation.
+    let total = 0;
     this.merges.forEach(([a, b], i) => {
       const id = base + 256 + i;
       if (!(Number.isInteger(a) && Number.isInteger(b) && a >= base && b >= base && a < id && b < id)) {
         throw new TokenizerError(`merge ${i} [${a}, ${b}] must join two earlier non-special ids`);
       }
       this.rank.set(pairKey(a, b), i);
-      const joined = new Uint8Array(this.bytesOf[a]!.length + this.bytesOf[b]!.length);
+      const length = this.bytesOf[a]!.length + this.bytesOf[b]!.length;
+      total += length;
+      if (length > MAX_TOKEN_BYTES || total > MAX_VOCABULARY_BYTES) {
+        throw new TokenizerError(
+          `merge ${i} makes the vocabulary too large (a token of ${length} bytes; ${total} in all; ` +
+            `the most are ${MAX_TOKEN_BYTES} and ${MAX_VOCABULARY_BYTES})`,
+        );
+      }
+      const joined = new Uint8Array(length);
       joined.set(this.bytesOf[a]!);
       joined.set(this.bytesOf[b]!, this.bytesOf[a]!.length);
       this.bytesOf.push(joined);
     });
     this.vocabSize = this.bytesOf.length;
+    this.maxTokenBytes = this.bytesOf.reduce((m, t) => Math.max(m, t.length), 1);
     this.specialPattern = markupPattern(this.specials);
   }
 

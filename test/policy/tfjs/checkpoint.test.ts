@@ -5,8 +5,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
 import { GPTModel } from '../../../src/policy/tfjs/model.ts';
-import { trainTokenizer, SPECIAL_TOKENS } from '../../../src/policy/tfjs/tokenizer.ts';
-import { CheckpointError, loadCheckpoint, modelHash, saveCheckpoint } from '../../../src/policy/tfjs/checkpoint.ts';
+import { SPECIAL_TOKENS, Tokenizer, trainTokenizer } from '../../../src/policy/tfjs/tokenizer.ts';
+import {
+  CheckpointError,
+  contentHash,
+  loadCheckpoint,
+  modelHash,
+  saveCheckpoint,
+} from '../../../src/policy/tfjs/checkpoint.ts';
 import { loadCheckpointPolicy } from '../../../src/policy/tfjs/tfjs-policy.ts';
 
 const tokenizer = trainTokenizer(['<tool_call>{"name": "calculate"}</tool_call> <answer>42</answer> hello world'], {
@@ -79,4 +85,82 @@ test('corrupt, missing or mismatched checkpoints are clear errors', async (t) =>
   });
   model.dispose();
   small.dispose();
+});
+
+/**
+ * A checkpoint is untrusted input whose content hash anyone can recompute: each of these has a valid
+ * hash and asks for something absurd. All are refused by reading model.json and stat-ing weights.bin,
+ * before a tensor, a position table or the tokenizer's vocabulary is allocated.
+ */
+test('absurd checkpoints with valid hashes are refused before anything is allocated', async (t) => {
+  const out = join(dir, 'absurd');
+  const model = new GPTModel(config, 4);
+  await saveCheckpoint(out, model, tokenizer);
+  model.dispose();
+  const original = JSON.parse(await readFile(join(out, 'model.json'), 'utf8'));
+  const weights = await readFile(join(out, 'weights.bin'));
+  const write = async (json: any, bin: Uint8Array = weights) => {
+    json.hash = contentHash(json.modelConfig, json.tokenizer, bin);
+    await writeFile(join(out, 'model.json'), JSON.stringify(json));
+    await writeFile(join(out, 'weights.bin'), bin);
+  };
+  const variant = (change: (json: any) => void) => {
+    const json = structuredClone(original);
+    change(json);
+    return json;
+  };
+  const before = process.memoryUsage();
+  const cases: Array<[string, any, RegExp, Uint8Array?]> = [
+    ['a context of 2^23', variant((j) => (j.modelConfig.contextLength = 2 ** 23)), /contextLength/],
+    ['a context of 2^30', variant((j) => (j.modelConfig.contextLength = 2 ** 30)), /contextLength/],
+    ['a width of 2^20', variant((j) => (j.modelConfig.dModel = 2 ** 20)), /dModel/],
+    ['a vocabulary of 2^40', variant((j) => (j.modelConfig.vocabSize = 2 ** 40)), /vocabSize/],
+    [
+      'sizes in bounds whose product is not',
+      variant((j) => Object.assign(j.modelConfig, { dModel: 8192, nHeads: 8, nLayers: 256, dMlp: 65536 })),
+      /float32 values .* GiB/,
+    ],
+    ['more layers than weights', variant((j) => (j.modelConfig.nLayers = 2)), /weight specs; the config has/],
+    [
+      'a spec that is not the config',
+      variant((j) => (j.weightSpecs[0].shape = [1, 1])),
+      /weight spec 0 .* needs tok_emb float32/,
+    ],
+    [
+      'a truncated weights file',
+      structuredClone(original),
+      /weights.bin is \d+ bytes; the config's weights take/,
+      weights.subarray(0, 64),
+    ],
+    [
+      'a future checkpoint version',
+      variant((j) => (j.version = 2)),
+      /not an agent-r1-gpt v1 checkpoint \(found version 2\)/,
+    ],
+  ];
+  for (const [what, json, message, bin] of cases) {
+    await write(json, bin);
+    await t.throwsAsync(loadCheckpoint(out), { instanceOf: CheckpointError, message }, what);
+  }
+  // A vocabulary whose merges each join the last token with itself: 2^20 bytes by merge 20.
+  const base = SPECIAL_TOKENS.length + 256;
+  const chain = (double: boolean) =>
+    Array.from({ length: 24 }, (_, i): [number, number] =>
+      i === 0 ? [base - 256 + 97, base - 256 + 97] : [base + i - 1, double ? base + i - 1 : base - 256 + 97],
+    );
+  const bombOut = join(dir, 'bomb');
+  const grown = new Tokenizer({ kind: 'byte-bpe', version: 1, specials: [...SPECIAL_TOKENS], merges: chain(false) });
+  const wide = new GPTModel({ ...config, vocabSize: grown.vocabSize }, 5);
+  await saveCheckpoint(bombOut, wide, grown);
+  wide.dispose();
+  const bomb = JSON.parse(await readFile(join(bombOut, 'model.json'), 'utf8'));
+  bomb.tokenizer.merges = chain(true);
+  bomb.hash = contentHash(bomb.modelConfig, bomb.tokenizer, await readFile(join(bombOut, 'weights.bin')));
+  await writeFile(join(bombOut, 'model.json'), JSON.stringify(bomb));
+  await t.throwsAsync(loadCheckpoint(bombOut), { message: /merge 16 makes the vocabulary too large/ });
+  // Memory stayed bounded: the 2^23 context alone would have allocated 4 GB of position tables.
+  const used = process.memoryUsage().arrayBuffers - before.arrayBuffers;
+  t.true(used < 64 * 2 ** 20, `array buffers grew by ${used} bytes`);
+  await write(structuredClone(original));
+  (await loadCheckpoint(out)).model.dispose();
 });

@@ -1,7 +1,7 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
-import { ModelError } from '../../../src/policy/tfjs/model-config.ts';
+import { ModelError, parameterShapes, parseModelConfig } from '../../../src/policy/tfjs/model-config.ts';
 import { GPTModel, WASM_ATTENTION_LIMIT_BYTES } from '../../../src/policy/tfjs/model.ts';
 import { AdamW } from '../../../src/policy/tfjs/adamw.ts';
 import { maskedIndices, maskedNll, padBatch, scoreSequences, scoreTokens } from '../../../src/policy/tfjs/score.ts';
@@ -139,4 +139,25 @@ test('the wasm UnsortedSegmentSum kernel matches the cpu backend', async (t) => 
     [0, 0],
     [6, 8],
   ]);
+});
+
+// A checkpoint's weight specs are checked against parameterShapes before the model is built: it must
+// be exactly what the constructor makes, in its order, for every kind of model.
+test('parameterShapes lists the weights the model builds, in order', (t) => {
+  const base = { vocabSize: 40, dModel: 8, nLayers: 2, nHeads: 2, contextLength: 8, dMlp: 16 };
+  for (const extra of [
+    {},
+    { positions: 'learned' as const },
+    { tokenShift: false },
+    { copyHead: true },
+    { positions: 'learned' as const, tokenShift: false, copyHead: true },
+  ]) {
+    const model = new GPTModel({ ...base, ...extra }, 1);
+    t.deepEqual(
+      model.namedWeights().map(([name, v]) => [name, v.shape]),
+      parameterShapes(parseModelConfig({ ...base, ...extra })),
+      JSON.stringify(extra),
+    );
+    model.dispose();
+  }
 });
