@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { InvalidArgumentError, type Command } from 'commander';
 import { episodeMachine } from '../../../machines/episode.ts';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { AgentR1Error } from '../../core/errors.ts';
@@ -11,35 +11,64 @@ import { EXIT_USAGE, integer, positiveInt, printJson } from '../common.ts';
  * `agent-r1 scenario check DIR`: every problem of a user's scenario folder; exit 2 when there is one.
  * `agent-r1 scenario diagram NAME|DIR [--episode]`: the world machine (or the episode machine) as Mermaid.
  */
+interface CheckFlags {
+  timeout: number;
+  seed: number;
+  episodes: number;
+  expertSuccess: number;
+  json?: boolean;
+}
+
+function rate(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !(n >= 0 && n <= 1)) throw new InvalidArgumentError('expected a number from 0 to 1');
+  return n;
+}
+
 export function register(program: Command): void {
   const scenario = program.command('scenario').description('work with a scenario folder of your own');
   scenario
     .command('check')
     .description(
-      'load DIR/index.ts and name every problem: missing or ill-typed exports, invalid tool schemas, a world machine that does not start, a reference policy that cannot finish an episode',
+      'load DIR/index.ts and name every problem: missing or ill-typed exports, invalid tool schemas, a world machine that does not start, a reference policy that cannot finish an episode, tasks or episodes that differ when run twice, records that do not replay; and warn when the expert fails its own tasks',
     )
     .argument('<dir>', 'the scenario folder (with an index.ts whose default export is the scenario)')
     .option('--timeout <ms>', 'the most time one policy episode may take', positiveInt, 10_000)
     .option('--seed <n>', 'seed of the tasks and episodes the check runs', integer, 0)
-    .option('--json', 'print {problems, checked} as JSON on the last line')
+    .option('--episodes <n>', 'episodes per split each policy plays twice and replays', positiveInt, 2)
+    .option(
+      '--expert-success <rate>',
+      'success rate below which the expert is a warning (a stochastic world may need less than 1)',
+      rate,
+      1,
+    )
+    .option('--json', 'print {ok, problems, warnings, checked} as JSON on the last line')
     .exitOverride()
     .showHelpAfterError()
-    .action(async (dir: string, flags: { timeout: number; seed: number; json?: boolean }) => {
-      const { problems, checked } = await checkScenarioDir(dir, { episodeTimeoutMs: flags.timeout, seed: flags.seed });
+    .action(async (dir: string, flags: CheckFlags) => {
+      const { problems, warnings, checked } = await checkScenarioDir(dir, {
+        episodeTimeoutMs: flags.timeout,
+        seed: flags.seed,
+        episodesPerSplit: flags.episodes,
+        expertSuccess: flags.expertSuccess,
+      });
+      const ok = problems.length === 0 && warnings.length === 0;
       if (flags.json) {
-        printJson({ dir, ok: problems.length === 0, problems, checked });
+        printJson({ dir, ok, problems, warnings, checked });
       } else {
         const out = process.stdout;
-        out.write(
-          problems.length === 0
-            ? `${dir}: no problems\n`
-            : `${dir}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n`,
-        );
+        const count = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+        const found = [
+          problems.length ? count(problems.length, 'problem') : '',
+          warnings.length ? count(warnings.length, 'warning') : '',
+        ].filter(Boolean);
+        out.write(ok ? `${dir}: no problems\n` : `${dir}: ${found.join(', ')}\n`);
         for (const p of problems) out.write(`  ✗ ${p.where} [${p.kind}]: ${p.message}\n`);
+        for (const w of warnings) out.write(`  ⚠ ${w.where} [${w.kind}]: ${w.message}\n`);
         for (const c of checked) out.write(`  ✓ ${c}\n`);
       }
       // A policy that hung is still pending: exit now rather than wait on it.
-      process.exit(problems.length === 0 ? 0 : EXIT_USAGE);
+      process.exit(ok ? 0 : EXIT_USAGE);
     });
 
   scenario
