@@ -41,8 +41,8 @@ test('scenario check names every defect of the broken fixture', async (t) => {
   t.true(checked.some((c) => c.startsWith('policies.expert: finished')));
 });
 
-test('the built-in scenarios pass the check', async (t) => {
-  for (const dir of ['scenarios/support-desk', 'scenarios/gridworld']) {
+test('the built-in scenarios and the world-machine template pass the check', async (t) => {
+  for (const dir of ['scenarios/support-desk', 'scenarios/gridworld', 'scenarios/templates/world-machine']) {
     const { problems, checked } = await checkScenarioDir(dir);
     t.deepEqual(problems, [], dir);
     t.true(

@@ -1,14 +1,16 @@
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { episodeMachine } from '../../../machines/episode.ts';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { AgentR1Error } from '../../core/errors.ts';
 import { checkScenarioDir } from '../../app/check-scenario.ts';
+import { initScenarioProject, TEMPLATES, type Template } from '../../app/scenario-init.ts';
 import { machineToMermaid } from '../../scenario/diagram.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { EXIT_USAGE, integer, positiveInt, printJson } from '../common.ts';
 
 /**
  * `agent-r1 scenario check DIR`: every problem of a user's scenario folder; exit 2 when there is one.
+ * `agent-r1 scenario init DIR [--template T]`: a new scenario project of one's own.
  * `agent-r1 scenario diagram NAME|DIR [--episode]`: the world machine (or the episode machine) as Mermaid.
  */
 interface CheckFlags {
@@ -69,6 +71,34 @@ export function register(program: Command): void {
       }
       // A policy that hung is still pending: exit now rather than wait on it.
       process.exit(ok ? 0 : EXIT_USAGE);
+    });
+
+  scenario
+    .command('init')
+    .description(
+      'make a new scenario project in DIR: package.json (depending on agent-r1-ts, xstate, zod), tsconfig.json, a scenario that passes scenario check, a test, a README',
+    )
+    .argument('<dir>', 'the new project folder (must not exist, or be empty)')
+    .addOption(
+      new Option('--template <name>', 'minimal (one tool) or world-machine (a world with states of its own)')
+        .choices(TEMPLATES)
+        .default('world-machine'),
+    )
+    .option(
+      '--package <spec>',
+      'how to depend on agent-r1-ts: a checkout or an npm pack tarball (path), or an npm version (default: this checkout)',
+    )
+    .option('--json', 'print {dir, template, dependency, files} as JSON on the last line')
+    .exitOverride()
+    .showHelpAfterError()
+    .action((dir: string, flags: { template: Template; package?: string; json?: boolean }) => {
+      const made = initScenarioProject(dir, { template: flags.template, dependency: flags.package });
+      if (flags.json) return printJson(made);
+      process.stdout.write(
+        `made ${made.dir} (template ${made.template}; agent-r1-ts from ${made.dependency}):\n` +
+          made.files.map((f) => `  ${f}\n`).join('') +
+          `next:\n  cd ${dir}\n  npm install\n  npx agent-r1 scenario check .\n  npm test\n`,
+      );
     });
 
   scenario
