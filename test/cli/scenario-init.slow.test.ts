@@ -14,6 +14,7 @@ import { npmInstall, run, userEnv } from '../helpers/user-shell.ts';
 
 const scratch = realpathSync(mkdtempSync(join(tmpdir(), 'agent-r1-author-')));
 let tarball = '';
+const { version } = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string };
 test.after.always(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** The project's own agent-r1 (node_modules/.bin), as `npx agent-r1` runs it. */
@@ -42,6 +43,10 @@ test.serial(
     t.is(check.code, 0, check.all);
     t.regex(check.stdout, /^\.: no problems\n/);
     t.regex(check.stdout, /played here and in a fresh worker thread: identical bytes; .*: verified; success 6\/6/);
+    // The installed package ships its templates: its own scenario init works, on the registry's version.
+    const second = agentR1(project, ['scenario', 'init', join(scratch, 'second'), '--template', 'minimal', '--json']);
+    t.is(second.code, 0, second.all);
+    t.like(JSON.parse(second.stdout.trim().split('\n').at(-1)!), { template: 'minimal', dependency: `^${version}` });
     const tested = run('npm', ['test'], project, 5 * 60_000);
     t.is(tested.code, 0, tested.all);
     const typed = run('npm', ['run', 'typecheck'], project, 5 * 60_000);
