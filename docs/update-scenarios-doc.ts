@@ -1,6 +1,6 @@
 /**
  * Regenerates the generated parts of docs/scenarios.md: the state diagrams (drawn from the machines'
- * own definitions by src/scenario/diagram.ts) and the embedded example file. Run it after changing a
+ * own definitions by src/scenario/diagram.ts) and the embedded files (the world-machine template's). Run it after changing a
  * machine or the example:  npx tsx --conditions=source docs/update-scenarios-doc.ts
  * test/scenario/diagram.test.ts fails while the page is out of date.
  */
@@ -10,6 +10,7 @@ import { episodeMachine } from '../machines/episode.ts';
 import { gridMachine } from '../scenarios/gridworld/world-machine.ts';
 import { orderMachine } from '../scenarios/support-desk/order-machine.ts';
 import { machineToMermaid, replaceDiagramBlocks } from '../src/scenario/diagram.ts';
+import { hvacMachine } from '../scenarios/templates/world-machine/world.ts';
 import { orderMachine as tinyOrderMachine } from './examples/tiny-desk/index.ts';
 
 export const DOC = fileURLToPath(new URL('./scenarios.md', import.meta.url));
@@ -18,6 +19,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 export function scenarioDiagrams(): { [name: string]: string } {
   return {
     episode: machineToMermaid(episodeMachine),
+    hvac: machineToMermaid(hvacMachine),
     'tiny-desk': machineToMermaid(tinyOrderMachine),
     'support-desk': machineToMermaid(orderMachine),
     gridworld: machineToMermaid(gridMachine),

@@ -51,7 +51,14 @@ export {
   type TaskQuery,
   type PolicyFactory,
 } from './scenario/scenario.ts';
-export { loadScenario, instantiateScenario, type ScenarioRegistry } from './scenario/load.ts';
+export {
+  loadScenario,
+  loadScenarioFolder,
+  loadRecordScenario,
+  instantiateScenario,
+  type ScenarioRegistry,
+} from './scenario/load.ts';
+export { UnknownScenarioError, ScenarioFolderMissingError } from './scenario/errors.ts';
 export type { Policy, BatchPolicy, PolicyRequest, PolicyEncoding } from './policy/policy.ts';
 export { resolvePolicy } from './app/resolve-policy.ts';
 export { referencePolicy, type ReferencePolicySpec } from './scenario/reference-policy.ts';

@@ -26,7 +26,7 @@ function render(result: ToolResult): string {
 
 /** The world transitions a turn's results carry, as events. */
 function eventsOf(results: readonly ToolResult[]) {
-  return results.flatMap((r) => effectsOf(r).map((e) => (e as unknown as GridEffect).event));
+  return results.flatMap((r) => effectsOf<GridEffect>(r).map((e) => e.event));
 }
 
 export const gridEnv: ToolEnv<Task, GridState> = {
@@ -40,7 +40,7 @@ export const gridEnv: ToolEnv<Task, GridState> = {
   ],
   step: ({ state, action, results }): StepResult => {
     // In replay the tools did not run: send the recorded events to the world machine.
-    syncEffects<GridEffect & { seq: number }>(state, results, (e) => applyGridEffect(state, e));
+    syncEffects(state, results, (e: GridEffect) => applyGridEffect(state, e));
     const v = view(state);
     const done = v.fell || v.escaped;
     if (action.kind === 'answer') return { observation: null, reward: 0, done: true };

@@ -84,7 +84,7 @@ export const supportDeskEnv: ToolEnv<Task, DeskState> = {
   ],
   step: ({ state, action, results, history }): StepResult => {
     // In replay the tools did not run: bring the database and the order machines up to date.
-    syncEffects<DeskEffect & { seq: number }>(state, results, (e) => applyEffect(state, e));
+    syncEffects(state, results, (e: DeskEffect) => applyEffect(state, e));
     if (action.kind === 'answer') return { observation: null, reward: 0, done: true };
     if (action.kind === 'invalid') {
       return {

@@ -4,11 +4,14 @@ import { basename, resolve } from 'node:path';
 import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { createActor, type AnyStateMachine } from 'xstate';
 import { z } from 'zod';
-import type { EpisodeConfig, Task } from '../core/types.ts';
+import { canonicalJson } from '../core/canonical-json.ts';
+import type { EpisodeConfig, Json, Task } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { runEpisode } from '../episode/run-episode.ts';
-import type { Scenario } from '../scenario/scenario.ts';
+import type { PolicyFactory, Scenario } from '../scenario/scenario.ts';
+import { withSource } from '../scenario/load.ts';
 import { importUserModule, scenarioEntry } from '../scenario/user-module.ts';
+import { checkDeterminism } from './check-determinism.ts';
 
 /**
  * `agent-r1 scenario check DIR`: loads a user's scenario folder and names every problem it finds,
@@ -17,8 +20,10 @@ import { importUserModule, scenarioEntry } from '../scenario/user-module.ts';
  * What it checks: the module loads and has a default export; the scenario's fields have the right
  * types; every tool's parameters are a zod schema whose JSON Schema z.toJSONSchema can produce, is
  * valid (draft 2020-12 meta-schema) and describes an object; tool names are valid and unique; each
- * split yields well-formed tasks; the world machine starts; every reference policy finishes one
- * episode (no error, within a timeout).
+ * split yields well-formed tasks, the same ones when asked twice; the world machine starts; every
+ * reference policy finishes one episode (no error, within a timeout); then determinism (see
+ * check-determinism.ts): each policy's episodes played twice give the same bytes and replay from
+ * their records. A reference `expert` that fails some of its own episodes is a warning.
  */
 
 export type ProblemKind =
@@ -29,7 +34,10 @@ export type ProblemKind =
   | 'tool'
   | 'tasks'
   | 'world_machine'
-  | 'policy';
+  | 'policy'
+  | 'nondeterminism'
+  | 'replay'
+  | 'expert';
 
 export interface ScenarioProblem {
   kind: ProblemKind;
@@ -47,10 +55,23 @@ export interface CheckOptions {
   config?: Partial<EpisodeConfig>;
   /** Options passed to a scenario whose default export is a function of its options. */
   options?: { [key: string]: string };
+  /**
+   * The scenario's folder (checkScenarioDir sets it): the determinism check's second run loads the
+   * scenario there in a fresh worker thread, and records name it, as they do in a rollout.
+   */
+  source?: string;
+  /** Play each policy's episodes twice, compare them and replay them (default true). */
+  determinism?: boolean;
+  /** Episodes each policy plays per split in the determinism check (default 2). */
+  episodesPerSplit?: number;
+  /** The reference expert's success rate below which it is a warning (default 1). */
+  expertSuccess?: number;
 }
 
 export interface CheckResult {
   problems: ScenarioProblem[];
+  /** Not contract violations, but worth fixing: a reference expert that fails its own tasks. */
+  warnings: ScenarioProblem[];
   /** What was checked, for the report (e.g. `tools: 3`, `policies.expert: answered in 2 turns`). */
   checked: string[];
   scenario?: Scenario;
@@ -62,11 +83,15 @@ const errorText = (err: unknown) => (err instanceof Error ? err.message : String
 export async function checkScenarioDir(dir: string, options: CheckOptions = {}): Promise<CheckResult> {
   const path = resolve(dir);
   if (!existsSync(path) || !statSync(path).isDirectory()) {
-    return { problems: [{ kind: 'load', where: dir, message: `${path} is not a folder` }], checked: [] };
+    return { problems: [{ kind: 'load', where: dir, message: `${path} is not a folder` }], warnings: [], checked: [] };
   }
   const file = scenarioEntry(path);
   if (!file) {
-    return { problems: [{ kind: 'load', where: dir, message: `${path} has no index.ts (or index.js)` }], checked: [] };
+    return {
+      problems: [{ kind: 'load', where: dir, message: `${path} has no index.ts (or index.js)` }],
+      warnings: [],
+      checked: [],
+    };
   }
   const name = basename(file);
   let mod: Record<string, unknown>;
@@ -74,9 +99,9 @@ export async function checkScenarioDir(dir: string, options: CheckOptions = {}):
     mod = await importUserModule(file);
   } catch (err) {
     const message = `importing ${name} failed: ${errorText(err)}`;
-    return { problems: [{ kind: 'load', where: name, message }], checked: [] };
+    return { problems: [{ kind: 'load', where: name, message }], warnings: [], checked: [] };
   }
-  return checkScenarioModule(mod, options);
+  return checkScenarioModule(mod, { ...options, source: options.source ?? path });
 }
 
 /** Checks a scenario module's exports (its default export: a Scenario or a function of options). */
@@ -94,6 +119,7 @@ export async function checkScenarioModule(
           message: 'index.ts has no default export (the scenario, or a function returning it)',
         },
       ],
+      warnings: [],
       checked: [],
     };
   }
@@ -104,6 +130,7 @@ export async function checkScenarioModule(
     } catch (err) {
       return {
         problems: [{ kind: 'load', where: 'default', message: `the scenario function threw: ${errorText(err)}` }],
+        warnings: [],
         checked: [],
       };
     }
@@ -117,15 +144,19 @@ export async function checkScenarioModule(
           message: 'the default export is not a scenario object (or a function returning one)',
         },
       ],
+      warnings: [],
       checked: [],
     };
   }
-  return checkScenario(scenario as Scenario, options);
+  const found = scenario as Scenario;
+  // As loadScenario marks a folder's scenario: its records name the folder.
+  return checkScenario(options.source ? withSource(found, options.source) : found, options);
 }
 
 /** Checks a scenario object. Every problem found is listed; checks that need a broken part are skipped. */
 export async function checkScenario(scenario: Scenario, options: CheckOptions = {}): Promise<CheckResult> {
   const problems: ScenarioProblem[] = [];
+  const warnings: ScenarioProblem[] = [];
   const checked: string[] = [];
   const s = scenario as unknown as Record<string, unknown>;
   const problem = (kind: ProblemKind, where: string, message: string) => problems.push({ kind, where, message });
@@ -205,8 +236,9 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
     }
   }
 
-  // Tasks of every split.
+  // Tasks of every split, twice: the same query must give the same tasks.
   let firstTask: Task | undefined;
+  let tasksDeterministic = true;
   if (typeof s['tasks'] === 'function' && Array.isArray(s['splits'])) {
     for (const split of s['splits'] as string[]) {
       try {
@@ -222,7 +254,18 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
           if (new Set(tasks.map((t) => t?.id)).size !== tasks.length)
             problem('tasks', where, 'task ids are not unique');
           if (!firstTask && tasks.every((t) => !taskProblem(t))) firstTask = tasks[0];
-          checked.push(`${where}: ${tasks.length} tasks`);
+          const again = await scenario.tasks({ split, seed: options.seed ?? 0, count: 2 });
+          const differs = tasksDifference(tasks, again);
+          if (differs) {
+            tasksDeterministic = false;
+            problem(
+              'nondeterminism',
+              where,
+              `two calls with the same {split, seed, count} gave different tasks (${differs}); likely cause: ` +
+                'Math.random or Date.now in the task source (draw from createRng(deriveSeed(split, seed)))',
+            );
+          }
+          checked.push(`${where}: ${tasks.length} tasks${differs ? '' : ', the same when asked again'}`);
           if (typeof s['taskCount'] === 'function') {
             // a fixed split: asked for one more than it says it has, it gives exactly that many
             const n = scenario.taskCount!(split);
@@ -265,6 +308,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
         )
       : [];
     const runnable = envComplete && firstTask !== undefined;
+    const finished: Array<{ name: string; factory: PolicyFactory }> = [];
     const episodeScenario = { ...scenario, tools } as Scenario;
     for (const name of names) {
       const factory = (s['policies'] as Record<string, unknown>)[name];
@@ -294,11 +338,32 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
       }
       const outcome = await runOneEpisode(episodeScenario, firstTask!, policy, options);
       if (typeof outcome === 'string') problem('policy', where, outcome);
-      else
+      else {
         checked.push(`${where}: finished (${outcome.endReason}) in ${outcome.turns} turns, success ${outcome.success}`);
+        finished.push({ name, factory: factory as PolicyFactory });
+      }
+    }
+    // Determinism needs a sound scenario: with broken tools or tasks that change, it would only repeat those.
+    const sound = problems.length === 0;
+    if ((options.determinism ?? true) && finished.length > 0) {
+      if (!sound || !tasksDeterministic) {
+        checked.push('determinism: not checked until the problems above are fixed');
+      } else {
+        const report = await checkDeterminism(scenario, finished, {
+          seed: options.seed ?? 0,
+          config: options.config,
+          episodeTimeoutMs: options.episodeTimeoutMs ?? 10_000,
+          episodesPerSplit: options.episodesPerSplit,
+          source: options.source,
+          expertSuccess: options.expertSuccess,
+        });
+        problems.push(...report.problems);
+        warnings.push(...report.warnings);
+        checked.push(...report.checked);
+      }
     }
   }
-  return { problems, checked, scenario };
+  return { problems, warnings, checked, scenario };
 }
 
 async function runOneEpisode(
@@ -395,6 +460,22 @@ export function checkTools(tools: readonly unknown[]): ScenarioProblem[] {
   });
   return problems;
 }
+
+/** How two task lists differ, in words (undefined when they are equal). */
+function tasksDifference(a: readonly Task[], b: readonly Task[]): string | undefined {
+  if (a.length !== b.length) return `${a.length} tasks, then ${b.length}`;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i] as unknown as Record<string, unknown>;
+    const y = b[i] as unknown as Record<string, unknown>;
+    for (const key of new Set([...Object.keys(x), ...Object.keys(y)])) {
+      const [p, q] = [canonicalJson((x[key] ?? null) as Json), canonicalJson((y[key] ?? null) as Json)];
+      if (p !== q) return `task ${i}'s ${key}: ${clipText(p)}, then ${clipText(q)}`;
+    }
+  }
+  return undefined;
+}
+
+const clipText = (s: string, n = 80) => (s.length > n ? `${s.slice(0, n)}…` : s);
 
 function taskProblem(task: unknown): string | undefined {
   if (!isRecord(task)) return `a task must be an object, got ${describe(task)}`;

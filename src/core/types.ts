@@ -131,7 +131,11 @@ export interface EpisodeRecord {
   episodeId: string;
   /** Position in the run (records are written in this order). */
   index: number;
-  scenario: { id: string; version: string; options: { [key: string]: string } };
+  /**
+   * The scenario that played it. `source`: the folder a scenario of one's own was loaded from (an
+   * absolute path; absent for built-in scenarios), so replay, the viewer and export can load it again.
+   */
+  scenario: { id: string; version: string; options: { [key: string]: string }; source?: string };
   task: Task;
   /** GRPO group key and the sample's index in it. */
   group: string;

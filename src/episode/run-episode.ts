@@ -77,6 +77,12 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
   }
 }
 
+/** How a record names its scenario; a folder's path only where there is one, so built-in records keep their bytes. */
+export function scenarioRef(scenario: Scenario): EpisodeRecord['scenario'] {
+  const { id, version, options, source } = scenario;
+  return source === undefined ? { id, version, options } : { id, version, options, source };
+}
+
 /** Assembles and seals a record from a driven episode. Shared by live runs and replay. */
 export function buildRecord(
   options: Pick<RunEpisodeOptions, 'scenario' | 'task' | 'policy' | 'seed' | 'group' | 'runId'>,
@@ -89,7 +95,7 @@ export function buildRecord(
     runId: options.runId ?? 'adhoc',
     episodeId: ids.episodeId,
     index: ids.index,
-    scenario: { id: options.scenario.id, version: options.scenario.version, options: options.scenario.options },
+    scenario: scenarioRef(options.scenario),
     task: options.task,
     group: options.group ?? options.task.id,
     sample: ids.sample,

@@ -20,8 +20,11 @@ export interface ExportOptions {
   runDir: string;
   format: ExportFormat;
   out: string;
-  /** Loads a record's scenario, for its tools (records keep the scenario's id and options, not the tools). */
-  loadScenario: (id: string, options: { [key: string]: string }) => Promise<Scenario>;
+  /**
+   * Loads a record's scenario, for its tools (records keep the scenario's id and options, not the
+   * tools; and, for a scenario folder, the folder's path as `source`).
+   */
+  loadScenario: (id: string, options: { [key: string]: string }, source?: string) => Promise<Scenario>;
 }
 
 export interface ExportResult {
@@ -53,11 +56,11 @@ export async function recordsToRows(
   const tools = new Map<string, Promise<readonly OpenAITool[]>>();
   const rows: EpisodeRow[] = [];
   for (const r of records) {
-    const key = JSON.stringify([r.scenario.id, r.scenario.options]);
+    const key = JSON.stringify([r.scenario.id, r.scenario.options, r.scenario.source ?? null]);
     if (!tools.has(key)) {
       tools.set(
         key,
-        load(r.scenario.id, r.scenario.options).then(
+        load(r.scenario.id, r.scenario.options, r.scenario.source).then(
           (s) => openAITools(s),
           (err: unknown) => {
             throw new ExportError(

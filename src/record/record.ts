@@ -73,7 +73,12 @@ export const episodeRecordSchema = z.object({
   runId: z.string(),
   episodeId: z.string(),
   index: z.number().int().nonnegative(),
-  scenario: z.object({ id: z.string(), version: z.string(), options: z.record(z.string(), z.string()) }),
+  scenario: z.object({
+    id: z.string(),
+    version: z.string(),
+    options: z.record(z.string(), z.string()),
+    source: z.string().optional(),
+  }),
   task: z.object({
     id: z.string(),
     split: z.string(),

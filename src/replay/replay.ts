@@ -85,7 +85,8 @@ export async function replayRecord(
   });
   const replayed = buildRecord(
     {
-      scenario,
+      // Where the scenario's folder is now is no part of what happened: the record keeps its own.
+      scenario: { ...scenario, source: record.scenario.source },
       task: record.task,
       policy: record.policy as never,
       seed: record.seed,

@@ -20,7 +20,7 @@ import { workerEntryUrl } from './worker-entry.ts';
 export interface WorkerThreadsOptions {
   /** Worker threads (default: the CPU count). */
   workers?: number;
-  /** How workers load the scenario: a built-in name or a folder (default: the scenario's id). */
+  /** How workers load the scenario: a built-in name or a folder (default: the scenario's folder, else its id). */
   scenarioSource?: string;
   /** Most rows in one batch of a batch policy (default 32 when served, 64 in a copy). */
   maxBatch?: number;
@@ -111,7 +111,10 @@ export class WorkerThreads implements RolloutExecutor {
         if (m.type === 'records') for (const line of m.lines) accept(recordFromTrustedLine(line));
       });
       const task: RolloutTask = {
-        scenario: { source: this.options.scenarioSource ?? batch.scenario.id, options: batch.scenario.options },
+        scenario: {
+          source: this.options.scenarioSource ?? batch.scenario.source ?? batch.scenario.id,
+          options: batch.scenario.options,
+        },
         policy: spec,
         runId: batch.runId,
         config: batch.config,

@@ -152,7 +152,7 @@ function lowestCompoundAncestor(a: AnyStateNode, b: AnyStateNode, root: AnyState
  */
 export function replaceDiagramBlocks(markdown: string, diagrams: { [name: string]: string }): string {
   return markdown.replace(
-    /^( *)<!-- diagram: ([\w-]+) -->\n\1```mermaid\n(?:[\s\S]*?\n)?\1```/gm,
+    /^( *)<!-- diagram: ([\w-]+) -->\n\1```mermaid\n(?:[\s\S]*?\n)??\1```/gm,
     (_block, indent: string, name: string) => {
       const diagram = diagrams[name];
       if (diagram === undefined)

@@ -31,16 +31,20 @@ export function commitEffect<E extends { [key: string]: Json }>(
   return numbered;
 }
 
-/** The effects a tool result carries, in order. */
-export function effectsOf(result: ToolResult): Effect[] {
+/** The effects a tool result carries, in order; `E`: the scenario's effect type (what its tools commit). */
+export function effectsOf<E extends { [key: string]: Json } = Effect>(result: ToolResult): Array<E & { seq: number }> {
   const data = result.data;
   if (!result.ok || data === null || typeof data !== 'object' || Array.isArray(data)) return [];
   const effects = data['effects'];
-  return Array.isArray(effects) ? (effects as Effect[]) : [];
+  return Array.isArray(effects) ? (effects as unknown as Array<E & { seq: number }>) : [];
 }
 
-/** Applies the effects of `results` the world has not seen yet (replay); returns how many it applied. */
-export function syncEffects<E extends Effect>(
+/**
+ * Applies the effects of `results` the world has not seen yet (replay); returns how many it applied.
+ * `E` is the scenario's own effect type (a union of plain object types), inferred from `apply`:
+ * `syncEffects(state, results, (e: MyEffect) => applyEffect(state, e))`.
+ */
+export function syncEffects<E extends { [key: string]: Json }>(
   log: EffectLog,
   results: readonly ToolResult[],
   apply: (effect: E) => void,
@@ -56,7 +60,7 @@ export function syncEffects<E extends Effect>(
           `effect ${effect.seq} of ${result.name} arrived before effect ${log.applied}: the record is incomplete`,
         );
       }
-      apply(effect as E);
+      apply(effect as unknown as E);
       log.applied += 1;
       count += 1;
     }

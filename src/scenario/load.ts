@@ -1,6 +1,8 @@
 import { existsSync, statSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { ScenarioError, ScenarioOptionsError, UnknownNameError } from '../core/errors.ts';
+import { isAbsolute, resolve, sep } from 'node:path';
+import type { EpisodeRecord } from '../core/types.ts';
+import { ScenarioError, ScenarioOptionsError } from '../core/errors.ts';
+import { ScenarioFolderMissingError, UnknownScenarioError } from './errors.ts';
 import type { Scenario, ScenarioDefinition } from './scenario.ts';
 import { importUserModule, scenarioEntry } from './user-module.ts';
 
@@ -26,24 +28,55 @@ export async function instantiateScenario(
   return scenario;
 }
 
+/** Whether a scenario name is meant as a folder: `.`, `..`, or anything with a path separator. */
+export function isScenarioPath(name: string): boolean {
+  return name === '.' || name === '..' || name.includes('/') || name.includes(sep) || isAbsolute(name);
+}
+
+/** A scenario folder's scenario, marked with the folder it came from (records carry it). */
+export async function loadScenarioFolder(dir: string, options: { [key: string]: string } = {}): Promise<Scenario> {
+  const path = resolve(dir);
+  if (!existsSync(path) || !statSync(path).isDirectory()) throw new ScenarioError(`${path} is not a folder`);
+  const file = scenarioEntry(path);
+  if (!file) throw new ScenarioError(`${path} has no index.ts (or index.js)`);
+  const mod = (await importUserModule(file)) as { default?: ScenarioDefinition };
+  if (!mod.default) throw new ScenarioError(`${file} has no default export`);
+  return withSource(await instantiateScenario(mod.default, options), path);
+}
+
+/** The scenario with its folder: a copy, so the module's own object is left as it is. */
+export function withSource(scenario: Scenario, source: string): Scenario {
+  return scenario.source === source ? scenario : { ...scenario, source };
+}
+
 /**
  * A built-in scenario by name, or a user's scenario folder (a path containing index.ts or index.js).
- * Unknown names fail with the list of valid ones.
+ * Unknown names fail with the list of valid ones and how to pass a folder.
  */
 export async function loadScenario(
   name: string,
   registry: ScenarioRegistry,
   options: { [key: string]: string } = {},
 ): Promise<Scenario> {
-  const entry = registry[name];
+  const entry = Object.hasOwn(registry, name) ? registry[name] : undefined;
   if (entry) return instantiateScenario((await entry()).default, options);
-  const dir = resolve(name);
-  if (name.includes('/') && existsSync(dir) && statSync(dir).isDirectory()) {
-    const file = scenarioEntry(dir);
-    if (!file) throw new ScenarioError(`${dir} has no index.ts (or index.js)`);
-    const mod = (await importUserModule(file)) as { default?: ScenarioDefinition };
-    if (!mod.default) throw new ScenarioError(`${file} has no default export`);
-    return instantiateScenario(mod.default, options);
+  if (isScenarioPath(name) && existsSync(resolve(name))) return loadScenarioFolder(name, options);
+  throw new UnknownScenarioError(name, Object.keys(registry));
+}
+
+/**
+ * The scenario a record was played in: `override` when given (a folder or a built-in name: where a
+ * moved folder is now), else the folder the record names, else the built-in scenario of its id.
+ */
+export async function loadRecordScenario(
+  recorded: EpisodeRecord['scenario'],
+  registry: ScenarioRegistry,
+  override?: string,
+): Promise<Scenario> {
+  if (override !== undefined) return loadScenario(override, registry, recorded.options);
+  if (recorded.source !== undefined) {
+    if (!scenarioEntry(recorded.source)) throw new ScenarioFolderMissingError(recorded.id, recorded.source);
+    return loadScenarioFolder(recorded.source, recorded.options);
   }
-  throw new UnknownNameError('scenario', name, Object.keys(registry));
+  return loadScenario(recorded.id, registry, recorded.options);
 }

@@ -39,6 +39,11 @@ export interface Scenario<TTask extends Task = Task, TState = any> {
   episode?: Partial<EpisodeConfig>;
   /** Extra eval metrics over a set of records (e.g. per question type). */
   summarize?(records: readonly EpisodeRecord[]): { [key: string]: unknown };
+  /**
+   * The folder a scenario of one's own was loaded from (an absolute path), set by `loadScenario`;
+   * records carry it, so replay, the viewer and export find the scenario again. Absent for built-ins.
+   */
+  source?: string;
 }
 
 /** A scenario module's default export: the scenario, or a function of its options. */

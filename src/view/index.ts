@@ -1,5 +1,6 @@
 // agent-r1-ts/view: the episode viewer and the HTML report. Both replay episodes with the scenarios
-// they are given (`scenarios`, a registry like the CLI's built-in one).
+// they are given (`scenarios`, a registry like the CLI's built-in one), a scenario folder a record
+// names (its `scenario.source`), or the one `scenario` option points at (a moved folder).
 export { startViewer, ViewerApp } from './server.ts';
 export type { Viewer, ViewerOptions } from './server.ts';
 export { buildReport } from './report.ts';

@@ -1,7 +1,7 @@
 import { episodeMachine } from '../../machines/episode.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
-import { loadScenario, type ScenarioRegistry } from '../scenario/load.ts';
+import { loadRecordScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import { metricCharts, rewardHistogram, runSeries } from './charts.ts';
 import { EpisodeIndex, type EpisodeSummary } from './episode-index.ts';
 import { RunDirError } from './errors.ts';
@@ -18,6 +18,8 @@ export interface ReportOptions {
   replay?: boolean;
   /** The scenarios records may name, to replay episodes and draw world machines (the CLI: the built-in ones). */
   scenarios?: ScenarioRegistry;
+  /** Load every record's scenario from here (a folder or name) instead of what the records name: a moved folder. */
+  scenario?: string;
 }
 
 /** Best, median and worst episodes by total reward (ties broken by file order), without repeats. */
@@ -73,7 +75,7 @@ export async function buildReport(dir: string, options: ReportOptions = {}): Pro
       examples.push(html`<div class="warn">${pick.label} episode: ${record.message}</div>`);
       continue;
     }
-    const { replay, worldGraph } = await replayAndWorld(record, options.replay ?? true, options.scenarios ?? {});
+    const { replay, worldGraph } = await replayAndWorld(record, options);
     examples.push(html`<section class="example" data-example="${pick.label}"><h2>${pick.label[0]!.toUpperCase() + pick.label.slice(1)} episode: ${record.episodeId} (total reward ${fmtNumber(record.totalReward)})</h2>
       ${episodeView({ record, episodeGraph, worldGraph, replay, decode, compact: true })}</section>`);
   }
@@ -88,11 +90,11 @@ export async function buildReport(dir: string, options: ReportOptions = {}): Pro
 
 async function replayAndWorld(
   record: EpisodeRecord,
-  replay: boolean,
-  registry: ScenarioRegistry,
+  options: ReportOptions,
 ): Promise<{ replay?: ReplayResult | { error: string }; worldGraph?: ReturnType<typeof machineGraph> }> {
+  const replay = options.replay ?? true;
   try {
-    const scenario = await loadScenario(record.scenario.id, registry, record.scenario.options);
+    const scenario = await loadRecordScenario(record.scenario, options.scenarios ?? {}, options.scenario);
     const worldGraph = scenario.worldMachine ? machineGraph(scenario.worldMachine) : undefined;
     if (!replay) return { worldGraph };
     try {

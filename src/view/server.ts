@@ -7,7 +7,7 @@ import { canonicalJson } from '../core/canonical-json.ts';
 import { CorruptRecordError } from '../core/errors.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
-import { loadScenario, type ScenarioRegistry } from '../scenario/load.ts';
+import { loadRecordScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { groupAdvantages } from './advantages.ts';
 import { metricCharts, rewardHistogram, runSeries, type Chart } from './charts.ts';
@@ -30,6 +30,8 @@ export interface ViewerOptions {
   port?: number;
   /** The scenarios records may name, to replay episodes and draw world machines (the CLI: the built-in ones). */
   scenarios?: ScenarioRegistry;
+  /** Load every record's scenario from here (a folder or name) instead of what the records name: a moved folder. */
+  scenario?: string;
 }
 
 export interface Viewer {
@@ -72,6 +74,8 @@ export class ViewerApp {
   constructor(
     dirs: readonly string[],
     private readonly registry: ScenarioRegistry = {},
+    /** Where to load every record's scenario from instead (a moved folder). */
+    private readonly scenarioOverride?: string,
   ) {
     if (dirs.length === 0) throw new ViewRequestError('give at least one run directory');
     const names = runNames(dirs);
@@ -138,7 +142,7 @@ export class ViewerApp {
     const key = canonicalJson(record.scenario);
     let s = this.scenarios.get(key);
     if (!s) {
-      s = loadScenario(record.scenario.id, this.registry, record.scenario.options).catch((err: unknown) =>
+      s = loadRecordScenario(record.scenario, this.registry, this.scenarioOverride).catch((err: unknown) =>
         err instanceof Error ? err : new Error(String(err)),
       );
       this.scenarios.set(key, s);
@@ -313,7 +317,7 @@ function errorPage(status: number, message: string): string {
 
 /** Starts the viewer on host:port (127.0.0.1 and a free port by default). */
 export async function startViewer(options: ViewerOptions): Promise<Viewer> {
-  const app = new ViewerApp(options.dirs, options.scenarios);
+  const app = new ViewerApp(options.dirs, options.scenarios, options.scenario);
   const host = options.host ?? '127.0.0.1';
   let port = 0;
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { z } from 'zod';
 import { checkScenario, checkScenarioDir, checkScenarioModule, checkTools } from '../../src/app/check-scenario.ts';
+import { innerDifference } from '../../src/app/check-determinism.ts';
 import { cli } from '../helpers/cli.ts';
 import calculator from '../../scenarios/calculator/index.ts';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
@@ -40,8 +41,8 @@ test('scenario check names every defect of the broken fixture', async (t) => {
   t.true(checked.some((c) => c.startsWith('policies.expert: finished')));
 });
 
-test('the built-in scenarios pass the check', async (t) => {
-  for (const dir of ['scenarios/support-desk', 'scenarios/gridworld']) {
+test('the built-in scenarios and the world-machine template pass the check', async (t) => {
+  for (const dir of ['scenarios/support-desk', 'scenarios/gridworld', 'scenarios/templates/world-machine']) {
     const { problems, checked } = await checkScenarioDir(dir);
     t.deepEqual(problems, [], dir);
     t.true(
@@ -58,7 +59,7 @@ test('the built-in scenarios pass the check', async (t) => {
 test('a fixed split whose taskCount disagrees with tasks() is a problem; multihop-qa agrees', async (t) => {
   const qa = createMultihopQaScenario({ size: 'tiny', seed: '3' });
   t.deepEqual(
-    (await checkScenario(qa)).problems.filter((p) => p.where.startsWith('taskCount')),
+    (await checkScenario(qa, { determinism: false })).problems.filter((p) => p.where.startsWith('taskCount')),
     [],
   );
   const lying = { ...calculator, taskCount: () => 5 };
@@ -115,4 +116,87 @@ test.serial('agent-r1 scenario check exits 2 and prints each problem; 0 on a goo
   const usage = cli(['scenario', 'check']);
   t.is(usage.code, 2);
   t.regex(usage.stderr, /missing required argument 'dir'/);
+});
+
+// The determinism checks: each flaw is named where it is, with its likely cause, and the CLI exits 2.
+const FLAWED = 'test/fixtures/flawed';
+
+test.serial(
+  'scenario check names Math.random in a tool or in tasks, unsynced effects and a failing expert; exit 2',
+  (t) => {
+    const expected: Array<[string, string, string, RegExp]> = [
+      [
+        'random-tool',
+        'problems',
+        'policies.expert nondeterminism',
+        /turn 0, field results\[0\]\.data\.luck differs.*Math\.random or Date\.now in a tool/,
+      ],
+      [
+        'random-tasks',
+        'problems',
+        'tasks(train) nondeterminism',
+        /task 0's question: "Press the button \d+ times\.", then .*Math\.random or Date\.now in the task source/,
+      ],
+      [
+        'unsynced-effects',
+        'problems',
+        'policies.expert replay',
+        /recorded tool results.*field outcome\.reward differs \(recorded: 1; replayed: 0\).*syncEffects/,
+      ],
+      [
+        'failing-expert',
+        'warnings',
+        'policies.expert expert',
+        /succeeded in 0 of 4 of its own episodes \(0%\).*ended answered/,
+      ],
+    ];
+    for (const [fixture, list, named, message] of expected) {
+      const run = cli(['scenario', 'check', `${FLAWED}/${fixture}`, '--json']);
+      t.is(run.code, 2, `${fixture}: ${run.stderr}`);
+      const out = run.lastJson() as { ok: boolean; [list: string]: unknown };
+      t.false(out.ok, fixture);
+      const found = (out[list] as Array<{ where: string; kind: string; message: string }>).map((p) => ({
+        ...p,
+        named: `${p.where} ${p.kind}`,
+      }));
+      const hit = found.find((p) => p.named === named);
+      t.truthy(hit, `${fixture}: ${named} not in ${JSON.stringify(found)}`);
+      t.regex(hit?.message ?? '', message, fixture);
+    }
+    const human = cli(['scenario', 'check', `${FLAWED}/failing-expert`]);
+    t.is(human.code, 2);
+    t.regex(human.stdout, /1 warning\n {2}⚠ policies\.expert \[expert\]/);
+    t.is(cli(['scenario', 'check', `${FLAWED}/failing-expert`, '--expert-success', '0']).code, 0);
+  },
+);
+
+test('state kept across episodes is named, and a sound scenario says what it played and replayed', async (t) => {
+  const shared = await checkScenarioDir(`${FLAWED}/shared-state`);
+  t.is(shared.problems.length, 1);
+  t.like(shared.problems[0], { where: 'policies.expert', kind: 'nondeterminism' });
+  t.regex(shared.problems[0]!.message, /field results\[0\]\.data\.call differs .*state kept across episodes/);
+  const minimal = await checkScenarioDir('scenarios/templates/minimal');
+  t.deepEqual([minimal.problems, minimal.warnings], [[], []]);
+  t.true(
+    minimal.checked.includes(
+      'policies.expert: 6 episodes played here and in a fresh worker thread: identical bytes; replayed (recorded tool results, live tools): verified; success 6/6',
+    ),
+    minimal.checked.join('\n'),
+  );
+});
+
+test('checkScenario on an object (no folder) plays the second run in this thread', async (t) => {
+  const { problems, warnings, checked } = await checkScenario(calculator, { episodesPerSplit: 1 });
+  t.deepEqual([problems, warnings], [[], []]);
+  t.true(checked.some((c) => /^policies\.random: 3 episodes played twice in this thread: identical bytes/.test(c)));
+});
+
+test('innerDifference names the path of the first differing leaf', (t) => {
+  t.deepEqual(innerDifference([{ a: 1, b: { c: [1, 2] } }], [{ a: 1, b: { c: [1, 3] } }]), {
+    path: '[0].b.c[1]',
+    a: 2,
+    b: 3,
+  });
+  t.deepEqual(innerDifference({ content: 'x', data: { n: 1 } }, { content: 'y', data: { n: 2 } }).path, '.data.n');
+  t.deepEqual(innerDifference(1, 2), { path: '', a: 1, b: 2 });
 });

@@ -98,8 +98,14 @@ test('nested, parallel, guarded and invoking machines are drawn as such', (t) =>
 test('docs/scenarios.md holds the diagrams and the example as generated now', (t) => {
   const page = readFileSync(DOC, 'utf8');
   t.is(updateScenariosDoc(page), page, 'stale: run npx tsx --conditions=source docs/update-scenarios-doc.ts');
-  for (const name of ['episode', 'tiny-desk', 'support-desk', 'gridworld'])
+  for (const name of ['episode', 'hvac', 'tiny-desk', 'support-desk', 'gridworld'])
     t.true(page.includes(`<!-- diagram: ${name} -->`));
+  // An empty block is filled in place: the match ends at its own fence, not at a later one.
+  const empty = '<!-- diagram: a -->\n```mermaid\n```\n\ntext\n\n```ts\nx\n```\n';
+  t.is(
+    replaceDiagramBlocks(empty, { a: 'stateDiagram-v2\n' }),
+    empty.replace('```mermaid\n```', '```mermaid\nstateDiagram-v2\n```'),
+  );
   t.throws(() => replaceDiagramBlocks('<!-- diagram: nope -->\n```mermaid\n```', {}), {
     message: /no diagram named "nope"/,
   });

@@ -2,8 +2,9 @@ import Database from 'better-sqlite3';
 import { createActor, setup } from 'xstate';
 import { z } from 'zod';
 import {
-  createRng, deriveSeed, formatInvalidAction, formatResults, toolsSystemPrompt, commitEffect, syncEffects,
-  defineScenario, tool, type Json, type Task, type ToolEnv, type Policy, type EffectLog, type ToolContext,
+  canonicalJson, createRng, deriveSeed, formatInvalidAction, toolsSystemPrompt, defineScenario, tool,
+  commitEffect, syncEffects, withoutEffects, type EffectLog, // the effects log: what makes replay exact
+  type Json, type Task, type ToolEnv, type Policy, type ToolContext,
 } from 'agent-r1-ts';
 
 // 1. The world machine: an order's lifecycle. The rule "only pending orders can be cancelled" lives here.
@@ -52,11 +53,12 @@ const env: ToolEnv<Task, State> = {
     { role: 'user', content: task.question },
   ],
   step: ({ state, action, results }) => {
-    syncEffects(state, results, (e) => cancel(state, e as unknown as { id: string })); // replay: re-apply recorded writes
+    syncEffects(state, results, (e: { id: string }) => cancel(state, e)); // replay: re-apply the recorded writes
     if (action.kind === 'answer') return { observation: null, reward: 0, done: true };
     if (action.kind === 'invalid') return { observation: formatInvalidAction(action), reward: -0.1, done: false };
     const refused = results.filter((r) => (r.data as { refused?: boolean } | undefined)?.refused === true).length;
-    return { observation: formatResults(results), reward: -0.2 * refused, done: false, info: { refused } };
+    const shown = results.map((r) => (r.ok ? canonicalJson(withoutEffects(r.data) ?? null) : `Error: ${r.content}`));
+    return { observation: shown.join('\n'), reward: -0.2 * refused, done: false, info: { refused } }; // no effects log
   },
   outcome: ({ task, state }) => {
     const success = statusOf(state.db, String(task.meta!['order'])) === task.meta!['expected'];

@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { EXPORT_FORMATS, exportRun, type ExportFormat } from '../../export/export-run.ts';
-import { loadScenario } from '../../scenario/load.ts';
+import { loadRecordScenario } from '../../scenario/load.ts';
 import { printJson } from '../common.ts';
 
 interface ExportFlags {
@@ -24,7 +24,7 @@ export function register(program: Command): void {
     .requiredOption('--out <file>', 'the file to write')
     .option(
       '--scenario <name>',
-      "load this scenario (name or folder) for the tools instead of the records' scenario id",
+      'load this scenario (name or folder) for the tools instead of the one the records name (a moved folder)',
     )
     .option('--json', 'print {rows, out, bytes} as the last stdout line')
     .action(async (run: string, flags: ExportFlags) => {
@@ -32,7 +32,8 @@ export function register(program: Command): void {
         runDir: run,
         format: flags.format,
         out: flags.out,
-        loadScenario: (id, options) => loadScenario(flags.scenario ?? id, builtinScenarios, options),
+        loadScenario: (id, options, source) =>
+          loadRecordScenario({ id, version: '', options, source }, builtinScenarios, flags.scenario),
       });
       if (flags.json) printJson(result);
       else process.stdout.write(`exported ${result.rows} episodes to ${result.out} (${result.bytes} bytes)\n`);

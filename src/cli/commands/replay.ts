@@ -3,7 +3,7 @@ import { builtinScenarios } from '../../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
 import { readRecords } from '../../record/jsonl.ts';
 import { replayRecord, type Divergence } from '../../replay/replay.ts';
-import { loadScenario } from '../../scenario/load.ts';
+import { loadRecordScenario } from '../../scenario/load.ts';
 import type { Scenario } from '../../scenario/scenario.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import { NoRecordsError } from '../../core/errors.ts';
@@ -51,7 +51,7 @@ export function register(program: Command): void {
     .argument('<file>', 'an episodes.jsonl file')
     .option('--episode <id>', 'only this episode')
     .option('--live-tools', 're-execute the tools for real and report drift')
-    .option('--scenario <dir>', "load the records' scenario from this folder (for scenarios that are not built in)")
+    .option('--scenario <dir>', "load the records' scenario from this folder (one that moved since the run)")
     .option('--quiet', 'one verdict line per episode instead of the turn-by-turn view')
     .option('--json', 'print {episodes, verified, diverged, corrupt} as the last stdout line')
     .action(async (file: string, flags: ReplayFlags) => {
@@ -78,10 +78,7 @@ export function register(program: Command): void {
         counts.episodes++;
         const key = canonicalJson(record.scenario);
         if (!scenarios.has(key))
-          scenarios.set(
-            key,
-            loadScenario(flags.scenario ?? record.scenario.id, builtinScenarios, record.scenario.options),
-          );
+          scenarios.set(key, loadRecordScenario(record.scenario, builtinScenarios, flags.scenario));
         const result = await replayRecord(record, await scenarios.get(key)!, { liveTools: flags.liveTools });
         if (!flags.quiet) say(formatEpisode(record));
         if (result.verified) {

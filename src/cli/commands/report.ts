@@ -6,6 +6,7 @@ import { writeOutput } from '../../core/write-output.ts';
 interface ReportFlags {
   out?: string;
   replay: boolean;
+  scenario?: string;
 }
 
 export function register(program: Command): void {
@@ -17,10 +18,15 @@ export function register(program: Command): void {
     .argument('<dir>', 'run directory')
     .option('--out <file>', 'output file (default DIR/report.html)')
     .option('--no-replay', 'do not replay the example episodes')
+    .option('--scenario <dir>', "load the records' scenario from this folder (one that moved since the run)")
     .action(async (dir: string, flags: ReportFlags) => {
       const out = flags.out ?? join(dir, 'report.html');
       const { buildReport } = await import('../../view/report.ts');
-      const report = await buildReport(dir, { replay: flags.replay, scenarios: builtinScenarios });
+      const report = await buildReport(dir, {
+        replay: flags.replay,
+        scenarios: builtinScenarios,
+        scenario: flags.scenario,
+      });
       writeOutput(out, report);
       process.stdout.write(`report: ${out} (${(Buffer.byteLength(report) / 1024).toFixed(0)} KiB)\n`);
     });

@@ -77,7 +77,12 @@ export function register(program: Command): void {
     )
     .option('--heads <n>', 'attention heads', positiveInt, 4)
     .option('--context <n>', 'context length (tokens)', positiveInt, 512)
-    .option('--eval-episodes <n>', 'dev-split episodes to evaluate at the end (0: none)', integer, 100)
+    .option(
+      '--eval-episodes <n>',
+      'dev-split episodes to evaluate at the end, with seed --seed + 1 (other tasks than training) (0: none)',
+      integer,
+      100,
+    )
     .option(
       '--temperature <x>',
       'sampling temperature saved with the checkpoint (what --policy ckpt:DIR samples with; 0: greedy)',

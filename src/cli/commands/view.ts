@@ -5,6 +5,7 @@ import { integer } from '../common.ts';
 interface ViewFlags {
   port: number;
   host: string;
+  scenario?: string;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -23,6 +24,7 @@ export function register(program: Command): void {
       'address to bind (default 127.0.0.1; anything else exposes your runs to the network)',
       '127.0.0.1',
     )
+    .option('--scenario <dir>', "load the records' scenario from this folder (one that moved since the run)")
     .action(async (dirs: string[], flags: ViewFlags) => {
       if (!LOOPBACK.has(flags.host)) {
         process.stderr.write(
@@ -32,7 +34,13 @@ export function register(program: Command): void {
       const t = performance.now();
       // Loaded on use: the viewer pulls in the chart library, which other commands do not need.
       const { startViewer } = await import('../../view/server.ts');
-      const viewer = await startViewer({ dirs, host: flags.host, port: flags.port, scenarios: builtinScenarios });
+      const viewer = await startViewer({
+        dirs,
+        host: flags.host,
+        port: flags.port,
+        scenarios: builtinScenarios,
+        scenario: flags.scenario,
+      });
       process.stderr.write(
         `indexed ${dirs.length} run${dirs.length > 1 ? 's' : ''} in ${((performance.now() - t) / 1000).toFixed(1)} s\n`,
       );
