@@ -1,7 +1,16 @@
 import { createActor, toPromise } from 'xstate';
 import { episodeMachine, type EpisodeActors, type EpisodeOutput, type GenerateInput } from '../../machines/episode.ts';
 import { createRng, deriveSeed, type Rng } from '../core/rng.ts';
-import type { EpisodeConfig, Message, PolicyOutput, Task, ToolCall, ToolResult } from '../core/types.ts';
+import type {
+  EpisodeConfig,
+  Message,
+  ParsedAction,
+  PolicyOutput,
+  StepResult,
+  Task,
+  ToolCall,
+  ToolResult,
+} from '../core/types.ts';
 import type { PolicyEncoding } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { toOpenAITool, type OpenAITool } from '../tools/tool.ts';
@@ -14,6 +23,8 @@ export interface EpisodeDrivers {
     ctx: { turn: number; callIndex: number; rng: Rng; state: unknown; signal: AbortSignal },
   ): Promise<ToolResult>;
   encode?: PolicyEncoding;
+  /** Told each turn's ToolEnv verdict as soon as it is known (the env server answers a step with it). */
+  onStep?(turn: { turn: number; action: ParsedAction; results: readonly ToolResult[]; step: StepResult }): void;
 }
 
 export interface DrivenEpisode extends EpisodeOutput {
@@ -68,6 +79,7 @@ export async function driveEpisode(
           results: input.results,
           history: input.history,
         });
+        drivers.onStep?.({ turn: input.turn, action: input.action, results: input.results, step });
         const observationTokens =
           drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
         return observationTokens ? { ...step, observationTokens } : step;

@@ -40,9 +40,10 @@ export async function loadRecords(path: string): Promise<{ records: EpisodeRecor
 export class RecordWriter {
   private readonly fd: number;
 
-  constructor(path: string) {
+  /** `append`: add to an existing file (a server that restarts keeps its earlier records). */
+  constructor(path: string, options: { append?: boolean } = {}) {
     mkdirSync(dirname(path), { recursive: true });
-    this.fd = openSync(path, 'w');
+    this.fd = openSync(path, options.append ? 'a' : 'w');
   }
 
   write(record: EpisodeRecord): void {
