@@ -144,8 +144,9 @@ export function envSocketUrl(url: string): string {
 
 /** Opens a session with the environment server at `url` (http://host:port or ws://host:port/ws). */
 export function connectEnv(url: string, options: EnvClientOptions = {}): Promise<EnvClient> {
-  const target = envSocketUrl(url);
   return new Promise((resolve, reject) => {
+    // Inside the executor, so a bad URL rejects like every other failure.
+    const target = envSocketUrl(url);
     const ws = new WebSocket(target, {
       headers: options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
       handshakeTimeout: options.connectTimeoutMs ?? 10_000,

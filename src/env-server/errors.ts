@@ -1,5 +1,17 @@
 import { AgentR1Error } from '../core/errors.ts';
-import type { EnvErrorCode } from './protocol.ts';
+
+/** OpenEnv's WebSocket error codes (WSErrorCode). */
+export const ENV_ERROR_CODES = [
+  'INVALID_JSON',
+  'UNKNOWN_TYPE',
+  'VALIDATION_ERROR',
+  'EXECUTION_ERROR',
+  'CAPACITY_REACHED',
+  'FACTORY_ERROR',
+  'SESSION_ERROR',
+] as const;
+
+export type EnvErrorCode = (typeof ENV_ERROR_CODES)[number];
 
 /**
  * A request the environment server refuses, with OpenEnv's error code; over /ws it becomes

@@ -1,4 +1,7 @@
 import { z } from 'zod';
+import { EnvProtocolError } from './errors.ts';
+
+export { ENV_ERROR_CODES, type EnvErrorCode } from './errors.ts';
 
 /**
  * The wire shapes of the environment server, after OpenEnv's (meta-pytorch/OpenEnv,
@@ -7,19 +10,6 @@ import { z } from 'zod';
  * `{message, code}` with OpenEnv's codes. The action, observation and state are ours; their JSON
  * Schemas are served at GET /schema.
  */
-
-/** OpenEnv's WebSocket error codes (WSErrorCode). */
-export const ENV_ERROR_CODES = [
-  'INVALID_JSON',
-  'UNKNOWN_TYPE',
-  'VALIDATION_ERROR',
-  'EXECUTION_ERROR',
-  'CAPACITY_REACHED',
-  'FACTORY_ERROR',
-  'SESSION_ERROR',
-] as const;
-
-export type EnvErrorCode = (typeof ENV_ERROR_CODES)[number];
 
 /** The message types a client sends over /ws. (`mcp` is OpenEnv's too; this server does not speak MCP.) */
 export const CLIENT_MESSAGE_TYPES = ['reset', 'step', 'state', 'close'] as const;
@@ -106,7 +96,7 @@ export type EnvAction = z.input<typeof actionSchema>;
 
 /** POST /step's body: OpenEnv's StepRequest, plus reset arguments for the fresh episode it plays one step of. */
 export const stepRequestSchema = resetArgsSchema.extend({
-  action: z.record(z.string(), z.unknown()),
+  action: actionSchema,
   timeout_s: z.number().gt(0).nullish().describe('accepted; tool timeouts come from the episode budgets'),
   request_id: z.string().max(255).nullish(),
 });
@@ -196,4 +186,13 @@ export function envJsonSchemas(): { action: object; observation: object; state: 
     observation: z.toJSONSchema(observationSchema, { io: 'output' }),
     state: z.toJSONSchema(stateSchema, { io: 'output' }),
   };
+}
+
+/** Parses with a schema; failures are OpenEnv validation errors naming every problem. */
+export function validate<T extends z.ZodType>(schema: T, data: unknown, what: string): z.output<T> {
+  const parsed = schema.safeParse(data);
+  if (parsed.success) return parsed.data;
+  const errors = parsed.error.issues.map((i) => ({ loc: i.path.map(String), msg: i.message }));
+  const message = `invalid ${what}: ${z.prettifyError(parsed.error).replace(/\n\s*/g, ' ')}`;
+  throw new EnvProtocolError('VALIDATION_ERROR', message, { errors });
 }

@@ -12,7 +12,7 @@ import { episodeConfig } from '../episode/run-episode.ts';
 import { RecordWriter } from '../record/jsonl.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { EnvProtocolError, EnvServerStartError } from './errors.ts';
-import { CLIENT_MESSAGE_TYPES, envJsonSchemas, stepRequestSchema, type EnvErrorCode } from './protocol.ts';
+import { CLIENT_MESSAGE_TYPES, envJsonSchemas, stepRequestSchema, validate, type EnvErrorCode } from './protocol.ts';
 import { EnvSession, type SessionContext } from './session.ts';
 import { TaskPicker } from './task-picker.ts';
 
@@ -231,12 +231,8 @@ export class EnvServer {
         case '/step': {
           allow(req, 'POST');
           const body = await this.readJson(req, false);
-          const parsed = stepRequestSchema.safeParse(body);
-          if (!parsed.success) {
-            const errors = parsed.error.issues.map((i) => ({ loc: ['body', ...i.path.map(String)], msg: i.message }));
-            throw new EnvProtocolError('VALIDATION_ERROR', `invalid step request: ${errors[0]!.msg}`, { errors });
-          }
-          const { action, timeout_s: _t, request_id: _r, ...reset } = parsed.data;
+          const parsed = validate(stepRequestSchema, body, 'step request');
+          const { action, timeout_s: _t, request_id: _r, ...reset } = parsed;
           return sendJson(
             res,
             200,

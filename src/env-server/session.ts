@@ -1,11 +1,10 @@
 import { randomInt } from 'node:crypto';
-import { z } from 'zod';
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import { episodeSeed } from '../episode/run-episode.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { actionOutput } from './action-text.ts';
 import { EnvProtocolError } from './errors.ts';
-import { actionSchema, resetArgsSchema, type EnvState, type EnvStepResult } from './protocol.ts';
+import { actionSchema, resetArgsSchema, validate, type EnvState, type EnvStepResult } from './protocol.ts';
 import { ServedEpisode } from './served-episode.ts';
 import type { TaskPicker } from './task-picker.ts';
 
@@ -115,13 +114,4 @@ export class EnvSession {
     const turn = episode.steps;
     await episode.abandon(`${reason} (turn ${turn})`);
   }
-}
-
-/** Parses with a schema; failures are OpenEnv validation errors naming every problem. */
-function validate<T extends z.ZodType>(schema: T, data: unknown, what: string): z.output<T> {
-  const parsed = schema.safeParse(data);
-  if (parsed.success) return parsed.data;
-  const errors = parsed.error.issues.map((i) => ({ loc: i.path.map(String), msg: i.message }));
-  const message = `invalid ${what}: ${z.prettifyError(parsed.error).replace(/\n\s*/g, ' ')}`;
-  throw new EnvProtocolError('VALIDATION_ERROR', message, { errors });
 }
