@@ -72,6 +72,7 @@ async def play(url: str, episodes: int, seed: int, api_key: str | None) -> Dict[
                     "end_reason": obs.get("end_reason"),
                     "reward": obs.get("total_reward"),
                     "success": obs.get("outcome", {}).get("success"),
+                    "metrics": obs.get("outcome", {}).get("metrics", {}),
                     "steps": state["step_count"],
                 }
             )

@@ -59,7 +59,14 @@ test.serial(
       const summary = JSON.parse(played.stdout.trim().split('\n').at(-1)!);
       t.is(summary.episodes, 3);
       t.is(summary.done, 3);
-      for (const r of summary.results) t.like(r, { turns: 2, end_reason: 'answered', steps: 2 });
+      for (const r of summary.results) {
+        t.like(r, { turns: 2, end_reason: 'answered', steps: 2 });
+        // The last observation carries the outcome with the scenario's metrics (EM/F1 for QA).
+        t.deepEqual(
+          Object.keys(r.metrics).filter((k) => k === 'em' || k === 'f1'),
+          ['em', 'f1'],
+        );
+      }
       server.kill('SIGTERM');
       t.is(await exited, 0);
       t.regex(stderr, /serving scenario multihop-qa .* at http:\/\/127\.0\.0\.1:\d+ \(WebSocket ws:/);
