@@ -34,7 +34,7 @@ export const resetArgsSchema = z
       .number()
       .int()
       .min(0)
-      .max(1_000_000)
+      .max(100_000)
       .optional()
       .describe("index in the split's task list for this seed, as `rollout --seed` numbers episodes (default 0)"),
     group: z.string().min(1).max(255).optional().describe('GRPO group key (default: the task id)'),

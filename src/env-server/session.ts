@@ -29,6 +29,7 @@ export class EnvSession {
   constructor(private readonly ctx: SessionContext) {}
 
   async reset(data: unknown): Promise<EnvStepResult> {
+    this.refuseIfClosed();
     const args = validate(resetArgsSchema, data ?? {}, 'reset');
     const { tasks } = this.ctx;
     const split = args.split ?? tasks.defaultSplit;
@@ -37,6 +38,8 @@ export class EnvSession {
     // The task is found before the episode under way ends: a bad reset leaves the session as it was.
     const task = await tasks.pick(split, runSeed, taskIndex);
     await this.endEpisode('the client reset the session before the episode ended');
+    // The session may have closed meanwhile (a disconnect): an episode started now would wait forever.
+    this.refuseIfClosed();
     const sample = args.sample ?? 0;
     const seed = episodeSeed(runSeed, task.id, sample);
     const group = args.group ?? task.id;
@@ -57,10 +60,16 @@ export class EnvSession {
       onRecord: this.ctx.onRecord,
     });
     this.episode = episode;
-    return episode.start();
+    try {
+      return await episode.start();
+    } catch (err) {
+      this.episode = undefined; // it could not start: there is nothing to step
+      throw err;
+    }
   }
 
   async step(data: unknown): Promise<EnvStepResult> {
+    this.refuseIfClosed();
     const action = validate(actionSchema, data, 'step');
     const episode = this.episode;
     if (!episode) throw new EnvProtocolError('EXECUTION_ERROR', 'no episode yet: send reset first');
@@ -106,6 +115,10 @@ export class EnvSession {
     if (this.closed) return;
     this.closed = true;
     await this.endEpisode(reason);
+  }
+
+  private refuseIfClosed(): void {
+    if (this.closed) throw new EnvProtocolError('SESSION_ERROR', 'the session is closed');
   }
 
   private async endEpisode(reason: string): Promise<void> {
