@@ -3,17 +3,11 @@ import test from 'ava';
 import { cli } from '../helpers/cli.ts';
 
 test.serial(
-  'agent-r1 env serve: usage errors exit 2, a port in use exits 1, each with a one-line reason',
+  'agent-r1 env serve: a network host without a key exits 2, a port in use exits 1, each with a one-line reason',
   async (t) => {
     const open = cli(['env', 'serve', '--scenario', 'calculator', '--host', '0.0.0.0']);
     t.is(open.code, 2);
     t.regex(open.stderr, /--host 0\.0\.0\.0 faces a network: give --api-key/);
-    const unknown = cli(['env', 'serve', '--scenario', 'nope', '--port', '0']);
-    t.is(unknown.code, 2);
-    t.regex(unknown.stderr, /unknown scenario "nope"/);
-    const badPort = cli(['env', 'serve', '--scenario', 'calculator', '--port', '70000']);
-    t.is(badPort.code, 2);
-    t.regex(badPort.stderr, /expected a port number/);
 
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
