@@ -5,7 +5,16 @@ import {
   type GenerateInput,
 } from '../../machines/episode.ts';
 import { createRng, deriveSeed, type Rng } from '../core/rng.ts';
-import type { EpisodeConfig, Message, PolicyOutput, Task, ToolCall, ToolResult } from '../core/types.ts';
+import type {
+  EpisodeConfig,
+  Message,
+  ParsedAction,
+  PolicyOutput,
+  StepResult,
+  Task,
+  ToolCall,
+  ToolResult,
+} from '../core/types.ts';
 import type { PolicyEncoding } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { toOpenAITool, type OpenAITool } from '../tools/tool.ts';
@@ -20,6 +29,8 @@ export interface EpisodeDrivers {
   encode?: PolicyEncoding;
   /** Stops the episode: the policy and the tools are asked to give up. */
   signal?: AbortSignal;
+  /** Told each turn's ToolEnv verdict as soon as it is known (the env server answers a step with it). */
+  onStep?(turn: { turn: number; action: ParsedAction; results: readonly ToolResult[]; step: StepResult }): void;
 }
 
 export interface DrivenEpisode extends EpisodeOutput {
@@ -74,6 +85,7 @@ export async function driveEpisode(
           results: input.results,
           history: input.history,
         });
+        drivers.onStep?.({ turn: input.turn, action: input.action, results: input.results, step });
         const observationTokens =
           drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
         return observationTokens ? { ...step, observationTokens } : step;

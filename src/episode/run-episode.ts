@@ -12,7 +12,7 @@ import type { Policy } from '../policy/policy.ts';
 import { sealRecord } from '../record/record.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { ToolRunner } from '../tools/runner.ts';
-import { driveEpisode, openAITools, type DrivenEpisode } from './drive-episode.ts';
+import { driveEpisode, openAITools, type DrivenEpisode, type EpisodeDrivers } from './drive-episode.ts';
 
 export interface RunEpisodeOptions {
   scenario: Scenario;
@@ -29,6 +29,10 @@ export interface RunEpisodeOptions {
   signal?: AbortSignal;
   /** Accumulates the time spent inside tools (for the rollout's time shares). */
   metrics?: { toolMs: number };
+  /** The record's episode id (default `<task id>#<sample>`), e.g. one a remote client chose. */
+  episodeId?: string;
+  /** Told each turn's ToolEnv verdict as soon as it is known. */
+  onStep?: EpisodeDrivers['onStep'];
 }
 
 /** The seed of one episode: a function of the run seed, the task and the sample index only. */
@@ -46,7 +50,7 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
   const config = episodeConfig(scenario, options.config);
   const index = options.index ?? 0;
   const sample = options.sample ?? 0;
-  const episodeId = `${task.id}#${sample}`;
+  const episodeId = options.episodeId ?? `${task.id}#${sample}`;
   const runner = new ToolRunner(scenario.tools, {
     timeoutMs: config.toolTimeoutMs,
     maxOutputChars: config.maxToolOutputChars,
@@ -57,6 +61,7 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
     const driven = await driveEpisode(scenario, task, seed, config, {
       encode: policy.encode,
       signal: options.signal,
+      onStep: options.onStep,
       act: (input, signal) =>
         policy.act({
           episodeId,

@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { readBody } from '../core/http.ts';
 import { z } from 'zod';
 import { UsageError } from '../core/errors.ts';
 import type { BatchQueueStats } from '../rollout/batch-queue.ts';
@@ -172,7 +173,7 @@ export class ChatServer {
   private async readJson(req: IncomingMessage): Promise<ChatCompletionRequest> {
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > this.maxBodyBytes) throw tooLarge(this.maxBodyBytes);
-    const raw = await readBody(req, this.maxBodyBytes);
+    const raw = await readBody(req, this.maxBodyBytes, () => tooLarge(this.maxBodyBytes));
     let json: unknown;
     try {
       json = JSON.parse(raw.toString('utf8'));
@@ -189,31 +190,6 @@ export class ChatServer {
     }
     return parsed.data;
   }
-}
-
-/**
- * The body, up to a limit. Past the limit the rest is still read (and dropped) rather than the
- * socket reset, so the client receives the 413.
- */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = false;
-    req.on('data', (chunk: Buffer) => {
-      if (over) return;
-      size += chunk.length;
-      if (size > limit) {
-        over = true;
-        chunks.length = 0;
-        reject(tooLarge(limit));
-      } else chunks.push(chunk);
-    });
-    req.on('end', () => {
-      if (!over) resolve(Buffer.concat(chunks));
-    });
-    req.on('error', reject);
-  });
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);

@@ -48,9 +48,13 @@ export async function loadRecords(path: string): Promise<{ records: EpisodeRecor
 export class RecordWriter {
   private readonly fd: number;
 
-  constructor(readonly path: string) {
+  /** `append`: add to an existing file (a server that restarts keeps its earlier records). */
+  constructor(
+    readonly path: string,
+    options: { append?: boolean } = {},
+  ) {
     makeDir(dirname(path));
-    this.fd = openSync(path, 'w');
+    this.fd = openSync(path, options.append ? 'a' : 'w');
   }
 
   write(record: EpisodeRecord): void {

@@ -112,8 +112,15 @@ function recordedEncoding(record: EpisodeRecord) {
   };
 }
 
+/** The failure an error record ended with, raised again where the record stops (see recordedOutput). */
+export class RecordedFailure extends AgentR1Error {}
+
 function recordedOutput(record: EpisodeRecord, turn: number): PolicyOutput {
   const t = record.turns[turn];
+  // An episode whose policy failed at this turn (an API that gave up, a remote client that went
+  // away) has no action here: the replay fails the same way, so the record verifies.
+  if (!t && turn === record.turns.length && record.status === 'error' && record.error !== undefined)
+    throw new RecordedFailure(record.error);
   if (!t) throw new AgentR1Error(`the replay reached turn ${turn}, but the record has ${record.turns.length} turns`);
   const out: PolicyOutput = { text: t.text };
   if (t.tokens) out.tokens = t.tokens;
