@@ -8,6 +8,7 @@ const layers = [
   ['scenarios (the contract)', '^src/scenario/'],
   ['the episode machine and its drivers', '^(machines|src/episode)/'],
   ['rollouts and replay', '^src/(rollout|replay)/'],
+  ['the job queue (rollouts across machines)', '^src/queue/'],
   ['training and interop', '^src/(rl|openai|export)/'],
   ['the viewer', '^src/view/'],
   ['the application: pipelines, CLI, worker entries', '^(src/app|src/cli|workers)/'],
