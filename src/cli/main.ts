@@ -13,6 +13,7 @@ import { register as registerTrain } from './commands/train.ts';
 import { register as registerScenarioCheck } from './commands/scenario-check.ts';
 import { register as registerServe } from './commands/serve.ts';
 import { register as registerExport } from './commands/export.ts';
+import { register as registerWorker } from './commands/worker.ts';
 
 const program = new Command('agent-r1')
   .description('Train, simulate, evaluate and replay LLM agents with multi-turn RL (the Agent-R1 formulation).')
@@ -33,6 +34,7 @@ for (const register of [
   registerScenarioCheck,
   registerServe,
   registerExport,
+  registerWorker,
 ])
   register(program);
 

@@ -141,6 +141,12 @@ export class QueueExecutor implements RolloutExecutor {
       // The blocking reads get their own connection (a blocked connection serves nothing else).
       const reader = redis.duplicate({ commandTimeout: 15_000 });
       reader.on('error', () => {});
+      try {
+        await reader.connect();
+      } catch (err) {
+        redis.disconnect();
+        throw new QueueUnavailableError(redactUrl(this.options.url), reasonOf(err));
+      }
       const queue = new Queue(QUEUE_NAME, { connection: redis, prefix: this.prefix });
       queue.on('error', () => {});
       this.client = { redis, reader, queue, store: new CheckpointStore(redis, this.prefix) };

@@ -20,8 +20,9 @@ import {
 } from '../common.ts';
 import { canRunInWorkers, workerThreads } from '../../rollout/worker-threads.ts';
 import { availableParallelism } from 'node:os';
+import { checkQueueFlags, type QueueFlags, queueFromFlags, queueOptions, queueSummary } from '../queue.ts';
 
-export interface RolloutFlags {
+export interface RolloutFlags extends QueueFlags {
   scenario: string;
   split: string;
   policy: string;
@@ -63,6 +64,7 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
       nonNegativeNumber,
     )
     .option('--json', 'print the summary as JSON on the last stdout line');
+  queueOptions(command, { resume: true });
   if (policyRequired) command.requiredOption('--policy <name>', 'reference policy name or ckpt:DIR');
   else command.option('--policy <name>', 'reference policy name or ckpt:DIR', 'expert');
   return command;
@@ -80,6 +82,13 @@ export async function runRolloutCommand(
     const info = backendInfo();
     if (info) process.stderr.write(`backend: ${info.name} (${info.reason})\n`);
   }
+  checkQueueFlags(flags, policy, scenario, flags.policy);
+  // Connected before the output is opened: an unreachable queue leaves no file behind.
+  const queue = flags.queue
+    ? await queueFromFlags({ ...flags, queue: flags.queue }, flags.scenario, (line) =>
+        process.stderr.write(`\n${line}\n`),
+      )
+    : undefined;
   const writer = flags.out ? new RecordWriter(join(flags.out, 'episodes.jsonl')) : undefined;
   const bar = new cliProgress.SingleBar(
     {
@@ -124,28 +133,48 @@ export async function runRolloutCommand(
     onRecord,
   };
   // External (network) policies run in this thread: their time is waiting, not compute.
-  const inWorkers = flags.workers > 0 && canRunInWorkers(policy, scenario);
-  const executor = inWorkers
-    ? workerThreads({ workers: flags.workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario })
-    : undefined;
+  const inWorkers = !queue && flags.workers > 0 && canRunInWorkers(policy, scenario);
+  const executor =
+    queue ??
+    (inWorkers
+      ? workerThreads({ workers: flags.workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario })
+      : undefined);
   try {
     const result = await rollout({
       ...common,
       executor,
       // A batch policy's concurrency follows from the batch size (see workerThreads).
-      concurrency: inWorkers && 'actBatch' in policy ? undefined : flags.concurrency,
+      concurrency: (inWorkers || queue) && 'actBatch' in policy ? undefined : flags.concurrency,
     });
     const { throughput, batching } = result;
-    const summary = { ...result.summary, throughput, ...(batching ? { batching } : {}) };
+    const summary = {
+      ...result.summary,
+      throughput,
+      ...(batching ? { batching } : {}),
+      ...(queue ? { queue: queueSummary(queue.stats) } : {}),
+    };
     if (controller.signal.aborted) {
-      process.stderr.write(`\ninterrupted: ${count} finished episodes written\n`);
+      const resume = queue ? '; run it again with --resume to continue' : '';
+      process.stderr.write(`\ninterrupted: ${count} finished episodes written${resume}\n`);
       process.exitCode = 130;
+    } else if (queue && queue.stats.faults.length > 0) {
+      process.stderr.write(
+        `\n${queue.stats.faults.length} determinism faults: workers wrote different records for the same episode\n`,
+      );
+      process.exitCode = 1;
     }
     if (flags.out) {
       mkdirSync(flags.out, { recursive: true });
       writeFileSync(join(flags.out, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
     }
     return summary;
+  } catch (err) {
+    if (queue && !controller.signal.aborted) {
+      process.stderr.write(
+        `\n${count} of ${flags.episodes} episodes were written; run it again with --resume to continue\n`,
+      );
+    }
+    throw err;
   } finally {
     bar.stop();
     writer?.close();
@@ -177,6 +206,7 @@ export function register(program: Command): void {
         failed: summary.failed,
         byEndReason: summary.byEndReason,
         throughput: summary.throughput,
+        ...(summary.queue ? { queue: summary.queue } : {}),
       };
       if (flags.json) printJson({ ...brief, out });
       else process.stdout.write(`${formatSummary(brief)}\nrecords: ${join(out, 'episodes.jsonl')}\n`);
