@@ -54,3 +54,26 @@ export async function until(check: () => boolean | Promise<boolean>, timeoutMs =
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** The CLI in a child process that the test does not wait on (a coordinator to kill, say). */
+export function spawnCli(args: string[]) {
+  const child = spawn(process.execPath, cliArgs(args), { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => {
+    stdout += d;
+  });
+  child.stderr!.on('data', (d) => {
+    stderr += d;
+  });
+  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>(
+    (resolve) =>
+      // 'close': the process has exited and its pipes are drained.
+      child.once('close', (code, signal) => {
+        running.delete(child);
+        resolve({ code, signal, stdout, stderr });
+      }),
+  );
+  return { child, done, stderr: () => stderr };
+}
