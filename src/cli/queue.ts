@@ -122,3 +122,11 @@ export function queueSummary(stats: QueueStats) {
     gaveUp: stats.gaveUp,
   };
 }
+
+/** Episodes per worker for a progress bar: `a 12, b 10`. */
+export function workerCounts(stats: QueueStats): string {
+  return Object.entries(stats.workers)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([name, n]) => `${name} ${n}`)
+    .join(', ');
+}

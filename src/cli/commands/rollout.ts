@@ -20,7 +20,14 @@ import {
 } from '../common.ts';
 import { canRunInWorkers, workerThreads } from '../../rollout/worker-threads.ts';
 import { availableParallelism } from 'node:os';
-import { checkQueueFlags, type QueueFlags, queueFromFlags, queueOptions, queueSummary } from '../queue.ts';
+import {
+  checkQueueFlags,
+  type QueueFlags,
+  queueFromFlags,
+  queueOptions,
+  queueSummary,
+  workerCounts,
+} from '../queue.ts';
 
 export interface RolloutFlags extends QueueFlags {
   scenario: string;
@@ -93,7 +100,7 @@ export async function runRolloutCommand(
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
-      format: 'episodes {bar} {value}/{total} | mean reward {reward} | {tps} tok/s | ETA {eta}s',
+      format: `episodes {bar} {value}/{total} | mean reward {reward} | {tps} tok/s | ETA {eta}s${queue ? ' | {workers}' : ''}`,
       hideCursor: false,
     },
     cliProgress.Presets.shades_classic,
@@ -105,14 +112,18 @@ export async function runRolloutCommand(
   let rewardSum = 0;
   let count = 0;
   let tokens = 0;
-  bar.start(flags.episodes, 0, { reward: '-', tps: '0' });
+  bar.start(flags.episodes, 0, { reward: '-', tps: '0', workers: 'no worker yet' });
   const onRecord = (record: EpisodeRecord) => {
     writer?.write(record);
     rewardSum += record.totalReward;
     count++;
     tokens += record.turns.reduce((n, t) => n + (t.tokens?.length ?? 0), 0);
     const tps = (tokens / (performance.now() - started)) * 1000;
-    bar.update(count, { reward: (rewardSum / count).toFixed(3), tps: tps.toFixed(0) });
+    bar.update(count, {
+      reward: (rewardSum / count).toFixed(3),
+      tps: tps.toFixed(0),
+      ...(queue ? { workers: workerCounts(queue.stats) } : {}),
+    });
   };
   const config = Object.fromEntries(
     Object.entries({
