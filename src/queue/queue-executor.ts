@@ -7,7 +7,7 @@ import type { Redis } from 'ioredis';
 import type { EpisodeRecord, Json } from '../core/types.ts';
 import { AgentR1Error, CorruptRecordError } from '../core/errors.ts';
 import type { Policy } from '../policy/policy.ts';
-import { parseRecordLine, serializeRecord } from '../record/record.ts';
+import { recordChecksum, serializeRecord } from '../record/record.ts';
 import type { EpisodeBatch, ExecutorReport, RolloutExecutor } from '../rollout/executor.ts';
 import { isBatchPolicy } from '../rollout/in-thread.ts';
 import type { EpisodePlanItem } from '../rollout/plan.ts';
@@ -85,6 +85,23 @@ type QueueSettings = Required<Omit<QueueExecutorOptions, 'onFault' | 'onEvent' |
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const hashOf = (line: string) => createHash('sha256').update(line).digest('hex');
+
+/**
+ * A record line from a worker: parsed and its checksum verified (the schema is the worker's own code's;
+ * checking it here would cost most of the coordinator's time per episode).
+ */
+function parseSealedLine(line: string): EpisodeRecord {
+  let record: EpisodeRecord;
+  try {
+    record = JSON.parse(line) as EpisodeRecord;
+  } catch (err) {
+    throw new CorruptRecordError(`not valid JSON (${reasonOf(err)})`);
+  }
+  if (typeof record !== 'object' || record === null || record.checksum !== recordChecksum(record)) {
+    throw new CorruptRecordError('checksum mismatch');
+  }
+  return record;
+}
 
 /** Whether a policy can be played by queue workers: a reference policy, or a checkpoint policy they can load. */
 export function canRunOnQueue(policy: Policy, scenario: Scenario): boolean {
@@ -459,7 +476,7 @@ class CoordinatedRun {
     }
     let record: EpisodeRecord;
     try {
-      record = parseRecordLine(entry.line);
+      record = parseSealedLine(entry.line);
       if (record.index !== entry.index || record.runId !== this.batch.runId) {
         throw new CorruptRecordError(`episode ${record.index} of run ${record.runId} filed as episode ${entry.index}`);
       }
@@ -537,7 +554,11 @@ class CoordinatedRun {
     if (this.job.policy.kind === 'checkpoint' && !(await store.has(this.job.policy.weights))) {
       await store.put(this.job.checkpointDir!, this.job.policy.weights, this.job.run);
     }
-    const count = await queue.getWorkersCount();
+    // CLIENT LIST may be refused (a managed Redis's ACL): then the count is not told.
+    const count = await queue.getWorkersCount().catch((err) => {
+      if (isConnectionError(err)) throw err;
+      return this.lastWorkerCount;
+    });
     if (count !== this.lastWorkerCount) {
       this.lastWorkerCount = count;
       this.settings.onEvent?.({ type: 'workers', count });

@@ -73,101 +73,127 @@ async function leftovers(redis: RedisServer): Promise<string[]> {
   return keys.filter((k) => !/^agent-r1:rollouts:(events|id|meta|stalled-check|marker)$/.test(k));
 }
 
-test.serial('a worker killed with SIGKILL mid-job: its job is taken over, every record is written once and replays', async (t) => {
-  t.timeout(4 * 60_000);
-  const { redis, workers } = await setUp(t);
-  const wanted = localRecords(t);
-  workers.push(spawnWorker(redis.url, 'a', fast), spawnWorker(redis.url, 'b', fast));
-  const out = join(tmp(), 'run');
-  const coordinator = spawnCli(['rollout', ...runArgs, '--queue', redis.url, '--chunk', '4', '--out', out, '--json']);
-  // Kill a while one of its jobs has some episodes written and some not.
-  const client = new Redis(redis.url);
+/** Waits until a job of `worker` is in play with some of its episodes written and some not. */
+async function midJob(url: string, worker: string): Promise<string> {
+  const client = new Redis(url);
   const queue = new Queue('rollouts', { connection: client, prefix: 'agent-r1' });
-  let killedIn: string | undefined;
-  await until(
-    async () => {
-      for (const job of await queue.getJobs(['active'])) {
-        if (job.processedBy !== 'a') continue;
-        const done = await client.smismember(
-          `agent-r1:run:${job.data.run}:done`,
-          ...job.data.items.map((i: { index: number }) => i.index),
-        );
-        const written = done.filter((x) => x === 1).length;
-        if (written > 0 && written < done.length) {
-          killedIn = job.id;
-          return true;
+  let found: string | undefined;
+  try {
+    await until(
+      async () => {
+        for (const job of await queue.getJobs(['active'])) {
+          if (job.processedBy !== worker) continue;
+          const items = job.data.items as { index: number }[];
+          const done = await client.smismember(`agent-r1:run:${job.data.run}:done`, ...items.map((i) => i.index));
+          const written = done.filter((x) => x === 1).length;
+          if (written > 0 && written < done.length) {
+            found = job.id;
+            return true;
+          }
         }
-      }
-      return false;
-    },
-    120_000,
-    'worker a in the middle of a job',
-  );
-  t.is(await workers[0]!.stop('SIGKILL'), null);
-  await queue.close();
-  client.disconnect();
-  const r = await coordinator.done;
-  t.is(r.code, 0, r.stderr);
-  t.is(readFileSync(join(out, 'episodes.jsonl'), 'utf8'), wanted, `killed in ${killedIn}`);
-  const summary = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
-  t.is(summary.queue.workers.a + summary.queue.workers.b, EPISODES);
-  t.true(summary.queue.workers.b > 0);
-  await verify(t, join(out, 'episodes.jsonl'));
-  t.deepEqual(await leftovers(redis), []);
-});
+        return false;
+      },
+      120_000,
+      `worker ${worker} in the middle of a job`,
+    );
+  } finally {
+    await queue.close();
+    client.disconnect();
+  }
+  return found!;
+}
 
-test.serial('the coordinator killed and started again with --resume continues from what was committed, replaying nothing', async (t) => {
-  t.timeout(4 * 60_000);
-  const { redis, workers } = await setUp(t);
-  const wanted = localRecords(t);
-  workers.push(spawnWorker(redis.url, 'a', fast));
-  const out = join(tmp(), 'run');
-  const args = ['rollout', ...runArgs, '--queue', redis.url, '--chunk', '4', '--out', out, '--json'];
-  const first = spawnCli(args);
-  await until(() => linesIn(join(out, 'episodes.jsonl')) >= 4, 120_000, 'four records');
-  first.child.kill('SIGKILL');
-  await first.done;
-  t.true(linesIn(join(out, 'episodes.jsonl')) < EPISODES);
-  // The worker goes on with the jobs in the queue meanwhile.
-  await new Promise((r) => setTimeout(r, 1000));
-  const second = spawnCli([...args, '--resume']);
-  const r = await second.done;
-  t.is(r.code, 0, r.stderr);
-  t.is(readFileSync(join(out, 'episodes.jsonl'), 'utf8'), wanted);
-  const { queue } = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
-  t.true(queue.resumed >= 4, JSON.stringify(queue));
-  t.regex(r.stderr, /queue: \d+ episodes were committed before; \d+ to play in \d+ jobs/);
-  // Nothing was played twice: no result arrived for an episode already committed.
-  t.is(queue.duplicates, 0);
-  t.is(queue.workers.a, EPISODES);
-  t.deepEqual(await leftovers(redis), []);
-});
+test.serial(
+  'a worker SIGKILLed mid-job and one stopped mid-job: their jobs are taken over, every record is written once and replays',
+  async (t) => {
+    t.timeout(4 * 60_000);
+    const { redis, workers } = await setUp(t);
+    const wanted = localRecords(t);
+    const [a, b] = [spawnWorker(redis.url, 'a', fast), spawnWorker(redis.url, 'b', [...fast, '--grace', '0'])];
+    workers.push(a, b);
+    const out = join(tmp(), 'run');
+    const coordinator = spawnCli(['rollout', ...runArgs, '--queue', redis.url, '--chunk', '4', '--out', out, '--json']);
+    // a dies in the middle of a job: the job stalls and is taken over.
+    const killedIn = await midJob(redis.url, 'a');
+    t.is(await a.stop('SIGKILL'), null);
+    // b is stopped in the middle of a job, with no grace: the job goes back to the queue at once.
+    const stoppedIn = await midJob(redis.url, 'b');
+    t.is(await b.stop('SIGTERM'), 0);
+    t.regex(b.log(), /SIGTERM: stopping \(1 in play[\s\S]*worker b \| stopped/);
+    workers.push(spawnWorker(redis.url, 'c', fast));
+    const r = await coordinator.done;
+    t.is(r.code, 0, r.stderr);
+    t.is(
+      readFileSync(join(out, 'episodes.jsonl'), 'utf8'),
+      wanted,
+      `a killed in ${killedIn}, b stopped in ${stoppedIn}`,
+    );
+    const { queue } = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    t.is((queue.workers.a ?? 0) + queue.workers.b + queue.workers.c, EPISODES);
+    t.true(queue.workers.c > 0);
+    await verify(t, join(out, 'episodes.jsonl'));
+    t.deepEqual(await leftovers(redis), []);
+  },
+);
 
-test.serial('Redis restarted mid-run (AOF on): the run completes with every record; Redis gone for good: a clear error', async (t) => {
-  t.timeout(4 * 60_000);
-  const { redis, workers } = await setUp(t, true);
-  const wanted = localRecords(t);
-  workers.push(spawnWorker(redis.url, 'a', ['--lock-duration', '5000', '--stalled-interval', '1000']));
-  const out = join(tmp(), 'run');
-  const args = ['rollout', ...runArgs, '--queue', redis.url, '--chunk', '4', '--out', out];
-  const run = spawnCli(args);
-  await until(() => linesIn(join(out, 'episodes.jsonl')) >= 4, 120_000, 'four records');
-  await redis.stop();
-  await new Promise((r) => setTimeout(r, 1500));
-  await redis.restart();
-  const r = await run.done;
-  t.is(r.code, 0, r.stderr);
-  t.regex(r.stderr, /queue: lost Redis \(.+\); waiting for it[\s\S]*queue: Redis is back/);
-  t.is(readFileSync(join(out, 'episodes.jsonl'), 'utf8'), wanted);
-  await verify(t, join(out, 'episodes.jsonl'));
+test.serial(
+  'the coordinator killed and started again with --resume continues from what was committed, replaying nothing',
+  async (t) => {
+    t.timeout(4 * 60_000);
+    const { redis, workers } = await setUp(t);
+    const wanted = localRecords(t);
+    workers.push(spawnWorker(redis.url, 'a', fast));
+    const out = join(tmp(), 'run');
+    const args = ['rollout', ...runArgs, '--queue', redis.url, '--chunk', '4', '--out', out, '--json'];
+    const first = spawnCli(args);
+    await until(() => linesIn(join(out, 'episodes.jsonl')) >= 4, 120_000, 'four records');
+    first.child.kill('SIGKILL');
+    await first.done;
+    t.true(linesIn(join(out, 'episodes.jsonl')) < EPISODES);
+    // The worker goes on with the jobs in the queue meanwhile.
+    await new Promise((r) => setTimeout(r, 1000));
+    const second = spawnCli([...args, '--resume']);
+    const r = await second.done;
+    t.is(r.code, 0, r.stderr);
+    t.is(readFileSync(join(out, 'episodes.jsonl'), 'utf8'), wanted);
+    const { queue } = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    t.true(queue.resumed >= 4, JSON.stringify(queue));
+    t.regex(r.stderr, /queue: \d+ episodes were committed before; \d+ to play in \d+ jobs/);
+    // Nothing was played twice: no result arrived for an episode already committed.
+    t.is(queue.duplicates, 0);
+    t.is(queue.workers.a, EPISODES);
+    t.deepEqual(await leftovers(redis), []);
+  },
+);
 
-  // Killed and not coming back: the coordinator stops after --queue-timeout, says so, exits 1.
-  const out2 = join(tmp(), 'run');
-  const again = spawnCli(['rollout', ...runArgs, '--queue', redis.url, '--out', out2, '--queue-timeout', '2']);
-  await until(() => linesIn(join(out2, 'episodes.jsonl')) >= 1, 60_000, 'a record');
-  await redis.kill();
-  const lost = await again.done;
-  t.is(lost.code, 1, lost.stderr);
-  t.regex(lost.stderr, /error: lost the queue at redis:\/\/127\.0\.0\.1:\d+: .+ \(for \d+ s\)\n$/);
-  t.regex(lost.stderr, /\d+ of 24 episodes were written; run it again with --resume to continue/);
-});
+test.serial(
+  'Redis restarted mid-run (AOF on): the run completes with every record; Redis gone for good: a clear error',
+  async (t) => {
+    t.timeout(4 * 60_000);
+    const { redis, workers } = await setUp(t, true);
+    const wanted = localRecords(t);
+    workers.push(spawnWorker(redis.url, 'a', ['--lock-duration', '5000', '--stalled-interval', '1000']));
+    const out = join(tmp(), 'run');
+    const args = ['rollout', ...runArgs, '--queue', redis.url, '--chunk', '4', '--out', out];
+    const run = spawnCli(args);
+    await until(() => linesIn(join(out, 'episodes.jsonl')) >= 4, 120_000, 'four records');
+    await redis.stop();
+    await new Promise((r) => setTimeout(r, 1500));
+    await redis.restart();
+    const r = await run.done;
+    t.is(r.code, 0, r.stderr);
+    t.regex(r.stderr, /queue: lost Redis \(.+\); waiting for it[\s\S]*queue: Redis is back/);
+    t.is(readFileSync(join(out, 'episodes.jsonl'), 'utf8'), wanted);
+    await verify(t, join(out, 'episodes.jsonl'));
+
+    // Killed and not coming back: the coordinator stops after --queue-timeout, says so, exits 1.
+    const out2 = join(tmp(), 'run');
+    const again = spawnCli(['rollout', ...runArgs, '--queue', redis.url, '--out', out2, '--queue-timeout', '2']);
+    await until(() => linesIn(join(out2, 'episodes.jsonl')) >= 1, 60_000, 'a record');
+    await redis.kill();
+    const lost = await again.done;
+    t.is(lost.code, 1, lost.stderr);
+    t.regex(lost.stderr, /error: lost the queue at redis:\/\/127\.0\.0\.1:\d+: .+ \(for \d+ s\)\n$/);
+    t.regex(lost.stderr, /\d+ of 24 episodes were written; run it again with --resume to continue/);
+  },
+);

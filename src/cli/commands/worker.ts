@@ -110,9 +110,10 @@ export function register(program: Command): void {
           if (signals === 1) {
             process.exitCode = signal === 'SIGINT' ? 130 : 0;
             const playing = worker.status().jobs.length;
-            process.stderr.write(
-              `\n${signal}: stopping${playing ? `; ${playing} jobs in play finish within ${flags.grace} s (signal again to return them to the queue now)` : ''}\n`,
-            );
+            const jobs = playing
+              ? ` (${playing} in play: they finish within ${flags.grace} s, or go back to the queue; signal again to return them now)`
+              : '';
+            process.stderr.write(`\n${signal}: stopping${jobs}\n`);
             worker.stop(flags.grace * 1000).then(resolve, resolve);
           } else {
             worker.returnJobs();
