@@ -195,6 +195,25 @@ export class QueueWorker {
       throw new UnrecoverableError(`${SETUP_FAILED} a malformed job (${reasonOf(err)})`);
     }
     const jobId = job.id ?? `${data.run}-${data.chunk}`;
+    const progress = { run: data.run, done: 0, total: data.items.length };
+    this.playing.set(jobId, progress);
+    this.emitStatus();
+    try {
+      return await this.play(job, jobId, data, progress, token, signal);
+    } finally {
+      this.playing.delete(jobId);
+      this.emitStatus();
+    }
+  }
+
+  private async play(
+    job: Job,
+    jobId: string,
+    data: RolloutJobData,
+    progress: { done: number; total: number },
+    token: string | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<{ played: number }> {
     let setup: { scenario: Scenario; policy: Policy; entry: ExecutorEntry; weights?: string };
     try {
       setup = await this.setup(data);
@@ -205,9 +224,7 @@ export class QueueWorker {
     // Episodes already in the run's results (an earlier attempt, another worker) are not played again.
     const done = await this.redis.smismember(keys.done, ...data.items.map((i) => i.index));
     const items = data.items.filter((_, k) => done[k] !== 1);
-    const progress = { run: data.run, done: 0, total: items.length };
-    this.playing.set(jobId, progress);
-    this.emitStatus();
+    progress.total = items.length;
 
     const stop = new AbortController();
     const onAbort = () => stop.abort();
@@ -263,8 +280,6 @@ export class QueueWorker {
     } finally {
       release();
       signal?.removeEventListener('abort', onAbort);
-      this.playing.delete(jobId);
-      this.emitStatus();
     }
   }
 

@@ -1,8 +1,12 @@
-import { cp, rm } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { cp, readFile, rename, rm } from 'node:fs/promises';
 import type { PolicyOutput } from '../core/types.ts';
 import { AgentR1Error } from '../core/errors.ts';
 import type { BatchPolicy } from '../policy/policy.ts';
 import type { CheckpointablePolicy } from '../rollout/worker-threads.ts';
+
+/** Copies in progress, by target folder: jobs that start together must not copy over each other. */
+const copying = new Map<string, Promise<void>>();
 
 /**
  * A checkpoint policy known by its files on disk, for an executor that plays it on copies in its
@@ -18,10 +22,28 @@ export class StoredCheckpointPolicy implements CheckpointablePolicy, BatchPolicy
     private readonly weights: string,
   ) {}
 
+  /** Copies the checkpoint to `dir` (unless it holds these files already); one copy at a time per folder. */
   async saveCheckpoint(dir: string): Promise<string> {
-    await rm(dir, { recursive: true, force: true });
-    await cp(this.dir, dir, { recursive: true });
+    const before = copying.get(dir) ?? Promise.resolve();
+    const mine = before.catch(() => {}).then(() => this.copyTo(dir));
+    copying.set(dir, mine);
+    try {
+      await mine;
+    } finally {
+      if (copying.get(dir) === mine) copying.delete(dir);
+    }
     return this.weights;
+  }
+
+  private async copyTo(dir: string): Promise<void> {
+    const manifest = (folder: string) => readFile(`${folder}/model.json`, 'utf8').catch(() => '');
+    if (existsSync(dir) && (await manifest(dir)) === (await manifest(this.dir))) return;
+    // Aside, then renamed: threads loading the folder never see half a checkpoint.
+    const tmp = `${dir}.${process.pid}.tmp`;
+    await rm(tmp, { recursive: true, force: true });
+    await cp(this.dir, tmp, { recursive: true });
+    await rm(dir, { recursive: true, force: true });
+    await rename(tmp, dir);
   }
 
   act(): Promise<PolicyOutput> {

@@ -92,7 +92,7 @@ async function tinyCheckpoint(scenario: Scenario): Promise<string> {
   return dir;
 }
 
-test('checkpoint policy: two workers fetch it from the store once each and play the local records; the store is emptied', async (t) => {
+test('checkpoint policy: two workers, two jobs each at once, fetch it from the store and play the local records; the store is emptied', async (t) => {
   const redis = await server(t);
   const scenario = await load('calculator', {});
   const policy = await loadCheckpointPolicy(await tinyCheckpoint(scenario));
@@ -100,7 +100,8 @@ test('checkpoint policy: two workers fetch it from the store once each and play 
   const options = { scenario, policy, split: 'train', episodes: 12, seed: 4, group: 3, config };
   const local = await rollout(options);
   const cacheDir = mkdtempSync(join(tmpdir(), 'agent-r1-cache-'));
-  await workers(t, redis.url, ['a', 'b'], { cacheDir, concurrency: 1 });
+  // Two jobs at once on each worker: they share its threads' copy of the model.
+  const started = await workers(t, redis.url, ['a', 'b'], { cacheDir, concurrency: 2 });
   const executor = new QueueExecutor({ url: redis.url, chunkSize: 3 });
   try {
     const queued = await rollout({ ...options, executor });
@@ -109,6 +110,10 @@ test('checkpoint policy: two workers fetch it from the store once each and play 
     t.is(
       Object.values(executor.stats.workers).reduce((a, b) => a + b, 0),
       12,
+    );
+    t.deepEqual(
+      started.map((w) => w.status().jobsFailed),
+      [0, 0],
     );
     t.deepEqual(await leftovers(redis.url), []);
   } finally {
