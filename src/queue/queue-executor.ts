@@ -287,7 +287,7 @@ class CoordinatedRun {
 
   async play(signal?: AbortSignal): Promise<ExecutorReport> {
     const { redis, store } = this.client;
-    if (this.byIndex.size === 0) return { threads: 0, toolMs: 0, crashes: 0 };
+    if (this.byIndex.size === 0 || signal?.aborted) return { threads: 0, toolMs: 0, crashes: 0 };
     let finished = false;
     try {
       await this.retrying(async () => {

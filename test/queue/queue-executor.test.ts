@@ -8,7 +8,7 @@ import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import { GPTModel, initBackend, saveCheckpoint, trainTokenizer } from '../../src/policy/tfjs/index.ts';
 import { loadCheckpointPolicy } from '../../src/policy/tfjs/tfjs-policy.ts';
-import { QueueUnavailableError } from '../../src/queue/errors.ts';
+import { QueueRunError, QueueUnavailableError } from '../../src/queue/errors.ts';
 import { QueueExecutor } from '../../src/queue/queue-executor.ts';
 import { QueueWorker, type QueueWorkerOptions } from '../../src/queue/queue-worker.ts';
 import { serializeRecord } from '../../src/record/record.ts';
@@ -197,4 +197,23 @@ test('Redis unreachable: connecting fails at once with the address and the reaso
   t.true(performance.now() - started < 3000);
   await t.throwsAsync(QueueWorker.start({ url, loadScenario: load }), { instanceOf: QueueUnavailableError });
   await executor.close();
+});
+
+test('a worker that cannot set up (no such scenario folder there) fails the run with its reason; no episode is blamed', async (t) => {
+  const redis = await server(t);
+  const scenario = await load('calculator', {});
+  const policy = await scenario.policies.expert!({ scenario, seed: 0 });
+  await workers(t, redis.url, ['w']);
+  const executor = new QueueExecutor({ url: redis.url, scenarioSource: '/nonexistent/scenario', checkEveryMs: 300 });
+  try {
+    const records: EpisodeRecord[] = [];
+    const error = await t.throwsAsync(
+      rollout({ scenario, policy, split: 'train', episodes: 4, seed: 1, executor, onRecord: (r) => records.push(r) }),
+      { instanceOf: QueueRunError },
+    );
+    t.regex(error!.message, /^a worker \(w\) cannot play run [0-9a-f]+: worker cannot set up: unknown scenario/);
+    t.deepEqual(records, []);
+  } finally {
+    await executor.close();
+  }
 });
