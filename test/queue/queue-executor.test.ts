@@ -3,56 +3,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import test from 'ava';
-import { Redis } from 'ioredis';
-import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import { GPTModel, initBackend, saveCheckpoint, trainTokenizer } from '../../src/policy/tfjs/index.ts';
 import { loadCheckpointPolicy } from '../../src/policy/tfjs/tfjs-policy.ts';
 import { QueueRunError, QueueUnavailableError } from '../../src/queue/errors.ts';
 import { QueueExecutor } from '../../src/queue/queue-executor.ts';
-import { QueueWorker, type QueueWorkerOptions } from '../../src/queue/queue-worker.ts';
+import { QueueWorker } from '../../src/queue/queue-worker.ts';
 import { serializeRecord } from '../../src/record/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
-import { workerThreads } from '../../src/rollout/worker-threads.ts';
-import { loadScenario } from '../../src/scenario/load.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
-import { type RedisServer, startRedis } from '../helpers/redis.ts';
+import { leftovers, load, server, workers } from '../helpers/queue.ts';
+import { startRedis } from '../helpers/redis.ts';
 
 const FAULTY = fileURLToPath(new URL('../fixtures/faulty', import.meta.url));
 const bytes = (records: EpisodeRecord[]) => records.map(serializeRecord).join('\n');
-const load = (source: string, options: { [key: string]: string }) => loadScenario(source, builtinScenarios, options);
 const call = (name: string, args: object = {}) => `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;
-
-async function server(t: { teardown(fn: () => Promise<void>): void }): Promise<RedisServer> {
-  const redis = await startRedis();
-  t.teardown(() => redis.dispose());
-  return redis;
-}
-
-/** Workers of the test's own, stopped when it ends. */
-async function workers(
-  t: { teardown(fn: () => Promise<void>): void },
-  url: string,
-  names: string[],
-  options: Partial<QueueWorkerOptions> = {},
-): Promise<QueueWorker[]> {
-  const started = await Promise.all(
-    names.map((name) => QueueWorker.start({ url, name, threads: 1, loadScenario: load, ...options })),
-  );
-  t.teardown(async () => {
-    await Promise.all(started.map((w) => w.stop(1000)));
-  });
-  return started;
-}
-
-/** Every key in Redis but BullMQ's own fixed ones: what a finished run must not leave behind. */
-async function leftovers(url: string): Promise<string[]> {
-  const client = new Redis(url);
-  const keys = await client.keys('*');
-  client.disconnect();
-  return keys.filter((k) => !/^agent-r1:rollouts:(events|id|meta|stalled-check|marker)$/.test(k)).sort();
-}
 
 test('scripted policy: the queue gives the local records, byte for byte, and cleans up after the run', async (t) => {
   const redis = await server(t);
@@ -121,39 +87,15 @@ test('checkpoint policy: two workers, two jobs each at once, fetch it from the s
   }
 });
 
-test('an episode that kills its worker thread on every attempt is an error record, as in a local run', async (t) => {
+test.serial('a duplicate with a different record is reported as a determinism fault naming both workers, and dropped', async (t) => {
   const redis = await server(t);
-  const scripts = [
-    [call('echo', { text: 'x' }), '<answer>ok</answer>'],
-    [call('exit', { marker: 'a', always: true })],
-    ['<answer>ok</answer>'],
-  ];
-  const options = { markers: mkdtempSync(join(tmpdir(), 'agent-r1-markers-')), scripts: JSON.stringify(scripts) };
-  const scenario = await load(FAULTY, options);
-  const policy = await scenario.policies.script!({ scenario, seed: 0 });
-  const plan = { scenario, policy, split: 'train', episodes: 6, seed: 3 };
-  const pool = workerThreads({ workers: 1, scenarioSource: FAULTY });
-  const local = await rollout({ ...plan, executor: pool });
-  await pool.close();
-  t.is(local.records.filter((r) => r.status === 'error').length, 2);
-  await workers(t, redis.url, ['w'], { threads: 1 });
-  const executor = new QueueExecutor({ url: redis.url, chunkSize: 3, scenarioSource: FAULTY });
-  try {
-    const queued = await rollout({ ...plan, executor });
-    t.is(bytes(queued.records), bytes(local.records));
-  } finally {
-    await executor.close();
-  }
-});
-
-test('a duplicate with a different record is reported as a determinism fault naming both workers, and dropped', async (t) => {
-  const redis = await server(t);
-  // Episode 0 takes ~2.5 s and ends with a nondeterministic tool; episode 1 twice as long.
+  // Episode 0 takes ~3 s and ends with a nondeterministic tool; episode 1 three times as long, so the
+  // run is still open when the second play of episode 0 ends (unless the two plays start 6 s apart).
   const scripts = [
     [call('hang'), call('random'), '<answer>ok</answer>'],
-    [call('hang'), call('hang'), call('random'), '<answer>ok</answer>'],
+    [call('hang'), call('hang'), call('hang'), call('random'), '<answer>ok</answer>'],
   ];
-  const scenario = await load(FAULTY, { scripts: JSON.stringify(scripts), hangMs: '2500' });
+  const scenario = await load(FAULTY, { scripts: JSON.stringify(scripts), hangMs: '3000' });
   const policy = await scenario.policies.script!({ scenario, seed: 0 });
   const faults: string[] = [];
   const executor = new QueueExecutor({

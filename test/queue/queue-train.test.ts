@@ -2,17 +2,14 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import { builtinScenarios } from '../../scenarios/index.ts';
 import { GPTModel, initBackend, saveCheckpoint, trainTokenizer } from '../../src/policy/tfjs/index.ts';
 import { QueueExecutor } from '../../src/queue/queue-executor.ts';
 import { QueueWorker } from '../../src/queue/queue-worker.ts';
 import { resolveConfig } from '../../src/rl/config.ts';
 import { GptTrainable } from '../../src/rl/tfjs-trainable.ts';
 import { train } from '../../src/rl/trainer.ts';
-import { loadScenario } from '../../src/scenario/load.ts';
+import { load } from '../helpers/queue.ts';
 import { startRedis } from '../helpers/redis.ts';
-
-const load = (source: string, options: { [key: string]: string }) => loadScenario(source, builtinScenarios, options);
 
 test('a GRPO step whose rollouts go through the queue gives the weights and records of a local one', async (t) => {
   t.timeout(4 * 60_000);
