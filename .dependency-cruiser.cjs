@@ -8,6 +8,7 @@ const layers = [
   ['scenarios (the contract)', '^src/scenario/'],
   ['the episode machine and its drivers', '^(machines|src/episode)/'],
   ['rollouts and replay', '^src/(rollout|replay)/'],
+  ['the job queue (rollouts across machines)', '^src/queue/'],
   ['training and interop', '^src/(rl|openai|export|env-server)/'],
   ['the viewer', '^src/view/'],
   ['the application: pipelines, CLI, worker entries', '^(src/app|src/cli|workers)/'],
@@ -30,7 +31,9 @@ module.exports = {
       comment: 'library code imports modules, not the public entry points (src/index.ts and the subpath indexes)',
       severity: 'error',
       from: { path: '^(src|machines)/' },
-      to: { path: '^src/(index|rl/index|openai/index|view/index|env-server/index|policy/tfjs/index)\\.ts$' },
+      to: {
+        path: '^src/(index|rl/index|openai/index|view/index|env-server/index|policy/tfjs/index|queue/index)\\.ts$',
+      },
     },
     {
       name: 'no-builtin-scenarios-in-the-library',

@@ -14,6 +14,7 @@ import { register as registerScenarioCheck } from './commands/scenario-check.ts'
 import { register as registerServe } from './commands/serve.ts';
 import { register as registerExport } from './commands/export.ts';
 import { register as registerEnv } from './commands/env.ts';
+import { register as registerWorker } from './commands/worker.ts';
 
 const program = new Command('agent-r1')
   .description('Train, simulate, evaluate and replay LLM agents with multi-turn RL (the Agent-R1 formulation).')
@@ -35,6 +36,7 @@ for (const register of [
   registerServe,
   registerExport,
   registerEnv,
+  registerWorker,
 ])
   register(program);
 

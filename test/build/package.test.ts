@@ -34,6 +34,8 @@ const HEAVY = [
   'minisearch',
   'commander',
   'cli-progress',
+  'bullmq',
+  'ioredis',
 ];
 
 /** Runs node in the repository; `guarded` makes loading those fail in every thread (LOAD_GUARD). */

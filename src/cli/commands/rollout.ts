@@ -24,8 +24,16 @@ import {
 import { canRunInWorkers, workerThreads } from '../../rollout/worker-threads.ts';
 import { capWorkers, MAX_WORKERS } from '../../rollout/worker-count.ts';
 import { availableParallelism } from 'node:os';
+import {
+  checkQueueFlags,
+  type QueueFlags,
+  queueFromFlags,
+  queueOptions,
+  queueSummary,
+  workerCounts,
+} from '../queue.ts';
 
-export interface RolloutFlags {
+export interface RolloutFlags extends QueueFlags {
   scenario: string;
   split: string;
   policy: string;
@@ -88,6 +96,7 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
     )
     .option('--force', 'overwrite the records of an existing --out run directory')
     .option('--json', 'print the summary as JSON on the last stdout line');
+  queueOptions(command, { resume: true });
   if (policyRequired) command.requiredOption('--policy <name>', 'reference policy name or ckpt:DIR');
   else command.option('--policy <name>', 'reference policy name or ckpt:DIR', 'expert');
   return command;
@@ -106,11 +115,18 @@ export async function runRolloutCommand(
     const info = backendInfo();
     if (info) process.stderr.write(`backend: ${info.name} (${info.reason})\n`);
   }
+  checkQueueFlags(flags, policy, scenario, flags.policy);
+  // Connected before the output is opened: an unreachable queue leaves no file behind.
+  const queue = flags.queue
+    ? await queueFromFlags({ ...flags, queue: flags.queue }, flags.scenario, (line) =>
+        process.stderr.write(`\n${line}\n`),
+      )
+    : undefined;
   const writer = flags.out ? new RecordWriter(join(flags.out, 'episodes.jsonl')) : undefined;
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
-      format: 'episodes {bar} {value}/{total} | mean reward {reward} | {tps} tok/s | ETA {eta}s',
+      format: `episodes {bar} {value}/{total} | mean reward {reward} | {tps} tok/s | ETA {eta}s${queue ? ' | {workers}' : ''}`,
       hideCursor: false,
     },
     cliProgress.Presets.shades_classic,
@@ -122,14 +138,18 @@ export async function runRolloutCommand(
   let rewardSum = 0;
   let count = 0;
   let tokens = 0;
-  bar.start(flags.episodes, 0, { reward: '-', tps: '0' });
+  bar.start(flags.episodes, 0, { reward: '-', tps: '0', workers: 'no worker yet' });
   const onRecord = (record: EpisodeRecord) => {
     writer?.write(record);
     rewardSum += record.totalReward;
     count++;
     tokens += record.turns.reduce((n, t) => n + (t.tokens?.length ?? 0), 0);
     const tps = (tokens / (performance.now() - started)) * 1000;
-    bar.update(count, { reward: (rewardSum / count).toFixed(3), tps: tps.toFixed(0) });
+    bar.update(count, {
+      reward: (rewardSum / count).toFixed(3),
+      tps: tps.toFixed(0),
+      ...(queue ? { workers: workerCounts(queue.stats) } : {}),
+    });
   };
   const config = Object.fromEntries(
     Object.entries({
@@ -151,28 +171,48 @@ export async function runRolloutCommand(
   };
   // External (network) policies run in this thread: their time is waiting, not compute.
   const { workers, reason } = capWorkers(flags.workers, flags.episodes);
-  const inWorkers = workers > 0 && canRunInWorkers(policy, scenario);
-  if (inWorkers && reason) process.stderr.write(`workers: ${reason}\n`);
-  const executor = inWorkers
-    ? workerThreads({ workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario })
-    : undefined;
+  const inWorkers = !queue && workers > 0 && canRunInWorkers(policy, scenario);
+  if (inWorkers && reason)
+    process.stderr.write(`workers: ${reason}
+`);
+  const executor =
+    queue ??
+    (inWorkers ? workerThreads({ workers, maxBatch: flags.maxBatch, scenarioSource: flags.scenario }) : undefined);
   try {
     const result = await rollout({
       ...common,
       executor,
       // A batch policy's concurrency follows from the batch size (see workerThreads).
-      concurrency: inWorkers && 'actBatch' in policy ? undefined : flags.concurrency,
+      concurrency: (inWorkers || queue) && 'actBatch' in policy ? undefined : flags.concurrency,
     });
     const { throughput, batching } = result;
-    const summary = { ...result.summary, throughput, ...(batching ? { batching } : {}) };
+    const summary = {
+      ...result.summary,
+      throughput,
+      ...(batching ? { batching } : {}),
+      ...(queue ? { queue: queueSummary(queue.stats) } : {}),
+    };
     if (controller.signal.aborted) {
-      process.stderr.write(`\ninterrupted: ${count} finished episodes written\n`);
+      const resume = queue ? '; run it again with --resume to continue' : '';
+      process.stderr.write(`\ninterrupted: ${count} finished episodes written${resume}\n`);
       process.exitCode = 130;
+    } else if (queue && queue.stats.faults.length > 0) {
+      process.stderr.write(
+        `\n${queue.stats.faults.length} determinism faults: workers wrote different records for the same episode\n`,
+      );
+      process.exitCode = 1;
     }
     if (flags.out) {
       writeOutput(join(flags.out, 'summary.json'), JSON.stringify(summary, null, 2) + '\n');
     }
     return summary;
+  } catch (err) {
+    if (queue && !controller.signal.aborted) {
+      process.stderr.write(
+        `\n${count} of ${flags.episodes} episodes were written; run it again with --resume to continue\n`,
+      );
+    }
+    throw err;
   } finally {
     bar.stop();
     writer?.close();
@@ -204,6 +244,7 @@ export function register(program: Command): void {
         failed: summary.failed,
         byEndReason: summary.byEndReason,
         throughput: summary.throughput,
+        ...(summary.queue ? { queue: summary.queue } : {}),
       };
       if (flags.json) printJson({ ...brief, out });
       else process.stdout.write(`${formatSummary(brief)}\nrecords: ${join(out, 'episodes.jsonl')}\n`);

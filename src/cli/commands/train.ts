@@ -14,8 +14,9 @@ import { GptTrainable } from '../../rl/tfjs-trainable.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
 import { sftWarmStart } from '../../rl/warm-start.ts';
 import { integer, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+import { type QueueFlags, queueFlagOptions, queueFromFlags, queueSummary } from '../queue.ts';
 
-interface TrainFlags {
+interface TrainFlags extends QueueFlags {
   scenario: string;
   algo: string;
   out: string;
@@ -111,6 +112,11 @@ async function initialModel(
 
 async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   const log = (s: string) => process.stderr.write(s + '\n');
+  // The queue first: an unreachable Redis fails before anything is computed or written. Its --resume
+  // is the run's: a rollout cut short by the stop is continued from what its workers committed.
+  const queue = flags.queue
+    ? await queueFromFlags({ ...flags, queue: flags.queue }, flags.scenario, (line) => log(`\n${line}`))
+    : undefined;
   const info = await initBackend(flags.backend);
   log(`backend: ${info.name} (${info.reason})`);
   const scenario = await scenarioFromFlags(flags);
@@ -152,7 +158,7 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   const startStep = flags.resume ? ((await readLatest(flags.out))?.step ?? 0) : 0;
   // A GPT checkpoint can be replicated into a worker thread that plays half of every rollout.
   const replica =
-    flags.replica !== false && canUseReplica(info.name) && model instanceof GptTrainable
+    !queue && flags.replica !== false && canUseReplica(info.name) && model instanceof GptTrainable
       ? new Replica({
           backend: info.name,
           scenarioSource: flags.scenario,
@@ -169,7 +175,7 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
       resume: flags.resume,
       init,
       signal: controller.signal,
-      executor: replica,
+      executor: queue ?? replica,
       onStep: (m) =>
         bar.update(m.step, {
           reward: f3(m.reward),
@@ -184,6 +190,10 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
     bar.stop();
     process.off('SIGINT', onSigint);
     await replica?.close();
+    if (queue) {
+      log(`queue: ${JSON.stringify(queueSummary(queue.stats))}`);
+      await queue.close();
+    }
   }
 }
 
@@ -227,6 +237,9 @@ export function register(program: Command): void {
       'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of each rollout)',
     )
     .option('--data <path>', 'dataset file, for the dataset scenarios')
+    .addOption(queueFlagOptions.queue())
+    .addOption(queueFlagOptions.chunk())
+    .addOption(queueFlagOptions.timeout())
     .option('--json', 'print the last step and eval as JSON on the last stdout line')
     .action(async (flags: TrainFlags) => {
       const result = await runTrainCommand(flags);

@@ -1,0 +1,164 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import test from 'ava';
+import type { EpisodeRecord } from '../../src/core/types.ts';
+import { GPTModel, initBackend, saveCheckpoint, trainTokenizer } from '../../src/policy/tfjs/index.ts';
+import { loadCheckpointPolicy } from '../../src/policy/tfjs/tfjs-policy.ts';
+import { QueueRunError, QueueUnavailableError } from '../../src/queue/errors.ts';
+import { QueueExecutor } from '../../src/queue/queue-executor.ts';
+import { QueueWorker } from '../../src/queue/queue-worker.ts';
+import { serializeRecord } from '../../src/record/record.ts';
+import { replayRecord } from '../../src/replay/replay.ts';
+import { rollout } from '../../src/rollout/rollout.ts';
+import type { Scenario } from '../../src/scenario/scenario.ts';
+import { leftovers, load, server, workers } from '../helpers/queue.ts';
+import { startRedis } from '../helpers/redis.ts';
+
+const FAULTY = fileURLToPath(new URL('../fixtures/faulty', import.meta.url));
+const bytes = (records: EpisodeRecord[]) => records.map(serializeRecord).join('\n');
+const call = (name: string, args: object = {}) => `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;
+
+test('scripted policy: the queue gives the local records, byte for byte, and cleans up after the run', async (t) => {
+  const redis = await server(t);
+  const scenario = await load('calculator', {});
+  const policy = await scenario.policies.random!({ scenario, seed: 0 });
+  const options = { scenario, policy, split: 'train', episodes: 40, seed: 11, group: 2 };
+  const local = await rollout(options);
+  await workers(t, redis.url, ['w1']);
+  const executor = new QueueExecutor({ url: redis.url, chunkSize: 8 });
+  try {
+    const heard: number[] = [];
+    const queued = await rollout({ ...options, executor, onRecord: (r) => heard.push(r.index) });
+    t.is(bytes(queued.records), bytes(local.records));
+    t.deepEqual(heard, [...Array(40).keys()]);
+    t.deepEqual(executor.stats.workers, { w1: 40 });
+    t.is(executor.stats.duplicates, 0);
+    t.deepEqual(await leftovers(redis.url), []);
+  } finally {
+    await executor.close();
+  }
+});
+
+/** A small untrained checkpoint: random weights, a tokenizer trained on calculator text. */
+async function tinyCheckpoint(scenario: Scenario): Promise<string> {
+  await initBackend();
+  const texts = (await scenario.tasks({ split: 'train', seed: 0, count: 50 })).flatMap((task) => [
+    task.question,
+    `<tool_call>{"name": "calculate", "arguments": {"expression": "${task.meta!.expression}"}}</tool_call>`,
+  ]);
+  const tokenizer = trainTokenizer(texts, { vocabSize: 400 });
+  const model = new GPTModel(
+    { vocabSize: tokenizer.vocabSize, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 512, dMlp: 64 },
+    5,
+  );
+  const dir = join(mkdtempSync(join(tmpdir(), 'agent-r1-ckpt-')), 'ckpt');
+  await saveCheckpoint(dir, model, tokenizer, { sampling: { temperature: 1 } });
+  return dir;
+}
+
+test('checkpoint policy: two workers, two jobs each at once, fetch it from the store and play the local records; the store is emptied', async (t) => {
+  const redis = await server(t);
+  const scenario = await load('calculator', {});
+  const policy = await loadCheckpointPolicy(await tinyCheckpoint(scenario));
+  const config = { maxTurns: 2, maxTokensPerTurn: 20, maxTotalTokens: 400 };
+  const options = { scenario, policy, split: 'train', episodes: 12, seed: 4, group: 3, config };
+  const local = await rollout(options);
+  const cacheDir = mkdtempSync(join(tmpdir(), 'agent-r1-cache-'));
+  // Two jobs at once on each worker: they share its threads' copy of the model.
+  const started = await workers(t, redis.url, ['a', 'b'], { cacheDir, concurrency: 2 });
+  const executor = new QueueExecutor({ url: redis.url, chunkSize: 3 });
+  try {
+    const queued = await rollout({ ...options, executor });
+    t.is(bytes(queued.records), bytes(local.records));
+    t.true(queued.records.every((r) => r.turns.every((turn) => turn.tokens && turn.logprobs)));
+    t.is(
+      Object.values(executor.stats.workers).reduce((a, b) => a + b, 0),
+      12,
+    );
+    t.deepEqual(
+      started.map((w) => w.status().jobsFailed),
+      [0, 0],
+    );
+    t.deepEqual(await leftovers(redis.url), []);
+  } finally {
+    await executor.close();
+  }
+});
+
+test.serial(
+  'a duplicate with a different record is reported as a determinism fault naming both workers, and dropped',
+  async (t) => {
+    const redis = await server(t);
+    // Episode 0 takes ~3 s and ends with a nondeterministic tool; episode 1 three times as long, so the
+    // run is still open when the second play of episode 0 ends (unless the two plays start 6 s apart).
+    const scripts = [
+      [call('hang'), call('random'), '<answer>ok</answer>'],
+      [call('hang'), call('hang'), call('hang'), call('random'), '<answer>ok</answer>'],
+    ];
+    const scenario = await load(FAULTY, { scripts: JSON.stringify(scripts), hangMs: '3000' });
+    const policy = await scenario.policies.script!({ scenario, seed: 0 });
+    const faults: string[] = [];
+    const executor = new QueueExecutor({
+      url: redis.url,
+      chunkSize: 2,
+      scenarioSource: FAULTY,
+      checkEveryMs: 500,
+      onFault: (f) => faults.push(`${f.index}: ${f.committedBy} vs ${f.duplicateBy}`),
+    });
+    // Worker a does not renew its lock, as if its event loop were stuck: its job is taken over by b
+    // while a is still playing it, and both write their (different) records.
+    const [a] = await workers(t, redis.url, ['a'], {
+      concurrency: 1,
+      renewLocks: false,
+      lockDurationMs: 400,
+      stalledIntervalMs: 300,
+    });
+    try {
+      const run = rollout({ scenario, policy, split: 'train', episodes: 2, seed: 1, executor });
+      while (a!.status().jobs.length === 0) await new Promise((r) => setTimeout(r, 50));
+      await workers(t, redis.url, ['b'], { concurrency: 1, stalledIntervalMs: 300 });
+      const { records } = await run;
+      t.is(records.length, 2);
+      t.true(faults.includes('0: a vs b') || faults.includes('0: b vs a'), faults.join('; '));
+      t.is(executor.stats.faults[0]!.episodeId, `${records[0]!.task.id}#0`);
+      t.true(executor.stats.duplicates >= 1);
+      for (const record of records) t.true((await replayRecord(record, scenario)).verified);
+    } finally {
+      await executor.close();
+    }
+  },
+);
+
+test('Redis unreachable: connecting fails at once with the address and the reason', async (t) => {
+  const redis = await startRedis();
+  const url = redis.url;
+  await redis.dispose();
+  const executor = new QueueExecutor({ url });
+  const started = performance.now();
+  const error = await t.throwsAsync(executor.connect(), { instanceOf: QueueUnavailableError });
+  t.regex(error!.message, new RegExp(`^cannot reach the queue at ${url}: connect ECONNREFUSED`));
+  t.true(performance.now() - started < 3000);
+  await t.throwsAsync(QueueWorker.start({ url, loadScenario: load }), { instanceOf: QueueUnavailableError });
+  await executor.close();
+});
+
+test('a worker that cannot set up (no such scenario folder there) fails the run with its reason; no episode is blamed', async (t) => {
+  const redis = await server(t);
+  const scenario = await load('calculator', {});
+  const policy = await scenario.policies.expert!({ scenario, seed: 0 });
+  await workers(t, redis.url, ['w']);
+  const executor = new QueueExecutor({ url: redis.url, scenarioSource: '/nonexistent/scenario', checkEveryMs: 300 });
+  try {
+    const records: EpisodeRecord[] = [];
+    const error = await t.throwsAsync(
+      rollout({ scenario, policy, split: 'train', episodes: 4, seed: 1, executor, onRecord: (r) => records.push(r) }),
+      { instanceOf: QueueRunError },
+    );
+    t.regex(error!.message, /^a worker \(w\) cannot play run [0-9a-f]+: worker cannot set up: unknown scenario/);
+    t.deepEqual(records, []);
+  } finally {
+    await executor.close();
+  }
+});
