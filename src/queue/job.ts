@@ -9,7 +9,7 @@ import type { EpisodePlanItem } from '../rollout/plan.ts';
  * by the content hash of its weights (fetched from the queue's store, see checkpoint-store.ts).
  */
 export type QueuePolicySpec =
-  | { kind: 'scripted'; name: string; id: string; version: string }
+  | { kind: 'scripted'; name: string; seed: number; id: string; version: string }
   | { kind: 'checkpoint'; id: string; version: string; weights: string; sampling: Json };
 
 /** How a job that failed for want of a worker able to play it says so: the run stops, no episode is blamed. */
@@ -49,7 +49,13 @@ export const rolloutJobSchema = z.object({
     options: z.record(z.string(), z.string()),
   }),
   policy: z.discriminatedUnion('kind', [
-    z.object({ kind: z.literal('scripted'), name: z.string(), id: z.string(), version: z.string() }),
+    z.object({
+      kind: z.literal('scripted'),
+      name: z.string(),
+      seed: z.number().int(),
+      id: z.string(),
+      version: z.string(),
+    }),
     z.object({
       kind: z.literal('checkpoint'),
       id: z.string(),

@@ -13,6 +13,7 @@ import { isBatchPolicy } from '../rollout/in-thread.ts';
 import type { EpisodePlanItem } from '../rollout/plan.ts';
 import type { CheckpointablePolicy } from '../rollout/worker-threads.ts';
 import type { Scenario } from '../scenario/scenario.ts';
+import { referencePolicySpec } from '../scenario/reference-policy.ts';
 import { CheckpointStore } from './checkpoint-store.ts';
 import { connectRedis, isConnectionError, reasonOf, redactUrl } from './connection.ts';
 import { QueueRunError, QueueUnavailableError } from './errors.ts';
@@ -220,9 +221,8 @@ export class QueueExecutor implements RolloutExecutor {
   /** How workers get the policy; a checkpoint is saved once per version and put in the store. */
   private async policySpec(policy: Policy, scenario: Scenario): Promise<{ spec: QueuePolicySpec; dir?: string }> {
     if (!isBatchPolicy(policy)) {
-      if (Object.hasOwn(scenario.policies, policy.id)) {
-        return { spec: { kind: 'scripted', name: policy.id, id: policy.id, version: policy.version } };
-      }
+      const reference = referencePolicySpec(policy, scenario);
+      if (reference) return { spec: { kind: 'scripted', ...reference, id: policy.id, version: policy.version } };
     } else if (isCheckpointable(policy)) {
       if (this.saved.version !== policy.version || !this.saved.weights) {
         this.scratch ??= await mkdtemp(join(tmpdir(), 'agent-r1-queue-'));

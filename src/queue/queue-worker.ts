@@ -8,6 +8,7 @@ import type { Policy } from '../policy/policy.ts';
 import { serializeRecord } from '../record/record.ts';
 import { WorkerThreads } from '../rollout/worker-threads.ts';
 import type { Scenario } from '../scenario/scenario.ts';
+import { referencePolicy } from '../scenario/reference-policy.ts';
 import { CheckpointCache, CheckpointStore } from './checkpoint-store.ts';
 import { connectRedis, parseRedisUrl, reasonOf } from './connection.ts';
 import { parseRolloutJob, type RolloutJobData, SETUP_FAILED } from './job.ts';
@@ -299,12 +300,8 @@ export class QueueWorker {
       if (!Object.hasOwn(scenario.policies, spec.name)) {
         throw new AgentR1Error(`scenario ${scenario.id} has no policy "${spec.name}" here`);
       }
-      // The threads make the policy itself; this thread only names it.
-      const policy: Policy = {
-        id: spec.name,
-        version: spec.version,
-        act: () => Promise.reject(new AgentR1Error('played in worker threads only')),
-      };
+      // Made as the coordinator made it (name and seed), so the threads make the same one.
+      const policy = await referencePolicy(scenario, spec.name, spec.seed);
       return { scenario, policy, entry };
     }
     const dir = await this.cache.get(spec.weights);

@@ -13,6 +13,7 @@ import { serializeRecord } from '../../src/record/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
+import { referencePolicy } from '../../src/scenario/reference-policy.ts';
 import { leftovers, load, server, workers } from '../helpers/queue.ts';
 import { startRedis } from '../helpers/redis.ts';
 
@@ -36,6 +37,21 @@ test('scripted policy: the queue gives the local records, byte for byte, and cle
     t.deepEqual(executor.stats.workers, { w1: 40 });
     t.is(executor.stats.duplicates, 0);
     t.deepEqual(await leftovers(redis.url), []);
+  } finally {
+    await executor.close();
+  }
+});
+
+test('a reference policy that draws from its seed is remade with that seed on the queue worker', async (t) => {
+  const redis = await server(t);
+  const scenario = await load('multihop-qa', {});
+  const policy = await referencePolicy(scenario, 'noisy-expert', 7);
+  const options = { scenario, policy, split: 'train', episodes: 24, seed: 5 };
+  const local = await rollout(options);
+  await workers(t, redis.url, ['w1']);
+  const executor = new QueueExecutor({ url: redis.url, chunkSize: 8 });
+  try {
+    t.is(bytes((await rollout({ ...options, executor })).records), bytes(local.records));
   } finally {
     await executor.close();
   }
