@@ -136,7 +136,7 @@ export interface GradientExecutor {
 export function trainThreadsFor(backend: string, requested: number): { threads: number; note?: string } {
   if (!(Number.isInteger(requested) && requested >= 1))
     throw new GradientError(`training threads must be an integer ≥ 1, got ${requested}`);
-  if (backend === 'wasm' || backend === 'cpu') return { threads: requested };
+  if (backend === 'wasm' || backend === 'cpu' || requested === 1) return { threads: requested };
   return {
     threads: 1,
     note: `training on one thread: the ${backend} backend's bindings do not load in worker threads (it uses the cores itself)`,
