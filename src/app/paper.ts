@@ -61,7 +61,9 @@ export interface PaperOptions {
   seed: number;
   algos: readonly Algorithm[];
   outDir: string;
-  warmStart: Omit<WarmStartOptions, 'scenario' | 'demoPolicy' | 'seed' | 'onStep' | 'replicas'> & { demoPolicy: string };
+  warmStart: Omit<WarmStartOptions, 'scenario' | 'demoPolicy' | 'seed' | 'onStep' | 'replicas'> & {
+    demoPolicy: string;
+  };
   /** RL settings on top of each algorithm's defaults (steps, group, lr, …). */
   rl: Partial<Omit<TrainConfig, 'algo' | 'seed'>>;
   /**
