@@ -15,3 +15,7 @@ register(`data:text/javascript,${encodeURIComponent(addSource)}`);
 export default async function rollout(task) {
   return (await import('./entry.ts')).default(task);
 }
+
+export async function train(task) {
+  return (await import('./entry.ts')).train(task);
+}

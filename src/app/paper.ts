@@ -15,6 +15,8 @@ import type { RolloutExecutor } from '../rollout/executor.ts';
 import { canUseReplica, Replica } from '../rollout/replica.ts';
 import { writeFileAtomic } from '../rl/run-dir.ts';
 import { GptTrainable } from '../rl/tfjs-trainable.ts';
+import { trainReplicas } from '../rl/train-threads.ts';
+import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
 import { train, type EvalMetrics, type StepMetrics } from '../rl/trainer.ts';
 import type { TrainablePolicy } from '../rl/trainable.ts';
 import { naiveRagModel, type TokenizingPolicy } from './naive-rag.ts';
@@ -59,7 +61,9 @@ export interface PaperOptions {
   seed: number;
   algos: readonly Algorithm[];
   outDir: string;
-  warmStart: Omit<WarmStartOptions, 'scenario' | 'demoPolicy' | 'seed' | 'onStep'> & { demoPolicy: string };
+  warmStart: Omit<WarmStartOptions, 'scenario' | 'demoPolicy' | 'seed' | 'onStep' | 'replicas'> & {
+    demoPolicy: string;
+  };
   /** RL settings on top of each algorithm's defaults (steps, group, lr, …). */
   rl: Partial<Omit<TrainConfig, 'algo' | 'seed'>>;
   /**
@@ -86,6 +90,11 @@ export interface PaperOptions {
   replica?: boolean;
   /** How the replica's thread loads the scenario: a built-in name or a folder (default: its id). */
   scenarioSource?: string;
+  /**
+   * Threads that compute the warm start's and the RL updates' gradients, each on a replica of the
+   * model (default 1: this thread; see TrainThreads). The same weights come out, in less time.
+   */
+  trainThreads?: number;
   onEvent?(event: PaperEvent): void;
 }
 
@@ -223,14 +232,21 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
             }),
         })
       : undefined;
+  const training = trainReplicas(backend, options.trainThreads ?? 1);
+  if (training.note) options.onEvent?.({ phase: 'warm-start', message: training.note });
   try {
-    return await runPaperWith(options, replica);
+    return await runPaperWith(options, replica, training.replicas);
   } finally {
     await replica?.close();
+    await training.replicas?.close();
   }
 }
 
-async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | undefined): Promise<PaperResult> {
+async function runPaperWith(
+  options: PaperOptions,
+  executor: RolloutExecutor | undefined,
+  replicas: GradientExecutor | undefined,
+): Promise<PaperResult> {
   const { scenario, seed } = options;
   const emit = (e: PaperEvent) => options.onEvent?.(e);
   const splits = options.evalSplits ?? ['test', 'ood'];
@@ -284,6 +300,7 @@ async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | u
         scenario,
         demoPolicy: await demoFactory({ scenario, seed }),
         seed,
+        replicas,
         onStep: (s) => emit({ phase: 'sft-step', sft: s }),
       });
   const warmDir = join(options.outDir, 'warm-start');
@@ -340,6 +357,7 @@ async function runPaperWith(options: PaperOptions, executor: RolloutExecutor | u
       init: `ckpt:${warmDir}`,
       episode: options.episode,
       executor,
+      replicas,
       onStep: (m) => emit({ phase: 'rl-step', step: m, algo }),
       onEval: (e) => emit({ phase: 'rl-eval', eval: e, algo }),
     });

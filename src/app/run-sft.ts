@@ -48,7 +48,7 @@ export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
     seed: options.seed,
   });
   options.onPhase?.('train', { records: records.length, teacherSuccess: summary.successRate });
-  const trained = trainSft({ ...options.train, records, seed: options.seed });
+  const trained = await trainSft({ ...options.train, records, seed: options.seed });
   const sampling = options.sampling ?? {};
   let hash: string;
   if (options.out) {

@@ -89,3 +89,8 @@ export function formatSummary(summary: Record<string, unknown>): string {
   }
   return terminalText(lines.join('\n'));
 }
+
+/** The help of `--train-threads` (sft, train, start). */
+export const TRAIN_THREADS_HELP =
+  'threads that compute training gradients, each on a replica of the model (default: one per core; ' +
+  '1: this thread only); the weights are the same for any number';

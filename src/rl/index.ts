@@ -28,6 +28,9 @@ export { updateOnBatch } from './update/update.ts';
 export type { UpdateMetrics } from './update/metrics.ts';
 export type { TrainablePolicy, ScoreOutput, ScoreRequest, RolloutSampling } from './trainable.ts';
 export { GptTrainable } from './tfjs-trainable.ts';
+// Data-parallel training: model replicas in worker threads compute micro-batch gradients
+export { TrainThreads, trainReplicas, ReplicaError } from './train-threads.ts';
+export type { TrainThreadsOptions } from './train-threads.ts';
 export { sftWarmStart } from './warm-start.ts';
 export { learningCurvesSvg } from './learning-curves.ts';
 

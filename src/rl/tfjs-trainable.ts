@@ -40,40 +40,7 @@ export class GptTrainable implements TrainablePolicy {
   }
 
   score(req: ScoreRequest): ScoreOutput {
-    const { tokens } = padBatch(req.tokens, this.tokenizer.pad, undefined, req.length);
-    try {
-      if (req.mask) return this.scoreMasked(tokens, req);
-      const out = scoreSequences(this.model, { tokens }, { temperature: req.temperature });
-      if (!req.values) out.values.dispose();
-      if (!req.entropy) out.entropy.dispose();
-      return {
-        logprobs: out.logprobs,
-        ...(req.values ? { values: out.values } : {}),
-        ...(req.entropy ? { entropy: out.entropy } : {}),
-      };
-    } finally {
-      tokens.dispose();
-    }
-  }
-
-  /** Scores the masked positions only (the output head and copy head are most of the cost), scattered back to [B, T]. */
-  private scoreMasked(tokens: tf.Tensor2D, req: ScoreRequest): ScoreOutput {
-    const [B, T] = tokens.shape;
-    const select = maskedIndices(
-      req.mask!.map((m) => m.slice(0, T)),
-      T,
-    );
-    return tf.tidy(() => {
-      const out = select.length > 0 ? scoreTokens(this.model, tokens, select, { temperature: req.temperature }) : null;
-      const ids = tf.tensor1d(Int32Array.from(select), 'int32');
-      const place = (x: tf.Tensor1D | undefined) =>
-        (x ? tf.unsortedSegmentSum(x, ids, B * T).reshape([B, T]) : tf.zeros([B, T])) as tf.Tensor2D;
-      return {
-        logprobs: place(out?.logprobs),
-        ...(req.values ? { values: place(out?.values) } : {}),
-        ...(req.entropy ? { entropy: place(out?.entropy) } : {}),
-      };
-    });
+    return scoreGpt(this.model, this.tokenizer.pad, req);
   }
 
   policy(sampling: RolloutSampling): Policy {
@@ -155,4 +122,45 @@ export class GptTrainable implements TrainablePolicy {
       dispose: () => frozen.dispose(),
     };
   }
+}
+
+/**
+ * The trainer's forward pass over a GPT (TrainablePolicy.score), rows right-padded with `pad`; with
+ * a mask, only the masked positions are scored (the output head and copy head are most of the
+ * cost) and scattered back to [B, T]. A training replica in a worker thread runs the same function.
+ */
+export function scoreGpt(model: GPTModel, pad: number, req: ScoreRequest): ScoreOutput {
+  const { tokens } = padBatch(req.tokens, pad, undefined, req.length);
+  try {
+    if (req.mask) return scoreMasked(model, tokens, req);
+    const out = scoreSequences(model, { tokens }, { temperature: req.temperature });
+    if (!req.values) out.values.dispose();
+    if (!req.entropy) out.entropy.dispose();
+    return {
+      logprobs: out.logprobs,
+      ...(req.values ? { values: out.values } : {}),
+      ...(req.entropy ? { entropy: out.entropy } : {}),
+    };
+  } finally {
+    tokens.dispose();
+  }
+}
+
+function scoreMasked(model: GPTModel, tokens: tf.Tensor2D, req: ScoreRequest): ScoreOutput {
+  const [B, T] = tokens.shape;
+  const select = maskedIndices(
+    req.mask!.map((m) => m.slice(0, T)),
+    T,
+  );
+  return tf.tidy(() => {
+    const out = select.length > 0 ? scoreTokens(model, tokens, select, { temperature: req.temperature }) : null;
+    const ids = tf.tensor1d(Int32Array.from(select), 'int32');
+    const place = (x: tf.Tensor1D | undefined) =>
+      (x ? tf.unsortedSegmentSum(x, ids, B * T).reshape([B, T]) : tf.zeros([B, T])) as tf.Tensor2D;
+    return {
+      logprobs: place(out?.logprobs),
+      ...(req.values ? { values: place(out?.values) } : {}),
+      ...(req.entropy ? { entropy: place(out?.entropy) } : {}),
+    };
+  });
 }

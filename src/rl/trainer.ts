@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { createRng, deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
 import { AdamW } from '../policy/tfjs/adamw.ts';
+import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
 import { buildTrajectories } from '../policy/trajectory.ts';
 import type { RolloutExecutor } from '../rollout/executor.ts';
 import { rollout } from '../rollout/rollout.ts';
@@ -75,6 +76,11 @@ export interface TrainOptions {
   evalTemperature?: number;
   /** Where episodes are played (default: in this thread; see Replica for two threads). */
   executor?: RolloutExecutor;
+  /**
+   * Where a GPT policy's update computes its micro-batch gradients (default: this thread; see
+   * TrainThreads). It changes the time an update takes, never its result.
+   */
+  replicas?: GradientExecutor;
   onStep?(metrics: StepMetrics): void;
   onEval?(metrics: EvalMetrics): void;
   onCheckpoint?(dir: string, step: number): void;
@@ -246,8 +252,10 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       const t1 = performance.now();
       const { sequences, skipped } = buildTrajectories(records);
       let advantageValues: number[] = [];
-      const update = updateOnBatch(model, ref, optimizer, config, sequences, deriveSeed(config.seed, 'minibatch', s), {
+      const shuffleSeed = deriveSeed(config.seed, 'minibatch', s);
+      const update = await updateOnBatch(model, ref, optimizer, config, sequences, shuffleSeed, {
         onAdvantages: (values) => (advantageValues = values),
+        replicas: opts.replicas,
       });
       const t2 = performance.now();
       const rolloutTokens = sequences.reduce((a, q) => a + q.mask.reduce((x, y) => x + y, 0), 0);

@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
+import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
 import type { ModelConfig } from '../policy/tfjs/model-config.ts';
 import { trainSft } from '../policy/tfjs/sft.ts';
 import type { Chunking } from '../policy/tfjs/tokenizer.ts';
@@ -36,6 +37,10 @@ export interface WarmStartOptions {
   weightDecay?: number;
   /** Imitate only the demonstrations that succeeded (default false: all of them). */
   onlySuccessful?: boolean;
+  /** Sequences per micro-batch (see SftOptions.microBatch). */
+  microBatch?: number;
+  /** Model replicas in other threads that compute the micro-batch gradients (same weights, less time). */
+  replicas?: GradientExecutor;
   episode?: Partial<EpisodeConfig>;
   onStep?(stats: { step: number; steps: number; loss: number; tokensPerS: number }): void;
 }
@@ -69,7 +74,7 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
   );
   if (used.length === 0)
     throw new TrainingError(`the ${options.demoPolicy.id} policy produced no usable demonstrations`);
-  const trained = trainSft({
+  const trained = await trainSft({
     records: used,
     onlySuccessful: false,
     vocabSize: options.vocabSize ?? 768,
@@ -82,6 +87,8 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
     warmupSteps: options.warmupSteps ?? Math.min(10, Math.ceil(options.steps / 10)),
     weightDecay: options.weightDecay ?? 0.01,
     clipNorm: 1,
+    microBatch: options.microBatch,
+    replicas: options.replicas,
     onStep: (s) => options.onStep?.({ step: s.step, steps: s.totalSteps, loss: s.loss, tokensPerS: s.tokensPerSecond }),
   });
   const { model, tokenizer } = trained;

@@ -33,6 +33,12 @@ const errors: Array<[string, string[], RegExp, number]> = [
   ],
   ['a missing --algo', ['train', '--scenario', 'calculator', '--out', 'OUT'], /required option '--algo <algo>'/, 2],
   [
+    'zero training threads',
+    ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--train-threads', '0'],
+    /option '--train-threads <n>' argument '0' is invalid. expected a positive integer/,
+    2,
+  ],
+  [
     'an unknown scenario',
     ['train', '--scenario', 'nope', '--algo', 'grpo', '--out', 'OUT'],
     /unknown scenario "nope"/,
@@ -50,7 +56,7 @@ for (const [what, args, pattern, code] of errors) {
 }
 
 test.serial(
-  'agent-r1 train plays half of each rollout on a replica by default: the same episodes and weights as --no-replica',
+  'agent-r1 train plays half of each rollout on a replica and trains on 2 threads: the same episodes and weights as --no-replica --train-threads 1',
   async (t) => {
     t.timeout(5 * 60_000);
     const dir = await mkdtemp(join(tmpdir(), 'train-cli-'));
@@ -87,7 +93,8 @@ test.serial(
     ];
     const runs = ['replica', 'main-only'].map((name, i) => {
       const out = join(dir, name);
-      const r = cli([...args, '--out', out, ...(i === 1 ? ['--no-replica'] : [])], { timeout: 5 * 60_000 });
+      const threads = i === 1 ? ['--no-replica', '--train-threads', '1'] : ['--train-threads', '2'];
+      const r = cli([...args, '--out', out, ...threads], { timeout: 5 * 60_000 });
       t.is(r.code, 0, r.stderr.slice(-2000));
       // the policy of the best dev eval after step 0 is kept apart, and the CLI says where
       const best = JSON.parse(readFileSync(join(out, 'best', 'best.json'), 'utf8'));

@@ -27,7 +27,7 @@ export function calculatorCheckpoint(): Promise<{ dir: string; seconds: number; 
       episodes: 2,
       seed: 0,
     });
-    const trained = trainSft({
+    const trained = await trainSft({
       records,
       vocabSize: 400,
       model: { dModel: 32, nLayers: 1, nHeads: 2, contextLength: 1024 },

@@ -44,7 +44,7 @@ test('the GPT adapter: version = checkpoint hash; save → load restores the wei
   tf.dispose([sa.logprobs, sa.entropy!, sb.logprobs, sb.entropy!]);
 });
 
-test('an RL update on the GPT changes the weights, the version, and raises the rewarded sequence’s log-prob', (t) => {
+test('an RL update on the GPT changes the weights, the version, and raises the rewarded sequence’s log-prob', async (t) => {
   const m = tiny(3);
   const v0 = m.version();
   const good = tokenizer.encode('<answer>yes</answer>');
@@ -78,7 +78,7 @@ test('an RL update on the GPT changes the weights, the version, and raises the r
   const before = logp();
   const config = resolveConfig({ algo: 'grpo', seed: 1, minibatch: 8, lr: 1e-2, klMode: 'none', klCoef: 0 });
   const opt = new AdamW(m.variables, { lr: 1e-2 });
-  for (let i = 0; i < 3; i++) updateOnBatch(m, null, opt, config, batch, i);
+  for (let i = 0; i < 3; i++) await updateOnBatch(m, null, opt, config, batch, i);
   t.not(m.version(), v0);
   t.true(logp() > before, `${before} → ${logp()}`);
 });

@@ -1,10 +1,12 @@
+import { availableParallelism } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { resolvePolicy } from '../../app/resolve-policy.ts';
 import { writeOutput } from '../../core/write-output.ts';
 import { assertWritableDir } from '../../core/writable-dir.ts';
-import { initBackend } from '../../policy/tfjs/backend.ts';
+import { initBackend, type BackendInfo } from '../../policy/tfjs/backend.ts';
+import { trainReplicas, type TrainThreads } from '../../rl/train-threads.ts';
 import { runSft } from '../../app/run-sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
 import {
@@ -15,6 +17,7 @@ import {
   positiveInt,
   printJson,
   scenarioFromFlags,
+  TRAIN_THREADS_HELP,
 } from '../common.ts';
 
 interface SftFlags {
@@ -36,6 +39,7 @@ interface SftFlags {
   evalEpisodes: number;
   temperature: number;
   backend?: string;
+  trainThreads?: number;
   data?: string;
   json?: boolean;
 }
@@ -90,81 +94,93 @@ export function register(program: Command): void {
       0,
     )
     .option('--backend <name>', 'tensorflow-gpu | tensorflow | wasm | cpu (default: the best that loads)')
+    .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--json', 'print the result as JSON on the last stdout line')
     .action(async (flags: SftFlags) => {
       const backend = await initBackend(flags.backend);
       process.stderr.write(`backend: ${backend.name} (${backend.reason})\n`);
-      const scenario = await scenarioFromFlags(flags);
-      checkSplit(scenario, 'train');
-      const teacher = await resolvePolicy(flags.policy, scenario, flags.seed);
-      // Training takes minutes; a checkpoint that cannot be saved must fail now, not after it.
-      // The checkpoint is written beside --out first and renamed into place: both must take files.
-      assertWritableDir(flags.out);
-      assertWritableDir(dirname(resolve(flags.out)));
-      const bar = new cliProgress.SingleBar(
-        { stream: process.stderr, format: '{phase} {bar} {value}/{total} | {info} | ETA {eta}s', hideCursor: false },
-        cliProgress.Presets.shades_classic,
-      );
-      let barOn = false;
-      const result = await runSft({
-        scenario,
-        teacher,
-        episodes: flags.episodes,
-        seed: flags.seed,
-        out: flags.out,
-        evalEpisodes: flags.evalEpisodes,
-        sampling: { temperature: flags.temperature },
-        train: {
-          steps: flags.steps,
-          batchSize: flags.batchSize,
-          lr: flags.lr,
-          vocabSize: flags.vocabSize,
-          model: {
-            dModel: flags.dModel,
-            nLayers: flags.layers,
-            nHeads: flags.heads,
-            contextLength: flags.context,
-            copyHead: flags.copyHead ?? false,
-          },
-          chunking: flags.chunking ?? (flags.copyHead ? 'words' : 'space-words'),
-          onStep: (s) => {
-            if (!barOn) {
-              bar.start(s.totalSteps, 0, { phase: 'sft ', info: '' });
-              barOn = true;
-            }
-            bar.update(s.step, {
-              phase: 'sft ',
-              info: `loss ${s.loss.toFixed(3)} | ${Math.round(s.tokensPerSecond)} tok/s | lr ${s.lr.toExponential(1)}`,
-            });
-          },
-        },
-        onPhase: (phase, detail) => {
-          if (barOn) {
-            bar.stop();
-            barOn = false;
-          }
-          if (phase === 'eval') {
-            bar.start(detail.episodes as number, 0, { phase: 'eval', info: `split ${detail.split}` });
-            barOn = true;
-          } else if (phase !== 'train') process.stderr.write(`${phase}: ${JSON.stringify(detail)}\n`);
-          else
-            process.stderr.write(
-              `train: ${detail.records} episodes (teacher success ${(detail.teacherSuccess as number).toFixed(3)})\n`,
-            );
-        },
-        onEvalRecord: (done) => bar.update(done),
-      });
-      if (barOn) bar.stop();
-      const { policy, ...summary } = result;
-      writeOutput(join(flags.out, 'sft.json'), JSON.stringify({ ...summary, backend: backend.name }, null, 2) + '\n');
-      if (flags.json) printJson({ ...summary, backend: backend.name });
-      else {
-        process.stdout.write(
-          `saved ${flags.out} (version ${result.hash.slice(0, 12)}, ${policy.model.parameterCount()} parameters, ${result.steps} steps, ` +
-            `${result.seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)})\n`,
-        );
-        if (result.eval) process.stdout.write(formatSummary(result.eval) + '\n');
+      const { replicas, note } = trainReplicas(backend.name, flags.trainThreads ?? availableParallelism());
+      if (note) process.stderr.write(`${note}\n`);
+      try {
+        await sftCommand(flags, backend, replicas);
+      } finally {
+        await replicas?.close();
       }
     });
+}
+
+async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: TrainThreads | undefined): Promise<void> {
+  const scenario = await scenarioFromFlags(flags);
+  checkSplit(scenario, 'train');
+  const teacher = await resolvePolicy(flags.policy, scenario, flags.seed);
+  // Training takes minutes; a checkpoint that cannot be saved must fail now, not after it.
+  // The checkpoint is written beside --out first and renamed into place: both must take files.
+  assertWritableDir(flags.out);
+  assertWritableDir(dirname(resolve(flags.out)));
+  const bar = new cliProgress.SingleBar(
+    { stream: process.stderr, format: '{phase} {bar} {value}/{total} | {info} | ETA {eta}s', hideCursor: false },
+    cliProgress.Presets.shades_classic,
+  );
+  let barOn = false;
+  const result = await runSft({
+    scenario,
+    teacher,
+    episodes: flags.episodes,
+    seed: flags.seed,
+    out: flags.out,
+    evalEpisodes: flags.evalEpisodes,
+    sampling: { temperature: flags.temperature },
+    train: {
+      steps: flags.steps,
+      batchSize: flags.batchSize,
+      lr: flags.lr,
+      vocabSize: flags.vocabSize,
+      model: {
+        dModel: flags.dModel,
+        nLayers: flags.layers,
+        nHeads: flags.heads,
+        contextLength: flags.context,
+        copyHead: flags.copyHead ?? false,
+      },
+      chunking: flags.chunking ?? (flags.copyHead ? 'words' : 'space-words'),
+      replicas,
+      onStep: (s) => {
+        if (!barOn) {
+          bar.start(s.totalSteps, 0, { phase: 'sft ', info: '' });
+          barOn = true;
+        }
+        bar.update(s.step, {
+          phase: 'sft ',
+          info: `loss ${s.loss.toFixed(3)} | ${Math.round(s.tokensPerSecond)} tok/s | lr ${s.lr.toExponential(1)}`,
+        });
+      },
+    },
+    onPhase: (phase, detail) => {
+      if (barOn) {
+        bar.stop();
+        barOn = false;
+      }
+      if (phase === 'eval') {
+        bar.start(detail.episodes as number, 0, { phase: 'eval', info: `split ${detail.split}` });
+        barOn = true;
+      } else if (phase !== 'train') process.stderr.write(`${phase}: ${JSON.stringify(detail)}\n`);
+      else
+        process.stderr.write(
+          `train: ${detail.records} episodes (teacher success ${(detail.teacherSuccess as number).toFixed(3)})\n`,
+        );
+    },
+    onEvalRecord: (done) => bar.update(done),
+  });
+  if (barOn) bar.stop();
+  const { policy, ...summary } = result;
+  writeOutput(join(flags.out, 'sft.json'), JSON.stringify({ ...summary, backend: backend.name }, null, 2) + '\n');
+  if (flags.json) printJson({ ...summary, backend: backend.name });
+  else {
+    process.stdout.write(
+      `saved ${flags.out} (version ${result.hash.slice(0, 12)}, ${policy.model.parameterCount()} parameters, ${result.steps} steps, ` +
+        `${result.seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)})\n`,
+    );
+    if (result.eval) process.stdout.write(formatSummary(result.eval) + '\n');
+  }
 }

@@ -1,4 +1,5 @@
 import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
@@ -6,7 +7,7 @@ import { initBackend } from '../../policy/tfjs/backend.ts';
 import { TrainingError } from '../../rl/errors.ts';
 import { formatPaperTable, paperTableJson, runPaper } from '../../app/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
-import { integer } from '../common.ts';
+import { integer, positiveInt, TRAIN_THREADS_HELP } from '../common.ts';
 import { START_SCENARIO_OPTIONS, startBudget } from '../../app/start.ts';
 
 interface StartFlags {
@@ -15,6 +16,7 @@ interface StartFlags {
   out?: string;
   backend?: string;
   replica: boolean;
+  trainThreads?: number;
   json?: boolean;
 }
 
@@ -29,6 +31,7 @@ export function register(program: Command): void {
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
     .option('--json', 'end with the table as one JSON line: {"methods": [{method, test, ood}], "seconds": {…}}')
+    .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
     .option(
       '--no-replica',
       'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of them on a second core)',
@@ -64,6 +67,7 @@ export function register(program: Command): void {
         algos: ['grpo'],
         outDir: out,
         replica: flags.replica,
+        trainThreads: flags.trainThreads ?? availableParallelism(),
         ...budget,
         onEvent: (e) => {
           if (e.message) say(e.message);

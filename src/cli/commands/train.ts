@@ -1,9 +1,12 @@
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
 import { assertWritableDir } from '../../core/writable-dir.ts';
-import { initBackend } from '../../policy/tfjs/backend.ts';
+import { initBackend, type BackendInfo } from '../../policy/tfjs/backend.ts';
+import type { GradientExecutor } from '../../policy/tfjs/data-parallel.ts';
+import { trainReplicas } from '../../rl/train-threads.ts';
 import { resolvePolicy } from '../../app/resolve-policy.ts';
 import { ALGORITHMS, resolveConfig, type TrainConfig } from '../../rl/config.ts';
 import { TrainingError } from '../../rl/errors.ts';
@@ -13,7 +16,7 @@ import { canUseReplica, Replica } from '../../rollout/replica.ts';
 import { GptTrainable } from '../../rl/tfjs-trainable.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
 import { sftWarmStart } from '../../rl/warm-start.ts';
-import { integer, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+import { integer, positiveInt, printJson, scenarioFromFlags, TRAIN_THREADS_HELP } from '../common.ts';
 import { type QueueFlags, queueFlagOptions, queueFromFlags, queueSummary } from '../queue.ts';
 
 interface TrainFlags extends QueueFlags {
@@ -48,6 +51,7 @@ interface TrainFlags extends QueueFlags {
   context: number;
   vocab: number;
   backend?: string;
+  trainThreads?: number;
   data?: string;
   json?: boolean;
 }
@@ -68,6 +72,7 @@ async function initialModel(
   flags: TrainFlags,
   scenario: Awaited<ReturnType<typeof scenarioFromFlags>>,
   log: (s: string) => void,
+  replicas: GradientExecutor | undefined,
 ) {
   if (flags.init) {
     if (!flags.init.startsWith('ckpt:')) throw new TrainingError(`--init must be ckpt:DIR, got "${flags.init}"`);
@@ -100,6 +105,7 @@ async function initialModel(
     lr: 6e-3,
     vocabSize: flags.vocab,
     model: { dModel: flags.dModel, nLayers: flags.layers, contextLength: flags.context, copyHead: flags.copyHead },
+    replicas,
     onStep: (s) => bar.update(s.step, { loss: s.loss.toFixed(3), tps: s.tokensPerS.toFixed(0) }),
   });
   bar.stop();
@@ -143,7 +149,25 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   assertWritableDir(flags.out);
   if (!flags.resume && existsSync(join(flags.out, 'config.json')))
     throw new TrainingError(`${flags.out} already holds a run; pass --resume to continue it or choose another --out`);
-  const { model, init } = await initialModel(flags, scenario, log);
+  const { replicas, note } = trainReplicas(info.name, flags.trainThreads ?? availableParallelism());
+  if (note) log(note);
+  try {
+    return await trainWith(flags, config, scenario, info, replicas, queue);
+  } finally {
+    await replicas?.close();
+  }
+}
+
+async function trainWith(
+  flags: TrainFlags,
+  config: TrainConfig,
+  scenario: Awaited<ReturnType<typeof scenarioFromFlags>>,
+  info: BackendInfo,
+  replicas: GradientExecutor | undefined,
+  queue: Awaited<ReturnType<typeof queueFromFlags>> | undefined,
+): Promise<TrainResult> {
+  const log = (s: string) => process.stderr.write(s + '\n');
+  const { model, init } = await initialModel(flags, scenario, log, replicas);
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
@@ -176,6 +200,7 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
       init,
       signal: controller.signal,
       executor: queue ?? replica,
+      replicas,
       onStep: (m) =>
         bar.update(m.step, {
           reward: f3(m.reward),
@@ -232,6 +257,7 @@ export function register(program: Command): void {
     .option('--context <n>', 'warm start: context length', positiveInt, 768)
     .option('--vocab <n>', 'warm start: tokenizer vocabulary', positiveInt, 768)
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
+    .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
     .option(
       '--no-replica',
       'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of each rollout)',

@@ -188,6 +188,15 @@ export class AdamW {
     const { value, grads } = tf.variableGrads(lossFn, this.variables as tf.Variable[]);
     const loss = value.dataSync()[0]!;
     value.dispose();
+    return this.applyGradients(loss, grads);
+  }
+
+  /**
+   * minimize() after the gradients: clips `grads` (clipNorm) and applies one update; a non-finite
+   * loss or gradient norm throws, with the state untouched. The gradients are disposed. For
+   * gradients computed elsewhere (summed over micro-batches, see data-parallel.ts).
+   */
+  applyGradients(loss: number, grads: tf.NamedTensorMap): StepStats {
     const clipped =
       this.clipNorm > 0 ? clipByGlobalNorm(grads, this.clipNorm, this.clipEps) : { grads, norm: globalNorm(grads) };
     try {

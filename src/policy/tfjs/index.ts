@@ -81,3 +81,4 @@ export {
   SftError,
   type SftOptions,
 } from './sft.ts';
+export { trainThreadsFor, GradientError, type GradientExecutor, type MicroGradient } from './data-parallel.ts';

@@ -6,6 +6,7 @@ import type { PolicyEncoding } from '../policy.ts';
 import { recordTokens, type TokenSequence } from '../trajectory.ts';
 import { AdamW, type AdamWOptions, type StepStats } from './adamw.ts';
 import { chatEncoding } from './chat-template.ts';
+import { microGradient, sumMicroGradients, type GradientExecutor, type MicroGradient } from './data-parallel.ts';
 import { DEFAULT_MODEL_CONFIG, type ModelConfig } from './model-config.ts';
 import { GPTModel } from './model.ts';
 import { maskedIndices, padBatch, scoreTokens } from './score.ts';
@@ -80,6 +81,13 @@ export interface SftOptions {
   clipNorm?: number;
   /** Imitate only the records that succeeded (default true). */
   onlySuccessful?: boolean;
+  /**
+   * Sequences per micro-batch (default 1): each step's batch is cut into micro-batches whose
+   * gradients are summed in order, whatever computes them, so the weights do not depend on `replicas`.
+   */
+  microBatch?: number;
+  /** Model replicas in other threads that compute the micro-batches (default: all on this thread). */
+  replicas?: GradientExecutor;
   /** Called after every step (the CLI draws its progress bar from it). */
   onStep?: (stats: StepStats & { tokensPerSecond: number; totalSteps: number; tokens: number }) => void;
 }
@@ -96,8 +104,40 @@ export interface SftResult {
   seconds: number;
 }
 
-/** Trains a fresh model (and tokenizer, unless given) on the records. Deterministic for a seed. */
-export function trainSft(options: SftOptions): SftResult {
+/** One SFT micro-batch, as sent to a replica: its sequences, and the step's count of agent tokens. */
+export interface SftMicroJob {
+  tokens: number[][];
+  masks: number[][];
+  pad: number;
+  /** Agent tokens in the whole step's batch: the micro-batches' losses add up to the step's mean. */
+  denominator: number;
+}
+
+/**
+ * The gradient of one micro-batch's share of the step's loss, −Σ log π(agent tokens) / denominator,
+ * computed at the agent's positions only (a replica computes exactly this).
+ */
+export function sftMicroGradient(model: GPTModel, job: SftMicroJob, out?: Float32Array): MicroGradient {
+  const { tokens } = padBatch(job.tokens, job.pad);
+  try {
+    const select = maskedIndices(job.masks, tokens.shape[1]);
+    // nothing to imitate (agent tokens only at position 0): no gradient, no loss
+    if (select.length === 0) return { grads: out ?? new Float32Array(0), present: [], stats: { loss: 0 } };
+    return microGradient(
+      model.trainableVariables,
+      () => tf.tidy(() => tf.div(tf.neg(tf.sum(scoreTokens(model, tokens, select).logprobs)), job.denominator)),
+      out,
+    );
+  } finally {
+    tokens.dispose();
+  }
+}
+
+/**
+ * Trains a fresh model (and tokenizer, unless given) on the records. Deterministic for a seed, and
+ * the same weights whatever `replicas` computes the micro-batches.
+ */
+export async function trainSft(options: SftOptions): Promise<SftResult> {
   const seed = options.seed ?? 0;
   if (options.records.length === 0) throw new SftError('no records to train on');
   const tokenizer =
@@ -113,13 +153,16 @@ export function trainSft(options: SftOptions): SftResult {
   });
   if (sequences.length === 0)
     throw new SftError(`no ${onlySuccessful ? 'successful ' : ''}records with agent tokens to train on`);
-  const model = new GPTModel(config, seed);
   const batchSize = Math.max(1, options.batchSize ?? 8);
+  const microBatch = options.microBatch ?? 1;
+  if (!(Number.isInteger(microBatch) && microBatch >= 1))
+    throw new SftError(`microBatch must be an integer ≥ 1, got ${microBatch}`);
   const perEpoch = Math.ceil(sequences.length / batchSize);
   // Small models sit on a plateau for ~300 steps before they learn to copy numbers: the default
   // budget (600 steps of 8) is sized for that, not for epochs.
   const steps = options.steps ?? (options.epochs !== undefined ? perEpoch * options.epochs : 600);
   if (!(steps >= 1)) throw new SftError(`steps must be ≥ 1, got ${steps}`);
+  const model = new GPTModel(config, seed);
   const opt = new AdamW(model.trainableVariables, {
     ...SFT_ADAMW,
     lr: options.lr ?? 1e-2,
@@ -136,23 +179,29 @@ export function trainSft(options: SftOptions): SftResult {
     for (let s = 0; s < steps; s++) {
       if (order.length < batchSize) order = order.concat(rng.shuffle([...sequences.keys()]));
       const batch = order.splice(0, batchSize).map((i) => sequences[i]!);
-      const { tokens, length } = padBatch(
-        batch.map((b) => b.tokens),
-        tokenizer.pad,
-      );
-      const select = maskedIndices(
-        batch.map((b) => b.mask),
-        length,
-      );
+      const agentTokens = batch.reduce((n, b) => n + b.mask.reduce((a, m, t) => a + (t > 0 ? m : 0), 0), 0);
+      const denominator = Math.max(1, agentTokens);
+      const jobs: SftMicroJob[] = [];
+      let n = 0;
+      for (let i = 0; i < batch.length; i += microBatch) {
+        const part = batch.slice(i, i + microBatch);
+        jobs.push({
+          tokens: part.map((b) => b.tokens),
+          masks: part.map((b) => b.mask),
+          pad: tokenizer.pad,
+          denominator,
+        });
+        n += part.length * Math.max(2, ...part.map((b) => b.tokens.length));
+      }
       const t0 = performance.now();
-      // Token-mean NLL of the agent's tokens, computed at those positions only.
-      const stats = opt.minimize(() =>
-        tf.tidy(() => scoreTokens(model, tokens, select).logprobs.mean().neg() as tf.Scalar),
-      );
+      const parts = options.replicas
+        ? await options.replicas.gradients(model, 'sft', jobs)
+        : jobs.map((job) => sftMicroGradient(model, job));
+      // The step's token-mean NLL: the micro-batches' shares, added in order.
+      const loss = parts.reduce((a, p) => a + p.stats.loss!, 0);
+      const stats = opt.applyGradients(loss, sumMicroGradients(model.trainableVariables, parts));
       const ms = performance.now() - t0;
-      const n = tokens.shape[0] * tokens.shape[1];
       trainTokens += n;
-      tokens.dispose();
       losses.push(stats.loss);
       options.onStep?.({ ...stats, tokensPerSecond: (n / ms) * 1000, totalSteps: steps, tokens: trainTokens });
     }

@@ -1,10 +1,17 @@
 import * as tf from '@tensorflow/tfjs';
 import { clipByGlobalNorm, type AdamW } from '../../policy/tfjs/adamw.ts';
+import {
+  microGradient,
+  sumMicroGradients,
+  type GradientExecutor,
+  type MicroGradient,
+} from '../../policy/tfjs/data-parallel.ts';
 import type { TrainingSequence } from '../../policy/trajectory.ts';
 import type { AdvantageResult } from '../advantages.ts';
 import type { TrainConfig } from '../config.ts';
 import { klTensor } from '../kl.ts';
 import { aggregateLoss, clippedValueLoss, maskedMean, policyGradientLoss, ppoPolicyLoss } from '../losses.ts';
+import { GptTrainable } from '../tfjs-trainable.ts';
 import type { TrainablePolicy } from '../trainable.ts';
 import type { BatchScores } from './score.ts';
 import { padLength, padRows } from './score.ts';
@@ -45,19 +52,35 @@ interface MicroTensors {
 }
 
 /**
+ * One micro-batch of a minibatch step, as plain arrays (what a training replica is sent): its rows
+ * and per-token inputs, and the minibatch's count that its losses are divided by.
+ */
+export interface RlMicroJob {
+  config: TrainConfig;
+  rows: number[][];
+  length: number;
+  masks: number[][];
+  advantages: number[][];
+  oldLogprobs: number[][] | null;
+  refLogprobs: number[][] | null;
+  returns: number[][] | null;
+  oldValues: number[][] | null;
+  denominator: number;
+  /** The model's pad token (a replica pads the rows with it). */
+  pad: number;
+}
+
+/**
  * The loss of one micro-batch (verl: compute_policy_loss, entropy bonus, KL loss,
  * compute_value_loss), from the model's outputs with gradients. Its figures go to `metric`, kept.
  */
 function microbatchLoss(
-  model: TrainablePolicy,
-  config: TrainConfig,
-  rows: number[][],
-  length: number,
-  masks: number[][],
+  model: Pick<TrainablePolicy, 'score'>,
+  job: RlMicroJob,
   t: MicroTensors,
-  denominator: number,
   metric: { [k: string]: tf.Scalar },
 ): tf.Scalar {
+  const { config, rows, length, masks, denominator } = job;
   const usePpoValue = config.algo === 'ppo';
   const { aggregation } = config;
   const { temperature } = config;
@@ -101,17 +124,46 @@ function microbatchLoss(
 }
 
 /**
- * One optimizer step on the minibatch `mb` (indices into batch.seqs): the gradients of its
- * micro-batches summed in order, clipped by the global norm, then the AdamW update (skipped when
- * the norm is not finite, as verl does).
+ * The gradient of one micro-batch's loss with respect to `variables` (the model's), and its
+ * figures: on this thread, or in a training replica (which runs exactly this).
  */
-export function minibatchStep(
+export function rlMicroGradient(
+  model: Pick<TrainablePolicy, 'score'>,
+  variables: readonly tf.Variable[],
+  job: RlMicroJob,
+  out?: Float32Array,
+): MicroGradient {
+  const shape: [number, number] = [job.rows.length, job.length];
+  const pick = (src: number[][] | null) => (src ? tf.tensor2d(padRows(src, job.length), shape, 'float32') : null);
+  const t: MicroTensors = {
+    mask: pick(job.masks)!,
+    oldLp: pick(job.oldLogprobs),
+    adv: pick(job.advantages)!,
+    ref: pick(job.refLogprobs),
+    returns: pick(job.returns),
+    oldValues: pick(job.oldValues),
+  };
+  try {
+    return microGradient(variables, (metric) => microbatchLoss(model, job, t, metric), out);
+  } finally {
+    tf.dispose(Object.values(t).filter((x): x is tf.Tensor2D => x !== null));
+  }
+}
+
+/**
+ * One optimizer step on the minibatch `mb` (indices into batch.seqs): the gradients of its
+ * micro-batches (computed here, or by `replicas` for a GPT policy) summed in order, clipped by the
+ * global norm, then the AdamW update (skipped when the norm is not finite, as verl does). The
+ * micro-batches are the same whoever computes them, and so are the weights after the step.
+ */
+export async function minibatchStep(
   model: TrainablePolicy,
   optimizer: AdamW,
   config: TrainConfig,
   batch: UpdateBatch,
   mb: readonly number[],
-): MinibatchStats {
+  replicas?: GradientExecutor,
+): Promise<MinibatchStats> {
   const { seqs, scores, advantages } = batch;
   const { old, refLogprobs } = scores;
   const usePpoValue = config.algo === 'ppo';
@@ -120,59 +172,47 @@ export function minibatchStep(
   const mbTokens = mb.reduce((a, i) => a + masks[i]!.reduce((x, y) => x + y, 0), 0);
   const mbSeqs = mb.filter((i) => masks[i]!.includes(1)).length;
   const denominator = Math.max(1, config.aggregation === 'token-mean' ? mbTokens : mbSeqs);
-  const weighted: { [k: string]: number } = {};
-  const add = (k: string, v: number, w: number) => (weighted[k] = (weighted[k] ?? 0) + v * w);
-  let gradSum: tf.NamedTensorMap | null = null;
+  const gpt = model instanceof GptTrainable ? model : null;
+  const jobs: RlMicroJob[] = [];
+  const shares: number[] = [];
   for (let ms = 0; ms < mb.length; ms += config.microbatch) {
     const idx = mb.slice(ms, ms + config.microbatch);
     const rows = idx.map((i) => seqs[i]!.tokens);
-    const length = padLength(rows, model.maxLength);
-    const pick = (src: readonly (readonly number[])[]) =>
-      tf.tensor2d(
-        padRows(
-          idx.map((i) => src[i]!),
-          length,
-        ),
-        [idx.length, length],
-        'float32',
-      );
+    const take = (src: readonly (readonly number[])[]) => idx.map((i) => src[i]!.slice());
     const microTokens = idx.reduce((a, i) => a + masks[i]!.reduce((x, y) => x + y, 0), 0);
-    const share = microTokens / Math.max(1, mbTokens);
-    const t: MicroTensors = {
-      mask: pick(masks),
-      oldLp: old ? pick(old.logprobs) : null,
-      adv: pick(advantages.map((a) => a.advantages)),
-      ref: refLogprobs && config.klMode === 'loss' ? pick(refLogprobs) : null,
-      returns: usePpoValue ? pick(advantages.map((a) => a.returns!)) : null,
-      oldValues: usePpoValue ? pick(old!.values!) : null,
-    };
-    const metric: { [k: string]: tf.Scalar } = {};
-    const microMasks = idx.map((i) => masks[i]!);
-    const { value, grads } = tf.variableGrads(
-      () => microbatchLoss(model, config, rows, length, microMasks, t, denominator, metric),
-      model.variables,
-    );
-    if (gradSum === null) gradSum = grads;
-    else {
-      const prev: tf.NamedTensorMap = gradSum;
-      gradSum = Object.fromEntries(
-        Object.keys(prev).map((k) => [k, grads[k] ? tf.add(prev[k]!, grads[k]!) : prev[k]!]),
-      );
-      tf.dispose([...Object.values(prev).filter((x) => !Object.values(gradSum!).includes(x)), ...Object.values(grads)]);
-    }
-    const read = (k: string) => (metric[k] ? metric[k]!.dataSync()[0]! : undefined);
-    // Losses are already scaled to the minibatch: they add. Per-token rates are weighted by tokens.
-    add('pg', read('pg')!, 1);
-    if (metric.vf) add('vf', read('vf')!, 1);
-    add('clip', read('clip') ?? 0, share);
-    add('dual', read('dual') ?? 0, share);
-    add('akl', read('akl') ?? 0, share);
-    add('ent', read('ent')!, share);
-    if (metric.kl) add('kl', read('kl')!, share);
-    const inputs = [t.oldLp, t.ref, t.returns, t.oldValues].filter((x): x is tf.Tensor2D => x !== null);
-    tf.dispose([value, ...Object.values(metric), t.mask, t.adv, ...inputs]);
+    shares.push(microTokens / Math.max(1, mbTokens));
+    jobs.push({
+      config,
+      rows: rows.map((r) => r.slice()),
+      length: padLength(rows, model.maxLength),
+      masks: take(masks),
+      advantages: take(advantages.map((a) => a.advantages)),
+      oldLogprobs: old ? take(old.logprobs) : null,
+      refLogprobs: refLogprobs && config.klMode === 'loss' ? take(refLogprobs) : null,
+      returns: usePpoValue ? take(advantages.map((a) => a.returns!)) : null,
+      oldValues: usePpoValue ? take(old!.values!) : null,
+      denominator,
+      pad: gpt ? gpt.tokenizer.pad : 0,
+    });
   }
-  const clipped = clipByGlobalNorm(gradSum!, config.maxGradNorm);
+  const parts =
+    replicas && gpt
+      ? await replicas.gradients(gpt.model, 'rl', jobs)
+      : jobs.map((job) => rlMicroGradient(model, model.variables, job));
+  const weighted: { [k: string]: number } = {};
+  const add = (k: string, v: number, w: number) => (weighted[k] = (weighted[k] ?? 0) + v * w);
+  parts.forEach(({ stats }, i) => {
+    const share = shares[i]!;
+    // Losses are already scaled to the minibatch: they add. Per-token rates are weighted by tokens.
+    add('pg', stats.pg!, 1);
+    if (stats.vf !== undefined) add('vf', stats.vf, 1);
+    add('clip', stats.clip ?? 0, share);
+    add('dual', stats.dual ?? 0, share);
+    add('akl', stats.akl ?? 0, share);
+    add('ent', stats.ent!, share);
+    if (stats.kl !== undefined) add('kl', stats.kl, share);
+  });
+  const clipped = clipByGlobalNorm(sumMicroGradients(model.variables, parts), config.maxGradNorm);
   const stepped = Number.isFinite(clipped.norm);
   if (stepped) optimizer.step(clipped.grads);
   tf.dispose(Object.values(clipped.grads));

@@ -1,5 +1,6 @@
 import { createRng } from '../../core/rng.ts';
 import type { AdamW } from '../../policy/tfjs/adamw.ts';
+import type { GradientExecutor } from '../../policy/tfjs/data-parallel.ts';
 import { fitToContext, type TrainingSequence } from '../../policy/trajectory.ts';
 import type { TrainConfig } from '../config.ts';
 import { TrainingError } from '../errors.ts';
@@ -14,17 +15,18 @@ import { scoreBatch, type Scorer } from './score.ts';
  * One rollout batch's update, in verl's order: score (the rollout-time log-probs and values, the
  * reference's log-probs) → shape the token rewards (KL penalty in the reward) → advantages → then
  * `epochs` passes of shuffled minibatches, one optimizer step each → metrics. `shuffleSeed` fixes
- * the minibatch order, so a resumed run repeats it exactly.
+ * the minibatch order, so a resumed run repeats it exactly. `replicas` computes a GPT policy's
+ * micro-batch gradients in other threads (the same weights come out).
  */
-export function updateOnBatch(
+export async function updateOnBatch(
   model: TrainablePolicy,
   ref: Scorer | null,
   optimizer: AdamW,
   config: TrainConfig,
   allSeqs: readonly TrainingSequence[],
   shuffleSeed: number,
-  options: { recomputeOld?: boolean; onAdvantages?: (values: number[]) => void } = {},
-): UpdateMetrics {
+  options: { recomputeOld?: boolean; onAdvantages?: (values: number[]) => void; replicas?: GradientExecutor } = {},
+): Promise<UpdateMetrics> {
   const seqs = allSeqs.map((s) => fitToContext(s, model.maxLength)).filter((s): s is TrainingSequence => s !== null);
   const tooLong = allSeqs.length - seqs.length;
   const usePpoValue = config.algo === 'ppo';
@@ -44,7 +46,8 @@ export function updateOnBatch(
     const order = rng.shuffle(seqs.map((_, i) => i));
     for (let start = 0; start < order.length; start += config.minibatch) {
       const mb = order.slice(start, start + config.minibatch);
-      steps.push({ epoch, stats: minibatchStep(model, optimizer, config, { seqs, scores, advantages }, mb) });
+      const stats = await minibatchStep(model, optimizer, config, { seqs, scores, advantages }, mb, options.replicas);
+      steps.push({ epoch, stats });
     }
   }
   model.weightsChanged();

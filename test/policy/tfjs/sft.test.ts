@@ -34,8 +34,11 @@ test('training sequences: the loss mask covers exactly the agent’s own tokens,
     ...enc.end!(),
   ];
   t.deepEqual(s.tokens, expected);
-  t.throws(() => trainSft({ records: [] }), { instanceOf: SftError, message: /no records/ });
-  t.throws(() => trainSft({ records, tokenizer: tok, steps: 0 }), { instanceOf: SftError, message: /steps/ });
+  await t.throwsAsync(() => trainSft({ records: [] }), { instanceOf: SftError, message: /no records/ });
+  await t.throwsAsync(() => trainSft({ records, tokenizer: tok, steps: 0 }), {
+    instanceOf: SftError,
+    message: /steps/,
+  });
 });
 
 // A small budget that still shows learning: a 1-layer d32 model with a copy head (and word tokens,

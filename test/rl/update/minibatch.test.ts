@@ -17,13 +17,14 @@ const updateBatch = (): UpdateBatch => ({
   ),
 });
 
-test('a minibatch step moves the weights and reports its loss and grad norm', (t) => {
+// serial: the test counts tensors, which a test running beside it would make
+test.serial('a minibatch step moves the weights and reports its loss and grad norm', async (t) => {
   const model = new BigramPolicy();
   const before = Array.from(model.logits.dataSync());
   const config = resolveConfig({ algo: 'grpo', minibatch: 4, microbatch: 2, lr: 0.1, klMode: 'none', klCoef: 0 });
   const opt = new AdamW(model.variables, { lr: 0.1 });
   const tensors = tf.memory().numTensors;
-  const s = minibatchStep(model, opt, config, updateBatch(), [0, 1, 2, 3]);
+  const s = await minibatchStep(model, opt, config, updateBatch(), [0, 1, 2, 3]);
   t.true(s.stepped);
   t.true(s.gradNorm > 0);
   t.is(s.vf, undefined);
@@ -34,10 +35,10 @@ test('a minibatch step moves the weights and reports its loss and grad norm', (t
   model.dispose();
 });
 
-test('a non-finite gradient skips the step, weights untouched', (t) => {
+test.serial('a non-finite gradient skips the step, weights untouched', async (t) => {
   const model = new BigramPolicy(tf.variable(tf.fill([12, 12], NaN)));
   const config = resolveConfig({ algo: 'grpo', minibatch: 4, lr: 0.1, klMode: 'none', klCoef: 0 });
-  const s = minibatchStep(model, new AdamW(model.variables, { lr: 0.1 }), config, updateBatch(), [0, 1, 2, 3]);
+  const s = await minibatchStep(model, new AdamW(model.variables, { lr: 0.1 }), config, updateBatch(), [0, 1, 2, 3]);
   t.false(s.stepped);
   t.false(Number.isFinite(s.gradNorm));
   t.true(Array.from(model.value.dataSync()).every((x) => x === 0));
