@@ -25,6 +25,7 @@ import {
   planEpisodes,
   RecordWriter,
   rollout,
+  type RolloutExecutor,
   toOpenAITool,
   ToolRunner,
   workerThreads,
@@ -132,8 +133,9 @@ async function plainLoop(scenario: Scenario, episodes: number): Promise<{ ms: nu
 async function engine(
   c: Case,
   episodes: number,
-  executor?: ReturnType<typeof workerThreads>,
+  executor?: RolloutExecutor,
   concurrency?: number,
+  seed = 1,
 ): Promise<{ ms: number; steps: number }> {
   const policy = await c.scenario.policies.expert!({ scenario: c.scenario, seed: 0 });
   const writer = new RecordWriter(join(scratch, 'episodes.jsonl'));
@@ -143,7 +145,7 @@ async function engine(
     policy,
     split: 'train',
     episodes,
-    seed: 1,
+    seed,
     executor,
     concurrency,
     onRecord: (record) => writer.write(record),
@@ -152,10 +154,14 @@ async function engine(
   return { ms: performance.now() - start, steps: r.records.reduce((n, x) => n + x.turns.length, 0) };
 }
 
+/**
+ * The same episodes twice on a fresh pool; the second is timed (threads started, worlds built, and
+ * the same tool caches as the plain loop's and the in-process engine's: warm).
+ */
 async function onWorkers(c: Case, workers: number, episodes: number, concurrency?: number) {
   const executor = workerThreads({ workers, scenarioSource: c.source });
   try {
-    await engine(c, Math.min(episodes, 200), executor, concurrency); // warm: threads, worlds, search cache
+    await engine(c, episodes, executor, concurrency);
     return await engine(c, episodes, executor, concurrency);
   } finally {
     await executor.close();
@@ -216,9 +222,18 @@ for (const c of cases) {
   const plain = await repeat(async () => usPerStep(await plainLoop(c.scenario, c.overheadEpisodes)));
   const inProcess = await repeat(async () => usPerStep(await engine(c, c.overheadEpisodes, undefined, 1)));
   const oneWorker = await repeat(async () => usPerStep(await onWorkers(c, 1, c.overheadEpisodes, 1)));
+  // Scaling: every timed run plays new episodes (a new seed), so no tool cache holds their results
+  // and each thread does the whole work of its share.
+  let runSeed = 100;
   const stepsPerSecond = async (workers: number) => {
-    const r = await onWorkers(c, workers, c.scalingEpisodes);
-    return (r.steps / r.ms) * 1000;
+    const executor = workerThreads({ workers, scenarioSource: c.source });
+    try {
+      await engine(c, 200, executor, undefined, runSeed++); // threads started, worlds built
+      const r = await engine(c, c.scalingEpisodes, executor, undefined, runSeed++);
+      return (r.steps / r.ms) * 1000;
+    } finally {
+      await executor.close();
+    }
   };
   const one = await repeat(() => stepsPerSecond(1));
   const two = await repeat(() => stepsPerSecond(2));

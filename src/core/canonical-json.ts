@@ -25,7 +25,16 @@ function write(value: unknown): string | undefined {
       }
       const withJson = value as { toJSON?: () => unknown };
       if (typeof withJson.toJSON === 'function') return write(withJson.toJSON());
-      return joinFields(canonicalFields(value));
+      // Written directly (no [key, json] pairs): records hold thousands of small objects.
+      let out = '{';
+      let first = true;
+      for (const key of Object.keys(value).sort()) {
+        const v = write((value as Record<string, unknown>)[key]);
+        if (v === undefined) continue;
+        out += (first ? '' : ',') + JSON.stringify(key) + ':' + v;
+        first = false;
+      }
+      return out + '}';
     }
     case 'bigint':
       throw new TypeError('canonicalJson: a bigint is not JSON');
