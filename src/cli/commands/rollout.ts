@@ -106,7 +106,8 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
 export async function runRolloutCommand(
   flags: RolloutFlags,
 ): Promise<RolloutSummary & { throughput: ThroughputSummary }> {
-  if (flags.out) prepareOut(flags.out, flags.force);
+  // --resume continues the run in --out (the queue keeps what its workers committed).
+  if (flags.out) prepareOut(flags.out, flags.force || flags.resume);
   const scenario = await scenarioFromFlags(flags);
   checkSplit(scenario, flags.split);
   const policy = await resolvePolicy(flags.policy, scenario, flags.seed, { temperature: flags.temperature });
