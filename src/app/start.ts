@@ -56,7 +56,15 @@ export function startBudget(
   return {
     episode,
     select: 'best-dev',
-    warmStart: { demoPolicy: 'noisy-expert', episodes: 800, steps: 1320, batchSize: 8, lr: 6e-3, vocabSize: 768, model },
+    warmStart: {
+      demoPolicy: 'noisy-expert',
+      episodes: 800,
+      steps: 1320,
+      batchSize: 8,
+      lr: 6e-3,
+      vocabSize: 768,
+      model,
+    },
     // lr 1e-3 doubled dev EM by step 8 and lost it all by step 16 (seed 1); 3e-4 climbs slower and holds.
     rl: {
       steps: 14,

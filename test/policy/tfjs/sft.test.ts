@@ -43,7 +43,7 @@ test('training sequences: the loss mask covers exactly the agent’s own tokens,
 
 // A small budget that still shows learning: a 1-layer d32 model with a copy head (and word tokens,
 // which it can copy) goes from nothing to most dev answers right in 150 steps (~20 s on an idle core;
-// measured 64% greedy with micro-batch SFT). The full-strength run (the default model, 400 episodes, 600 steps, > 80%) is
+// measured 68% greedy). The full-strength run (the default model, 400 episodes, 600 steps, > 80%) is
 // sft.slow.test.ts.
 test('SFT on the calculator (100 expert episodes, 150 steps, d32 × 1 layer with a copy head) brings greedy dev success above 50%', async (t) => {
   t.timeout(3 * 60_000);
