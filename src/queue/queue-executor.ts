@@ -17,7 +17,7 @@ import { referencePolicySpec } from '../scenario/reference-policy.ts';
 import { CheckpointStore } from './checkpoint-store.ts';
 import { connectRedis, isConnectionError, reasonOf, redactUrl } from './connection.ts';
 import { QueueRunError, QueueUnavailableError } from './errors.ts';
-import { failedRecord } from './failed-record.ts';
+import { errorRecord } from '../rollout/error-record.ts';
 import { chunkJobId, type QueuePolicySpec, type RolloutJobData, runKeyOf, SETUP_FAILED } from './job.ts';
 import { DEFAULT_PREFIX, QUEUE_NAME, RUN_TTL_S, type RunKeys, runKeys } from './keys.ts';
 import { openResults, type ResultEntry, readResults } from './result-log.ts';
@@ -540,7 +540,7 @@ class CoordinatedRun {
           this.owner.stats.requeued++;
           this.settings.onEvent?.({ type: 'isolated', job: id, episodes: missing.length, reason });
         } else {
-          const record = failedRecord(this.batch, missing[0]!, reason);
+          const record = errorRecord(this.batch, missing[0]!, `its job failed on every attempt: ${reason}`);
           this.owner.stats.gaveUp++;
           this.settings.onEvent?.({ type: 'gave-up', index: missing[0]!.index, reason });
           this.commit(missing[0]!.index, hashOf(serializeRecord(record)), '(coordinator)', record, true);

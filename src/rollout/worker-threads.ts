@@ -14,8 +14,10 @@ import { isBatchPolicy } from './in-thread.ts';
 import type { EpisodePlanItem } from './plan.ts';
 import type { RolloutTask, RolloutTaskResult, WorkerMessage, WorkerPolicySpec } from './protocol.ts';
 import { recordFromTrustedLine } from '../record/record.ts';
-import { buildRecord } from '../episode/run-episode.ts';
+import { errorRecord } from './error-record.ts';
 import { workerEntryUrl } from './worker-entry.ts';
+
+const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 export interface WorkerThreadsOptions {
   /** Worker threads (default: the CPU count). */
@@ -145,7 +147,8 @@ export class WorkerThreads implements RolloutExecutor {
         const outcome = await runTask([item], quarantine);
         if (!outcome.crashed || signal?.aborted) return;
         crashes++;
-        if (!done.has(item.index)) accept(crashedRecord(batch, item, outcome.error));
+        if (!done.has(item.index))
+          accept(errorRecord(batch, item, `worker crashed on every attempt: ${errorText(outcome.error)}`));
       });
       return quarantineQueue;
     };
@@ -256,29 +259,4 @@ function tokenizerOf(policy: Policy): Json | undefined {
 
 function isCheckpointable(policy: Policy): policy is CheckpointablePolicy {
   return typeof (policy as Partial<CheckpointablePolicy>).saveCheckpoint === 'function';
-}
-
-/** The record of an episode whose worker kept crashing: an error, not a silent gap. */
-function crashedRecord(batch: EpisodeBatch, item: EpisodePlanItem, err: unknown): EpisodeRecord {
-  const message = `worker crashed on every attempt: ${err instanceof Error ? err.message : String(err)}`;
-  return buildRecord(
-    {
-      scenario: batch.scenario,
-      task: item.task,
-      policy: batch.policy,
-      seed: item.seed,
-      group: item.task.id,
-      runId: batch.runId,
-    },
-    { episodeId: `${item.task.id}#${item.sample}`, index: item.index, sample: item.sample, config: batch.config },
-    {
-      turns: [],
-      answer: null,
-      outcome: { reward: 0, success: false },
-      totalTokens: 0,
-      endReason: 'error',
-      error: message,
-      prompt: [],
-    },
-  );
 }

@@ -1,17 +1,17 @@
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import { buildRecord } from '../episode/run-episode.ts';
 import type { Policy } from '../policy/policy.ts';
-import type { EpisodePlanItem } from '../rollout/plan.ts';
 import type { Scenario } from '../scenario/scenario.ts';
+import type { EpisodePlanItem } from './plan.ts';
 
 /**
- * The record of an episode whose job failed on every attempt on every worker that took it (as a
- * local run records an episode whose thread kept crashing): an error, not a silent gap.
+ * The record of an episode that could not be played (its thread kept crashing, its job kept
+ * failing): an error record, not a silent gap.
  */
-export function failedRecord(
+export function errorRecord(
   batch: { scenario: Scenario; policy: Policy; runId: string; config: EpisodeConfig },
   item: EpisodePlanItem,
-  reason: string,
+  error: string,
 ): EpisodeRecord {
   return buildRecord(
     {
@@ -29,7 +29,7 @@ export function failedRecord(
       outcome: { reward: 0, success: false },
       totalTokens: 0,
       endReason: 'error',
-      error: `its job failed on every attempt: ${reason}`,
+      error,
       prompt: [],
     },
   );
