@@ -1,20 +1,27 @@
 import { Command, CommanderError } from 'commander';
 import { EXIT_USAGE } from './exit-codes.ts';
 import { exitWithFailure } from './failure.ts';
-import { register as registerScenarios } from './commands/scenarios.ts';
-import { register as registerRollout } from './commands/rollout.ts';
-import { register as registerEval } from './commands/eval.ts';
-import { register as registerReplay } from './commands/replay.ts';
-import { register as registerStart } from './commands/start.ts';
-import { register as registerView } from './commands/view.ts';
-import { register as registerReport } from './commands/report.ts';
-import { register as registerSft } from './commands/sft.ts';
-import { register as registerTrain } from './commands/train.ts';
-import { register as registerScenarioCheck } from './commands/scenario-check.ts';
-import { register as registerServe } from './commands/serve.ts';
-import { register as registerExport } from './commands/export.ts';
-import { register as registerEnv } from './commands/env.ts';
-import { register as registerWorker } from './commands/worker.ts';
+
+type CommandModule = { register(program: Command): void };
+
+// Each command's module, by the name it registers, in the order help lists them. Only the one being run
+// is loaded (a command's imports cost up to a second of start-up); help and unknown names load them all.
+const COMMANDS: Record<string, () => Promise<CommandModule>> = {
+  start: () => import('./commands/start.ts'),
+  scenarios: () => import('./commands/scenarios.ts'),
+  rollout: () => import('./commands/rollout.ts'),
+  eval: () => import('./commands/eval.ts'),
+  replay: () => import('./commands/replay.ts'),
+  view: () => import('./commands/view.ts'),
+  report: () => import('./commands/report.ts'),
+  train: () => import('./commands/train.ts'),
+  sft: () => import('./commands/sft.ts'),
+  scenario: () => import('./commands/scenario-check.ts'),
+  serve: () => import('./commands/serve.ts'),
+  export: () => import('./commands/export.ts'),
+  env: () => import('./commands/env.ts'),
+  worker: () => import('./commands/worker.ts'),
+};
 
 const program = new Command('agent-r1')
   .description('Train, simulate, evaluate and replay LLM agents with multi-turn RL (the Agent-R1 formulation).')
@@ -22,30 +29,16 @@ const program = new Command('agent-r1')
   .showSuggestionAfterError()
   .exitOverride();
 
-for (const register of [
-  registerStart,
-  registerScenarios,
-  registerRollout,
-  registerEval,
-  registerReplay,
-  registerView,
-  registerReport,
-  registerTrain,
-  registerSft,
-  registerScenarioCheck,
-  registerServe,
-  registerExport,
-  registerEnv,
-  registerWorker,
-])
-  register(program);
-
-// Every subcommand inherits the strictness: an unknown flag is an error, not silently ignored.
-for (const command of program.commands) command.exitOverride().showHelpAfterError();
-
 // Failures outside the command's own promise (a server's socket, a worker) end the same way: one line.
 process.on('uncaughtException', exitWithFailure);
 process.on('unhandledRejection', exitWithFailure);
+
+const name = process.argv[2];
+const loaders = name !== undefined && Object.hasOwn(COMMANDS, name) ? [COMMANDS[name]] : Object.values(COMMANDS);
+for (const loaded of await Promise.all(loaders.map((load) => load()))) loaded.register(program);
+
+// Every subcommand inherits the strictness: an unknown flag is an error, not silently ignored.
+for (const command of program.commands) command.exitOverride().showHelpAfterError();
 
 try {
   await program.parseAsync(process.argv);

@@ -1,7 +1,8 @@
 import { type Command, Option } from 'commander';
 import { UsageError } from '../core/errors.ts';
 import type { Policy } from '../policy/policy.ts';
-import { canRunOnQueue, type QueueEvent, QueueExecutor, type QueueStats } from '../queue/queue-executor.ts';
+// Types only: BullMQ and ioredis load when --queue is given (they cost a third of a second of start-up).
+import type { QueueEvent, QueueExecutor, QueueStats } from '../queue/queue-executor.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { nonNegativeNumber, positiveInt } from './common.ts';
 
@@ -39,11 +40,17 @@ export function queueOptions(command: Command, options: { resume: boolean }): Co
 }
 
 /** Rejects --queue flags that cannot work, before anything is connected or written. */
-export function checkQueueFlags(flags: QueueFlags, policy: Policy, scenario: Scenario, policySpec: string): void {
+export async function checkQueueFlags(
+  flags: QueueFlags,
+  policy: Policy,
+  scenario: Scenario,
+  policySpec: string,
+): Promise<void> {
   if (!flags.queue) {
     if (flags.resume) throw new UsageError('--resume continues a run on the queue: it needs --queue');
     return;
   }
+  const { canRunOnQueue } = await import('../queue/queue-executor.ts');
   if (!canRunOnQueue(policy, scenario)) {
     throw new UsageError(
       `policy ${policySpec} cannot run on queue workers: use a reference policy of the scenario or ckpt:DIR`,
@@ -86,6 +93,7 @@ export async function queueFromFlags(
   scenarioSource: string,
   log: (line: string) => void,
 ): Promise<QueueExecutor> {
+  const { QueueExecutor } = await import('../queue/queue-executor.ts');
   const executor = new QueueExecutor({
     url: flags.queue,
     scenarioSource,

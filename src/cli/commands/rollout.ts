@@ -116,7 +116,7 @@ export async function runRolloutCommand(
     const info = backendInfo();
     if (info) process.stderr.write(`backend: ${info.name} (${info.reason})\n`);
   }
-  checkQueueFlags(flags, policy, scenario, flags.policy);
+  await checkQueueFlags(flags, policy, scenario, flags.policy);
   // Connected before the output is opened: an unreachable queue leaves no file behind.
   const queue = flags.queue
     ? await queueFromFlags({ ...flags, queue: flags.queue }, flags.scenario, (line) =>
