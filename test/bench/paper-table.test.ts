@@ -2,9 +2,10 @@ import test from 'ava';
 import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { mergeRuns, parsePaperTableArgs } from '../../bench/paper-table-options.ts';
 import { paperTable as bench } from '../helpers/cli.ts';
 
-// bench/paper-table.ts runs for hours; a wrong flag must fail at once, before any SFT.
+// bench/paper-table.ts runs for hours; a wrong flag or an unmergeable run must fail at once, before any SFT.
 
 const bad: [string[], RegExp][] = [
   [['--rl', 'nope'], /--rl must be JSON/],
@@ -26,14 +27,17 @@ const bad: [string[], RegExp][] = [
   [['--select', 'best-dev', '--rl', '{"evalEvery":0}'], /--select best-dev needs dev evals/],
 ];
 for (const [args, message] of bad) {
-  test.serial(`paper-table ${args.join(' ')} is refused with a clear error`, (t) => {
-    const r = bench(args);
-    t.not(r.code, 0);
-    t.regex(r.stderr, message);
+  test(`paper-table ${args.join(' ')} is refused with a clear error`, (t) => {
+    t.throws(() => parsePaperTableArgs(args), { message });
   });
 }
 
-test.serial('paper-table --merge refuses runs made with different budgets', (t) => {
+const defaults = () => {
+  const { budget, scenarioOptions } = parsePaperTableArgs([]);
+  return { budget, scenarioOptions };
+};
+
+test('paper-table --merge refuses runs made with different budgets', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
   const run = (name: string, steps: number) => {
     mkdirSync(join(dir, name));
@@ -41,14 +45,14 @@ test.serial('paper-table --merge refuses runs made with different budgets', (t) 
     writeFileSync(join(dir, name, 'results.json'), JSON.stringify({ budget, results: [] }));
     return join(dir, name);
   };
-  const r = bench(['--merge', `${run('a', 14)},${run('b', 28)}`, '--out', join(dir, 'out')]);
-  t.not(r.code, 0);
-  t.regex(r.stderr, /b was run with a different budget than .*a; not merging/);
+  await t.throwsAsync(mergeRuns([run('a', 14), run('b', 28)], defaults()), {
+    message: /b was run with a different budget than .*a; not merging/,
+  });
 });
 
 test.serial(
   'paper-table --merge: a run from before --select evaluated the final policy, so it merges with --select final only',
-  (t) => {
+  async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
     const run = (name: string, select?: string) => {
       mkdirSync(join(dir, name));
@@ -67,29 +71,23 @@ test.serial(
     const old = run('old');
     const ok = bench(['--merge', `${old},${run('final', 'final')}`, '--out', join(dir, 'out')]);
     t.is(ok.code, 0, ok.stderr.slice(-1000));
-    const r = bench(['--merge', `${old},${run('best', 'best-dev')}`, '--out', join(dir, 'out2')]);
-    t.not(r.code, 0);
-    t.regex(r.stderr, /best was run with a different budget than .*old; not merging/);
+    t.regex(ok.stdout, /\| method \|/);
+    await t.throwsAsync(mergeRuns([old, run('best', 'best-dev')], defaults()), {
+      message: /best was run with a different budget than .*old; not merging/,
+    });
   },
 );
 
-test.serial(
-  'paper-table --merge refuses runs made with different scenario options (runs without them trained on 2 hops)',
-  (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
-    const run = (name: string, scenarioOptions?: object) => {
-      mkdirSync(join(dir, name));
-      const budget = { rl: { steps: 14 }, warmStart: { steps: 1320 } };
-      writeFileSync(join(dir, name, 'results.json'), JSON.stringify({ budget, scenarioOptions, results: [] }));
-      return join(dir, name);
-    };
-    const r = bench([
-      '--merge',
-      `${run('old')},${run('new', { noisyEarly: '0.7', noisyDistractor: '0', trainHops: '3' })}`,
-      '--out',
-      join(dir, 'out'),
-    ]);
-    t.not(r.code, 0);
-    t.regex(r.stderr, /new was run with other scenario options \(.*"trainHops":"3".*\) than .*old; not merging/);
-  },
-);
+test('paper-table --merge refuses runs made with different scenario options (runs without them trained on 2 hops)', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'paper-merge-'));
+  const run = (name: string, scenarioOptions?: object) => {
+    mkdirSync(join(dir, name));
+    const budget = { rl: { steps: 14 }, warmStart: { steps: 1320 } };
+    writeFileSync(join(dir, name, 'results.json'), JSON.stringify({ budget, scenarioOptions, results: [] }));
+    return join(dir, name);
+  };
+  const runs = [run('old'), run('new', { noisyEarly: '0.7', noisyDistractor: '0', trainHops: '3' })];
+  await t.throwsAsync(mergeRuns(runs, defaults()), {
+    message: /new was run with other scenario options \(.*"trainHops":"3".*\) than .*old; not merging/,
+  });
+});
