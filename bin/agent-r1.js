@@ -2,8 +2,9 @@
 // The CLI. It runs the compiled JavaScript in dist/ (npm install builds it; so does npm run build).
 // From the TypeScript sources, with no build: node --import=tsx --conditions=source bin/agent-r1.js
 // (npm run dev --): the package's '#cli' import resolves to src/cli/main.ts under that condition.
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { staleSources } from './stale-sources.js';
 
 const main = import.meta.resolve('#cli');
 if (main.startsWith('file:') && main.endsWith('.js')) {
@@ -12,16 +13,8 @@ if (main.startsWith('file:') && main.endsWith('.js')) {
     console.error(`agent-r1: ${file} is missing: run npm run build (npm install builds it too)`);
     process.exit(1);
   }
-  // In a checkout, say when the sources changed after the build (an installed package has no sources).
-  const root = fileURLToPath(new URL('..', import.meta.url));
-  const built = statSync(file).mtimeMs;
-  const newer = ['src', 'machines', 'workers', 'scenarios'].flatMap((dir) =>
-    existsSync(root + dir)
-      ? readdirSync(root + dir, { recursive: true, encoding: 'utf8' })
-          .filter((f) => f.endsWith('.ts') && statSync(`${root}${dir}/${f}`).mtimeMs > built)
-          .map((f) => `${dir}/${f}`)
-      : [],
-  );
+  // In a checkout, say when the sources changed after the build.
+  const newer = staleSources(file);
   if (newer.length > 0) {
     console.error(
       `agent-r1: warning: ${newer[0]}${newer.length > 1 ? ` and ${newer.length - 1} more` : ''} changed ` +

@@ -1,9 +1,10 @@
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { staleSources } from '../../bin/stale-sources.js';
 import { workerEntryUrl } from '../../src/rollout/worker-entry.ts';
 import { cliArgs, repoRoot, SOURCE_ARGS } from '../helpers/cli.ts';
 
@@ -121,4 +122,15 @@ test("dist/: a user's TypeScript scenario loads through tsx, registered on need;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a build older than a source is stale (the CLI warns; npm test rebuilds); a newer one is not', (t) => {
+  const stamp = join(mkdtempSync(join(tmpdir(), 'stale-')), 'main.js');
+  writeFileSync(stamp, '');
+  utimesSync(stamp, new Date(0), new Date(0));
+  const stale = staleSources(stamp);
+  t.true(stale.includes('src/index.ts') && stale.includes('machines/episode.ts'), stale.slice(0, 5).join(', '));
+  const future = new Date(Date.now() + 3_600_000);
+  utimesSync(stamp, future, future);
+  t.deepEqual(staleSources(stamp), []);
 });
