@@ -48,11 +48,7 @@ export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
     seed: options.seed,
   });
   options.onPhase?.('train', { records: records.length, teacherSuccess: summary.successRate });
-  // One micro-batch per step unless asked: the calculator recipe trained in micro-batches of one
-  // sequence ended at 4% greedy dev success instead of 88% (seed 1, 600 steps; not understood yet),
-  // so this command keeps the whole-batch loss; `microBatch` splits it for training threads.
-  const microBatch = options.train?.microBatch ?? options.train?.batchSize ?? 8;
-  const trained = await trainSft({ ...options.train, microBatch, records, seed: options.seed });
+  const trained = await trainSft({ ...options.train, records, seed: options.seed });
   const sampling = options.sampling ?? {};
   let hash: string;
   if (options.out) {

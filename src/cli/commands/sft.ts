@@ -31,7 +31,8 @@ interface SftFlags {
   lr: number;
   vocabSize: number;
   dModel: number;
-  copyHead?: boolean;
+  /** false with --no-copy-head. */
+  copyHead: boolean;
   chunking?: Chunking;
   layers: number;
   heads: number;
@@ -73,10 +74,13 @@ export function register(program: Command): void {
     .option('--vocab-size <n>', 'tokenizer vocabulary (specials + 256 bytes + merges)', positiveInt, 1024)
     .option('--d-model <n>', 'model width', positiveInt, 64)
     .option('--layers <n>', 'transformer layers', positiveInt, 2)
-    .option('--copy-head', 'add a copy head (pointer-generator): names are copied from the context much sooner')
+    .option(
+      '--no-copy-head',
+      'no copy head (by default the model has one, a pointer-generator: numbers and names are copied from the context)',
+    )
     .option(
       '--chunking <name>',
-      'tokenizer pre-tokenization: words or space-words (default: words with --copy-head, else space-words)',
+      'tokenizer pre-tokenization: words or space-words (default: words with the copy head, else space-words)',
       chunking,
     )
     .option('--heads <n>', 'attention heads', positiveInt, 4)
@@ -141,7 +145,7 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
         nLayers: flags.layers,
         nHeads: flags.heads,
         contextLength: flags.context,
-        copyHead: flags.copyHead ?? false,
+        copyHead: flags.copyHead,
       },
       chunking: flags.chunking ?? (flags.copyHead ? 'words' : 'space-words'),
       replicas,
