@@ -81,34 +81,34 @@ const peak = matmulGflops();
 const rows: Row[] = [];
 for (const B of batches) {
   // Prefill: B rows of L tokens in one pass (the first step of cached generation).
-  forwardRows(model, [{ tokens: prompt(0, 8), cache: newCache(model) }]).dispose();
+  (await forwardRows(model, [{ tokens: prompt(0, 8), cache: newCache(model) }])).dispose();
   const t0 = performance.now();
-  const pre = forwardRows(
+  const pre = await forwardRows(
     model,
     Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L), cache: newCache(model, L) })),
   );
-  pre.dataSync();
+  await pre.data();
   const prefillMs = performance.now() - t0;
   pre.dispose();
 
   // Cached decode: prompt L−32, then 32 tokens; time the decode part (total − prefill of the prompt).
-  const decodeWith = (useCache: boolean, steps: number) => {
+  const decodeWith = async (useCache: boolean, steps: number) => {
     const reqs = Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L - steps), seed: b, maxTokens: steps }));
     const t1 = performance.now();
-    generate(
+    await generate(
       model,
       reqs.map((r) => ({ ...r, maxTokens: 1 })),
       { useCache },
     );
     const prefill = performance.now() - t1;
     const t2 = performance.now();
-    const out = generate(model, reqs, { useCache });
+    const out = await generate(model, reqs, { useCache });
     const total = performance.now() - t2;
     const decoded = out.reduce((n, r) => n + r.tokens.length - 1, 0);
     return (decoded / Math.max(1e-9, total - prefill)) * 1000;
   };
-  const cached = decodeWith(true, 32);
-  const uncached = decodeWith(false, 8);
+  const cached = await decodeWith(true, 32);
+  const uncached = await decodeWith(false, 8);
   const gflops = (cached * tokenFlops(L - 16)) / 1e9;
   rows.push({
     batch: B,

@@ -224,7 +224,7 @@ const rlConfig = { ...rl, minibatch: Math.min(rl.minibatch, perStep) };
 for (const threads of threadCounts) {
   const replicas: GradientExecutor | undefined = replicasFor(threads);
   const weights = new Map(sftModel!.namedWeights().map(([n, v]) => [n, v.clone() as tf.Tensor]));
-  const model = new GptTrainable(new GPTModel(config, 0, weights), tokenizer);
+  const model = await GptTrainable.create(new GPTModel(config, 0, weights), tokenizer);
   for (const t of weights.values()) t.dispose();
   const opt = new AdamW(model.variables, { lr: rl.lr });
   try {

@@ -111,7 +111,7 @@ function sequences(): TrainingSequence[] {
  */
 async function grpo(replicas?: TrainThreads): Promise<{ version: string; metrics: unknown[] }> {
   const config = { vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 64 };
-  const model = new GptTrainable(new GPTModel({ ...config, dMlp: 64, copyHead: true }, 7), tokenizer);
+  const model = await GptTrainable.create(new GPTModel({ ...config, dMlp: 64, copyHead: true }, 7), tokenizer);
   const ref = await model.freeze();
   const rl = resolveConfig({ algo: 'grpo', seed: 1, minibatch: 6, microbatch: 2, epochs: 2, lr: 1e-2 });
   const opt = new AdamW(model.variables, { lr: rl.lr });
