@@ -157,11 +157,15 @@ test.serial('an error in a replica is the step’s error, not retried', async (t
   model.dispose();
 });
 
-test('training threads: wasm and cpu take the number asked for; tfjs-node stays on one thread and says why', (t) => {
+test('training threads: wasm and cpu take the number asked for; tfjs-node and webgpu stay on one thread and say why', (t) => {
   t.deepEqual(trainThreadsFor('wasm', 3), { threads: 3 });
   t.deepEqual(trainThreadsFor('cpu', 1), { threads: 1 });
   const node = trainThreadsFor('tensorflow', 2);
   t.is(node.threads, 1);
   t.regex(node.note!, /tensorflow backend's bindings do not load in worker threads/);
+  t.deepEqual(trainThreadsFor('webgpu', 4), {
+    threads: 1,
+    note: 'training on one thread: on webgpu the GPU does the work',
+  });
   t.throws(() => trainThreadsFor('wasm', 0), { instanceOf: GradientError, message: /integer ≥ 1, got 0/ });
 });

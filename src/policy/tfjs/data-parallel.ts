@@ -136,13 +136,14 @@ export interface GradientExecutor {
 /**
  * How many training threads a backend can use: the wasm and cpu backends compute on one core per
  * thread, so a replica per thread puts the other cores to work; the tfjs-node bindings do not load
- * in worker threads (and use the cores themselves), so there training stays on this thread and
- * `note` says so.
+ * in worker threads (and use the cores themselves), and on webgpu the one GPU device does the work,
+ * so there training stays on this thread and `note` says so.
  */
 export function trainThreadsFor(backend: string, requested: number): { threads: number; note?: string } {
   if (!(Number.isInteger(requested) && requested >= 1))
     throw new GradientError(`training threads must be an integer ≥ 1, got ${requested}`);
   if (backend === 'wasm' || backend === 'cpu' || requested === 1) return { threads: requested };
+  if (backend === 'webgpu') return { threads: 1, note: 'training on one thread: on webgpu the GPU does the work' };
   return {
     threads: 1,
     note: `training on one thread: the ${backend} backend's bindings do not load in worker threads (it uses the cores itself)`,

@@ -23,7 +23,8 @@
  * Everything that reads numbers back from the backend is async (minimize, applyGradients,
  * clipByGlobalNorm, generate, forwardRows): a GPU backend (webgpu) has no synchronous read in Node.
  */
-export { initBackend, backendInfo, BACKEND_NAMES, type BackendInfo } from './backend.ts';
+export { initBackend, backendInfo, BACKEND_NAMES, BackendUnavailableError, type BackendInfo } from './backend.ts';
+export { classifyAdapter, WebgpuDeviceError, type AdapterFacts } from './webgpu.ts';
 export {
   DEFAULT_MODEL_CONFIG,
   parseModelConfig,
