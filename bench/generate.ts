@@ -3,11 +3,12 @@
  * and 64, with and without the KV cache, for 256-token sequences; the backend's own 2-D matmul
  * GFLOP/s measured in the same run, and decoding's achieved GFLOP/s as a fraction of it.
  *
- *   npx tsx --conditions=source bench/generate.ts [--json] [--backend wasm] [--batches 1,16,64] [--d-model 64] [--layers 2] [--vocab 1024]
+ *   npx tsx --conditions=source bench/generate.ts [--json] [--backend wasm] [--batches 1,16,64] [--d-model 64] [--layers 2] [--vocab 1024] [--length 256] [--matmul-size 512]
  *
  * Sequences: a prompt of 256 − D tokens, then D decoded tokens (D = 32 with the cache, 8 without:
  * uncached decoding recomputes the whole sequence every step, so fewer steps measure it as well).
  */
+import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../src/policy/tfjs/backend.ts';
@@ -25,6 +26,8 @@ const { values: args } = parseArgs({
     layers: { type: 'string', default: String(DEFAULT_MODEL_CONFIG.nLayers) },
     vocab: { type: 'string', default: '1024' },
     length: { type: 'string', default: '256' },
+    // 512 fits a CPU thread; a GPU needs a larger product to reach its rate (gpu-check.sh: 2048).
+    'matmul-size': { type: 'string', default: '512' },
   },
 });
 
@@ -48,16 +51,19 @@ function tokenFlops(ctx: number, withHead = true): number {
   return 2 * dense + 2 * 2 * nLayers * ctx * dm;
 }
 
-function matmulGflops(): number {
-  const n = 512;
+/** The backend's 2-D matmul rate (n × n, --matmul-size), GFLOP/s, best of 5 after a warm-up. */
+async function matmulGflops(): Promise<number> {
+  const n = Number(args['matmul-size']);
   const a = tf.randomNormal([n, n]);
   const b = tf.randomNormal([n, n]);
-  tf.matMul(a, b).dispose();
+  const warm = tf.matMul(a, b);
+  await warm.data();
+  warm.dispose();
   let best = Infinity;
   for (let i = 0; i < 5; i++) {
     const t0 = performance.now();
     const c = tf.matMul(a, b);
-    c.dataSync();
+    await c.data();
     best = Math.min(best, performance.now() - t0);
     c.dispose();
   }
@@ -77,7 +83,7 @@ interface Row {
   fractionOfMatmul: number;
 }
 
-const peak = matmulGflops();
+const peak = await matmulGflops();
 const rows: Row[] = [];
 for (const B of batches) {
   // Prefill: B rows of L tokens in one pass (the first step of cached generation).
@@ -123,6 +129,8 @@ for (const B of batches) {
 
 const result = {
   backend: backend.name,
+  reason: backend.reason,
+  load: loadavg()[0],
   model: { ...config, parameters: model.parameterCount() },
   sequenceLength: L,
   matmulGflops: peak,
