@@ -76,7 +76,11 @@ export function initBackend(preferred?: string): Promise<BackendInfo> {
  * webgpu's turn: null with the reason when it is not used. Automatic selection needs a GPU device
  * node (Linux) and then a hardware adapter; `forced` takes any adapter Dawn offers.
  */
+let webgpuReason: string | null = null;
+
 async function tryWebgpu(forced: boolean): Promise<{ reason: string } | { skip: string }> {
+  // Back to webgpu after another backend: the same device (its tensors live there), not a new one.
+  if (webgpuReason && tf.findBackend('webgpu') && (await activate('webgpu'))) return { reason: webgpuReason };
   if (!forced) {
     const nodes = gpuDeviceNodes();
     if (nodes?.length === 0) return { skip: 'webgpu: no GPU device (/dev/nvidia*, /dev/dri/renderD*, /dev/dxg)' };
@@ -86,6 +90,7 @@ async function tryWebgpu(forced: boolean): Promise<{ reason: string } | { skip: 
   await registerWebgpu(verdict.use);
   if (!(await activate('webgpu')))
     return { skip: `webgpu: the backend on ${verdict.use.kind.label} did not initialize` };
+  webgpuReason = verdict.reason;
   return { reason: verdict.reason };
 }
 

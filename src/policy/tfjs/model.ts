@@ -2,6 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { createRng } from '../../core/rng.ts';
 import { COPY_EPS } from './kv-cache.ts';
 import { ModelError, parseModelConfig, type ModelConfig, type ModelConfigInput } from './model-config.ts';
+import { webgpuAdapter } from './webgpu.ts';
 
 /**
  * A small GPT: decoder-only, pre-LN, causal multi-head self-attention, GELU MLP, learned positions,
@@ -411,10 +412,19 @@ export const WASM_ATTENTION_LIMIT_BYTES = 512 * 2 ** 20;
 
 function checkAttentionSize(rows: number, heads: number, queries: number, keys: number): void {
   const bytes = rows * heads * queries * keys * 4;
-  if (bytes > WASM_ATTENTION_LIMIT_BYTES && tf.getBackend() === 'wasm') {
+  const backend = tf.getBackend();
+  // On webgpu one tensor is one storage buffer, at most the device's binding size (a larger one
+  // would make its kernels invalid, which ends the process far from the cause).
+  const limit =
+    backend === 'wasm'
+      ? WASM_ATTENTION_LIMIT_BYTES
+      : backend === 'webgpu'
+        ? (webgpuAdapter()?.adapter.limits.maxStorageBufferBindingSize ?? Infinity)
+        : Infinity;
+  if (bytes > limit) {
     throw new ModelError(
       `a forward of ${rows} sequences × ${queries} tokens needs ${(bytes / 2 ** 20).toFixed(0)} MiB per attention tensor, ` +
-        `more than the wasm backend's ${WASM_ATTENTION_LIMIT_BYTES / 2 ** 20} MiB limit: use fewer sequences per batch (e.g. a smaller microbatch)`,
+        `more than the ${backend} backend's ${(limit / 2 ** 20).toFixed(0)} MiB limit: use fewer sequences per batch (e.g. a smaller microbatch)`,
     );
   }
 }

@@ -14,7 +14,9 @@ import { initBackend } from '../../../src/policy/tfjs/backend.ts';
 import { loadCheckpoint, saveCheckpoint } from '../../../src/policy/tfjs/checkpoint.ts';
 import { AdamW } from '../../../src/policy/tfjs/adamw.ts';
 import type { ModelConfig } from '../../../src/policy/tfjs/model-config.ts';
-import { GPTModel } from '../../../src/policy/tfjs/model.ts';
+import * as tf from '@tensorflow/tfjs';
+import { GPTModel, WASM_ATTENTION_LIMIT_BYTES } from '../../../src/policy/tfjs/model.ts';
+import { webgpuAdapter } from '../../../src/policy/tfjs/webgpu.ts';
 import { trainSft } from '../../../src/policy/tfjs/sft.ts';
 import { TfjsPolicy } from '../../../src/policy/tfjs/tfjs-policy.ts';
 import type { TrainingSequence } from '../../../src/policy/trajectory.ts';
@@ -42,6 +44,8 @@ export interface ParityResult {
   /** The reloaded checkpoint saved again on this backend: the job checkpoint's hash if nothing was lost. */
   resavedHash: string;
   checkpointHash: string;
+  /** The error a too-large batch got. */
+  refused: string;
   grpo: { metrics: { [key: string]: unknown }; weights: number[]; before: number[] };
   sft: { losses: number[]; gradNorms: number[]; weights: number[]; start: number[] };
   seconds: { [part: string]: number };
@@ -109,6 +113,20 @@ async function main(): Promise<void> {
   }
   lap('checkpoint');
 
+  // A batch whose attention tensor would not fit the backend's limit is refused before any work.
+  const { nHeads: H, contextLength: T } = model.config;
+  const limit =
+    info.name === 'webgpu' ? webgpuAdapter()!.adapter.limits.maxStorageBufferBindingSize! : WASM_ATTENTION_LIMIT_BYTES;
+  const big = tf.zeros([Math.floor(limit / (H * T * T * 4)) + 1, T], 'int32') as tf.Tensor2D;
+  let refused = '';
+  try {
+    model.forward(big);
+  } catch (error) {
+    refused = error instanceof Error ? error.message : String(error);
+  } finally {
+    big.dispose();
+  }
+
   const trainable = await GptTrainable.create(model, tokenizer);
   const before = await flatWeights(model);
   const ref = await trainable.freeze();
@@ -159,6 +177,7 @@ async function main(): Promise<void> {
     scores,
     resavedHash,
     checkpointHash: ckpt.hash,
+    refused,
     grpo,
     sft: { losses, gradNorms, weights: sftWeights, start },
     seconds,
