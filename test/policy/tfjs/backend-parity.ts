@@ -46,6 +46,8 @@ export interface ParityResult {
   checkpointHash: string;
   /** The error a too-large batch got. */
   refused: string;
+  /** Max abs error of a 40-input AddN (exact in float32: the terms are multiples of 1/64). */
+  addNError: number;
   grpo: { metrics: { [key: string]: unknown }; weights: number[]; before: number[] };
   sft: { losses: number[]; gradNorms: number[]; weights: number[]; start: number[] };
   seconds: { [part: string]: number };
@@ -113,6 +115,17 @@ async function main(): Promise<void> {
   }
   lap('checkpoint');
 
+  // AddN of more inputs than a kernel may bind (webgpu: chunked in webgpu.ts): 40 terms, 2000 each.
+  const terms = Array.from({ length: 40 }, (_, i) =>
+    Float32Array.from({ length: 2000 }, (_, j) => ((i + 1) * (j % 7)) / 64),
+  );
+  const summed = tf.addN(terms.map((x) => tf.tensor1d(x)));
+  const got = (await summed.data()) as Float32Array;
+  tf.dispose(summed);
+  let addNError = 0;
+  for (let j = 0; j < 2000; j++)
+    addNError = Math.max(addNError, Math.abs(got[j]! - terms.reduce((a, x) => a + x[j]!, 0)));
+
   // A batch whose attention tensor would not fit the backend's limit is refused before any work.
   const { nHeads: H, contextLength: T } = model.config;
   const limit =
@@ -178,6 +191,7 @@ async function main(): Promise<void> {
     resavedHash,
     checkpointHash: ckpt.hash,
     refused,
+    addNError,
     grpo,
     sft: { losses, gradNorms, weights: sftWeights, start },
     seconds,
