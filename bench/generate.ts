@@ -3,11 +3,12 @@
  * and 64, with and without the KV cache, for 256-token sequences; the backend's own 2-D matmul
  * GFLOP/s measured in the same run, and decoding's achieved GFLOP/s as a fraction of it.
  *
- *   npx tsx --conditions=source bench/generate.ts [--json] [--backend wasm] [--batches 1,16,64] [--d-model 64] [--layers 2] [--vocab 1024]
+ *   npx tsx --conditions=source bench/generate.ts [--json] [--backend wasm] [--batches 1,16,64] [--d-model 64] [--layers 2] [--vocab 1024] [--length 256] [--matmul-size 512]
  *
  * Sequences: a prompt of 256 − D tokens, then D decoded tokens (D = 32 with the cache, 8 without:
  * uncached decoding recomputes the whole sequence every step, so fewer steps measure it as well).
  */
+import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../src/policy/tfjs/backend.ts';
@@ -25,6 +26,8 @@ const { values: args } = parseArgs({
     layers: { type: 'string', default: String(DEFAULT_MODEL_CONFIG.nLayers) },
     vocab: { type: 'string', default: '1024' },
     length: { type: 'string', default: '256' },
+    // 512 fits a CPU thread; a GPU needs a larger product to reach its rate (gpu-check.sh: 2048).
+    'matmul-size': { type: 'string', default: '512' },
   },
 });
 
@@ -48,16 +51,19 @@ function tokenFlops(ctx: number, withHead = true): number {
   return 2 * dense + 2 * 2 * nLayers * ctx * dm;
 }
 
-function matmulGflops(): number {
-  const n = 512;
+/** The backend's 2-D matmul rate (n × n, --matmul-size), GFLOP/s, best of 5 after a warm-up. */
+async function matmulGflops(): Promise<number> {
+  const n = Number(args['matmul-size']);
   const a = tf.randomNormal([n, n]);
   const b = tf.randomNormal([n, n]);
-  tf.matMul(a, b).dispose();
+  const warm = tf.matMul(a, b);
+  await warm.data();
+  warm.dispose();
   let best = Infinity;
   for (let i = 0; i < 5; i++) {
     const t0 = performance.now();
     const c = tf.matMul(a, b);
-    c.dataSync();
+    await c.data();
     best = Math.min(best, performance.now() - t0);
     c.dispose();
   }
@@ -77,38 +83,38 @@ interface Row {
   fractionOfMatmul: number;
 }
 
-const peak = matmulGflops();
+const peak = await matmulGflops();
 const rows: Row[] = [];
 for (const B of batches) {
   // Prefill: B rows of L tokens in one pass (the first step of cached generation).
-  forwardRows(model, [{ tokens: prompt(0, 8), cache: newCache(model) }]).dispose();
+  (await forwardRows(model, [{ tokens: prompt(0, 8), cache: newCache(model) }])).dispose();
   const t0 = performance.now();
-  const pre = forwardRows(
+  const pre = await forwardRows(
     model,
     Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L), cache: newCache(model, L) })),
   );
-  pre.dataSync();
+  await pre.data();
   const prefillMs = performance.now() - t0;
   pre.dispose();
 
   // Cached decode: prompt L−32, then 32 tokens; time the decode part (total − prefill of the prompt).
-  const decodeWith = (useCache: boolean, steps: number) => {
+  const decodeWith = async (useCache: boolean, steps: number) => {
     const reqs = Array.from({ length: B }, (_, b) => ({ tokens: prompt(b, L - steps), seed: b, maxTokens: steps }));
     const t1 = performance.now();
-    generate(
+    await generate(
       model,
       reqs.map((r) => ({ ...r, maxTokens: 1 })),
       { useCache },
     );
     const prefill = performance.now() - t1;
     const t2 = performance.now();
-    const out = generate(model, reqs, { useCache });
+    const out = await generate(model, reqs, { useCache });
     const total = performance.now() - t2;
     const decoded = out.reduce((n, r) => n + r.tokens.length - 1, 0);
     return (decoded / Math.max(1e-9, total - prefill)) * 1000;
   };
-  const cached = decodeWith(true, 32);
-  const uncached = decodeWith(false, 8);
+  const cached = await decodeWith(true, 32);
+  const uncached = await decodeWith(false, 8);
   const gflops = (cached * tokenFlops(L - 16)) / 1e9;
   rows.push({
     batch: B,
@@ -123,6 +129,8 @@ for (const B of batches) {
 
 const result = {
   backend: backend.name,
+  reason: backend.reason,
+  load: loadavg()[0],
   model: { ...config, parameters: model.parameterCount() },
   sequenceLength: L,
   matmulGflops: peak,

@@ -5,7 +5,7 @@
  * FLOP rate, per thread as a share of that matmul rate. Checks that the weights come out
  * bit-identical whatever the number of threads.
  *
- *   npx tsx --conditions=source bench/train.ts [--json] [--threads 1,2] [--sft-steps 12] [--rl-steps 4]
+ *   npx tsx --conditions=source bench/train.ts [--json] [--threads 1,2] [--sft-steps 12] [--rl-steps 4] [--matmul-size 512]
  *
  * Data: the main job's warm-start demonstrations (multihop-qa, noisy expert, seed 1). SFT: the main
  * job's batch (8 sequences, micro-batches of 1). RL update: one GRPO step of the main job (64
@@ -43,6 +43,9 @@ const flags = new Command()
   .option('--rl-steps <n>', 'RL update steps timed per row (after one warm-up step)', Number, 4)
   .option('--rl-sequences <n>', 'sequences per RL step (the main job: 64)', Number)
   .option('--backend <name>', 'tfjs backend (default: the best that loads)')
+  .option('--d-model <n>', 'model width (default: the main job’s)', Number)
+  .option('--layers <n>', 'transformer layers (default: the main job’s)', Number)
+  .option('--matmul-size <n>', 'side of the reference matmul (a GPU needs ~2048 to reach its rate)', Number, 512)
   .option('--json', 'print the figures as one JSON object')
   .parse()
   .opts<{
@@ -52,6 +55,9 @@ const flags = new Command()
     rlSteps: number;
     rlSequences?: number;
     backend?: string;
+    matmulSize: number;
+    dModel?: number;
+    layers?: number;
     json?: boolean;
   }>();
 
@@ -74,7 +80,12 @@ const { records } = await rollout({
   config: budget.episode,
 });
 const tokenizer = trainTokenizer(recordTexts(records), { vocabSize: ws.vocabSize ?? 768, chunking: 'words' });
-const modelOptions = ws.model ?? {};
+// The main job's model unless --d-model / --layers make it smaller (a software GPU is ~15× slower).
+const modelOptions = {
+  ...(ws.model ?? {}),
+  ...(flags.dModel ? { dModel: flags.dModel, dMlp: 4 * flags.dModel } : {}),
+  ...(flags.layers ? { nLayers: flags.layers } : {}),
+};
 // the config trainSft builds from these options
 const config: ModelConfig = { ...DEFAULT_MODEL_CONFIG, ...modelOptions, vocabSize: tokenizer.vocabSize };
 if (modelOptions.dModel && !modelOptions.dMlp) config.dMlp = 4 * config.dModel;
@@ -102,17 +113,19 @@ function trainFlops(T: number, S: number): number {
 }
 const scored = (s: TokenSequence) => s.mask.reduce((a, m, t) => a + (t > 0 ? m : 0), 0);
 
-/** The backend's own single-thread 2-D matmul rate (512 × 512), GFLOP/s, best of 5. */
-function matmulGflops(): number {
-  const n = 512;
+/** The backend's own single-thread 2-D matmul rate (n × n, --matmul-size), GFLOP/s, best of 5 after a warm-up. */
+async function matmulGflops(): Promise<number> {
+  const n = flags.matmulSize;
   const a = tf.randomNormal([n, n]);
   const b = tf.randomNormal([n, n]);
-  tf.matMul(a, b).dispose();
+  const warm = tf.matMul(a, b);
+  await warm.data();
+  warm.dispose();
   let best = Infinity;
   for (let i = 0; i < 5; i++) {
     const t0 = performance.now();
     const c = tf.matMul(a, b);
-    c.dataSync();
+    await c.data();
     best = Math.min(best, performance.now() - t0);
     c.dispose();
   }
@@ -136,7 +149,7 @@ interface Row {
   weights: string;
 }
 
-const matmul = matmulGflops();
+const matmul = await matmulGflops();
 const rows: Row[] = [];
 const replicasFor = (threads: number) =>
   threads > 1 ? new TrainThreads({ threads, backend: backend.name }) : undefined;
@@ -224,7 +237,7 @@ const rlConfig = { ...rl, minibatch: Math.min(rl.minibatch, perStep) };
 for (const threads of threadCounts) {
   const replicas: GradientExecutor | undefined = replicasFor(threads);
   const weights = new Map(sftModel!.namedWeights().map(([n, v]) => [n, v.clone() as tf.Tensor]));
-  const model = new GptTrainable(new GPTModel(config, 0, weights), tokenizer);
+  const model = await GptTrainable.create(new GPTModel(config, 0, weights), tokenizer);
   for (const t of weights.values()) t.dispose();
   const opt = new AdamW(model.variables, { lr: rl.lr });
   try {
@@ -254,6 +267,7 @@ const identical = (phase: Row['phase']) =>
   new Set(rows.filter((r) => r.phase === phase).map((r) => r.weights)).size === 1;
 const result = {
   backend: backend.name,
+  reason: backend.reason,
   cpu: cpus()[0]?.model ?? 'unknown',
   cores: availableParallelism(),
   load: loadavg()[0],

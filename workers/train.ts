@@ -38,13 +38,13 @@ export default async function runTrainTask(task: TrainTask): Promise<TrainTaskRe
     let stats: { [key: string]: number };
     if (task.kind === 'sft') {
       const { sftMicroGradient } = await import('../src/policy/tfjs/sft.ts');
-      ({ present, stats } = sftMicroGradient(model, task.job as SftMicroJob, out));
+      ({ present, stats } = await sftMicroGradient(model, task.job as SftMicroJob, out));
     } else if (task.kind === 'rl') {
       const { rlMicroGradient } = await import('../src/rl/update/minibatch.ts');
       const { scoreGpt } = await import('../src/rl/tfjs-trainable.ts');
       const job = task.job as RlMicroJob;
       const scorer = { score: (req: Parameters<typeof scoreGpt>[2]) => scoreGpt(model, job.pad, req) };
-      ({ present, stats } = rlMicroGradient(scorer, model.trainableVariables, job, out));
+      ({ present, stats } = await rlMicroGradient(scorer, model.trainableVariables, job, out));
     } else throw new Error(`unknown training job kind "${task.kind}"`);
     result = { ok: true, present: [...present], stats };
   } catch (error) {

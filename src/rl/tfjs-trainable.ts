@@ -20,19 +20,29 @@ export class GptTrainable implements TrainablePolicy {
   private hash = '';
   private readonly policies = new Map<string, TfjsPolicy>();
 
-  constructor(
+  private constructor(
     readonly model: GPTModel,
     readonly tokenizer: Tokenizer,
     readonly options: { id?: string; meta?: { [key: string]: Json } } = {},
   ) {
     this.maxLength = model.config.contextLength;
-    this.weightsChanged();
+  }
+
+  /** Wraps a model; async because its version hashes the weights, read with data() (a GPU backend has no sync read). */
+  static async create(
+    model: GPTModel,
+    tokenizer: Tokenizer,
+    options: { id?: string; meta?: { [key: string]: Json } } = {},
+  ): Promise<GptTrainable> {
+    const t = new GptTrainable(model, tokenizer, options);
+    await t.weightsChanged();
+    return t;
   }
 
   /** Loads a checkpoint directory (`--init ckpt:DIR`). */
   static async fromCheckpoint(dir: string, options: { id?: string } = {}): Promise<GptTrainable> {
     const ckpt = await loadCheckpoint(dir);
-    return new GptTrainable(ckpt.model, ckpt.tokenizer, { id: options.id, meta: ckpt.meta });
+    return GptTrainable.create(ckpt.model, ckpt.tokenizer, { id: options.id, meta: ckpt.meta });
   }
 
   get variables(): tf.Variable[] {
@@ -59,12 +69,15 @@ export class GptTrainable implements TrainablePolicy {
     return p;
   }
 
-  weightsChanged(): void {
+  async weightsChanged(): Promise<void> {
     // Same bytes and order as saveCheckpoint's encodeWeights (float32, namedWeights order).
-    const parts = this.model.namedWeights().map(([, v]) => {
+    const weights = this.model.namedWeights().map(([, v]) => {
       if (v.dtype !== 'float32') throw new TrainingError(`weight ${v.name} is ${v.dtype}; expected float32`);
-      const d = v.dataSync() as Float32Array;
-      return new Uint8Array(d.buffer, d.byteOffset, d.byteLength);
+      return v;
+    });
+    const parts = (await Promise.all(weights.map((v) => v.data()))).map((d) => {
+      const f = d as Float32Array;
+      return new Uint8Array(f.buffer, f.byteOffset, f.byteLength);
     });
     const bytes = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
     let at = 0;
@@ -108,17 +121,17 @@ export class GptTrainable implements TrainablePolicy {
     } finally {
       ckpt.model.dispose();
     }
-    this.weightsChanged();
+    await this.weightsChanged();
   }
 
   async freeze() {
     const weights = new Map<string, tf.Tensor>(this.model.namedWeights().map(([name, v]) => [name, v.clone()]));
     const frozen = new GPTModel(this.model.config, 0, weights);
     for (const t of weights.values()) t.dispose();
-    const copy = new GptTrainable(frozen, this.tokenizer, this.options);
+    const pad = this.tokenizer.pad;
     return {
-      maxLength: copy.maxLength,
-      score: (r: ScoreRequest) => copy.score(r),
+      maxLength: this.maxLength,
+      score: (r: ScoreRequest) => scoreGpt(frozen, pad, r),
       dispose: () => frozen.dispose(),
     };
   }

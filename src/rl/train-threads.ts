@@ -92,7 +92,7 @@ export class TrainThreads implements GradientExecutor {
         this.weights = new SharedArrayBuffer(bytes);
         this.slots = [];
       }
-      readWeights(variables, new Float32Array(this.weights));
+      await readWeights(variables, new Float32Array(this.weights));
       while (this.slots.length < jobs.length) this.slots.push(new SharedArrayBuffer(bytes));
       let key = this.keys.get(model);
       if (!key) this.keys.set(model, (key = `m${this.models++}`));

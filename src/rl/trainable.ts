@@ -53,7 +53,7 @@ export interface TrainablePolicy {
   /** A Policy for rollouts with the current weights; its `version` is the content hash of those weights. */
   policy(sampling: RolloutSampling): Policy;
   /** Called after the weights changed: recompute the version, drop caches (KV caches of old weights). */
-  weightsChanged(): void;
+  weightsChanged(): Promise<void>;
   /** The current content hash. */
   version(): string;
   /** Writes a checkpoint (weights, config, tokenizer) that `load` and `ckpt:DIR` read back. */

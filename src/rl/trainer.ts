@@ -200,7 +200,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
   if (latest) {
     const dir = join(outDir, latest.dir);
     await model.load(join(dir, 'policy'));
-    model.weightsChanged();
+    await model.weightsChanged();
     await optimizer.load(dir);
     start = latest.step;
   }

@@ -94,7 +94,7 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
   const { model, tokenizer } = trained;
   const demoSuccess = used.filter((r) => r.outcome.success).length / used.length;
   return {
-    trainable: new GptTrainable(model, tokenizer, {
+    trainable: await GptTrainable.create(model, tokenizer, {
       id: 'rl',
       meta: {
         warmStart: { demoPolicy: options.demoPolicy.id, episodes: used.length, steps: options.steps, demoSuccess },

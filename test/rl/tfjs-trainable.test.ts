@@ -17,7 +17,7 @@ const tokenizer = trainTokenizer(
   { vocabSize: 300 },
 );
 const tiny = (seed: number) =>
-  new GptTrainable(
+  GptTrainable.create(
     new GPTModel(
       { vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 32, dMlp: 32 },
       seed,
@@ -26,8 +26,8 @@ const tiny = (seed: number) =>
   );
 
 test('the GPT adapter: version = checkpoint hash; save → load restores the weights and the version', async (t) => {
-  const a = tiny(1);
-  const b = tiny(2);
+  const a = await tiny(1);
+  const b = await tiny(2);
   t.not(a.version(), b.version());
   const dir = join(await mkdtemp(join(tmpdir(), 'gpt-trainable-')), 'ckpt');
   await a.save(dir);
@@ -45,7 +45,7 @@ test('the GPT adapter: version = checkpoint hash; save → load restores the wei
 });
 
 test('an RL update on the GPT changes the weights, the version, and raises the rewarded sequence’s log-prob', async (t) => {
-  const m = tiny(3);
+  const m = await tiny(3);
   const v0 = m.version();
   const good = tokenizer.encode('<answer>yes</answer>');
   const bad = tokenizer.encode('<answer>no</answer>');
@@ -83,8 +83,8 @@ test('an RL update on the GPT changes the weights, the version, and raises the r
   t.true(logp() > before, `${before} → ${logp()}`);
 });
 
-test('scoring with a mask computes the masked positions only: equal to the full pass there, 0 elsewhere, differentiable', (t) => {
-  const m = new GptTrainable(
+test('scoring with a mask computes the masked positions only: equal to the full pass there, 0 elsewhere, differentiable', async (t) => {
+  const m = await GptTrainable.create(
     new GPTModel(
       {
         vocabSize: tokenizer.vocabSize,
@@ -131,8 +131,8 @@ test('scoring with a mask computes the masked positions only: equal to the full 
   ]);
 });
 
-test('scoring at a temperature scores the tempered distribution (logits / T), masked or not', (t) => {
-  const m = tiny(6);
+test('scoring at a temperature scores the tempered distribution (logits / T), masked or not', async (t) => {
+  const m = await tiny(6);
   const rows = [tokenizer.encode('search the answer yes')];
   const mask = rows.map((r) => r.map((_, i) => (i >= 1 ? 1 : 0)));
   const expected = tf.tidy(() => {

@@ -47,7 +47,7 @@ export class BigramPolicy implements TrainablePolicy {
     readonly value = tf.variable(tf.zeros([VOCAB, 1]), true, `toy/value-${instances++}`),
   ) {
     this.variables = [this.logits, this.value];
-    this.weightsChanged();
+    this.hash = this.hashWeights();
   }
 
   score(req: ScoreRequest): ScoreOutput {
@@ -117,10 +117,15 @@ export class BigramPolicy implements TrainablePolicy {
     };
   }
 
-  weightsChanged(): void {
+  async weightsChanged(): Promise<void> {
+    this.hash = this.hashWeights();
+  }
+
+  /** The toy runs on wasm or cpu only, where a synchronous read is fine. */
+  private hashWeights(): string {
     const h = createHash('sha256');
     for (const v of this.variables) h.update(new Uint8Array((v.dataSync() as Float32Array).slice().buffer));
-    this.hash = h.digest('hex').slice(0, 16);
+    return h.digest('hex').slice(0, 16);
   }
 
   version(): string {
@@ -143,7 +148,7 @@ export class BigramPolicy implements TrainablePolicy {
         v.assign(tf.tensor(new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4).slice(), v.shape)),
       );
     });
-    this.weightsChanged();
+    await this.weightsChanged();
   }
 
   async freeze() {

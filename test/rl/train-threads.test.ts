@@ -111,7 +111,7 @@ function sequences(): TrainingSequence[] {
  */
 async function grpo(replicas?: TrainThreads): Promise<{ version: string; metrics: unknown[] }> {
   const config = { vocabSize: tokenizer.vocabSize, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 64 };
-  const model = new GptTrainable(new GPTModel({ ...config, dMlp: 64, copyHead: true }, 7), tokenizer);
+  const model = await GptTrainable.create(new GPTModel({ ...config, dMlp: 64, copyHead: true }, 7), tokenizer);
   const ref = await model.freeze();
   const rl = resolveConfig({ algo: 'grpo', seed: 1, minibatch: 6, microbatch: 2, epochs: 2, lr: 1e-2 });
   const opt = new AdamW(model.variables, { lr: rl.lr });
@@ -157,11 +157,15 @@ test.serial('an error in a replica is the step’s error, not retried', async (t
   model.dispose();
 });
 
-test('training threads: wasm and cpu take the number asked for; tfjs-node stays on one thread and says why', (t) => {
+test('training threads: wasm and cpu take the number asked for; tfjs-node and webgpu stay on one thread and say why', (t) => {
   t.deepEqual(trainThreadsFor('wasm', 3), { threads: 3 });
   t.deepEqual(trainThreadsFor('cpu', 1), { threads: 1 });
   const node = trainThreadsFor('tensorflow', 2);
   t.is(node.threads, 1);
   t.regex(node.note!, /tensorflow backend's bindings do not load in worker threads/);
+  t.deepEqual(trainThreadsFor('webgpu', 4), {
+    threads: 1,
+    note: 'training on one thread: on webgpu the GPU does the work',
+  });
   t.throws(() => trainThreadsFor('wasm', 0), { instanceOf: GradientError, message: /integer ≥ 1, got 0/ });
 });

@@ -80,7 +80,7 @@ test('a replicated rollout gives the in-thread records, greedy and sampled in gr
     const v0 = model.version();
     const w = model.variables[0]!;
     w.assign(w.mul(1.5));
-    model.weightsChanged();
+    await model.weightsChanged();
     t.not(model.version(), v0);
     const c = await play(greedy, model, 0);
     const d = await play(greedy, model, 0, replica);

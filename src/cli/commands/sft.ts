@@ -97,7 +97,7 @@ export function register(program: Command): void {
       nonNegativeNumber,
       0,
     )
-    .option('--backend <name>', 'tensorflow-gpu | tensorflow | wasm | cpu (default: the best that loads)')
+    .option('--backend <name>', 'tensorflow-gpu | tensorflow | webgpu | wasm | cpu (default: the best that loads)')
     .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--json', 'print the result as JSON on the last stdout line')

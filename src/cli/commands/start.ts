@@ -29,7 +29,7 @@ export function register(program: Command): void {
     .option('--quick', 'a small run for CI (under 2 minutes) that still shows the reward rising')
     .option('--seed <n>', 'seed of the world, the demonstrations and the training', integer, 1)
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
-    .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
+    .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, webgpu, wasm or cpu')
     .option('--json', 'end with the table as one JSON line: {"methods": [{method, test, ood}], "seconds": {…}}')
     .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
     .option(

@@ -256,7 +256,7 @@ export function register(program: Command): void {
     .option('--no-copy-head', 'warm start: no copy head (the model has one by default)')
     .option('--context <n>', 'warm start: context length', positiveInt, 768)
     .option('--vocab <n>', 'warm start: tokenizer vocabulary', positiveInt, 768)
-    .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, wasm or cpu')
+    .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, webgpu, wasm or cpu')
     .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
     .option(
       '--no-replica',

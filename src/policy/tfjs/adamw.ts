@@ -70,13 +70,15 @@ export function scheduleLr(step: number, o: { lr: number } & LrSchedule): number
 }
 
 /** ‖g‖ over every gradient of the map, √(Σ Σ g²), summed in the map's order. */
-export function globalNorm(grads: tf.NamedTensorMap): number {
+export async function globalNorm(grads: tf.NamedTensorMap): Promise<number> {
   const names = Object.keys(grads);
   if (names.length === 0) return 0;
   const normT = tf.tidy(() => tf.sqrt(tf.addN(names.map((n) => tf.sum(tf.square(grads[n]!))))));
-  const norm = normT.dataSync()[0]!;
-  normT.dispose();
-  return norm;
+  try {
+    return (await normT.data())[0]!;
+  } finally {
+    normT.dispose();
+  }
 }
 
 /**
@@ -85,15 +87,15 @@ export function globalNorm(grads: tf.NamedTensorMap): number {
  * as is (with the gradients untouched) so the caller can skip that update, as verl does. The
  * gradients handed in are disposed when scaled copies replace them.
  */
-export function clipByGlobalNorm(
+export async function clipByGlobalNorm(
   grads: tf.NamedTensorMap,
   maxNorm: number,
   eps = 1e-6,
-): { grads: tf.NamedTensorMap; norm: number } {
+): Promise<{ grads: tf.NamedTensorMap; norm: number }> {
   if (!(maxNorm > 0)) throw new OptimizerError(`max grad norm must be > 0, got ${maxNorm}`);
   const names = Object.keys(grads);
   if (names.length === 0) return { grads, norm: 0 };
-  const norm = globalNorm(grads);
+  const norm = await globalNorm(grads);
   if (!Number.isFinite(norm)) return { grads, norm };
   const scale = Math.min(1, maxNorm / (norm + eps));
   if (scale === 1) return { grads, norm };
@@ -184,10 +186,17 @@ export class AdamW {
    * builds the scalar loss from the model (e.g. with scoreSequences); it runs inside
    * tf.variableGrads. A non-finite loss or gradient norm throws, with the state untouched.
    */
-  minimize(lossFn: () => tf.Scalar): StepStats {
+  async minimize(lossFn: () => tf.Scalar): Promise<StepStats> {
     const { value, grads } = tf.variableGrads(lossFn, this.variables as tf.Variable[]);
-    const loss = value.dataSync()[0]!;
-    value.dispose();
+    let loss: number;
+    try {
+      loss = (await value.data())[0]!;
+    } catch (error) {
+      tf.dispose(Object.values(grads));
+      throw error;
+    } finally {
+      value.dispose();
+    }
     return this.applyGradients(loss, grads);
   }
 
@@ -196,9 +205,11 @@ export class AdamW {
    * loss or gradient norm throws, with the state untouched. The gradients are disposed. For
    * gradients computed elsewhere (summed over micro-batches, see data-parallel.ts).
    */
-  applyGradients(loss: number, grads: tf.NamedTensorMap): StepStats {
+  async applyGradients(loss: number, grads: tf.NamedTensorMap): Promise<StepStats> {
     const clipped =
-      this.clipNorm > 0 ? clipByGlobalNorm(grads, this.clipNorm, this.clipEps) : { grads, norm: globalNorm(grads) };
+      this.clipNorm > 0
+        ? await clipByGlobalNorm(grads, this.clipNorm, this.clipEps)
+        : { grads, norm: await globalNorm(grads) };
     try {
       if (!Number.isFinite(loss) || !Number.isFinite(clipped.norm)) {
         throw new OptimizerError(`non-finite loss (${loss}) or gradient norm (${clipped.norm}) at step ${this.t}`);
@@ -213,7 +224,7 @@ export class AdamW {
 
   /** Writes adamw.json (step count, lr, names, shapes) and adamw.bin (m then v, float32) into dir. */
   async save(dir: string): Promise<void> {
-    const parts = [...this.m, ...this.v].map((x) => x.dataSync() as Float32Array);
+    const parts = (await Promise.all([...this.m, ...this.v].map((x) => x.data()))) as Float32Array[];
     const total = parts.reduce((a, p) => a + p.length, 0);
     const bin = new Float32Array(total);
     let offset = 0;

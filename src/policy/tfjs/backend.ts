@@ -1,21 +1,34 @@
 import * as tf from '@tensorflow/tfjs';
 import '@tensorflow/tfjs-backend-wasm';
-import { UnknownNameError } from '../../core/errors.ts';
+import { AgentR1Error, UnknownNameError } from '../../core/errors.ts';
+import { gpuDeviceNodes, patchWebgpuKernels, probeWebgpu, registerWebgpu, webgpuVerdict } from './webgpu.ts';
 
 /**
- * Backend selection. Order: tfjs-node-gpu (CUDA) → tfjs-node → wasm → cpu. The node bindings
- * download libtensorflow at install time and are optional, so they are tried by dynamic import;
- * wasm always loads. On wasm, BatchMatMul and GatherV2 are re-registered (see patchWasmKernels)
- * because the stock ones are many times slower on the shapes a transformer uses.
+ * Backend selection. Order: tfjs-node-gpu (CUDA) → tfjs-node → webgpu (Dawn) → wasm → cpu. The
+ * node bindings download libtensorflow at install time and are optional, so they are tried by
+ * dynamic import; so is webgpu (webgpu.ts), which is taken automatically only on a hardware
+ * adapter; wasm always loads. On wasm, BatchMatMul and GatherV2 are re-registered (see
+ * patchWasmKernels) because the stock ones are many times slower on the shapes a transformer uses;
+ * webgpu keeps its own kernels.
  */
-export const BACKEND_NAMES = ['tensorflow-gpu', 'tensorflow', 'wasm', 'cpu'] as const;
+export const BACKEND_NAMES = ['tensorflow-gpu', 'tensorflow', 'webgpu', 'wasm', 'cpu'] as const;
 export type BackendChoice = (typeof BACKEND_NAMES)[number];
 
 export interface BackendInfo {
-  /** tfjs's name of the active backend (`tensorflow`, `wasm`, `cpu`). */
+  /** tfjs's name of the active backend (`tensorflow`, `webgpu`, `wasm`, `cpu`). */
   name: string;
-  /** Why this one: what loaded, what did not. */
+  /** Why this one: what loaded, what did not (for webgpu: the adapter and its driver). */
   reason: string;
+}
+
+/** A backend asked for by name that cannot run here; `reason` says what was tried. */
+export class BackendUnavailableError extends AgentR1Error {
+  constructor(
+    readonly backend: string,
+    readonly reason: string,
+  ) {
+    super(`backend ${backend} cannot run here: ${reason}`);
+  }
 }
 
 let active: BackendInfo | null = null;
@@ -38,6 +51,7 @@ async function activate(name: string): Promise<boolean> {
   if (!ok) return false;
   await tf.ready();
   if (name === 'wasm') patchWasmKernels();
+  if (name === 'webgpu') patchWebgpuKernels();
   return true;
 }
 
@@ -56,6 +70,28 @@ export function initBackend(preferred?: string): Promise<BackendInfo> {
     return info;
   });
   return pending;
+}
+
+/**
+ * webgpu's turn: null with the reason when it is not used. Automatic selection needs a GPU device
+ * node (Linux) and then a hardware adapter; `forced` takes any adapter Dawn offers.
+ */
+let webgpuReason: string | null = null;
+
+async function tryWebgpu(forced: boolean): Promise<{ reason: string } | { skip: string }> {
+  // Back to webgpu after another backend: the same device (its tensors live there), not a new one.
+  if (webgpuReason && tf.findBackend('webgpu') && (await activate('webgpu'))) return { reason: webgpuReason };
+  if (!forced) {
+    const nodes = gpuDeviceNodes();
+    if (nodes?.length === 0) return { skip: 'webgpu: no GPU device (/dev/nvidia*, /dev/dri/renderD*, /dev/dxg)' };
+  }
+  const verdict = webgpuVerdict(await probeWebgpu(), forced);
+  if ('skip' in verdict) return verdict;
+  await registerWebgpu(verdict.use);
+  if (!(await activate('webgpu')))
+    return { skip: `webgpu: the backend on ${verdict.use.kind.label} did not initialize` };
+  webgpuReason = verdict.reason;
+  return { reason: verdict.reason };
 }
 
 async function select(want: string | undefined): Promise<BackendInfo> {
@@ -78,13 +114,20 @@ async function select(want: string | undefined): Promise<BackendInfo> {
       skipped.push(`${pkg} loaded but its backend did not initialize`);
       continue;
     }
+    if (candidate === 'webgpu') {
+      const r = await tryWebgpu(want === 'webgpu');
+      if ('reason' in r) return { name: 'webgpu', reason: want ? `requested; ${r.reason}` : r.reason };
+      skipped.push(r.skip);
+      continue;
+    }
     if (await activate(candidate)) {
       const why = want ? 'requested' : skipped.length ? skipped.join('; ') : 'first available';
       return { name: candidate, reason: why };
     }
     skipped.push(`${candidate} did not initialize`);
   }
-  throw new UnknownNameError('backend (none could load)', want ?? 'auto', BACKEND_NAMES);
+  if (want) throw new BackendUnavailableError(want, skipped.join('; '));
+  throw new UnknownNameError('backend (none could load)', 'auto', BACKEND_NAMES);
 }
 
 export function backendInfo(): BackendInfo | null {

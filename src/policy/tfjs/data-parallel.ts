@@ -39,10 +39,11 @@ export function weightLayout(variables: readonly tf.Variable[]): WeightLayout {
 }
 
 /** Copies every variable into `into` (the layout's order and offsets). */
-export function readWeights(variables: readonly tf.Variable[], into: Float32Array): void {
+export async function readWeights(variables: readonly tf.Variable[], into: Float32Array): Promise<void> {
   const { entries, total } = weightLayout(variables);
   if (into.length < total) throw new GradientError(`weight buffer holds ${into.length} floats, needs ${total}`);
-  variables.forEach((v, i) => into.set(v.dataSync() as Float32Array, entries[i]!.offset));
+  const data = await Promise.all(variables.map((v) => v.data()));
+  data.forEach((d, i) => into.set(d as Float32Array, entries[i]!.offset));
 }
 
 /** Assigns every variable from `from` (what readWeights wrote). */
@@ -63,11 +64,11 @@ export function writeWeights(variables: readonly tf.Variable[], from: Float32Arr
  * (or a new buffer). `metrics` are scalars the loss function keeps (tf.keep); they are read into
  * the stats and disposed.
  */
-export function microGradient(
+export async function microGradient(
   variables: readonly tf.Variable[],
   lossFn: (metrics: { [key: string]: tf.Scalar }) => tf.Scalar,
   out?: Float32Array,
-): MicroGradient {
+): Promise<MicroGradient> {
   const layout = weightLayout(variables);
   const grads = out ?? new Float32Array(layout.total);
   if (grads.length < layout.total) throw new GradientError(`gradient buffer holds ${grads.length} floats`);
@@ -75,16 +76,21 @@ export function microGradient(
   const { value, grads: named } = tf.variableGrads(() => lossFn(metrics), variables as tf.Variable[]);
   try {
     const present: number[] = [];
-    variables.forEach((v, i) => {
+    // All reads at once: on a GPU backend each is a round trip, and they overlap.
+    const [gradData, scalars] = await Promise.all([
+      Promise.all(variables.map((v) => named[v.name]?.data())),
+      Promise.all([value, ...Object.values(metrics)].map((m) => m.data())),
+    ]);
+    variables.forEach((_, i) => {
       const e = layout.entries[i]!;
-      const g = named[v.name];
+      const g = gradData[i];
       if (g) {
         present.push(i);
-        grads.set(g.dataSync() as Float32Array, e.offset);
+        grads.set(g as Float32Array, e.offset);
       } else grads.fill(0, e.offset, e.offset + e.size);
     });
-    const stats: { [key: string]: number } = { loss: value.dataSync()[0]! };
-    for (const [k, m] of Object.entries(metrics)) stats[k] = m.dataSync()[0]!;
+    const stats: { [key: string]: number } = { loss: scalars[0]![0]! };
+    Object.keys(metrics).forEach((k, i) => (stats[k] = scalars[i + 1]![0]!));
     return { grads, present, stats };
   } finally {
     tf.dispose([value, ...Object.values(named), ...Object.values(metrics)]);
@@ -130,13 +136,14 @@ export interface GradientExecutor {
 /**
  * How many training threads a backend can use: the wasm and cpu backends compute on one core per
  * thread, so a replica per thread puts the other cores to work; the tfjs-node bindings do not load
- * in worker threads (and use the cores themselves), so there training stays on this thread and
- * `note` says so.
+ * in worker threads (and use the cores themselves), and on webgpu the one GPU device does the work,
+ * so there training stays on this thread and `note` says so.
  */
 export function trainThreadsFor(backend: string, requested: number): { threads: number; note?: string } {
   if (!(Number.isInteger(requested) && requested >= 1))
     throw new GradientError(`training threads must be an integer ≥ 1, got ${requested}`);
   if (backend === 'wasm' || backend === 'cpu' || requested === 1) return { threads: requested };
+  if (backend === 'webgpu') return { threads: 1, note: 'training on one thread: on webgpu the GPU does the work' };
   return {
     threads: 1,
     note: `training on one thread: the ${backend} backend's bindings do not load in worker threads (it uses the cores itself)`,

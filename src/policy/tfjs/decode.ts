@@ -19,7 +19,7 @@ export interface RowStep {
  * computed from that row alone: bit-identical whatever else is in the batch. Appends the new
  * keys/values to each row's cache and returns the logits of each row's last new token, [R, V].
  */
-export function forwardRows(model: GPTModel, rows: readonly RowStep[]): tf.Tensor2D {
+export async function forwardRows(model: GPTModel, rows: readonly RowStep[]): Promise<tf.Tensor2D> {
   const { dModel: d, nHeads: H, contextLength: C, nLayers: L } = model.config;
   const lens = rows.map((r) => r.tokens.length);
   const starts = rows.map((r) => r.cache.length);
@@ -45,42 +45,61 @@ export function forwardRows(model: GPTModel, rows: readonly RowStep[]): tf.Tenso
     lastIdx[i] = off - 1;
   });
   const c = model.copy;
-  let copyParts: { keys: Float32Array; queries: Float32Array; gates: Float32Array } | null = null;
-  const logits = tf.tidy(() => {
+  // No tf.tidy around the whole pass: each layer reads its q/k/v back with an await (data(), not
+  // dataSync(): the webgpu backend has no synchronous read in Node), so the tensors that live
+  // across layers (positions, rotary rows, the residual stream x) are disposed by hand.
+  const held: tf.Tensor[] = [];
+  let x: tf.Tensor2D | null = null;
+  try {
     const posIds = tf.tensor1d(pos, 'int32');
-    let x = tf.gather(model.tokEmb, tf.tensor1d(flat, 'int32')) as tf.Tensor2D;
-    if (model.shiftGate) {
-      // Previous token of each position: within the row, or the row's prevToken (none: zeros).
-      const prevIds = new Int32Array(S);
-      const has = new Float32Array(S);
-      let o = 0;
-      rows.forEach((r, i) => {
-        for (let j = 0; j < lens[i]!; j++) {
-          const p = j > 0 ? r.tokens[j - 1] : r.prevToken;
-          if (p !== undefined) {
-            prevIds[o + j] = p;
-            has[o + j] = 1;
+    held.push(posIds);
+    const rope = model.ropeRows(posIds);
+    if (rope) held.push(rope.cos, rope.sin);
+    const rotary = (t: tf.Tensor2D) => model.rotate(t, rope);
+    x = tf.tidy(() => {
+      let e = tf.gather(model.tokEmb, tf.tensor1d(flat, 'int32')) as tf.Tensor2D;
+      if (model.shiftGate) {
+        // Previous token of each position: within the row, or the row's prevToken (none: zeros).
+        const prevIds = new Int32Array(S);
+        const has = new Float32Array(S);
+        let o = 0;
+        rows.forEach((r, i) => {
+          for (let j = 0; j < lens[i]!; j++) {
+            const p = j > 0 ? r.tokens[j - 1] : r.prevToken;
+            if (p !== undefined) {
+              prevIds[o + j] = p;
+              has[o + j] = 1;
+            }
           }
-        }
-        o += lens[i]!;
-      });
-      const prev = tf.gather(model.tokEmb, tf.tensor1d(prevIds, 'int32')).mul(tf.tensor2d(has, [S, 1]));
-      x = x.add(prev.mul(model.shiftGate));
-    }
-    if (model.posEmb) x = x.add(tf.gather(model.posEmb, posIds));
-    const rotary = model.rotaryAt(posIds);
+          o += lens[i]!;
+        });
+        const prev = tf.gather(model.tokEmb, tf.tensor1d(prevIds, 'int32')).mul(tf.tensor2d(has, [S, 1]));
+        e = e.add(prev.mul(model.shiftGate));
+      }
+      if (model.posEmb) e = e.add(tf.gather(model.posEmb, posIds));
+      return e;
+    });
     const scale = 1 / Math.sqrt(d / H);
-    model.layers.forEach((p, l) => {
-      const h = layerNorm(x, p.ln1g, p.ln1b);
-      const qkv = tf.concat(
-        [
-          rotary(tf.matMul(h, p.wq).add(p.bq)).mul(scale),
-          rotary(tf.matMul(h, p.wk).add(p.bk)),
-          tf.matMul(h, p.wv).add(p.bv),
-        ],
-        1,
-      );
-      const data = qkv.dataSync() as Float32Array; // [S, 3d]
+    for (let l = 0; l < L; l++) {
+      const p = model.layers[l]!;
+      const xl: tf.Tensor2D = x;
+      const qkv = tf.tidy(() => {
+        const h = layerNorm(xl, p.ln1g, p.ln1b);
+        return tf.concat(
+          [
+            rotary(tf.matMul(h, p.wq).add(p.bq)).mul(scale),
+            rotary(tf.matMul(h, p.wk).add(p.bk)),
+            tf.matMul(h, p.wv).add(p.bv),
+          ],
+          1,
+        );
+      });
+      let data: Float32Array;
+      try {
+        data = (await qkv.data()) as Float32Array; // [S, 3d]
+      } finally {
+        qkv.dispose();
+      }
       const q = new Float32Array(S * d);
       const ctx = new Float32Array(S * d);
       let at = 0;
@@ -96,45 +115,70 @@ export function forwardRows(model: GPTModel, rows: readonly RowStep[]): tf.Tenso
         attendRow(q, at * d, k, v, starts[i]!, lens[i]!, H, d, ctx, at * d);
         at += lens[i]!;
       });
-      x = x.add(tf.matMul(tf.tensor2d(ctx, [S, d]), p.wo).add(p.bo));
-      const h2 = layerNorm(x, p.ln2g, p.ln2b);
-      x = x.add(tf.matMul(gelu(tf.matMul(h2, p.w1).add(p.b1)), p.w2).add(p.b2));
-    });
-    if (!c) {
-      const last = layerNorm(tf.gather(x, tf.tensor1d(lastIdx, 'int32')) as tf.Tensor2D, model.lnfG, model.lnfB);
-      return tf.matMul(last, model.tokEmb, false, true) as tf.Tensor2D;
+      x = tf.tidy(() => {
+        const y = xl.add(tf.matMul(tf.tensor2d(ctx, [S, d]), p.wo).add(p.bo)) as tf.Tensor2D;
+        const h2 = layerNorm(y, p.ln2g, p.ln2b);
+        return y.add(tf.matMul(gelu(tf.matMul(h2, p.w1).add(p.b1)), p.w2).add(p.b2)) as tf.Tensor2D;
+      });
+      xl.dispose();
     }
-    const hAll = layerNorm(x, model.lnfG, model.lnfB);
-    const lastT = tf.tensor1d(lastIdx, 'int32');
-    const last = tf.gather(hAll, lastT) as tf.Tensor2D;
-    copyParts = {
-      keys: model.rotaryAt(posIds)(tf.matMul(hAll, c.wk)).dataSync() as Float32Array,
-      queries: model
-        .rotaryAt(tf.gather(posIds, lastT) as tf.Tensor1D)(tf.matMul(last, c.wq))
-        .mul(1 / Math.sqrt(d))
-        .dataSync() as Float32Array,
-      gates: tf.sigmoid(tf.matMul(last, c.gateW).add(c.gateB)).dataSync() as Float32Array,
-    };
-    return tf.matMul(last, model.tokEmb, false, true) as tf.Tensor2D;
-  });
+    const xf: tf.Tensor2D = x;
+    if (!c) {
+      const logits = tf.tidy(() => {
+        const last = layerNorm(tf.gather(xf, tf.tensor1d(lastIdx, 'int32')) as tf.Tensor2D, model.lnfG, model.lnfB);
+        return tf.matMul(last, model.tokEmb, false, true) as tf.Tensor2D;
+      });
+      commit(rows, lens, starts, null, d);
+      return logits;
+    }
+    const [vocabT, keysT, queriesT, gatesT] = tf.tidy(() => {
+      const hAll = layerNorm(xf, model.lnfG, model.lnfB);
+      const lastT = tf.tensor1d(lastIdx, 'int32');
+      const last = tf.gather(hAll, lastT) as tf.Tensor2D;
+      const lastRope = model.ropeRows(tf.gather(posIds, lastT) as tf.Tensor1D);
+      return [
+        tf.matMul(last, model.tokEmb, false, true),
+        rotary(tf.matMul(hAll, c.wk)),
+        model.rotate(tf.matMul(last, c.wq), lastRope).mul(1 / Math.sqrt(d)),
+        tf.sigmoid(tf.matMul(last, c.gateW).add(c.gateB)),
+      ];
+    });
+    held.push(vocabT!, keysT!, queriesT!, gatesT!);
+    const [vocab, keys, queries, gates] = (await Promise.all([
+      vocabT!.data(),
+      keysT!.data(),
+      queriesT!.data(),
+      gatesT!.data(),
+    ])) as Float32Array[];
+    commit(rows, lens, starts, keys!, d);
+    const V = model.config.vocabSize;
+    const mixed = new Float32Array(rows.length * V);
+    rows.forEach((r, i) => {
+      const query = queries!.subarray(i * d, (i + 1) * d);
+      mixed.set(copyMixRow(vocab!.subarray(i * V, (i + 1) * V), query, r.cache, r.cache.length, gates![i]!), i * V);
+    });
+    return tf.tensor2d(mixed, [rows.length, V]);
+  } finally {
+    tf.dispose(held);
+    x?.dispose();
+  }
+}
+
+/** Records the new tokens (and copy keys) in each row's cache and moves its length on. */
+function commit(
+  rows: readonly RowStep[],
+  lens: readonly number[],
+  starts: readonly number[],
+  copyKeys: Float32Array | null,
+  d: number,
+): void {
   let o = 0;
   rows.forEach((r, i) => {
     r.cache.ids.set(r.tokens, starts[i]!);
-    if (copyParts) r.cache.copyKeys.set(copyParts.keys.subarray(o * d, (o + lens[i]!) * d), starts[i]! * d);
+    if (copyKeys) r.cache.copyKeys.set(copyKeys.subarray(o * d, (o + lens[i]!) * d), starts[i]! * d);
     o += lens[i]!;
     r.cache.length = starts[i]! + lens[i]!;
   });
-  if (!copyParts) return logits;
-  const parts: { keys: Float32Array; queries: Float32Array; gates: Float32Array } = copyParts;
-  const V = model.config.vocabSize;
-  const vocab = logits.dataSync() as Float32Array;
-  logits.dispose();
-  const mixed = new Float32Array(rows.length * V);
-  rows.forEach((r, i) => {
-    const query = parts.queries.subarray(i * d, (i + 1) * d);
-    mixed.set(copyMixRow(vocab.subarray(i * V, (i + 1) * V), query, r.cache, r.cache.length, parts.gates[i]!), i * V);
-  });
-  return tf.tensor2d(mixed, [rows.length, V]);
 }
 
 /** An empty cache for `model`. */

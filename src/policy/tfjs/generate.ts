@@ -85,11 +85,11 @@ interface Active {
   limit: number;
 }
 
-export function generate(
+export async function generate(
   model: GPTModel,
   rows: readonly GenerateRequest[],
   options: GenerateOptions = {},
-): GenerateResult[] {
+): Promise<GenerateResult[]> {
   const C = model.config.contextLength;
   const pad = options.pad ?? 0;
   const results: GenerateResult[] = [];
@@ -116,10 +116,10 @@ export function generate(
   });
   if (active.length === 0) return results;
   if (options.useCache === false) {
-    decodeUncached(model, active, options, pad);
+    await decodeUncached(model, active, options, pad);
     return results;
   }
-  decodeCached(model, active, options);
+  await decodeCached(model, active, options);
   return results;
 }
 
@@ -130,7 +130,7 @@ function usableCache(row: GenerateRequest): RowCache | undefined {
   return c;
 }
 
-function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions): void {
+async function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions): Promise<void> {
   // Each row feeds what its cache lacks (first step) or its last sampled token (later steps).
   let feed = rows.map((a) => {
     const cache = usableCache(a.row);
@@ -148,10 +148,14 @@ function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions)
       const before = a.fed.length - feed[i]!.length - 1;
       return { tokens: feed[i]!, cache: a.kv!, ...(before >= 0 ? { prevToken: a.fed[before]! } : {}) };
     });
-    const logits = forwardRows(model, steps);
-    const data = logits.dataSync() as Float32Array;
+    const logits = await forwardRows(model, steps);
     const V = logits.shape[1];
-    logits.dispose();
+    let data: Float32Array;
+    try {
+      data = (await logits.data()) as Float32Array;
+    } finally {
+      logits.dispose();
+    }
     const next: Active[] = [];
     const nextFeed: number[][] = [];
     live.forEach((a, i) => {
@@ -169,7 +173,7 @@ function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions)
   }
 }
 
-function decodeUncached(model: GPTModel, rowsIn: Active[], options: GenerateOptions, pad: number): void {
+async function decodeUncached(model: GPTModel, rowsIn: Active[], options: GenerateOptions, pad: number): Promise<void> {
   let rows = rowsIn;
   for (const a of rows) a.out.prefilled = a.row.tokens.length;
   for (;;) {
@@ -179,11 +183,11 @@ function decodeUncached(model: GPTModel, rowsIn: Active[], options: GenerateOpti
     seqs.forEach((s, b) => ids.set(s, b * T));
     const input = tf.tensor2d(ids, [rows.length, T], 'int32');
     const { logits, values } = model.forward(input);
-    const last = pickRows(
+    tf.dispose([input, values]);
+    const last = await pickRows(
       logits,
       seqs.map((s, b) => b * T + s.length - 1),
     );
-    tf.dispose([input, logits, values]);
     const keep: Active[] = [];
     rows.forEach((a, b) => {
       const token = sampleInto(a, last[b]!, options);
@@ -194,14 +198,17 @@ function decodeUncached(model: GPTModel, rowsIn: Active[], options: GenerateOpti
   }
 }
 
-function pickRows(logits: tf.Tensor3D, flatRows: number[]): Float32Array[] {
+/** The logits at flat rows b·T + t of [B, T, V]; disposes `logits`. */
+async function pickRows(logits: tf.Tensor3D, flatRows: number[]): Promise<Float32Array[]> {
   const [B, T, V] = logits.shape;
-  const flat = logits.reshape([B * T, V]);
-  const idx = tf.tensor1d(flatRows, 'int32');
-  const picked = tf.gather(flat, idx);
-  const data = picked.dataSync() as Float32Array;
-  tf.dispose([flat, idx, picked]);
-  return flatRows.map((_, i) => data.slice(i * V, (i + 1) * V));
+  const picked = tf.tidy(() => tf.gather(logits.reshape([B * T, V]), tf.tensor1d(flatRows, 'int32')));
+  logits.dispose();
+  try {
+    const data = (await picked.data()) as Float32Array;
+    return flatRows.map((_, i) => data.slice(i * V, (i + 1) * V));
+  } finally {
+    picked.dispose();
+  }
 }
 
 function sampleInto(a: Active, logits: Float32Array, options: GenerateOptions): number {

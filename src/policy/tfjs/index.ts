@@ -1,11 +1,11 @@
 /**
  * The tfjs policy: the API the trainers (SFT, RL) use. Stable: add, do not change.
  *
- *   await initBackend();                              // once: tfjs-node-gpu → tfjs-node → wasm → cpu
+ *   await initBackend();                              // once: tfjs-node-gpu → tfjs-node → webgpu → wasm → cpu
  *   const model = new GPTModel({vocabSize, ...DEFAULT_MODEL_CONFIG}, seed);
  *   const opt = new AdamW(model.trainableVariables, {lr: 1e-3, schedule: {warmupSteps: 20, totalSteps: 500}, clipNorm: 1});
  *   const {tokens, mask} = padBatch(seqs, tokenizer.pad, masks);          // [B, T] int32, [B, T] float
- *   const stats = opt.minimize(() => {
+ *   const stats = await opt.minimize(() => {
  *     const s = scoreSequences(model, {tokens});     // logprobs / values / entropy, all [B, T]
  *     return maskedNll(s.logprobs, mask);            // or a PPO/GRPO loss built from s
  *   });                                              // → {loss, gradNorm, lr, step}
@@ -20,8 +20,11 @@
  * maskedIndices(actionMasks, T)) and skips the output head elsewhere: use it when the agent's
  * tokens are a small part of the sequence.
  * After a weight update, call `policy.clearCache()` (cached keys/values belong to the old weights).
+ * Everything that reads numbers back from the backend is async (minimize, applyGradients,
+ * clipByGlobalNorm, generate, forwardRows): a GPU backend (webgpu) has no synchronous read in Node.
  */
-export { initBackend, backendInfo, BACKEND_NAMES, type BackendInfo } from './backend.ts';
+export { initBackend, backendInfo, BACKEND_NAMES, BackendUnavailableError, type BackendInfo } from './backend.ts';
+export { classifyAdapter, WebgpuDeviceError, type AdapterFacts } from './webgpu.ts';
 export {
   DEFAULT_MODEL_CONFIG,
   parseModelConfig,

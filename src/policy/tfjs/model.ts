@@ -2,6 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { createRng } from '../../core/rng.ts';
 import { COPY_EPS } from './kv-cache.ts';
 import { ModelError, parseModelConfig, type ModelConfig, type ModelConfigInput } from './model-config.ts';
+import { webgpuAdapter } from './webgpu.ts';
 
 /**
  * A small GPT: decoder-only, pre-LN, causal multi-head self-attention, GELU MLP, learned positions,
@@ -242,7 +243,6 @@ export class GPTModel {
     const { vocabSize: V, dModel: d, contextLength: C } = this.config;
     const [B, T] = tokens.shape;
     const N = at.length;
-    const ids = tokens.dataSync() as Int32Array;
     // Each selected position's query goes to slot (row, k) of a [B, S, d] block, so one batched
     // matmul scores it against its own row's keys only.
     const perRow = new Int32Array(B);
@@ -256,14 +256,16 @@ export class GPTModel {
     const padIdx = new Int32Array(B * S).fill(N);
     const unpad = new Int32Array(N);
     const mask = new Float32Array(N * T);
-    const seg = new Int32Array(N * T);
+    const rowOf = new Int32Array(N);
+    const segBase = new Int32Array(N);
     at.forEach((i, j) => {
       const b = Math.floor(i / T);
       const t = i % T;
       padIdx[b * S + slotOf[j]!] = j;
       unpad[j] = b * S + slotOf[j]!;
       for (let s = t + 1; s < T; s++) mask[j * T + s] = NEG;
-      for (let s = 0; s < T; s++) seg[j * T + s] = j * V + ids[b * T + s]!;
+      rowOf[j] = b;
+      segBase[j] = j * V;
     });
     return tf.tidy(() => {
       const rowPos = tf.tensor1d(
@@ -282,7 +284,13 @@ export class GPTModel {
         tf.tensor1d(unpad, 'int32'),
       ) as tf.Tensor2D;
       const att = tf.softmax(scores.add(tf.tensor2d(mask, [N, T]))); // [N, T]
-      const copied = tf.unsortedSegmentSum(att.reshape([N * T]), tf.tensor1d(seg, 'int32'), N * V).reshape([N, V]);
+      // Segment of (j, s): j·V + the token id at s of j's row. Built on the device from the tokens
+      // tensor, so no synchronous read (which the webgpu backend cannot do) is needed here.
+      const seg = tf
+        .gather(tokens, tf.tensor1d(rowOf, 'int32'))
+        .add(tf.tensor2d(segBase, [N, 1], 'int32'))
+        .reshape([N * T]) as tf.Tensor1D;
+      const copied = tf.unsortedSegmentSum(att.reshape([N * T]), seg, N * V).reshape([N, V]);
       const gate = tf.sigmoid(tf.matMul(hs, c.gateW).add(c.gateB)); // [N, 1]
       const mix = tf
         .softmax(this.logitsOf(hs))
@@ -303,11 +311,23 @@ export class GPTModel {
    * all differentiable with respect to x. Identity when the model uses learned positions.
    */
   rotaryAt(posIds: tf.Tensor1D): (x: tf.Tensor2D) => tf.Tensor2D {
-    if (!this.rope) return (x) => x;
-    const cos = tf.gather(this.rope.cos, posIds) as tf.Tensor2D;
-    const sin = tf.gather(this.rope.sin, posIds) as tf.Tensor2D;
-    const rot = this.rope.rot;
-    return (x) => x.mul(cos).add(tf.matMul(x, rot).mul(sin)) as tf.Tensor2D;
+    const rows = this.ropeRows(posIds);
+    return (x) => this.rotate(x, rows);
+  }
+
+  /** The rotary cos/sin rows [N, d] at positions posIds (the caller disposes them); null with learned positions. */
+  ropeRows(posIds: tf.Tensor1D): { cos: tf.Tensor2D; sin: tf.Tensor2D } | null {
+    if (!this.rope) return null;
+    return {
+      cos: tf.gather(this.rope.cos, posIds) as tf.Tensor2D,
+      sin: tf.gather(this.rope.sin, posIds) as tf.Tensor2D,
+    };
+  }
+
+  /** x·cos + (x·R)·sin with rows from ropeRows (x itself when there are none). */
+  rotate(x: tf.Tensor2D, rows: { cos: tf.Tensor2D; sin: tf.Tensor2D } | null): tf.Tensor2D {
+    if (!rows || !this.rope) return x;
+    return x.mul(rows.cos).add(tf.matMul(x, this.rope.rot).mul(rows.sin)) as tf.Tensor2D;
   }
 
   /** Additive causal mask [T, T]. */
@@ -392,10 +412,19 @@ export const WASM_ATTENTION_LIMIT_BYTES = 512 * 2 ** 20;
 
 function checkAttentionSize(rows: number, heads: number, queries: number, keys: number): void {
   const bytes = rows * heads * queries * keys * 4;
-  if (bytes > WASM_ATTENTION_LIMIT_BYTES && tf.getBackend() === 'wasm') {
+  const backend = tf.getBackend();
+  // On webgpu one tensor is one storage buffer, at most the device's binding size (a larger one
+  // would make its kernels invalid, which ends the process far from the cause).
+  const limit =
+    backend === 'wasm'
+      ? WASM_ATTENTION_LIMIT_BYTES
+      : backend === 'webgpu'
+        ? (webgpuAdapter()?.adapter.limits.maxStorageBufferBindingSize ?? Infinity)
+        : Infinity;
+  if (bytes > limit) {
     throw new ModelError(
       `a forward of ${rows} sequences × ${queries} tokens needs ${(bytes / 2 ** 20).toFixed(0)} MiB per attention tensor, ` +
-        `more than the wasm backend's ${WASM_ATTENTION_LIMIT_BYTES / 2 ** 20} MiB limit: use fewer sequences per batch (e.g. a smaller microbatch)`,
+        `more than the ${backend} backend's ${(limit / 2 ** 20).toFixed(0)} MiB limit: use fewer sequences per batch (e.g. a smaller microbatch)`,
     );
   }
 }

@@ -117,13 +117,13 @@ export interface SftMicroJob {
  * The gradient of one micro-batch's share of the step's loss, −Σ log π(agent tokens) / denominator,
  * computed at the agent's positions only (a replica computes exactly this).
  */
-export function sftMicroGradient(model: GPTModel, job: SftMicroJob, out?: Float32Array): MicroGradient {
+export async function sftMicroGradient(model: GPTModel, job: SftMicroJob, out?: Float32Array): Promise<MicroGradient> {
   const { tokens } = padBatch(job.tokens, job.pad);
   try {
     const select = maskedIndices(job.masks, tokens.shape[1]);
     // nothing to imitate (agent tokens only at position 0): no gradient, no loss
     if (select.length === 0) return { grads: out ?? new Float32Array(0), present: [], stats: { loss: 0 } };
-    return microGradient(
+    return await microGradient(
       model.trainableVariables,
       () => tf.tidy(() => tf.div(tf.neg(tf.sum(scoreTokens(model, tokens, select).logprobs)), job.denominator)),
       out,
@@ -194,12 +194,12 @@ export async function trainSft(options: SftOptions): Promise<SftResult> {
         n += part.length * Math.max(2, ...part.map((b) => b.tokens.length));
       }
       const t0 = performance.now();
-      const parts = options.replicas
-        ? await options.replicas.gradients(model, 'sft', jobs)
-        : jobs.map((job) => sftMicroGradient(model, job));
+      const parts: MicroGradient[] = [];
+      if (options.replicas) parts.push(...(await options.replicas.gradients(model, 'sft', jobs)));
+      else for (const job of jobs) parts.push(await sftMicroGradient(model, job));
       // The step's token-mean NLL: the micro-batches' shares, added in order.
       const loss = parts.reduce((a, p) => a + p.stats.loss!, 0);
-      const stats = opt.applyGradients(loss, sumMicroGradients(model.trainableVariables, parts));
+      const stats = await opt.applyGradients(loss, sumMicroGradients(model.trainableVariables, parts));
       const ms = performance.now() - t0;
       trainTokens += n;
       losses.push(stats.loss);

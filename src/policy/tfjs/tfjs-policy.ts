@@ -62,7 +62,7 @@ export class TfjsPolicy implements BatchPolicy {
       const cache = this.caches.get(r.episodeId);
       return { tokens, seed: r.seed, maxTokens: r.maxTokens, cache, episodeId: r.episodeId };
     });
-    const results = generate(this.model, rows, {
+    const results = await generate(this.model, rows, {
       sampling: this.sampling,
       stopTokens: this.stopTokens,
       eosTokens: this.eosTokens,

@@ -127,12 +127,12 @@ function microbatchLoss(
  * The gradient of one micro-batch's loss with respect to `variables` (the model's), and its
  * figures: on this thread, or in a training replica (which runs exactly this).
  */
-export function rlMicroGradient(
+export async function rlMicroGradient(
   model: Pick<TrainablePolicy, 'score'>,
   variables: readonly tf.Variable[],
   job: RlMicroJob,
   out?: Float32Array,
-): MicroGradient {
+): Promise<MicroGradient> {
   const shape: [number, number] = [job.rows.length, job.length];
   const pick = (src: number[][] | null) => (src ? tf.tensor2d(padRows(src, job.length), shape, 'float32') : null);
   const t: MicroTensors = {
@@ -144,7 +144,7 @@ export function rlMicroGradient(
     oldValues: pick(job.oldValues),
   };
   try {
-    return microGradient(variables, (metric) => microbatchLoss(model, job, t, metric), out);
+    return await microGradient(variables, (metric) => microbatchLoss(model, job, t, metric), out);
   } finally {
     tf.dispose(Object.values(t).filter((x): x is tf.Tensor2D => x !== null));
   }
@@ -195,10 +195,9 @@ export async function minibatchStep(
       pad: gpt ? gpt.tokenizer.pad : 0,
     });
   }
-  const parts =
-    replicas && gpt
-      ? await replicas.gradients(gpt.model, 'rl', jobs)
-      : jobs.map((job) => rlMicroGradient(model, model.variables, job));
+  const parts: MicroGradient[] = [];
+  if (replicas && gpt) parts.push(...(await replicas.gradients(gpt.model, 'rl', jobs)));
+  else for (const job of jobs) parts.push(await rlMicroGradient(model, model.variables, job));
   const weighted: { [k: string]: number } = {};
   const add = (k: string, v: number, w: number) => (weighted[k] = (weighted[k] ?? 0) + v * w);
   parts.forEach(({ stats }, i) => {
@@ -212,7 +211,7 @@ export async function minibatchStep(
     add('ent', stats.ent!, share);
     if (stats.kl !== undefined) add('kl', stats.kl, share);
   });
-  const clipped = clipByGlobalNorm(sumMicroGradients(model.variables, parts), config.maxGradNorm);
+  const clipped = await clipByGlobalNorm(sumMicroGradients(model.variables, parts), config.maxGradNorm);
   const stepped = Number.isFinite(clipped.norm);
   if (stepped) optimizer.step(clipped.grads);
   tf.dispose(Object.values(clipped.grads));

@@ -31,12 +31,12 @@ export function padRows(rows: readonly (readonly number[])[], length: number): n
 }
 
 /** Per-token outputs of a scorer over many sequences, `chunk` rows per forward pass, no gradients. */
-function scoreAll(
+async function scoreAll(
   scorer: Scorer & { maxLength: number },
   seqs: readonly TrainingSequence[],
   chunk: number,
   want: { values?: boolean; entropy?: boolean; temperature?: number },
-): { logprobs: number[][]; values: number[][] | null; entropy: number[][] | null } {
+): Promise<{ logprobs: number[][]; values: number[][] | null; entropy: number[][] | null }> {
   const logprobs: number[][] = [];
   const values: number[][] = [];
   const entropy: number[][] = [];
@@ -53,9 +53,11 @@ function scoreAll(
       mask: part.map((s) => s.mask),
     });
     try {
-      const lp = out.logprobs.arraySync();
-      const v = want.values && out.values ? out.values.arraySync() : null;
-      const e = want.entropy && out.entropy ? out.entropy.arraySync() : null;
+      const [lp, v, e] = await Promise.all([
+        out.logprobs.array(),
+        want.values && out.values ? out.values.array() : null,
+        want.entropy && out.entropy ? out.entropy.array() : null,
+      ]);
       part.forEach((s, i) => {
         logprobs.push(lp[i]!.slice(0, s.tokens.length));
         if (v) values.push(v[i]!.slice(0, s.tokens.length));
@@ -78,13 +80,13 @@ function scoreAll(
  * that single step, so the PPO surrogate's gradient is the policy gradient −A·∇logπ and verl's
  * recompute would only reproduce the current log-probs (`recomputeOld` forces it).
  */
-export function scoreBatch(
+export async function scoreBatch(
   model: TrainablePolicy,
   ref: Scorer | null,
   config: TrainConfig,
   seqs: readonly TrainingSequence[],
   options: { recomputeOld?: boolean } = {},
-): BatchScores {
+): Promise<BatchScores> {
   const usePpoValue = config.algo === 'ppo';
   const chunk = config.microbatch;
   const onPolicy =
@@ -94,9 +96,11 @@ export function scoreBatch(
     !usePpoValue &&
     config.klMode !== 'reward';
   const temperature = config.temperature;
-  const old = onPolicy ? null : scoreAll(model, seqs, chunk, { values: usePpoValue, entropy: false, temperature });
+  const old = onPolicy
+    ? null
+    : await scoreAll(model, seqs, chunk, { values: usePpoValue, entropy: false, temperature });
   const useKl = config.klMode !== 'none' && config.klCoef > 0 && ref !== null;
   const refScorer = useKl ? { ...ref, maxLength: model.maxLength } : null;
-  const refLogprobs = refScorer ? scoreAll(refScorer, seqs, chunk, { temperature }).logprobs : null;
+  const refLogprobs = refScorer ? (await scoreAll(refScorer, seqs, chunk, { temperature })).logprobs : null;
   return { old: old && { logprobs: old.logprobs, values: old.values }, refLogprobs };
 }

@@ -35,7 +35,7 @@ export async function updateOnBatch(
   }
   if (seqs.length === 0) return emptyMetrics(tooLong);
 
-  const scores = scoreBatch(model, ref, config, seqs, options);
+  const scores = await scoreBatch(model, ref, config, seqs, options);
   const shaped = shapeRewards(seqs, scores.old?.logprobs ?? null, scores.refLogprobs, config);
   const advantages = batchAdvantages(seqs, shaped.rewards, scores.old?.values ?? null, config);
   options.onAdvantages?.(seqs.flatMap((s, i) => advantages[i]!.advantages.filter((_, t) => s.mask[t] === 1)));
@@ -50,7 +50,7 @@ export async function updateOnBatch(
       steps.push({ epoch, stats });
     }
   }
-  model.weightsChanged();
+  await model.weightsChanged();
   const masks = seqs.map((s) => s.mask);
   return updateMetrics({ masks, tooLong, usePpoValue, rewardKl: shaped.kl, advantages, steps });
 }

@@ -1,6 +1,7 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend, backendInfo } from '../../../src/policy/tfjs/backend.ts';
+import { classifyAdapter, gpuDeviceNodes, type AdapterFacts } from '../../../src/policy/tfjs/webgpu.ts';
 import { UnknownNameError } from '../../../src/core/errors.ts';
 
 test.serial(
@@ -10,6 +11,9 @@ test.serial(
     t.is(info.name, 'wasm');
     t.regex(info.reason, /tfjs-node-gpu: not installed/);
     t.regex(info.reason, /tfjs-node: not installed/);
+    // This machine has no GPU: webgpu is passed over (not installed, no GPU device, or a software adapter).
+    t.regex(info.reason, /webgpu: (not installed|no GPU device|only a software adapter|no adapter)/);
+    if (gpuDeviceNodes()?.length === 0) t.regex(info.reason, /webgpu: (not installed|no GPU device)/);
     t.is(backendInfo(), info);
     t.is(tf.getBackend(), 'wasm');
   },
@@ -18,7 +22,7 @@ test.serial(
 test.serial('an unknown backend name is a clear error', async (t) => {
   await t.throwsAsync(initBackend('tpu'), {
     instanceOf: UnknownNameError,
-    message: /unknown backend "tpu"; valid: tensorflow-gpu, tensorflow, wasm, cpu/,
+    message: /unknown backend "tpu"; valid: tensorflow-gpu, tensorflow, webgpu, wasm, cpu/,
   });
 });
 
@@ -111,3 +115,65 @@ test.serial(
     });
   },
 );
+
+const adapter = (over: Partial<AdapterFacts>): AdapterFacts => ({
+  vendor: '',
+  architecture: '',
+  device: '',
+  description: '',
+  isFallbackAdapter: false,
+  backend: 'default',
+  ...over,
+});
+
+test('adapter classification: software rasterizers are refused by name, GPUs are taken', (t) => {
+  const software: Array<[Partial<AdapterFacts>, RegExp]> = [
+    // What Dawn reports for Mesa's llvmpipe behind OpenGL ES on this machine.
+    [
+      {
+        device: 'llvmpipe-llvm-15-0-6-256-bits-',
+        description: 'OpenGL version OpenGL ES 3.2 Mesa 22.3.6',
+        backend: 'opengles',
+      },
+      /llvmpipe/,
+    ],
+    // lavapipe (Mesa's Vulkan on the CPU) names its device llvmpipe too.
+    [{ vendor: 'mesa', device: 'llvmpipe (LLVM 15.0.6, 256 bits)', description: 'Mesa 23.3.6' }, /llvmpipe/],
+    [{ vendor: 'mesa', device: 'lavapipe', description: 'Mesa' }, /lavapipe/],
+    [{ vendor: 'google', architecture: 'swiftshader', device: 'SwiftShader Device (Subzero)' }, /swiftshader/i],
+    [{ vendor: 'microsoft', device: 'Microsoft Basic Render Driver' }, /basic render/i],
+    [{ device: 'softpipe', description: 'Mesa softpipe' }, /softpipe/],
+    [{ device: 'Some Device', description: 'a software renderer' }, /software/],
+    [{ vendor: 'x', device: 'CPU adapter' }, /cpu/i],
+    [{ vendor: 'nvidia', device: 'NVIDIA H200', isFallbackAdapter: true }, /fallback/],
+    [{}, /names no device/],
+  ];
+  for (const [facts, why] of software) {
+    const c = classifyAdapter(adapter(facts));
+    t.false(c.hardware, JSON.stringify(facts));
+    t.regex(c.software!, why);
+  }
+  const hardware: Partial<AdapterFacts>[] = [
+    { vendor: 'nvidia', architecture: 'hopper', device: 'NVIDIA H200', description: 'NVIDIA: 550.54.15 550.54.15.0' },
+    { vendor: 'nvidia', architecture: 'ampere', device: 'NVIDIA A100-SXM4-80GB', description: 'NVIDIA: 535.104.05' },
+    {
+      vendor: 'amd',
+      architecture: 'rdna-3',
+      device: 'AMD Radeon RX 7900 XTX (RADV NAVI31)',
+      description: 'radv Mesa 24.0.5',
+    },
+    {
+      vendor: 'intel',
+      architecture: 'xe-2lpg',
+      device: 'Intel(R) Arc(tm) Graphics (MTL)',
+      description: 'Intel open-source Mesa driver',
+    },
+    { vendor: 'apple', architecture: 'metal-3', device: 'Apple M2 Max', backend: 'default' },
+    { device: 'Mali-G78', description: 'OpenGL ES 3.2 v1.r40p0', backend: 'opengles' },
+  ];
+  for (const facts of hardware) {
+    const c = classifyAdapter(adapter(facts));
+    t.true(c.hardware, JSON.stringify(facts));
+    t.regex(c.label, new RegExp(facts.device!.replace(/[()]/g, '.')));
+  }
+});

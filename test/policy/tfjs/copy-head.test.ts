@@ -34,25 +34,28 @@ test('the copy head mixes two distributions: every row of the output is a distri
   logits.dispose();
 });
 
-test('incremental rows (the KV cache carries copy keys and token ids) equal the full forward pass', (t) => {
+test('incremental rows (the KV cache carries copy keys and token ids) equal the full forward pass', async (t) => {
   const full = model.forward(tf.tensor2d([seq], [1, seq.length], 'int32')).logits.arraySync()[0]!;
   const cache = newCache(model, 2);
   const other = newCache(model);
   let d = 0;
   const cmp = (got: number[], at: number) => got.forEach((x, v) => (d = Math.max(d, Math.abs(x - full[at]![v]!))));
-  cmp(forwardRows(model, [{ tokens: seq.slice(0, 6), cache }]).arraySync()[0]!, 5);
+  cmp((await forwardRows(model, [{ tokens: seq.slice(0, 6), cache }])).arraySync()[0]!, 5);
   // In a batch with another row, and over a cache that had to grow.
-  const two = forwardRows(model, [
+  const two = await forwardRows(model, [
     { tokens: seq.slice(6, 11), cache, prevToken: seq[5] },
     { tokens: [4, 4, 4], cache: other },
   ]);
   cmp(two.arraySync()[0]!, 10);
-  cmp(forwardRows(model, [{ tokens: seq.slice(11), cache, prevToken: seq[10] }]).arraySync()[0]!, seq.length - 1);
+  cmp(
+    (await forwardRows(model, [{ tokens: seq.slice(11), cache, prevToken: seq[10] }])).arraySync()[0]!,
+    seq.length - 1,
+  );
   t.true(d < 1e-5, `max diff ${d}`);
   t.deepEqual([...cache.ids.subarray(0, cache.length)], seq);
   // A cache for a model without a copy head does not fit.
-  t.throws(
-    () => forwardRows(model, [{ tokens: [1], cache: newCache(new GPTModel({ ...config, copyHead: false }, 1)) }]),
+  await t.throwsAsync(
+    forwardRows(model, [{ tokens: [1], cache: newCache(new GPTModel({ ...config, copyHead: false }, 1)) }]),
     { message: /another model shape/ },
   );
 });
@@ -71,12 +74,14 @@ test('scoreTokens equals scoreSequences at the selected positions, and gradients
   tf.dispose([tokens, ...Object.values(grads)]);
 });
 
-test('a row generates the same tokens alone or batched, greedy and sampled', (t) => {
+test('a row generates the same tokens alone or batched, greedy and sampled', async (t) => {
   const rows = [seq.slice(0, 9), seq.slice(3), [2, 2, 9]].map((tokens, i) => ({ tokens, seed: 10 + i, maxTokens: 8 }));
   for (const sampling of [{ temperature: 0 }, { temperature: 1 }]) {
-    const batched = generate(model, rows, { sampling });
-    rows.forEach((row, i) => t.deepEqual(generate(model, [row], { sampling })[0]!.tokens, batched[i]!.tokens));
-    const uncached = generate(model, rows, { sampling: { temperature: 0 }, useCache: false });
+    const batched = await generate(model, rows, { sampling });
+    for (const [i, row] of rows.entries()) {
+      t.deepEqual((await generate(model, [row], { sampling }))[0]!.tokens, batched[i]!.tokens);
+    }
+    const uncached = await generate(model, rows, { sampling: { temperature: 0 }, useCache: false });
     if (sampling.temperature === 0) uncached.forEach((r, i) => t.deepEqual(r.tokens, batched[i]!.tokens));
   }
 });
@@ -96,7 +101,7 @@ test('checkpoints keep the copy head', async (t) => {
   }
 });
 
-test('with a copy head a small model learns to copy unseen tokens where the same model without it does not yet', (t) => {
+test('with a copy head a small model learns to copy unseen tokens where the same model without it does not yet', async (t) => {
   // Sequences "x1 … x6 SEP x1 … x6" of random tokens; the loss is on the copy. Same data, init seed, steps.
   const V = 48;
   const SEP = 1;
@@ -115,7 +120,7 @@ test('with a copy head a small model learns to copy unseen tokens where the same
     held.forEach((s, b) => s.slice(7).forEach((x, j) => (right += lp[b]![6 + j] === x ? 1 : 0)));
     return right / (held.length * 6);
   };
-  const fitCopies = (copyHead: boolean) => {
+  const fitCopies = async (copyHead: boolean) => {
     const m = new GPTModel(
       { vocabSize: V, dModel: 32, nLayers: 1, nHeads: 2, contextLength: 16, dMlp: 64, copyHead },
       1,
@@ -126,7 +131,7 @@ test('with a copy head a small model learns to copy unseen tokens where the same
       Array.from({ length: B }, (_, b) => [7, 8, 9, 10, 11, 12].map((t0) => b * 13 + t0)).flat();
     for (const batch of train) {
       const { tokens } = padBatch(batch, 0);
-      opt.minimize(() => scoreTokens(m, tokens, select(batch.length)).logprobs.mean().neg() as tf.Scalar);
+      await opt.minimize(() => scoreTokens(m, tokens, select(batch.length)).logprobs.mean().neg() as tf.Scalar);
       tokens.dispose();
     }
     opt.dispose();
@@ -134,8 +139,8 @@ test('with a copy head a small model learns to copy unseen tokens where the same
     m.dispose();
     return acc;
   };
-  const withCopy = fitCopies(true);
-  const without = fitCopies(false);
+  const withCopy = await fitCopies(true);
+  const without = await fitCopies(false);
   t.true(withCopy > 0.9, `copy head: ${withCopy}`);
   t.true(without < withCopy - 0.3, `without: ${without}, with: ${withCopy}`);
 });

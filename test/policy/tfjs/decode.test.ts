@@ -12,7 +12,7 @@ test.before(async () => {
 const seq = [3, 9, 4, 4, 17, 2, 8, 30, 5, 11];
 
 for (const positions of ['rope', 'learned'] as const) {
-  test(`incremental rows equal the full forward pass (${positions} positions, token shift)`, (t) => {
+  test(`incremental rows equal the full forward pass (${positions} positions, token shift)`, async (t) => {
     const config = { vocabSize: 32, dModel: 16, nLayers: 2, nHeads: 2, contextLength: 16, dMlp: 32, positions };
     const model = new GPTModel(config, 4);
     tf.tidy(() => model.shiftGate!.assign(tf.randomNormal([16], 0, 1, 'float32', 5)));
@@ -26,9 +26,9 @@ for (const positions of ['rope', 'learned'] as const) {
       got.arraySync()[0]!.forEach((x, v) => (d = Math.max(d, Math.abs(x - full[at]![v]!))));
       got.dispose();
     };
-    cmp(forwardRows(model, [{ tokens: seq.slice(0, 4), cache }]), 3);
+    cmp(await forwardRows(model, [{ tokens: seq.slice(0, 4), cache }]), 3);
     for (let i = 4; i < seq.length; i++) {
-      cmp(forwardRows(model, [{ tokens: [seq[i]!], cache, prevToken: seq[i - 1] }]), i);
+      cmp(await forwardRows(model, [{ tokens: [seq[i]!], cache, prevToken: seq[i - 1] }]), i);
     }
     t.true(d < 1e-5, `max diff ${d}`);
     t.is(cache.length, seq.length);
@@ -36,10 +36,10 @@ for (const positions of ['rope', 'learned'] as const) {
   });
 }
 
-test('a row decodes to the same bits alone and in a batch; bad rows are refused by name', (t) => {
+test('a row decodes to the same bits alone and in a batch; bad rows are refused by name', async (t) => {
   const model = new GPTModel({ vocabSize: 32, dModel: 16, nLayers: 1, nHeads: 2, contextLength: 8, dMlp: 32 }, 6);
-  const alone = forwardRows(model, [{ tokens: seq.slice(0, 5), cache: newCache(model) }]);
-  const batch = forwardRows(model, [
+  const alone = await forwardRows(model, [{ tokens: seq.slice(0, 5), cache: newCache(model) }]);
+  const batch = await forwardRows(model, [
     { tokens: [1, 2], cache: newCache(model) },
     { tokens: seq.slice(0, 5), cache: newCache(model) },
     { tokens: [7], cache: newCache(model) },
@@ -47,11 +47,11 @@ test('a row decodes to the same bits alone and in a batch; bad rows are refused 
   t.deepEqual(Array.from(batch.dataSync().subarray(32, 64)), Array.from(alone.dataSync()));
   tf.dispose([alone, batch]);
   const refused = (tokens: number[], message: RegExp, m = model) =>
-    t.throws(() => forwardRows(model, [{ tokens, cache: newCache(m) }]), { instanceOf: ModelError, message });
-  refused([], /no new tokens/);
-  refused(seq, /exceed the context/);
+    t.throwsAsync(forwardRows(model, [{ tokens, cache: newCache(m) }]), { instanceOf: ModelError, message });
+  await refused([], /no new tokens/);
+  await refused(seq, /exceed the context/);
   const other = new GPTModel({ vocabSize: 32, dModel: 8, nLayers: 1, nHeads: 2, contextLength: 8, dMlp: 32 }, 6);
-  refused([1], /another model shape/, other);
+  await refused([1], /another model shape/, other);
   model.dispose();
   other.dispose();
 });

@@ -25,11 +25,11 @@ function maxDiff(a: Float32Array[], b: Float32Array[]): number {
   return d;
 }
 
-test('cached and uncached decoding give the same logits (1e-4) and the same greedy tokens', (t) => {
+test('cached and uncached decoding give the same logits (1e-4) and the same greedy tokens', async (t) => {
   const rows = [5, 9, 14].map((n, i) => ({ tokens: prompt(n, i), seed: i, maxTokens: 12 }));
   const greedy = { temperature: 0 };
-  const cached = generate(model, rows, { sampling: greedy, returnLogits: true });
-  const full = generate(model, rows, { sampling: greedy, returnLogits: true, useCache: false });
+  const cached = await generate(model, rows, { sampling: greedy, returnLogits: true });
+  const full = await generate(model, rows, { sampling: greedy, returnLogits: true, useCache: false });
   cached.forEach((r, i) => {
     t.deepEqual(r.tokens, full[i]!.tokens);
     t.is(r.tokens.length, 12);
@@ -38,17 +38,17 @@ test('cached and uncached decoding give the same logits (1e-4) and the same gree
   t.true(new Set(cached.map((r) => r.tokens.join())).size > 1, 'rows differ');
 });
 
-test('a later turn prefills only the new tokens and matches a full recomputation', (t) => {
+test('a later turn prefills only the new tokens and matches a full recomputation', async (t) => {
   const rows = [6, 11].map((n, i) => ({ tokens: prompt(n, i + 5), seed: 40 + i, maxTokens: 6 }));
-  const first = generate(model, rows, { keepCache: true });
+  const first = await generate(model, rows, { keepCache: true });
   const second = rows.map((r, i) => ({
     tokens: [...r.tokens, ...first[i]!.tokens, 1, 2, 3],
     seed: 50 + i,
     maxTokens: 6,
     cache: first[i]!.cache,
   }));
-  const withCache = generate(model, second, { returnLogits: true });
-  const without = generate(
+  const withCache = await generate(model, second, { returnLogits: true });
+  const without = await generate(
     model,
     second.map((r) => ({ ...r, cache: undefined })),
     { returnLogits: true, useCache: false },
@@ -60,23 +60,23 @@ test('a later turn prefills only the new tokens and matches a full recomputation
   });
 });
 
-test("a sequence's sampled tokens are identical alone and in a batch of 16", (t) => {
+test("a sequence's sampled tokens are identical alone and in a batch of 16", async (t) => {
   const target = { tokens: prompt(10, 99), seed: 123, maxTokens: 20 };
-  const alone = generate(model, [target], { sampling: { temperature: 1 } })[0]!;
+  const alone = (await generate(model, [target], { sampling: { temperature: 1 } }))[0]!;
   const neighbours = Array.from({ length: 15 }, (_, i) => ({
     tokens: prompt(3 + ((i * 7) % 30), i),
     seed: 1000 + i,
     maxTokens: 4 + (i % 20),
   }));
   const batch = [...neighbours.slice(0, 7), target, ...neighbours.slice(7)];
-  const together = generate(model, batch, { sampling: { temperature: 1 } })[7]!;
+  const together = (await generate(model, batch, { sampling: { temperature: 1 } }))[7]!;
   t.deepEqual(together.tokens, alone.tokens);
   t.deepEqual(together.logprobs, alone.logprobs);
-  const reseeded = generate(model, [{ ...target, seed: 124 }], { sampling: { temperature: 1 } })[0]!;
+  const reseeded = (await generate(model, [{ ...target, seed: 124 }], { sampling: { temperature: 1 } }))[0]!;
   t.notDeepEqual(reseeded.tokens, alone.tokens);
 });
 
-test('stop tokens end a row (included); the context bounds generation; no tensors leak', (t) => {
+test.serial('stop tokens end a row (included); the context bounds generation; no tensors leak', async (t) => {
   const run = () =>
     generate(
       model,
@@ -86,21 +86,21 @@ test('stop tokens end a row (included); the context bounds generation; no tensor
       ],
       {},
     );
-  run(); // warms the model's causal-mask cache
+  await run(); // warms the model's causal-mask cache
   const before = tf.memory().numTensors;
-  run();
-  const free = generate(model, [{ tokens: prompt(8, 1), seed: 5, maxTokens: 30 }], {
+  await run();
+  const [free] = await generate(model, [{ tokens: prompt(8, 1), seed: 5, maxTokens: 30 }], {
     sampling: { temperature: 0 },
-  })[0]!;
+  });
   const stopAt = free.tokens[3]!;
   const first = free.tokens.indexOf(stopAt);
-  const stopped = generate(model, [{ tokens: prompt(8, 1), seed: 5, maxTokens: 30 }], {
+  const [stopped] = await generate(model, [{ tokens: prompt(8, 1), seed: 5, maxTokens: 30 }], {
     sampling: { temperature: 0 },
     stopTokens: new Set([stopAt]),
-  })[0]!;
+  });
   t.is(stopped.stop, 'stop');
   t.deepEqual(stopped.tokens, free.tokens.slice(0, first + 1));
-  const nearEnd = generate(model, [{ tokens: prompt(94, 2), seed: 1, maxTokens: 10 }], {})[0]!;
+  const [nearEnd] = await generate(model, [{ tokens: prompt(94, 2), seed: 1, maxTokens: 10 }], {});
   t.is(nearEnd.tokens.length, 3);
   t.is(nearEnd.stop, 'context');
   t.is(tf.memory().numTensors, before);
@@ -119,12 +119,12 @@ test('sampling: greedy, top-k 1, and log-probs of the untempered distribution', 
   t.is(counts[0]! + counts[3]!, 0, 'nucleus keeps only the top two');
 });
 
-test('bad rows get clear errors', (t) => {
-  t.throws(() => generate(model, [{ tokens: [], seed: 1, maxTokens: 3 }]), {
+test('bad rows get clear errors', async (t) => {
+  await t.throwsAsync(generate(model, [{ tokens: [], seed: 1, maxTokens: 3 }]), {
     instanceOf: GenerateError,
     message: /no tokens/,
   });
-  t.throws(() => generate(model, [{ tokens: [1], seed: 1, maxTokens: -1 }]), {
+  await t.throwsAsync(generate(model, [{ tokens: [1], seed: 1, maxTokens: -1 }]), {
     instanceOf: GenerateError,
     message: /maxTokens/,
   });

@@ -11,30 +11,40 @@ test.before(async () => {
   await initBackend('wasm');
 });
 
-test('a full training step runs on wasm (gather gradient registered, patched matmul) and lowers the loss', (t) => {
-  t.is(tf.getBackend(), 'wasm');
-  const model = new GPTModel({ vocabSize: 64, dModel: 32, nLayers: 2, nHeads: 4, contextLength: 32, dMlp: 64 }, 5);
-  const seqs = [
-    [1, 2, 3, 4, 5, 6, 7, 8],
-    [9, 8, 7, 6, 5],
-    [3, 3, 3, 3, 3, 3],
-  ];
-  const masks = seqs.map((s) => s.map((_, i) => (i >= 2 ? 1 : 0)));
-  const { tokens, mask } = padBatch(seqs, 0, masks);
-  const schedule = { warmupSteps: 2, totalSteps: 30 };
-  const opt = new AdamW(model.trainableVariables, { ...SFT_ADAMW, lr: 1e-2, schedule, weightDecay: 0.01, clipNorm: 1 });
-  const first = opt.minimize(() => maskedNll(scoreSequences(model, { tokens }).logprobs, mask!));
-  const before = tf.memory().numTensors;
-  let last = first;
-  for (let i = 0; i < 25; i++) last = opt.minimize(() => maskedNll(scoreSequences(model, { tokens }).logprobs, mask!));
-  t.is(tf.memory().numTensors, before, 'no tensors leak per step');
-  t.true(first.gradNorm > 0);
-  t.true(last.loss < first.loss * 0.5, `${first.loss} → ${last.loss}`);
-  t.is(last.step, 26);
-  tf.dispose([tokens, mask!]);
-  opt.dispose();
-  model.dispose();
-});
+test.serial(
+  'a full training step runs on wasm (gather gradient registered, patched matmul) and lowers the loss',
+  async (t) => {
+    t.is(tf.getBackend(), 'wasm');
+    const model = new GPTModel({ vocabSize: 64, dModel: 32, nLayers: 2, nHeads: 4, contextLength: 32, dMlp: 64 }, 5);
+    const seqs = [
+      [1, 2, 3, 4, 5, 6, 7, 8],
+      [9, 8, 7, 6, 5],
+      [3, 3, 3, 3, 3, 3],
+    ];
+    const masks = seqs.map((s) => s.map((_, i) => (i >= 2 ? 1 : 0)));
+    const { tokens, mask } = padBatch(seqs, 0, masks);
+    const schedule = { warmupSteps: 2, totalSteps: 30 };
+    const opt = new AdamW(model.trainableVariables, {
+      ...SFT_ADAMW,
+      lr: 1e-2,
+      schedule,
+      weightDecay: 0.01,
+      clipNorm: 1,
+    });
+    const first = await opt.minimize(() => maskedNll(scoreSequences(model, { tokens }).logprobs, mask!));
+    const before = tf.memory().numTensors;
+    let last = first;
+    for (let i = 0; i < 25; i++)
+      last = await opt.minimize(() => maskedNll(scoreSequences(model, { tokens }).logprobs, mask!));
+    t.is(tf.memory().numTensors, before, 'no tensors leak per step');
+    t.true(first.gradNorm > 0);
+    t.true(last.loss < first.loss * 0.5, `${first.loss} → ${last.loss}`);
+    t.is(last.step, 26);
+    tf.dispose([tokens, mask!]);
+    opt.dispose();
+    model.dispose();
+  },
+);
 
 test('a batch whose attention would overrun the wasm heap is refused by name, before any work', (t) => {
   const model = new GPTModel({ vocabSize: 16, dModel: 16, nLayers: 1, nHeads: 4, contextLength: 1024, dMlp: 32 }, 1);

@@ -20,10 +20,10 @@ test('scoreBatch: one on-policy step skips the old log-probs; PPO, more epochs o
   const config = (over: object) =>
     resolveConfig({ algo: 'grpo', seed: 1, minibatch: 8, klMode: 'none', klCoef: 0, ...over });
   const scores = (over: object, r: typeof ref | null = null) => scoreBatch(model, r, config(over), batch);
-  t.is(scores({}).old, null);
-  t.is(scores({}).refLogprobs, null);
-  t.truthy(scoreBatch(model, null, config({}), batch, { recomputeOld: true }).old);
-  const ppo = scores({ algo: 'ppo' });
+  t.is((await scores({})).old, null);
+  t.is((await scores({})).refLogprobs, null);
+  t.truthy((await scoreBatch(model, null, config({}), batch, { recomputeOld: true })).old);
+  const ppo = await scores({ algo: 'ppo' });
   t.deepEqual(
     ppo.old!.logprobs.map((r) => r.length),
     batch.map((s) => s.tokens.length),
@@ -32,8 +32,8 @@ test('scoreBatch: one on-policy step skips the old log-probs; PPO, more epochs o
     ppo.old!.values!.map((r) => r.length),
     batch.map((s) => s.tokens.length),
   );
-  t.is(scores({ algo: 'grpo', epochs: 2 }).old!.values, null);
-  const kl = scores({ algo: 'grpo', klMode: 'reward', klCoef: 0.1 }, ref);
+  t.is((await scores({ algo: 'grpo', epochs: 2 })).old!.values, null);
+  const kl = await scores({ algo: 'grpo', klMode: 'reward', klCoef: 0.1 }, ref);
   t.truthy(kl.old);
   t.deepEqual(kl.refLogprobs, kl.old!.logprobs, 'the reference is the frozen start: the same log-probs');
   ref.dispose();
