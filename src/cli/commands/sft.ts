@@ -68,7 +68,7 @@ export function register(program: Command): void {
     .option('--policy <name>', 'reference policy to clone', 'expert')
     .option('--episodes <n>', 'training episodes to collect', positiveInt, 400)
     .option('--seed <n>', 'seed (data, init, batches)', integer, 0)
-    .option('--steps <n>', 'optimizer steps', positiveInt, 600)
+    .option('--steps <n>', 'optimizer steps', positiveInt, 900)
     .option('--batch-size <n>', 'sequences per step', positiveInt, 8)
     .option('--lr <x>', 'peak learning rate', positiveNumber, 1e-2)
     .option('--vocab-size <n>', 'tokenizer vocabulary (specials + 256 bytes + merges)', positiveInt, 1024)

@@ -10,7 +10,7 @@ import { resolvePolicy } from '../../../src/app/resolve-policy.ts';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 
 const SFT_EPISODES = Number(process.env.SFT_EPISODES ?? 400);
-const SFT_STEPS = Number(process.env.SFT_STEPS ?? 600);
+const SFT_STEPS = Number(process.env.SFT_STEPS ?? 900);
 
 test.before(async () => {
   await initBackend('wasm');
