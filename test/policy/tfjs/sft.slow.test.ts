@@ -1,5 +1,5 @@
 /**
- * SFT at full strength (slow: ~1.5 min of one idle core, several on a busy machine). The fast
+ * SFT at full strength (slow: ~5 min of one core: 900 steps in micro-batches of one). The fast
  * version, a smaller model and budget with a lower bar, is sft.test.ts.
  */
 import test from 'ava';
