@@ -3,6 +3,7 @@
  * flag or an unmergeable run is refused before hours of SFT (and tested without running any).
  */
 import { readFile } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { PaperOptions, PaperResult, PolicySelection } from '../src/app/paper.ts';
@@ -26,6 +27,8 @@ export interface PaperTableOptions {
   /** OUT directories of earlier runs to build the table from (empty: run). */
   merge: string[];
   warmStart?: string;
+  /** Threads computing the SFT and RL gradients (the weights do not depend on it). */
+  trainThreads: number;
   budget: PaperTableBudget;
   scenarioOptions: PaperTableScenarioOptions;
 }
@@ -68,6 +71,8 @@ export function parsePaperTableArgs(argv: string[]): PaperTableOptions {
        * dev eval after step 0; ties to the later step). Selection sees dev only, never test or ood.
        */
       select: { type: 'string', default: 'final' },
+      /** Threads computing the SFT and RL gradients (default: one per core, as npm start); the weights are the same for any number. */
+      'train-threads': { type: 'string' },
       /** RL settings for every algorithm on top of npm start's, as JSON: '{"steps":20,"lr":6e-4}' (TrainConfig fields). */
       rl: { type: 'string' },
     },
@@ -84,6 +89,9 @@ export function parsePaperTableArgs(argv: string[]): PaperTableOptions {
     throw new Error(`--sft-steps must be a positive integer, got ${args['sft-steps']}`);
   if (args['train-hops'] !== '2' && args['train-hops'] !== '3')
     throw new Error(`--train-hops must be 2 or 3, got ${args['train-hops']}`);
+  const trainThreads = args['train-threads'] === undefined ? availableParallelism() : Number(args['train-threads']);
+  if (!Number.isInteger(trainThreads) || trainThreads < 1)
+    throw new Error(`--train-threads must be a positive integer, got ${args['train-threads']}`);
   if (args.select !== 'final' && args.select !== 'best-dev')
     throw new Error(`--select must be final or best-dev, got ${args.select}`);
   const budget: PaperTableBudget = {
@@ -105,6 +113,7 @@ export function parsePaperTableArgs(argv: string[]): PaperTableOptions {
     json: args.json,
     merge: args.merge ? args.merge.split(',') : [],
     warmStart: args['warm-start'],
+    trainThreads,
     budget,
     scenarioOptions: { ...START_SCENARIO_OPTIONS, trainHops: args['train-hops'] },
   };

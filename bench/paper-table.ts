@@ -4,7 +4,7 @@
  * type and overall) and `ood`, mean ± std over seeds; plus the learning curves (dev EM vs RL step)
  * as an SVG rendered with Vega-Lite.
  *
- *   npx tsx --conditions=source bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--sft-steps 1320] [--train-hops 3] [--eval-episodes 150,75|all] [--select final|best-dev] [--rl '{"steps":20}'] [--quick] [--out runs/paper] [--json]
+ *   npx tsx --conditions=source bench/paper-table.ts [--seeds 1,2,3] [--algos ppo,grpo,reinforce++,rloo] [--sft-steps 1320] [--train-hops 3] [--eval-episodes 150,75|all] [--select final|best-dev] [--rl '{"steps":20}'] [--train-threads N] [--quick] [--out runs/paper] [--json]
  *   npx tsx --conditions=source bench/paper-table.ts --merge runs/paper-s1,runs/paper-s2 --out runs/paper   # seeds run in parallel
  *
  * Writes OUT/table.md, OUT/learning-curves.svg (dev EM), OUT/reward-curves.svg (training reward),
@@ -48,6 +48,7 @@ for (const seed of merged.length > 0 ? [] : seeds) {
     outDir: join(out, `seed-${seed}`),
     ...budget,
     replica: true,
+    trainThreads: options.trainThreads,
     ...(options.warmStart ? { warmStartFrom: options.warmStart } : {}),
     onEvent: (e) => {
       if (e.message) log(`[seed ${seed}] ${e.message}`);

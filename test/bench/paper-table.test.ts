@@ -16,6 +16,8 @@ const bad: [string[], RegExp][] = [
   [['--sft-steps', '0'], /--sft-steps must be a positive integer/],
   [['--sft-steps', '1.5'], /--sft-steps must be a positive integer/],
   [['--algos', 'grpo,dpo'], /unknown algorithm dpo/],
+  [['--train-threads', '0'], /--train-threads must be a positive integer, got 0/],
+  [['--train-threads', 'two'], /--train-threads must be a positive integer, got two/],
   [['--train-hops', '4'], /--train-hops must be 2 or 3, got 4/],
   [
     ['--eval-episodes', 'every'],
