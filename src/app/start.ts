@@ -13,6 +13,16 @@ import type { PaperOptions } from './paper.ts';
  */
 export const START_SCENARIO_OPTIONS = { noisyEarly: '0.7', noisyDistractor: '0' } as const;
 
+/**
+ * The scenario options of the main job. The full job's train questions go up to 3 hops (one task in
+ * five is a 3-hop chain; dev and test stay 2-hop): trained on 2-hop chains only, no agent ever
+ * searched past two hops and every method tied on `ood` (docs/experiments.md). The quick job's
+ * 3-turn episodes cannot finish a 3-hop chain, so it keeps the 2-hop train split.
+ */
+export function startScenarioOptions(quick: boolean): Record<string, string> {
+  return quick ? { ...START_SCENARIO_OPTIONS } : { ...START_SCENARIO_OPTIONS, trainHops: '3' };
+}
+
 export function startBudget(
   quick: boolean,
 ): Pick<PaperOptions, 'warmStart' | 'rl' | 'evalEpisodes' | 'episode' | 'select'> {

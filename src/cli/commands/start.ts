@@ -8,7 +8,7 @@ import { TrainingError } from '../../rl/errors.ts';
 import { formatPaperTable, paperTableJson, runPaper } from '../../app/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { integer, positiveInt, TRAIN_THREADS_HELP } from '../common.ts';
-import { START_SCENARIO_OPTIONS, startBudget } from '../../app/start.ts';
+import { START_SCENARIO_OPTIONS, startBudget, startScenarioOptions } from '../../app/start.ts';
 
 interface StartFlags {
   quick?: boolean;
@@ -57,7 +57,7 @@ export function register(program: Command): void {
       say(`backend ${info.name}`);
       const scenario = await loadScenario('multihop-qa', builtinScenarios, {
         seed: String(flags.seed),
-        ...START_SCENARIO_OPTIONS,
+        ...startScenarioOptions(quick),
       });
       say(scenario.description);
       const budget = startBudget(quick);
