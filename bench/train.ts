@@ -17,7 +17,7 @@ import { Command } from 'commander';
 import * as tf from '@tensorflow/tfjs';
 import { builtinScenarios } from '../scenarios/index.ts';
 import { resolvePolicy } from '../src/app/resolve-policy.ts';
-import { START_SCENARIO_OPTIONS, startBudget } from '../src/app/start.ts';
+import { startBudget, startScenarioOptions } from '../src/app/start.ts';
 import { createRng } from '../src/core/rng.ts';
 import { AdamW } from '../src/policy/tfjs/adamw.ts';
 import { initBackend } from '../src/policy/tfjs/backend.ts';
@@ -74,7 +74,10 @@ const ws = budget.warmStart;
 const seed = 1;
 
 // --- data: the main job's demonstrations, tokenized as its warm start does -----------------------
-const scenario = await loadScenario('multihop-qa', builtinScenarios, { seed: String(seed), ...START_SCENARIO_OPTIONS });
+const scenario = await loadScenario('multihop-qa', builtinScenarios, {
+  seed: String(seed),
+  ...startScenarioOptions(false),
+});
 const demo = await resolvePolicy(ws.demoPolicy, scenario, seed);
 const { records } = await rollout({
   scenario,
