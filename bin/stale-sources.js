@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const SOURCE_DIRS = ['src', 'machines', 'workers', 'scenarios'];
-const BUILT = `${root}dist/src/cli/main.js`;
+// The build's last output: a build that stopped half-way is stale.
+const BUILT = `${root}dist/workers/bundle/entry.js`;
 
 /** The sources (and tsconfig files) newer than `built`, as paths from the repository root. */
 export function staleSources(built = BUILT) {

@@ -16,6 +16,7 @@ import type { RolloutTask, RolloutTaskResult, WorkerMessage, WorkerPolicySpec } 
 import { recordFromTrustedLine } from '../record/record.ts';
 import { errorRecord } from './error-record.ts';
 import { workerEntryUrl } from './worker-entry.ts';
+import { isScenarioPath } from '../scenario/load.ts';
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -46,9 +47,6 @@ export interface CheckpointablePolicy extends Policy {
   saveCheckpoint(dir: string): Promise<string>;
 }
 
-/** The entry every worker thread loads (see worker-entry.ts). */
-export const WORKER_URL = workerEntryUrl();
-
 /** Whether a policy can be played by workers (a reference policy by name, or a tokenizing batch policy). */
 export function canRunInWorkers(policy: Policy, scenario: Scenario): boolean {
   return isBatchPolicy(policy)
@@ -65,7 +63,7 @@ export function canRunInWorkers(policy: Policy, scenario: Scenario): boolean {
  * crashes there, it is recorded as an error.
  */
 export class WorkerThreads implements RolloutExecutor {
-  private pool: Piscina | undefined;
+  private pool: { url: string; threads: Piscina } | undefined;
   private scratch: Promise<string> | undefined;
   private saved = { version: '', weights: '' };
   readonly workers: number;
@@ -95,7 +93,9 @@ export class WorkerThreads implements RolloutExecutor {
         ? Math.max(1, Math.ceil(items.length / (workers * 4)))
         : Math.ceil(items.length / workers);
     const maxAttempts = this.options.maxAttempts ?? 3;
-    const pool = (this.pool ??= createPool(workers, this.options.tasksPerWorker ?? 4));
+    const source = this.options.scenarioSource ?? batch.scenario.source ?? batch.scenario.id;
+    const url = workerEntryUrl({ userScenario: isScenarioPath(source) });
+    const pool = await this.poolFor(url);
     const done = new Set<number>();
     const attempts = new Map<number, number>();
     let toolMs = 0;
@@ -113,10 +113,7 @@ export class WorkerThreads implements RolloutExecutor {
         if (m.type === 'records') for (const line of m.lines) accept(recordFromTrustedLine(line));
       });
       const task: RolloutTask = {
-        scenario: {
-          source: this.options.scenarioSource ?? batch.scenario.source ?? batch.scenario.id,
-          options: batch.scenario.options,
-        },
+        scenario: { source, options: batch.scenario.options },
         policy: spec,
         runId: batch.runId,
         config: batch.config,
@@ -143,7 +140,7 @@ export class WorkerThreads implements RolloutExecutor {
     let quarantineQueue: Promise<void> = Promise.resolve();
     const isolate = (item: EpisodePlanItem) => {
       quarantineQueue = quarantineQueue.then(async () => {
-        quarantine ??= createPool(1, 1);
+        quarantine ??= createPool(url, 1, 1);
         const outcome = await runTask([item], quarantine);
         if (!outcome.crashed || signal?.aborted) return;
         crashes++;
@@ -182,10 +179,19 @@ export class WorkerThreads implements RolloutExecutor {
   }
 
   async close(): Promise<void> {
-    await this.pool?.destroy();
+    await this.pool?.threads.destroy();
     this.pool = undefined;
     if (this.scratch) await rm(await this.scratch, { recursive: true, force: true });
     this.scratch = undefined;
+  }
+
+  /** The pool of threads on this entry: the one kept from earlier rollouts, or a new one. */
+  private async poolFor(url: string): Promise<Piscina> {
+    if (this.pool?.url !== url) {
+      await this.pool?.threads.destroy();
+      this.pool = { url, threads: createPool(url, this.workers, this.options.tasksPerWorker ?? 4) };
+    }
+    return this.pool.threads;
   }
 
   /** How a worker can rebuild the policy: by reference-policy name, served from here, or as a copy. */
@@ -236,9 +242,9 @@ export function workerThreads(options: WorkerThreadsOptions = {}): WorkerThreads
   return new WorkerThreads(options);
 }
 
-function createPool(workers: number, tasksPerWorker: number): Piscina {
+function createPool(url: string, workers: number, tasksPerWorker: number): Piscina {
   const pool = new Piscina({
-    filename: WORKER_URL,
+    filename: url,
     execArgv: [],
     minThreads: workers,
     maxThreads: workers,

@@ -11,10 +11,21 @@ import { BUILT, HEAVY, listExports, node, NOT_BUILT } from '../helpers/node-run.
 // run as plain JavaScript, with no TypeScript loader. The slow checks (every export, worker threads,
 // a user's TypeScript scenario, each against the sources) are package.slow.test.ts.
 
-test('the worker entry: compiled JavaScript from dist/, the tsx bootstrap only from the sources', (t) => {
-  t.is(workerEntryUrl('file:///p/dist/src/rollout/worker-entry.js'), 'file:///p/dist/workers/entry.js');
-  t.is(workerEntryUrl('file:///p/src/rollout/worker-entry.ts'), 'file:///p/workers/bootstrap.mjs');
+test('the worker entry: the bundle from dist/ (a user scenario: the modules), the tsx bootstrap from the sources', (t) => {
+  const compiled = 'file:///p/dist/src/rollout/worker-entry.js';
+  t.is(workerEntryUrl({}, compiled), 'file:///p/dist/workers/bundle/entry.js');
+  t.is(workerEntryUrl({ userScenario: true }, compiled), 'file:///p/dist/workers/entry.js');
+  t.is(workerEntryUrl({}, 'file:///p/src/rollout/worker-entry.ts'), 'file:///p/workers/bootstrap.mjs');
   t.true(workerEntryUrl().endsWith('/workers/bootstrap.mjs'));
+});
+
+test('dist/: the worker bundle exists and its entry exports both tasks', async (t) => {
+  t.true(BUILT, NOT_BUILT);
+  const bundle = await import(
+    workerEntryUrl({}, new URL('../../dist/src/rollout/worker-entry.js', import.meta.url).href)
+  );
+  t.is(typeof bundle.default, 'function');
+  t.is(typeof bundle.train, 'function');
 });
 
 test('the root export loads no model, database, chart or CLI library (sources)', (t) => {
