@@ -16,24 +16,10 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
-import calculator from '../scenarios/calculator/index.ts';
-import { createMultihopQaScenario } from '../scenarios/multihop-qa/index.ts';
-import {
-  createRng,
-  episodeConfig,
-  parseAction,
-  planEpisodes,
-  RecordWriter,
-  rollout,
-  type RolloutExecutor,
-  toOpenAITool,
-  ToolRunner,
-  workerThreads,
-  worldSeed,
-  type Message,
-  type Scenario,
-  type TurnRecord,
-} from 'agent-r1-ts';
+import { Worker } from 'node:worker_threads';
+import { build } from 'esbuild';
+import { RecordWriter, rollout, type RolloutExecutor, workerThreads, type Scenario } from 'agent-r1-ts';
+import { benchScenario, plainLoop } from './plain-loop.ts';
 
 const flags = new Command()
   .option('--json', 'print the figures as one JSON object')
@@ -57,77 +43,18 @@ const cases: Case[] = [
   {
     name: 'multihop-qa (large world), expert',
     source: 'multihop-qa',
-    scenario: createMultihopQaScenario({ size: 'large' }),
+    scenario: benchScenario('multihop-qa'),
     overheadEpisodes: 300,
     scalingEpisodes: 1200,
   },
   {
     name: 'calculator, expert',
     source: 'calculator',
-    scenario: calculator as Scenario,
+    scenario: benchScenario('calculator'),
     overheadEpisodes: 2000,
     scalingEpisodes: 8000,
   },
 ];
-
-/** The same episodes without the engine, sequentially: policy, parser, tool runner and ToolEnv. */
-async function plainLoop(scenario: Scenario, episodes: number): Promise<{ ms: number; steps: number }> {
-  const policy = await scenario.policies.expert!({ scenario, seed: 0 });
-  const { plan } = await planEpisodes({ scenario, policy, split: 'train', episodes, seed: 1 });
-  const config = episodeConfig(scenario);
-  const runner = new ToolRunner(scenario.tools, {
-    timeoutMs: config.toolTimeoutMs,
-    maxOutputChars: config.maxToolOutputChars,
-  });
-  const tools = scenario.tools.map(toOpenAITool);
-  let steps = 0;
-  const start = performance.now();
-  for (const item of plan) {
-    const rng = createRng(worldSeed(item.seed));
-    const state = await scenario.env.init?.(item.task, { rng });
-    const messages: Message[] = scenario.env.prompt(item.task, tools);
-    const history: TurnRecord[] = [];
-    let answer: string | null = null;
-    for (let turn = 0; turn < config.maxTurns; turn++) {
-      const out = await policy.act({
-        episodeId: 'x',
-        task: item.task,
-        tools,
-        messages,
-        turn,
-        seed: 0,
-        maxTokens: config.maxTokensPerTurn,
-      });
-      const action = parseAction(out.text);
-      const results =
-        action.kind === 'tool_calls'
-          ? await Promise.all(action.calls.map((c) => runner.run(c, { task: item.task, rng, state })))
-          : [];
-      const step = await scenario.env.step({ task: item.task, state, rng, turn, action, results, history });
-      steps++;
-      messages.push({ role: 'assistant', content: out.text });
-      if (step.observation !== null) messages.push({ role: 'tool', content: step.observation });
-      history.push({
-        index: turn,
-        text: out.text,
-        tokenCount: 0,
-        action,
-        results,
-        observation: step.observation,
-        reward: step.reward,
-        done: step.done,
-        states: [],
-      });
-      if (action.kind === 'answer') {
-        answer = action.text;
-        break;
-      }
-    }
-    await scenario.env.outcome({ task: item.task, state, answer, endReason: 'answered', history });
-    await scenario.env.dispose?.(state);
-  }
-  return { ms: performance.now() - start, steps };
-}
 
 /** One rollout with every record written to a file, as the CLI does. */
 async function engine(
@@ -165,6 +92,52 @@ async function onWorkers(c: Case, workers: number, episodes: number, concurrency
     return await engine(c, episodes, executor, concurrency);
   } finally {
     await executor.close();
+  }
+}
+
+/**
+ * The plain loop's thread, bundled to JavaScript as the engine's workers are (dist/workers/bundle),
+ * so both run compiled code with no loader.
+ */
+async function bundlePlainThread(): Promise<string> {
+  const outfile = join(scratch, 'plain-loop-thread.mjs');
+  await build({
+    entryPoints: [fileURLToPath(new URL('./plain-loop-thread.ts', import.meta.url))],
+    outfile,
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    external: ['@tensorflow/*', 'webgpu', 'better-sqlite3', 'bullmq', 'ioredis'],
+    banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
+    logLevel: 'warning',
+  });
+  return outfile;
+}
+const PLAIN_THREAD = await bundlePlainThread();
+
+/**
+ * The plain loop on `threads` worker threads, each playing every threads-th episode of a run (new
+ * episodes, as the engine's scaling rows play), after a warm-up run; steps/s over the wall time.
+ */
+async function plainStepsPerSecond(c: Case, threads: number, seed: number): Promise<number> {
+  const workers = Array.from({ length: threads }, () => new Worker(PLAIN_THREAD));
+  const play = (episodes: number, runSeed: number) =>
+    Promise.all(
+      workers.map(
+        (w, share) =>
+          new Promise<number>((resolve, reject) => {
+            w.once('message', resolve).once('error', reject);
+            w.postMessage({ source: c.source, episodes, seed: runSeed, share, of: threads });
+          }),
+      ),
+    );
+  try {
+    await play(200, seed + 1000); // threads started, worlds built
+    const start = performance.now();
+    const steps = (await play(c.scalingEpisodes, seed)).reduce((a, b) => a + b, 0);
+    return (steps / (performance.now() - start)) * 1000;
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()));
   }
 }
 
@@ -237,6 +210,9 @@ for (const c of cases) {
   };
   const one = await repeat(() => stepsPerSecond(1));
   const two = await repeat(() => stepsPerSecond(2));
+  // The ceiling: the plain loop's own scaling on the same number of threads and episodes.
+  const plainOne = await repeat(() => plainStepsPerSecond(c, 1, runSeed++));
+  const plainTwo = await repeat(() => plainStepsPerSecond(c, 2, runSeed++));
   results.push({
     scenario: c.name,
     plainUsPerStep: plain,
@@ -249,6 +225,8 @@ for (const c of cases) {
     stepsPerSecond: { one, two },
     speedup: two.median / one.median,
     speedupRange: { min: two.min / one.max, max: two.max / one.min },
+    plainStepsPerSecond: { one: plainOne, two: plainTwo },
+    plainSpeedup: plainTwo.median / plainOne.median,
   });
 }
 const workerStartupMs = await repeat(() => workerStartup(cases[1]!));
@@ -273,13 +251,14 @@ if (flags.json) {
     `machine: ${figures.machine}; load average before ${figures.load.before.join(' ')}, after ${figures.load.after.join(' ')}`,
     `median of ${flags.runs} runs (min–max)`,
     '',
-    '| scenario | plain loop µs/step | engine in-process µs/step | engine, 1 warm worker µs/step | overhead µs/step (in-process / 1 worker) | 1 worker steps/s | 2 workers steps/s | speedup |',
-    '|---|---|---|---|---|---|---|---|',
+    '| scenario | plain loop µs/step | engine in-process µs/step | engine, 1 warm worker µs/step | overhead µs/step (in-process / 1 worker) | 1 worker steps/s | 2 workers steps/s | speedup | plain loop: 1 thread steps/s | 2 threads steps/s | speedup |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...results.map(
       (r) =>
         `| ${r.scenario} | ${s(r.plainUsPerStep)} | ${s(r.inProcessUsPerStep)} | ${s(r.oneWorkerUsPerStep)} | ` +
         `${f(r.overheadUsPerStep.inProcess)} / ${f(r.overheadUsPerStep.oneWorker)} | ${s(r.stepsPerSecond.one)} | ` +
-        `${s(r.stepsPerSecond.two)} | ×${f(r.speedup, 2)} (${f(r.speedupRange.min, 2)}–${f(r.speedupRange.max, 2)}) |`,
+        `${s(r.stepsPerSecond.two)} | ×${f(r.speedup, 2)} (${f(r.speedupRange.min, 2)}–${f(r.speedupRange.max, 2)}) | ` +
+        `${s(r.plainStepsPerSecond.one)} | ${s(r.plainStepsPerSecond.two)} | ×${f(r.plainSpeedup, 2)} |`,
     ),
     '',
     `worker start-up (first episode on a fresh thread, less the episode): ${s(workerStartupMs)} ms`,

@@ -20,11 +20,20 @@ const lines = new WeakMap<EpisodeRecord, string>();
 export function sealRecord(record: Omit<EpisodeRecord, 'checksum'>): EpisodeRecord {
   const { checksum: _ignored, ...rest } = record as EpisodeRecord;
   const fields = canonicalFields(rest);
-  const checksum = hash('sha256', joinFields(fields));
-  const at = fields.findIndex(([key]) => key > 'checksum');
-  fields.splice(at < 0 ? fields.length : at, 0, ['checksum', JSON.stringify(checksum)]);
+  const before = fields.filter(([key]) => key < 'checksum');
+  const body = joinFields(fields);
+  const checksum = hash('sha256', body);
+  // The line is the body with the checksum field put in its place, cut from the body that hashing
+  // has just flattened: a line built anew from the fields would be a rope of thousands of small
+  // strings, kept until the line is written (garbage collection time, and a slow write).
+  const at = before.reduce((n, [key, json]) => n + JSON.stringify(key).length + 1 + json.length + 1, 1);
+  const field = `"checksum":${JSON.stringify(checksum)}`;
+  const line =
+    before.length === fields.length
+      ? `${body.slice(0, -1)}${fields.length > 0 ? ',' : ''}${field}}`
+      : `${body.slice(0, at)}${field},${body.slice(at)}`;
   const sealed = { ...rest, checksum } as EpisodeRecord;
-  lines.set(sealed, joinFields(fields));
+  lines.set(sealed, line);
   return sealed;
 }
 

@@ -30,10 +30,15 @@ export async function playEpisodes(
 ): Promise<void> {
   const { signal } = context;
   let next = 0;
+  let yielded = performance.now();
   const lane = async () => {
     while (next < items.length && !signal?.aborted) {
-      // Scripted episodes can run entirely on microtasks; yield so signals and I/O get a turn.
-      await new Promise((resolve) => setImmediate(resolve));
+      // Scripted episodes can run entirely on microtasks: yield at least every millisecond, so that
+      // signals and I/O get a turn (yielding after every episode cost more than a short episode).
+      if (performance.now() - yielded >= 1) {
+        await new Promise((resolve) => setImmediate(resolve));
+        yielded = performance.now();
+      }
       if (signal?.aborted || next >= items.length) break;
       const item = items[next++]!;
       const record = await runEpisode({

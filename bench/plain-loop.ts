@@ -1,0 +1,91 @@
+/**
+ * The engine benchmark's baseline: a run's episodes with no machine and no records, sequentially:
+ * the same policy, parser, tool runner and ToolEnv the engine calls. Run in this thread, or in worker
+ * threads (plain-loop-thread.ts) to see how the work itself scales on this machine's cores.
+ */
+import calculator from '../scenarios/calculator/index.ts';
+import { createMultihopQaScenario } from '../scenarios/multihop-qa/index.ts';
+import {
+  createRng,
+  episodeConfig,
+  parseAction,
+  planEpisodes,
+  toOpenAITool,
+  ToolRunner,
+  worldSeed,
+  type Message,
+  type Scenario,
+  type TurnRecord,
+} from 'agent-r1-ts';
+
+/** The benchmark's scenarios by the name a worker loads them with. */
+export function benchScenario(source: string): Scenario {
+  if (source === 'calculator') return calculator as Scenario;
+  if (source === 'multihop-qa') return createMultihopQaScenario({ size: 'large' });
+  throw new Error(`bench: no scenario ${source}`);
+}
+
+/** Plays episodes `share` of `of` (every of-th, from share) of a run of `episodes`; returns the time and env steps. */
+export async function plainLoop(
+  scenario: Scenario,
+  episodes: number,
+  seed = 1,
+  part: { share: number; of: number } = { share: 0, of: 1 },
+): Promise<{ ms: number; steps: number }> {
+  const policy = await scenario.policies.expert!({ scenario, seed: 0 });
+  const { plan } = await planEpisodes({ scenario, policy, split: 'train', episodes, seed });
+  const config = episodeConfig(scenario);
+  const runner = new ToolRunner(scenario.tools, {
+    timeoutMs: config.toolTimeoutMs,
+    maxOutputChars: config.maxToolOutputChars,
+  });
+  const tools = scenario.tools.map(toOpenAITool);
+  let steps = 0;
+  const start = performance.now();
+  for (let i = part.share; i < plan.length; i += part.of) {
+    const item = plan[i]!;
+    const rng = createRng(worldSeed(item.seed));
+    const state = await scenario.env.init?.(item.task, { rng });
+    const messages: Message[] = scenario.env.prompt(item.task, tools);
+    const history: TurnRecord[] = [];
+    let answer: string | null = null;
+    for (let turn = 0; turn < config.maxTurns; turn++) {
+      const out = await policy.act({
+        episodeId: 'x',
+        task: item.task,
+        tools,
+        messages,
+        turn,
+        seed: 0,
+        maxTokens: config.maxTokensPerTurn,
+      });
+      const action = parseAction(out.text);
+      const results =
+        action.kind === 'tool_calls'
+          ? await Promise.all(action.calls.map((c) => runner.run(c, { task: item.task, rng, state })))
+          : [];
+      const step = await scenario.env.step({ task: item.task, state, rng, turn, action, results, history });
+      steps++;
+      messages.push({ role: 'assistant', content: out.text });
+      if (step.observation !== null) messages.push({ role: 'tool', content: step.observation });
+      history.push({
+        index: turn,
+        text: out.text,
+        tokenCount: 0,
+        action,
+        results,
+        observation: step.observation,
+        reward: step.reward,
+        done: step.done,
+        states: [],
+      });
+      if (action.kind === 'answer') {
+        answer = action.text;
+        break;
+      }
+    }
+    await scenario.env.outcome({ task: item.task, state, answer, endReason: 'answered', history });
+    await scenario.env.dispose?.(state);
+  }
+  return { ms: performance.now() - start, steps };
+}
