@@ -5,20 +5,24 @@
  * queue's overhead per episode (the difference in seconds per episode between the queue with one
  * worker process of one thread and one local thread, and the coordinator's own CPU time per
  * episode). Every run's records are checked byte-identical. Prints a table; --json prints the
- * figures. Run: npx tsx --conditions=source bench/distributed.ts [--episodes N] [--chunk N] [--json]
+ * figures. Run without the `source` condition, the package resolves to its build (dist/): the
+ * coordinator, the local threads and the worker processes run compiled JavaScript, as an installed
+ * package does. Run: npm run build && npx tsx bench/distributed.ts [--episodes N] [--chunk N] [--json]
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { builtinScenarios } from '../scenarios/index.ts';
-import type { EpisodeRecord } from '../src/core/types.ts';
-import { QueueExecutor } from '../src/queue/queue-executor.ts';
-import { serializeRecord } from '../src/record/record.ts';
-import type { RolloutExecutor } from '../src/rollout/executor.ts';
-import { rollout } from '../src/rollout/rollout.ts';
-import { workerThreads } from '../src/rollout/worker-threads.ts';
-import { loadScenario } from '../src/scenario/load.ts';
+import {
+  type EpisodeRecord,
+  loadScenario,
+  type RolloutExecutor,
+  rollout,
+  serializeRecord,
+  workerThreads,
+} from 'agent-r1-ts';
+import { QueueExecutor } from 'agent-r1-ts/queue';
 import { startRedis } from '../test/helpers/redis.ts';
 
 const flags = new Command()
@@ -77,7 +81,7 @@ async function local(threads: number): Promise<Timed> {
 }
 
 function startWorker(url: string, name: string): ChildProcess {
-  const args = ['--import=tsx', '--conditions=source', 'bin/agent-r1.js', 'worker', '--queue', url];
+  const args = ['bin/agent-r1.js', 'worker', '--queue', url];
   return spawn(process.execPath, [...args, '--name', name, '--threads', '1', '--concurrency', '2'], {
     cwd: root,
     stdio: 'ignore',
