@@ -7,7 +7,8 @@
  * Closed loop by default (each client sends its next step as soon as it has the answer): the latency
  * then includes the wait behind the other sessions' steps (sessions / throughput); --think-ms
  * paces the clients like trainers that generate between steps.
- * Run: npx tsx --conditions=source bench/env-server.ts [--json] [--sessions 64] [--steps 50]
+ * The server runs the built package (dist/), as an installed one does.
+ * Run: npm run build && npx tsx --conditions=source bench/env-server.ts [--json] [--sessions 64] [--steps 50]
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -54,7 +55,7 @@ const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length 
 
 async function run(scenarioId: string) {
   const dir = mkdtempSync(join(tmpdir(), 'agent-r1-bench-env-'));
-  const args = ['--import=tsx', '--conditions=source', join(repoRoot, 'bin/agent-r1.js')];
+  const args = [join(repoRoot, 'bin/agent-r1.js')];
   const server = spawn(
     process.execPath,
     [
