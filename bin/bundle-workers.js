@@ -3,13 +3,19 @@
 // files instead of a few hundred modules, and starts in about half the time (zod 4 alone is ~100
 // ES modules). Scenario folders outside the package are played by the unbundled entry, so that they
 // share one copy of the library and of zod with their own imports (see src/rollout/worker-entry.ts).
-// Native and optional packages (tfjs, webgpu) stay external: a thread loads them only if a task needs them.
-import { rmSync } from 'node:fs';
+// Only the pure-JavaScript libraries every rollout thread loads are inlined; every other package (native,
+// optional, or needed by some tasks only: tfjs, tsx for a TypeScript scenario) stays an import.
+import { readFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const outdir = `${root}dist/workers/bundle`;
+const INLINED = new Set(['zod', 'xstate', 'lru-cache', 'pure-rand', 'minisearch']);
+const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8'));
+const external = Object.keys({ ...pkg.dependencies, ...pkg.optionalDependencies, ...pkg.devDependencies })
+  .filter((name) => !INLINED.has(name))
+  .flatMap((name) => [name, `${name}/*`]);
 rmSync(outdir, { recursive: true, force: true });
 await build({
   entryPoints: [`${root}dist/workers/entry.js`],
@@ -22,10 +28,6 @@ await build({
   target: 'node20',
   minifyWhitespace: true,
   minifySyntax: true,
-  external: ['@tensorflow/*', 'webgpu', 'better-sqlite3', 'bullmq', 'ioredis'],
-  // A bundled CommonJS dependency may call require(): give the ES module one.
-  banner: {
-    js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);",
-  },
+  external,
   logLevel: 'warning',
 });
