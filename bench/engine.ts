@@ -19,6 +19,7 @@ import { Command } from 'commander';
 import { Worker } from 'node:worker_threads';
 import { build } from 'esbuild';
 import { RecordWriter, rollout, type RolloutExecutor, workerThreads, type Scenario } from 'agent-r1-ts';
+import { externalPackages } from '../bin/bundle-workers.js';
 import { benchScenario, plainLoop } from './plain-loop.ts';
 
 const flags = new Command()
@@ -100,15 +101,15 @@ async function onWorkers(c: Case, workers: number, episodes: number, concurrency
  * so both run compiled code with no loader.
  */
 async function bundlePlainThread(): Promise<string> {
-  const outfile = join(scratch, 'plain-loop-thread.mjs');
+  // Under node_modules, so that the packages it leaves as imports resolve.
+  const outfile = join(root, 'node_modules/.cache/agent-r1-bench/plain-loop-thread.mjs');
   await build({
     entryPoints: [fileURLToPath(new URL('./plain-loop-thread.ts', import.meta.url))],
     outfile,
     bundle: true,
     format: 'esm',
     platform: 'node',
-    external: ['@tensorflow/*', 'webgpu', 'better-sqlite3', 'bullmq', 'ioredis'],
-    banner: { js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);" },
+    external: externalPackages(),
     logLevel: 'warning',
   });
   return outfile;

@@ -10,24 +10,31 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const outdir = `${root}dist/workers/bundle`;
 const INLINED = new Set(['zod', 'xstate', 'lru-cache', 'pure-rand', 'minisearch']);
-const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8'));
-const external = Object.keys({ ...pkg.dependencies, ...pkg.optionalDependencies, ...pkg.devDependencies })
-  .filter((name) => !INLINED.has(name))
-  .flatMap((name) => [name, `${name}/*`]);
-rmSync(outdir, { recursive: true, force: true });
-await build({
-  entryPoints: [`${root}dist/workers/entry.js`],
-  outdir,
-  bundle: true,
-  // Tasks import their modules on first use (rollout, train, each scenario): each stays a chunk.
-  splitting: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  minifyWhitespace: true,
-  minifySyntax: true,
-  external,
-  logLevel: 'warning',
-});
+
+/** The packages a bundle leaves as imports (each with its subpaths): all but the inlined ones. */
+export function externalPackages() {
+  const pkg = JSON.parse(readFileSync(`${root}package.json`, 'utf8'));
+  return Object.keys({ ...pkg.dependencies, ...pkg.optionalDependencies, ...pkg.devDependencies })
+    .filter((name) => !INLINED.has(name))
+    .flatMap((name) => [name, `${name}/*`]);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const outdir = `${root}dist/workers/bundle`;
+  rmSync(outdir, { recursive: true, force: true });
+  await build({
+    entryPoints: [`${root}dist/workers/entry.js`],
+    outdir,
+    bundle: true,
+    // Tasks import their modules on first use (rollout, train, each scenario): each stays a chunk.
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    minifyWhitespace: true,
+    minifySyntax: true,
+    external: externalPackages(),
+    logLevel: 'warning',
+  });
+}
