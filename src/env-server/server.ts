@@ -178,7 +178,9 @@ export class EnvServer {
 
   private keep(record: EpisodeRecord): void {
     try {
+      // On disk when the episode ends: a client may read the file next, and a failure is this record's.
       this.writer?.write(record);
+      this.writer?.flush();
       this.recorded++;
       this.options.onRecord?.(record);
       this.log(

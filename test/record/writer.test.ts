@@ -1,0 +1,85 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import test from 'ava';
+import calculator from '../../scenarios/calculator/index.ts';
+import { rollout } from '../../src/rollout/rollout.ts';
+import { loadRecords, RecordWriter } from '../../src/record/jsonl.ts';
+import { serializeRecord } from '../../src/record/record.ts';
+import type { EpisodeRecord } from '../../src/core/types.ts';
+import type { Scenario } from '../../src/scenario/scenario.ts';
+
+const scenario = calculator as Scenario;
+let records: EpisodeRecord[];
+test.before(async () => {
+  const policy = await scenario.policies.expert!({ scenario, seed: 0 });
+  records = (await rollout({ scenario, policy, split: 'train', episodes: 60, seed: 3 })).records;
+});
+
+const file = () => join(mkdtempSync(join(tmpdir(), 'writer-')), 'episodes.jsonl');
+const lines = (path: string) => readFileSync(path, 'utf8').split('\n').filter(Boolean);
+
+test('every record is in the file, in order, once the writer is closed', async (t) => {
+  const path = file();
+  const writer = new RecordWriter(path);
+  for (const r of records) writer.write(r);
+  writer.close();
+  t.deepEqual(lines(path), records.map(serializeRecord));
+  const { records: back, corrupt } = await loadRecords(path);
+  t.is(corrupt.length, 0);
+  t.deepEqual(back.map((r) => r.episodeId), records.map((r) => r.episodeId));
+});
+
+test('a record waits at most about 100 ms before it reaches the file, and flush writes it at once', async (t) => {
+  const path = file();
+  const writer = new RecordWriter(path);
+  writer.write(records[0]!);
+  await sleep(RecordWriter.FLUSH_MS + 150);
+  t.is(lines(path).length, 1, 'written by the timer, with the writer still open');
+  writer.write(records[1]!);
+  writer.flush();
+  t.is(lines(path).length, 2);
+  writer.close();
+});
+
+test('64 KiB of waiting lines are written without waiting for the timer', (t) => {
+  const path = file();
+  const writer = new RecordWriter(path);
+  let bytes = 0;
+  let i = 0;
+  while (bytes < RecordWriter.FLUSH_BYTES) {
+    const r = records[i++ % records.length]!;
+    writer.write(r);
+    bytes += serializeRecord(r).length + 1;
+  }
+  t.is(lines(path).length, i);
+  writer.close();
+});
+
+test('appending keeps the lines already in the file', (t) => {
+  const path = file();
+  const first = new RecordWriter(path);
+  first.write(records[0]!);
+  first.close();
+  const second = new RecordWriter(path, { append: true });
+  second.write(records[1]!);
+  second.close();
+  t.deepEqual(lines(path), [serializeRecord(records[0]!), serializeRecord(records[1]!)]);
+});
+
+test('a failed write names the file, whether it happened in flush or in the background', async (t) => {
+  // /dev/full answers every write with ENOSPC.
+  const writer = new RecordWriter('/dev/full');
+  writer.write(records[0]!);
+  t.throws(() => writer.flush(), { code: 'ENOSPC', message: /ENOSPC/ });
+  writer.write(records[1]!);
+  await sleep(RecordWriter.FLUSH_MS + 150);
+  const err = t.throws(() => writer.write(records[2]!)) as NodeJS.ErrnoException;
+  t.is(err.code, 'ENOSPC');
+  t.is(err.path, '/dev/full');
+  // The record whose write threw was not taken; the next one is, and close writes it (and fails).
+  writer.write(records[3]!);
+  t.throws(() => writer.close(), { code: 'ENOSPC' });
+  t.throws(() => writer.write(records[4]!), { message: /closed/ });
+});
