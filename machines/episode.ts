@@ -22,9 +22,9 @@ import { parseAction } from '../src/parse/parse-action.ts';
  * what the ToolEnv makes of it come from outside (`EpisodeActors`), so the same machine runs live,
  * under test with scripted actors, and in replay with recorded ones. The states that wait on the
  * outside (generate, execute, transition, outcome) are left by an event carrying the answer, sent
- * by `runEpisodeMachine`; parsing and the reward bookkeeping are synchronous entry actions. (Invoking
- * a promise actor per state cost ten times the episode's own work: an actor, a snapshot and an
- * AbortController per step.)
+ * by `runEpisodeMachine`. Parsing and the reward bookkeeping are synchronous: the one assign of the
+ * transition into parseToolCall and into reward. (Invoking a promise actor per state cost ten times
+ * the episode's own work: an actor, a snapshot and an AbortController per step.)
  */
 
 export interface GenerateInput {
@@ -116,6 +116,8 @@ interface EpisodeContext {
   outcome: Outcome | null;
 }
 
+type StateName = 'generate' | 'parseToolCall' | 'execute' | 'transition' | 'reward' | 'outcome' | 'done';
+
 const emptyTurn = (): PendingTurn => ({
   output: null,
   tokenCount: 0,
@@ -127,6 +129,69 @@ const emptyTurn = (): PendingTurn => ({
 
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
+/**
+ * The context with `state` noted in the current turn's path: the pending turn's, or for outcome and
+ * done the last finished turn's. Every transition notes the state it enters in its one assign (an
+ * assign costs a snapshot copy; a second one per state for the path alone doubled them).
+ */
+function entering(context: EpisodeContext, state: StateName, pending = context.pending): Partial<EpisodeContext> {
+  const last = context.turns.at(-1);
+  if ((state === 'outcome' || state === 'done') && last) {
+    const turns = context.turns.slice(0, -1);
+    turns.push({ ...last, states: [...last.states, state] });
+    return pending === context.pending ? { turns } : { turns, pending };
+  }
+  return { pending: { ...pending, states: [...pending.states, state] } };
+}
+
+/** Parsing, on entering parseToolCall: the action the policy's output asks for. */
+function parse(context: EpisodeContext, output: PolicyOutput): PendingTurn {
+  const tokenCount = output.tokens?.length ?? estimateTokens(output.text);
+  const limit = context.config.maxTokensPerTurn;
+  // A policy that ignored its per-turn budget gets the action refused, not silently cut.
+  const action: ParsedAction =
+    tokenCount > limit
+      ? { kind: 'invalid', error: `the action is ${tokenCount} tokens, over the per-turn limit of ${limit}` }
+      : parseAction(output.text);
+  return { ...context.pending, output, tokenCount, action };
+}
+
+/** The reward bookkeeping, on entering reward: the turn is finished and the budgets checked. */
+function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<EpisodeContext> {
+  const { output, tokenCount, action, results, states } = context.pending;
+  const turn: TurnRecord = {
+    index: context.turns.length,
+    text: output!.text,
+    tokenCount,
+    action: action!,
+    results,
+    observation: step.observation,
+    reward: step.reward,
+    done: step.done,
+    states: [...states, 'reward'],
+  };
+  if (output!.tokens) turn.tokens = output!.tokens;
+  if (output!.logprobs) turn.logprobs = output!.logprobs;
+  if (step.observationTokens) turn.observationTokens = step.observationTokens;
+  if (step.info) turn.info = step.info;
+
+  const messages = [...context.messages, { role: 'assistant' as const, content: output!.text }];
+  if (step.observation !== null) messages.push({ role: 'tool', content: step.observation });
+  const tokens = context.tokens && [...context.tokens, ...(output!.tokens ?? []), ...(step.observationTokens ?? [])];
+  const observationCount =
+    step.observation === null ? 0 : (step.observationTokens?.length ?? estimateTokens(step.observation));
+  const totalTokens = context.totalTokens + tokenCount + observationCount;
+  const turns = [...context.turns, turn];
+  const answer = action!.kind === 'answer' ? action!.text : context.answer;
+
+  let endReason: EndReason | null = null;
+  if (action!.kind === 'answer') endReason = 'answered';
+  else if (step.done) endReason = 'done';
+  else if (turns.length >= context.config.maxTurns) endReason = 'max_turns';
+  else if (totalTokens >= context.config.maxTotalTokens) endReason = 'max_tokens';
+  return { turns, messages, tokens, totalTokens, answer, endReason, pending: emptyTurn() };
+}
+
 export const episodeMachine = setup({
   types: {
     context: {} as EpisodeContext,
@@ -135,17 +200,9 @@ export const episodeMachine = setup({
     output: {} as EpisodeOutput,
   },
   actions: {
-    /** Notes the state in the current turn's path (outcome and done belong to the last turn). */
-    enter: assign(({ context }, params: { state: string }) => {
-      const last = context.turns.at(-1);
-      if ((params.state === 'outcome' || params.state === 'done') && last) {
-        const turns = context.turns.slice(0, -1);
-        turns.push({ ...last, states: [...last.states, params.state] });
-        return { turns };
-      }
-      return { pending: { ...context.pending, states: [...context.pending.states, params.state] } };
-    }),
-    fail: assign(({ context }, params: { error: unknown }) => ({
+    enter: assign(({ context }, params: { state: StateName }) => entering(context, params.state)),
+    fail: assign(({ context }, params: { error: unknown; state: StateName }) => ({
+      ...entering(context, params.state),
       endReason: 'error' as const,
       error: context.error ?? errorText(params.error),
     })),
@@ -162,7 +219,7 @@ export const episodeMachine = setup({
     tokens: input.promptTokens?.slice(),
     totalTokens: 0,
     turns: [],
-    pending: emptyTurn(),
+    pending: { ...emptyTurn(), states: ['generate'] }, // the initial state, entered by no transition
     answer: null,
     endReason: null,
     error: null,
@@ -171,110 +228,65 @@ export const episodeMachine = setup({
   initial: 'generate',
   states: {
     generate: {
-      entry: { type: 'enter', params: { state: 'generate' } },
       on: {
         GENERATED: {
           target: 'parseToolCall',
-          actions: assign(({ context, event }) => {
-            const output = event.output;
-            const tokenCount = output.tokens?.length ?? estimateTokens(output.text);
-            return { pending: { ...context.pending, output, tokenCount } };
-          }),
+          actions: assign(({ context, event }) => entering(context, 'parseToolCall', parse(context, event.output))),
         },
-        FAILED: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+        FAILED: {
+          target: 'outcome',
+          actions: { type: 'fail', params: ({ event }) => ({ error: event.error, state: 'outcome' as const }) },
+        },
       },
     },
     parseToolCall: {
-      entry: [
-        { type: 'enter', params: { state: 'parseToolCall' } },
-        assign(({ context }) => {
-          const { output, tokenCount } = context.pending;
-          const limit = context.config.maxTokensPerTurn;
-          // A policy that ignored its per-turn budget gets the action refused, not silently cut.
-          const action: ParsedAction =
-            tokenCount > limit
-              ? { kind: 'invalid', error: `the action is ${tokenCount} tokens, over the per-turn limit of ${limit}` }
-              : parseAction(output!.text);
-          return { pending: { ...context.pending, action } };
-        }),
+      always: [
+        { guard: 'callsTools', target: 'execute', actions: { type: 'enter', params: { state: 'execute' } } },
+        { target: 'transition', actions: { type: 'enter', params: { state: 'transition' } } },
       ],
-      always: [{ guard: 'callsTools', target: 'execute' }, { target: 'transition' }],
     },
     execute: {
-      entry: { type: 'enter', params: { state: 'execute' } },
       on: {
         EXECUTED: {
           target: 'transition',
-          actions: assign(({ context, event }) => ({ pending: { ...context.pending, results: event.results } })),
+          actions: assign(({ context, event }) =>
+            entering(context, 'transition', { ...context.pending, results: event.results }),
+          ),
         },
-        FAILED: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+        FAILED: {
+          target: 'outcome',
+          actions: { type: 'fail', params: ({ event }) => ({ error: event.error, state: 'outcome' as const }) },
+        },
       },
     },
     transition: {
-      entry: { type: 'enter', params: { state: 'transition' } },
       on: {
-        TRANSITIONED: {
-          target: 'reward',
-          actions: assign(({ context, event }) => ({ pending: { ...context.pending, step: event.step } })),
+        TRANSITIONED: { target: 'reward', actions: assign(({ context, event }) => finishTurn(context, event.step)) },
+        FAILED: {
+          target: 'outcome',
+          actions: { type: 'fail', params: ({ event }) => ({ error: event.error, state: 'outcome' as const }) },
         },
-        FAILED: { target: 'outcome', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
       },
     },
     reward: {
-      entry: [
-        { type: 'enter', params: { state: 'reward' } },
-        assign(({ context }) => {
-          const { output, tokenCount, action, results, step, states } = context.pending;
-          const turn: TurnRecord = {
-            index: context.turns.length,
-            text: output!.text,
-            tokenCount,
-            action: action!,
-            results,
-            observation: step!.observation,
-            reward: step!.reward,
-            done: step!.done,
-            states,
-          };
-          if (output!.tokens) turn.tokens = output!.tokens;
-          if (output!.logprobs) turn.logprobs = output!.logprobs;
-          if (step!.observationTokens) turn.observationTokens = step!.observationTokens;
-          if (step!.info) turn.info = step!.info;
-
-          const messages = [...context.messages, { role: 'assistant' as const, content: output!.text }];
-          if (step!.observation !== null) messages.push({ role: 'tool', content: step!.observation });
-          const tokens = context.tokens && [
-            ...context.tokens,
-            ...(output!.tokens ?? []),
-            ...(step!.observationTokens ?? []),
-          ];
-          const observationCount =
-            step!.observation === null ? 0 : (step!.observationTokens?.length ?? estimateTokens(step!.observation));
-          const totalTokens = context.totalTokens + tokenCount + observationCount;
-          const turns = [...context.turns, turn];
-          const answer = action!.kind === 'answer' ? action!.text : context.answer;
-
-          let endReason: EndReason | null = null;
-          if (action!.kind === 'answer') endReason = 'answered';
-          else if (step!.done) endReason = 'done';
-          else if (turns.length >= context.config.maxTurns) endReason = 'max_turns';
-          else if (totalTokens >= context.config.maxTotalTokens) endReason = 'max_tokens';
-          return { turns, messages, tokens, totalTokens, answer, endReason, pending: emptyTurn() };
-        }),
+      always: [
+        { guard: 'finished', target: 'outcome', actions: { type: 'enter', params: { state: 'outcome' } } },
+        { target: 'generate', actions: { type: 'enter', params: { state: 'generate' } } },
       ],
-      always: [{ guard: 'finished', target: 'outcome' }, { target: 'generate' }],
     },
     outcome: {
-      entry: { type: 'enter', params: { state: 'outcome' } },
       on: {
-        SCORED: { target: 'done', actions: assign({ outcome: ({ event }) => event.outcome }) },
-        FAILED: { target: 'done', actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+        SCORED: {
+          target: 'done',
+          actions: assign(({ context, event }) => ({ ...entering(context, 'done'), outcome: event.outcome })),
+        },
+        FAILED: {
+          target: 'done',
+          actions: { type: 'fail', params: ({ event }) => ({ error: event.error, state: 'done' as const }) },
+        },
       },
     },
-    done: {
-      type: 'final',
-      entry: { type: 'enter', params: { state: 'done' } },
-    },
+    done: { type: 'final' },
   },
   output: ({ context }) => ({
     turns: context.turns,

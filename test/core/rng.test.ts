@@ -12,8 +12,9 @@ test('deriveSeed is the first four bytes of sha256 over the parts joined by NUL,
   const reference = (parts: Array<string | number>) =>
     hash('sha256', parts.map(String).join('\u0000'), 'buffer').readInt32LE(0);
   fc.assert(
-    fc.property(fc.array(fc.oneof(fc.string(), fc.integer(), fc.double({ noNaN: true })), { maxLength: 4 }), (parts) =>
-      deriveSeed(...parts) === reference(parts),
+    fc.property(
+      fc.array(fc.oneof(fc.string(), fc.integer(), fc.double({ noNaN: true })), { maxLength: 4 }),
+      (parts) => deriveSeed(...parts) === reference(parts),
     ),
   );
 });

@@ -28,7 +28,10 @@ test('every record is in the file, in order, once the writer is closed', async (
   t.deepEqual(lines(path), records.map(serializeRecord));
   const { records: back, corrupt } = await loadRecords(path);
   t.is(corrupt.length, 0);
-  t.deepEqual(back.map((r) => r.episodeId), records.map((r) => r.episodeId));
+  t.deepEqual(
+    back.map((r) => r.episodeId),
+    records.map((r) => r.episodeId),
+  );
 });
 
 test('a record waits at most about 100 ms before it reaches the file, and flush writes it at once', async (t) => {
