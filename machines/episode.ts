@@ -1,4 +1,5 @@
-import { assign, createActor, setup, type SnapshotFrom } from 'xstate';
+import { assign, createActor, setup, type ActorScope, type SnapshotFrom } from 'xstate';
+import { DEFAULT_EPISODE_CONFIG } from '../src/core/types.ts';
 import type {
   EndReason,
   EpisodeConfig,
@@ -309,12 +310,39 @@ export async function runEpisodeMachine(
   actors: EpisodeActors,
   signal?: AbortSignal,
 ): Promise<EpisodeOutput> {
-  const actor = createActor(episodeMachine, { input });
-  actor.start();
-  for (let snapshot = actor.getSnapshot(); snapshot.status === 'active'; snapshot = actor.getSnapshot()) {
-    actor.send(await answer(snapshot, actors, signal));
+  const scope = inertScope();
+  let snapshot = episodeMachine.getInitialSnapshot(scope, input);
+  while (snapshot.status === 'active') {
+    snapshot = episodeMachine.transition(snapshot, await answer(snapshot, actors, signal), scope);
   }
-  return actor.getSnapshot().output!;
+  if (snapshot.status === 'error') throw snapshot.error;
+  return snapshot.output!;
+}
+
+let scope: ActorScope<SnapshotFrom<EpisodeMachine>, EpisodeEvent> | undefined;
+
+/**
+ * The scope the machine's pure transitions run in. The machine only assigns (no children, no
+ * side effects, no delays), so it needs no actor of its own: one inert actor serves every episode,
+ * and its action executor is never called (any action that reached it would be a bug: it throws).
+ */
+function inertScope() {
+  if (scope) return scope;
+  const self = createActor(episodeMachine, { input: { config: DEFAULT_EPISODE_CONFIG, prompt: [] } });
+  scope = {
+    self,
+    id: '',
+    sessionId: '',
+    system: self.system,
+    logger: () => {},
+    defer: () => {},
+    emit: () => {},
+    stopChild: () => {},
+    actionExecutor: (action) => {
+      throw new Error(`the episode machine has no side-effect actions, but was asked to run "${action.type}"`);
+    },
+  } as ActorScope<SnapshotFrom<EpisodeMachine>, EpisodeEvent>;
+  return scope;
 }
 
 /** What the actors say to the state the machine waits in, as the event that leaves it. */
