@@ -8,7 +8,7 @@
  * records; the engine rows play the same episodes through rollout() with every record sealed and
  * written to a file. Overhead = (engine − plain loop) / env steps. Run without the `source` condition,
  * the package resolves to its build (dist/), so the engine and its workers run compiled JavaScript,
- * as an installed package does; each worker row is timed on a warm pool.
+ * as an installed package does; the overhead rows are timed after two untimed runs of the same episodes (in a worker: on the same pool).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -45,14 +45,14 @@ const cases: Case[] = [
     name: 'multihop-qa (large world), expert',
     source: 'multihop-qa',
     scenario: benchScenario('multihop-qa'),
-    overheadEpisodes: 300,
+    overheadEpisodes: 600,
     scalingEpisodes: 1200,
   },
   {
     name: 'calculator, expert',
     source: 'calculator',
     scenario: benchScenario('calculator'),
-    overheadEpisodes: 2000,
+    overheadEpisodes: 4000,
     scalingEpisodes: 8000,
   },
 ];
@@ -80,20 +80,6 @@ async function engine(
   });
   writer.close();
   return { ms: performance.now() - start, steps: r.records.reduce((n, x) => n + x.turns.length, 0) };
-}
-
-/**
- * The same episodes twice on a fresh pool; the second is timed (threads started, worlds built, and
- * the same tool caches as the plain loop's and the in-process engine's: warm).
- */
-async function onWorkers(c: Case, workers: number, episodes: number, concurrency?: number) {
-  const executor = workerThreads({ workers, scenarioSource: c.source });
-  try {
-    await engine(c, episodes, executor, concurrency);
-    return await engine(c, episodes, executor, concurrency);
-  } finally {
-    await executor.close();
-  }
 }
 
 /**
@@ -187,15 +173,25 @@ async function repeat(run: () => Promise<number> | number): Promise<Spread> {
   return spread(xs);
 }
 
+/** `repeat` after two untimed runs. */
+async function warmRepeat(run: () => Promise<number>): Promise<Spread> {
+  await run();
+  await run();
+  return repeat(run);
+}
+
 const loadBefore = loadavg();
 const results = [];
 for (const c of cases) {
-  await plainLoop(c.scenario, 100); // warm the search cache, so both loops do the same (cached) tool work
-  await engine(c, 100);
   const usPerStep = (r: { ms: number; steps: number }) => (r.ms * 1000) / r.steps;
-  const plain = await repeat(async () => usPerStep(await plainLoop(c.scenario, c.overheadEpisodes)));
-  const inProcess = await repeat(async () => usPerStep(await engine(c, c.overheadEpisodes, undefined, 1)));
-  const oneWorker = await repeat(async () => usPerStep(await onWorkers(c, 1, c.overheadEpisodes, 1)));
+  // Every row is timed after two untimed runs of the same episodes: JIT compiled, and the same tool
+  // caches warm in every loop (the search cache of each thread holds every query of these episodes).
+  const plain = await warmRepeat(async () => usPerStep(await plainLoop(c.scenario, c.overheadEpisodes)));
+  const inProcess = await warmRepeat(async () => usPerStep(await engine(c, c.overheadEpisodes, undefined, 1)));
+  const pool = workerThreads({ workers: 1, scenarioSource: c.source });
+  const oneWorker = await warmRepeat(async () => usPerStep(await engine(c, c.overheadEpisodes, pool, 1))).finally(() =>
+    pool.close(),
+  );
   // Scaling: every timed run plays new episodes (a new seed), so no tool cache holds their results
   // and each thread does the whole work of its share.
   let runSeed = 100;

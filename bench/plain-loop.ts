@@ -33,6 +33,8 @@ export async function plainLoop(
   part: { share: number; of: number } = { share: 0, of: 1 },
 ): Promise<{ ms: number; steps: number }> {
   const policy = await scenario.policies.expert!({ scenario, seed: 0 });
+  // Timed from the plan on, as rollout() is: both make the run's tasks and seeds.
+  const start = performance.now();
   const { plan } = await planEpisodes({ scenario, policy, split: 'train', episodes, seed });
   const config = episodeConfig(scenario);
   const runner = new ToolRunner(scenario.tools, {
@@ -41,7 +43,6 @@ export async function plainLoop(
   });
   const tools = scenario.tools.map(toOpenAITool);
   let steps = 0;
-  const start = performance.now();
   for (let i = part.share; i < plan.length; i += part.of) {
     const item = plan[i]!;
     const rng = createRng(worldSeed(item.seed));
