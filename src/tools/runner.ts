@@ -66,8 +66,8 @@ export class ToolRunner {
     if (hit) return this.success(t.name, hit.value);
 
     const timeoutMs = t.timeoutMs ?? this.options.timeoutMs;
-    const controller = new AbortController();
-    const onOuterAbort = () => controller.abort(ctx.signal?.reason);
+    const abort = new LazyAbort();
+    const onOuterAbort = () => abort.abort(ctx.signal?.reason);
     ctx.signal?.addEventListener('abort', onOuterAbort, { once: true });
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<'timeout'>((resolve) => {
@@ -78,7 +78,13 @@ export class ToolRunner {
         // Time the tool itself: its synchronous work, or until its promise settles. (Timing the
         // whole call would count other episodes' work that runs while this one awaits.)
         const start = performance.now();
-        const out = t.execute(parsed.data, { ...ctx, signal: controller.signal });
+        const toolCtx = {
+          ...ctx,
+          get signal() {
+            return abort.signal;
+          },
+        };
+        const out = t.execute(parsed.data, toolCtx);
         if (!(out instanceof Promise)) {
           this.options.onToolTime?.(performance.now() - start);
           return out;
@@ -88,7 +94,7 @@ export class ToolRunner {
       work.catch(() => {}); // a late rejection after a timeout must not become unhandled
       const value = await Promise.race([work, timeout]);
       if (value === 'timeout') {
-        controller.abort(new Error('timeout'));
+        abort.abort(new Error('timeout'));
         return failure(t.name, 'timeout', `${t.name} timed out after ${timeoutMs} ms`);
       }
       if (key !== undefined) this.options.cache!.set(key, { value });
@@ -117,4 +123,27 @@ export class ToolRunner {
 
 function failure(name: string, kind: ToolErrorKind, message: string): ToolResult {
   return { name, ok: false, content: message, error: { kind, message } };
+}
+
+/**
+ * A tool call's abort signal, made when the tool first reads it: an AbortController costs ~4 µs,
+ * more than many tools take, and most never look at their signal. Aborted before it is read, the
+ * signal is born aborted, with the reason.
+ */
+class LazyAbort {
+  private controller: AbortController | undefined;
+  private reason: { value: unknown } | undefined;
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.reason) this.controller.abort(this.reason.value);
+    }
+    return this.controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.controller) this.controller.abort(reason);
+    else this.reason ??= { value: reason };
+  }
 }

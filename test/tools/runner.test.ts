@@ -124,3 +124,38 @@ test('the abort signal reaches the tool when it times out', async (t) => {
   t.is(r.error?.kind, 'timeout');
   t.true(aborted);
 });
+
+test("the run's abort reaches the tool, whether it read its signal before the abort or after", async (t) => {
+  const outer = new AbortController();
+  const reasons: unknown[] = [];
+  const waiting = tool({
+    name: 'waiting',
+    description: '',
+    parameters: z.object({ late: z.boolean() }),
+    execute: ({ late }, c) =>
+      new Promise((resolve) => {
+        const stop = () => {
+          reasons.push(c.signal.reason);
+          resolve('stopped');
+        };
+        const listen = () => {
+          if (c.signal.aborted) stop();
+          else c.signal.addEventListener('abort', stop);
+        };
+        if (late) setTimeout(listen, 30);
+        else listen();
+      }),
+  });
+  const runner = new ToolRunner([waiting], { timeoutMs: 5000, maxOutputChars: 100 });
+  const early = runner.run({ name: 'waiting', arguments: { late: false } }, { ...ctx, signal: outer.signal });
+  const late = runner.run({ name: 'waiting', arguments: { late: true } }, { ...ctx, signal: outer.signal });
+  setTimeout(() => outer.abort(new Error('stopped by the run')), 10);
+  t.deepEqual(
+    (await Promise.all([early, late])).map((r) => r.content),
+    ['stopped', 'stopped'],
+  );
+  t.deepEqual(
+    reasons.map((r) => (r as Error).message),
+    ['stopped by the run', 'stopped by the run'],
+  );
+});
