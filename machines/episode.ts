@@ -12,6 +12,7 @@ import type {
   ToolResult,
   TurnRecord,
 } from '../src/core/types.ts';
+import { MalformedAnswerError } from '../src/core/errors.ts';
 import { parseAction } from '../src/parse/parse-action.ts';
 
 /**
@@ -361,7 +362,7 @@ async function answer(
           context.config.maxTotalTokens - context.totalTokens,
         );
         const input = { turn, messages: context.messages, tokens: context.tokens, maxTokens };
-        return { type: 'GENERATED', output: await actors.generate(input, signal) };
+        return { type: 'GENERATED', output: checkPolicyOutput(await actors.generate(input, signal)) };
       }
       case 'execute': {
         const action = context.pending.action!;
@@ -372,12 +373,12 @@ async function answer(
         const { action, results } = context.pending;
         return {
           type: 'TRANSITIONED',
-          step: await actors.transition({ turn, action: action!, results, history: context.turns }),
+          step: checkStep(await actors.transition({ turn, action: action!, results, history: context.turns })),
         };
       }
       case 'outcome': {
         const input = { answer: context.answer, endReason: context.endReason!, history: context.turns };
-        return { type: 'SCORED', outcome: await actors.outcome(input) };
+        return { type: 'SCORED', outcome: checkOutcome(await actors.outcome(input)) };
       }
       default:
         throw new Error(`the episode machine waits in "${String(snapshot.value)}", which no actor answers`);
@@ -385,4 +386,38 @@ async function answer(
   } catch (error) {
     return { type: 'FAILED', error };
   }
+}
+
+// What comes from outside (a user's policy or ToolEnv) is checked where it enters the machine: a
+// malformed answer ends the episode as an error record that says what was wrong, rather than a
+// TypeError from deep inside a transition, or a record with a NaN reward.
+
+const isArrayOrAbsent = (v: unknown) => v === undefined || Array.isArray(v);
+const isFiniteNumber = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
+
+function checkPolicyOutput(output: PolicyOutput): PolicyOutput {
+  if (typeof output?.text !== 'string')
+    throw new MalformedAnswerError('policy', 'an output without a string "text"', output);
+  if (!isArrayOrAbsent(output.tokens) || !isArrayOrAbsent(output.logprobs))
+    throw new MalformedAnswerError('policy', '"tokens" or "logprobs" that are not arrays', output);
+  return output;
+}
+
+function checkStep(step: TransitionOutput): TransitionOutput {
+  if (typeof step !== 'object' || step === null) throw new MalformedAnswerError('ToolEnv step', 'no step result', step);
+  if (step.observation !== null && typeof step.observation !== 'string')
+    throw new MalformedAnswerError('ToolEnv step', 'an observation that is neither a string nor null', step);
+  if (!isFiniteNumber(step.reward))
+    throw new MalformedAnswerError('ToolEnv step', 'a reward that is not a finite number', step);
+  if (typeof step.done !== 'boolean')
+    throw new MalformedAnswerError('ToolEnv step', 'a "done" that is not a boolean', step);
+  return step;
+}
+
+function checkOutcome(outcome: Outcome): Outcome {
+  if (typeof outcome !== 'object' || outcome === null || !isFiniteNumber(outcome.reward))
+    throw new MalformedAnswerError('ToolEnv outcome', 'an outcome whose reward is not a finite number', outcome);
+  if (typeof outcome.success !== 'boolean')
+    throw new MalformedAnswerError('ToolEnv outcome', 'an outcome whose "success" is not a boolean', outcome);
+  return outcome;
 }

@@ -31,6 +31,7 @@ export {
   AgentR1Error,
   UnknownNameError,
   CorruptRecordError,
+  MalformedAnswerError,
   ScenarioError,
   ScenarioOptionsError,
   UsageError,

@@ -54,6 +54,31 @@ export class NoRecordsError extends AgentR1Error {
   }
 }
 
+/**
+ * An answer from outside the episode machine that breaks its contract: a policy output without a
+ * string `text`, a ToolEnv step whose reward is not a number. The episode ends as an error record
+ * with this message; `source` says whose answer it was.
+ */
+export class MalformedAnswerError extends AgentR1Error {
+  constructor(
+    readonly source: 'policy' | 'ToolEnv step' | 'ToolEnv outcome',
+    readonly problem: string,
+    readonly value: unknown,
+  ) {
+    super(`the ${source} returned ${problem} (got ${preview(value)})`);
+  }
+}
+
+function preview(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = String(value);
+  }
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text;
+}
+
 /** A scenario that does not satisfy the scenario contract. */
 export class ScenarioError extends AgentR1Error {}
 

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { runEpisode } from '../../src/episode/run-episode.ts';
 import type { Policy } from '../../src/policy/policy.ts';
+import type { Scenario } from '../../src/scenario/scenario.ts';
 import { call, FORMAT_PENALTY, scripted, toyScenario } from '../helpers/toy-scenario.ts';
 
 const task = { id: 'toy-0', split: 'train', question: 'say 42', answer: '42' };
@@ -164,6 +165,51 @@ test('a policy that fails ends the episode with reason error, and the record say
   t.is(r.endReason, 'error');
   t.is(r.status, 'error');
   t.is(r.error, 'policy server down');
+});
+
+test('a policy output without a string text, or with tokens that are not an array, ends the episode as an error that says so', async (t) => {
+  for (const output of [undefined, {}, { text: 5 }, { text: 'x', tokens: 'abc' }]) {
+    const policy: Policy = { id: 'p', version: '1', act: async () => output as never };
+    const r = await play(policy);
+    t.is(r.status, 'error');
+    t.is(r.endReason, 'error');
+    t.regex(
+      r.error!,
+      /^the policy returned (an output without a string "text"|"tokens" or "logprobs" that are not arrays) \(got /,
+    );
+  }
+});
+
+test('a ToolEnv step or outcome that breaks the contract ends the episode as an error naming the ToolEnv', async (t) => {
+  const base = toyScenario();
+  const cases: Array<[Partial<Scenario['env']>, RegExp]> = [
+    [
+      { step: () => ({ observation: 'x', reward: Number.NaN, done: false }) },
+      /ToolEnv step returned a reward that is not a finite number/,
+    ],
+    [
+      { step: () => ({ observation: 3, reward: 0, done: false }) as never },
+      /ToolEnv step returned an observation that is neither/,
+    ],
+    [
+      { step: () => ({ observation: null, reward: 0 }) as never },
+      /ToolEnv step returned a "done" that is not a boolean/,
+    ],
+    [
+      { outcome: () => ({ reward: '1', success: true }) as never },
+      /ToolEnv outcome returned an outcome whose reward is not a finite number/,
+    ],
+    [
+      { outcome: () => ({ reward: 1 }) as never },
+      /ToolEnv outcome returned an outcome whose "success" is not a boolean/,
+    ],
+  ];
+  for (const [env, message] of cases) {
+    const scenario = { ...base, env: { ...base.env, ...env } } as Scenario;
+    const r = await runEpisode({ scenario, task, policy: scripted(['<answer>42</answer>']), seed: 1 });
+    t.is(r.status, 'error');
+    t.regex(r.error!, message);
+  }
 });
 
 test('stochastic tools draw from the episode world stream: same seed same world, other seed other world', async (t) => {
