@@ -74,7 +74,8 @@ export class RecordWriter {
     this.pending.push(line);
     this.pendingBytes += line.length;
     if (this.pendingBytes >= RecordWriter.FLUSH_BYTES) this.flush();
-    else this.timer ??= setTimeout(() => this.flushInBackground(), RecordWriter.FLUSH_MS).unref();
+    // Not unref'd: a script that never closes its writer still gets its last lines, 100 ms late.
+    else this.timer ??= setTimeout(() => this.flushInBackground(), RecordWriter.FLUSH_MS);
   }
 
   /** Writes every waiting line now. */

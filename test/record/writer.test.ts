@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import { loadRecords, RecordWriter } from '../../src/record/jsonl.ts';
 import { serializeRecord } from '../../src/record/record.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
+import { repoRoot, SOURCE_ARGS } from '../helpers/cli.ts';
 
 const scenario = calculator as Scenario;
 let records: EpisodeRecord[];
@@ -85,4 +87,18 @@ test('a failed write names the file, whether it happened in flush or in the back
   writer.write(records[3]!);
   t.throws(() => writer.close(), { code: 'ENOSPC' });
   t.throws(() => writer.write(records[4]!), { message: /closed/ });
+});
+
+test('a script that never closes its writer still finds every line in the file when it exits', (t) => {
+  const path = file();
+  const child = spawnSync(
+    process.execPath,
+    [...SOURCE_ARGS, `${repoRoot}/test/fixtures/write-without-close.ts`, path],
+    {
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  );
+  t.is(child.status, 0, child.stderr);
+  t.is(lines(path).length, 5);
 });
