@@ -6,9 +6,9 @@
  *
  * The plain loop calls the same policy, parser, tool runner and ToolEnv with no machine and no
  * records; the engine rows play the same episodes through rollout() with every record sealed and
- * written to a file. Overhead = (engine − plain loop) / env steps. Run without the `source` condition,
- * the package resolves to its build (dist/), so the engine and its workers run compiled JavaScript,
- * as an installed package does; the overhead rows are timed after two untimed runs of the same episodes (in a worker: on the same pool).
+ * written to a file. Overhead = (engine − plain loop) / env steps, taken within each round of
+ * interleaved runs (see overheadRounds). Run without the `source` condition, the package resolves to
+ * its build (dist/), so the engine and its workers run compiled JavaScript, as an installed package does.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -173,25 +173,47 @@ async function repeat(run: () => Promise<number> | number): Promise<Spread> {
   return spread(xs);
 }
 
-/** `repeat` after two untimed runs. */
-async function warmRepeat(run: () => Promise<number>): Promise<Spread> {
-  await run();
-  await run();
-  return repeat(run);
+/**
+ * The overhead rows. The engine is timed in rounds, each a plain-loop run and an engine run back to
+ * back, and its overhead is the difference within a round (this machine's speed drifts over
+ * minutes). In-process rounds come first: once worker records (parsed JSON, other object shapes)
+ * have gone through this thread's rollout code, the in-process engine runs slower here than in a
+ * process that only plays in-process. Every loop first plays the same episodes twice untimed: JIT
+ * compiled, and the same tool caches warm in every loop (each thread's search cache holds every
+ * query of these episodes). The worker keeps its pool throughout.
+ */
+async function overheadRounds(c: Case) {
+  const usPerStep = (r: { ms: number; steps: number }) => (r.ms * 1000) / r.steps;
+  const plainLoopRun = async () => usPerStep(await plainLoop(c.scenario, c.overheadEpisodes));
+  const rounds = async (engineRun: () => Promise<number>) => {
+    for (const loop of [plainLoopRun, engineRun]) for (let i = 0; i < 2; i++) await loop();
+    const plain: number[] = [];
+    const engine: number[] = [];
+    for (let i = 0; i < flags.runs; i++) {
+      plain.push(await plainLoopRun());
+      engine.push(await engineRun());
+    }
+    return { plain, engine, overhead: spread(engine.map((x, i) => x - plain[i]!)) };
+  };
+  const inProcess = await rounds(async () => usPerStep(await engine(c, c.overheadEpisodes, undefined, 1)));
+  const pool = workerThreads({ workers: 1, scenarioSource: c.source });
+  try {
+    const oneWorker = await rounds(async () => usPerStep(await engine(c, c.overheadEpisodes, pool, 1)));
+    return {
+      plain: spread([...inProcess.plain, ...oneWorker.plain]),
+      inProcess: spread(inProcess.engine),
+      oneWorker: spread(oneWorker.engine),
+      overhead: { inProcess: inProcess.overhead, oneWorker: oneWorker.overhead },
+    };
+  } finally {
+    await pool.close();
+  }
 }
 
 const loadBefore = loadavg();
 const results = [];
 for (const c of cases) {
-  const usPerStep = (r: { ms: number; steps: number }) => (r.ms * 1000) / r.steps;
-  // Every row is timed after two untimed runs of the same episodes: JIT compiled, and the same tool
-  // caches warm in every loop (the search cache of each thread holds every query of these episodes).
-  const plain = await warmRepeat(async () => usPerStep(await plainLoop(c.scenario, c.overheadEpisodes)));
-  const inProcess = await warmRepeat(async () => usPerStep(await engine(c, c.overheadEpisodes, undefined, 1)));
-  const pool = workerThreads({ workers: 1, scenarioSource: c.source });
-  const oneWorker = await warmRepeat(async () => usPerStep(await engine(c, c.overheadEpisodes, pool, 1))).finally(() =>
-    pool.close(),
-  );
+  const rounds = await overheadRounds(c);
   // Scaling: every timed run plays new episodes (a new seed), so no tool cache holds their results
   // and each thread does the whole work of its share.
   let runSeed = 100;
@@ -212,13 +234,12 @@ for (const c of cases) {
   const plainTwo = await repeat(() => plainStepsPerSecond(c, 2, runSeed++));
   results.push({
     scenario: c.name,
-    plainUsPerStep: plain,
-    inProcessUsPerStep: inProcess,
-    oneWorkerUsPerStep: oneWorker,
-    overheadUsPerStep: {
-      inProcess: inProcess.median - plain.median,
-      oneWorker: oneWorker.median - plain.median,
-    },
+    plainUsPerStep: rounds.plain,
+    inProcessUsPerStep: rounds.inProcess,
+    oneWorkerUsPerStep: rounds.oneWorker,
+    // Median of the rounds' differences; the spread alongside.
+    overheadUsPerStep: { inProcess: rounds.overhead.inProcess.median, oneWorker: rounds.overhead.oneWorker.median },
+    overheadSpread: rounds.overhead,
     stepsPerSecond: { one, two },
     speedup: two.median / one.median,
     speedupRange: { min: two.min / one.max, max: two.max / one.min },
@@ -253,7 +274,7 @@ if (flags.json) {
     ...results.map(
       (r) =>
         `| ${r.scenario} | ${s(r.plainUsPerStep)} | ${s(r.inProcessUsPerStep)} | ${s(r.oneWorkerUsPerStep)} | ` +
-        `${f(r.overheadUsPerStep.inProcess)} / ${f(r.overheadUsPerStep.oneWorker)} | ${s(r.stepsPerSecond.one)} | ` +
+        `${s(r.overheadSpread.inProcess)} / ${s(r.overheadSpread.oneWorker)} | ${s(r.stepsPerSecond.one)} | ` +
         `${s(r.stepsPerSecond.two)} | ×${f(r.speedup, 2)} (${f(r.speedupRange.min, 2)}–${f(r.speedupRange.max, 2)}) | ` +
         `${s(r.plainStepsPerSecond.one)} | ${s(r.plainStepsPerSecond.two)} | ×${f(r.plainSpeedup, 2)} |`,
     ),
