@@ -101,7 +101,6 @@ interface PendingTurn {
   tokenCount: number;
   action: ParsedAction | null;
   results: ToolResult[];
-  step: TransitionOutput | null;
   states: string[];
 }
 
@@ -125,7 +124,6 @@ const emptyTurn = (): PendingTurn => ({
   tokenCount: 0,
   action: null,
   results: [],
-  step: null,
   states: [],
 });
 
@@ -203,10 +201,10 @@ export const episodeMachine = setup({
   },
   actions: {
     enter: assign(({ context }, params: { state: StateName }) => entering(context, params.state)),
-    fail: assign(({ context }, params: { error: unknown; state: StateName }) => ({
+    fail: assign(({ context, event }, params: { state: StateName }) => ({
       ...entering(context, params.state),
       endReason: 'error' as const,
-      error: context.error ?? errorText(params.error),
+      error: context.error ?? errorText(event.type === 'FAILED' ? event.error : undefined),
     })),
   },
   guards: {
@@ -235,10 +233,7 @@ export const episodeMachine = setup({
           target: 'parseToolCall',
           actions: assign(({ context, event }) => entering(context, 'parseToolCall', parse(context, event.output))),
         },
-        FAILED: {
-          target: 'outcome',
-          actions: { type: 'fail', params: ({ event }) => ({ error: event.error, state: 'outcome' as const }) },
-        },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: { state: 'outcome' } } },
       },
     },
     parseToolCall: {
@@ -255,19 +250,13 @@ export const episodeMachine = setup({
             entering(context, 'transition', { ...context.pending, results: event.results }),
           ),
         },
-        FAILED: {
-          target: 'outcome',
-          actions: { type: 'fail', params: ({ event }) => ({ error: event.error, state: 'outcome' as const }) },
-        },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: { state: 'outcome' } } },
       },
     },
     transition: {
       on: {
         TRANSITIONED: { target: 'reward', actions: assign(({ context, event }) => finishTurn(context, event.step)) },
-        FAILED: {
-          target: 'outcome',
-          actions: { type: 'fail', params: ({ event }) => ({ error: event.error, state: 'outcome' as const }) },
-        },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: { state: 'outcome' } } },
       },
     },
     reward: {
@@ -282,10 +271,7 @@ export const episodeMachine = setup({
           target: 'done',
           actions: assign(({ context, event }) => ({ ...entering(context, 'done'), outcome: event.outcome })),
         },
-        FAILED: {
-          target: 'done',
-          actions: { type: 'fail', params: ({ event }) => ({ error: event.error, state: 'done' as const }) },
-        },
+        FAILED: { target: 'done', actions: { type: 'fail', params: { state: 'done' } } },
       },
     },
     done: { type: 'final' },
@@ -316,7 +302,6 @@ export async function runEpisodeMachine(
   while (snapshot.status === 'active') {
     snapshot = episodeMachine.transition(snapshot, await answer(snapshot, actors, signal), scope);
   }
-  if (snapshot.status === 'error') throw snapshot.error;
   return snapshot.output!;
 }
 
