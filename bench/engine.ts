@@ -45,6 +45,9 @@ const allCases: Array<Omit<Case, 'scenario'>> = [
   { name: 'multihop-qa (large world), expert', source: 'multihop-qa', overheadEpisodes: 600, scalingEpisodes: 1200 },
   { name: 'calculator, expert', source: 'calculator', overheadEpisodes: 4000, scalingEpisodes: 8000 },
 ];
+if (flags.scenario !== undefined && !allCases.some((c) => c.source === flags.scenario)) {
+  throw new Error(`bench/engine.ts: --scenario ${flags.scenario}: one of ${allCases.map((c) => c.source).join(', ')}`);
+}
 // Scenarios are built only for the cases run: the large multihop world alone is a heap of its own.
 const cases: Case[] = allCases
   .filter((c) => flags.scenario === undefined || c.source === flags.scenario)
