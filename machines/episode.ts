@@ -192,6 +192,24 @@ function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<Ep
   return { turns, messages, tokens, totalTokens, answer, endReason, pending: emptyTurn() };
 }
 
+/** The state an episode starts in (it enters it by no transition). */
+const INITIAL_STATE = 'generate';
+
+function initialContext(input: EpisodeInput): EpisodeContext {
+  return {
+    config: input.config,
+    messages: input.prompt.slice(),
+    tokens: input.promptTokens?.slice(),
+    totalTokens: 0,
+    turns: [],
+    pending: { ...emptyTurn(), states: [INITIAL_STATE] },
+    answer: null,
+    endReason: null,
+    error: null,
+    outcome: null,
+  };
+}
+
 export const episodeMachine = setup({
   types: {
     context: {} as EpisodeContext,
@@ -213,19 +231,8 @@ export const episodeMachine = setup({
   },
 }).createMachine({
   id: 'episode',
-  context: ({ input }) => ({
-    config: input.config,
-    messages: input.prompt.slice(),
-    tokens: input.promptTokens?.slice(),
-    totalTokens: 0,
-    turns: [],
-    pending: { ...emptyTurn(), states: ['generate'] }, // the initial state, entered by no transition
-    answer: null,
-    endReason: null,
-    error: null,
-    outcome: null,
-  }),
-  initial: 'generate',
+  context: ({ input }) => initialContext(input),
+  initial: INITIAL_STATE,
   states: {
     generate: {
       on: {
@@ -298,11 +305,21 @@ export async function runEpisodeMachine(
   signal?: AbortSignal,
 ): Promise<EpisodeOutput> {
   const scope = inertScope();
-  let snapshot = episodeMachine.getInitialSnapshot(scope, input);
+  let snapshot = initialSnapshot(input);
   while (snapshot.status === 'active') {
     snapshot = episodeMachine.transition(snapshot, await answer(snapshot, actors, signal), scope);
   }
   return snapshot.output!;
+}
+
+/**
+ * The snapshot `getInitialSnapshot` gives: the machine at rest in its initial state with the
+ * episode's context, made directly. The machine has no entry actions and no eventless transition
+ * out of its initial state, so the init macrostep would only rediscover this (at 6 µs an episode, a
+ * tenth of the machine's time in a short one).
+ */
+export function initialSnapshot(input: EpisodeInput): SnapshotFrom<EpisodeMachine> {
+  return episodeMachine.resolveState({ value: INITIAL_STATE, context: initialContext(input) });
 }
 
 let scope: ActorScope<SnapshotFrom<EpisodeMachine>, EpisodeEvent> | undefined;

@@ -1,4 +1,7 @@
 import test from 'ava';
+import { createActor } from 'xstate';
+import { episodeMachine, initialSnapshot } from '../../machines/episode.ts';
+import { DEFAULT_EPISODE_CONFIG } from '../../src/core/types.ts';
 import { runEpisode } from '../../src/episode/run-episode.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
@@ -218,4 +221,23 @@ test('stochastic tools draw from the episode world stream: same seed same world,
   const rolls = async (seed: number) => (await roll(seed)).turns.map((x) => x.observation).join(',');
   t.is(await rolls(1), await rolls(1));
   t.not(await rolls(1), await rolls(2));
+});
+
+test('an episode starts from the snapshot the machine itself gives as its initial one', (t) => {
+  const input = {
+    config: { ...DEFAULT_EPISODE_CONFIG, maxTurns: 3 },
+    prompt: [{ role: 'user' as const, content: 'say 42' }],
+    promptTokens: [1, 2, 3],
+  };
+  const direct = initialSnapshot(input);
+  const machine = createActor(episodeMachine, { input }).getSnapshot();
+  t.is(direct.status, machine.status);
+  t.deepEqual(direct.value, machine.value);
+  t.deepEqual(direct.context, machine.context);
+  t.deepEqual(
+    direct._nodes.map((n) => n.id),
+    machine._nodes.map((n) => n.id),
+  );
+  t.deepEqual(direct.historyValue, machine.historyValue);
+  t.deepEqual(direct.children, machine.children);
 });
