@@ -20,19 +20,23 @@ const lines = new WeakMap<EpisodeRecord, string>();
 export function sealRecord(record: Omit<EpisodeRecord, 'checksum'>): EpisodeRecord {
   const { checksum: _ignored, ...rest } = record as EpisodeRecord;
   const fields = canonicalFields(rest);
-  const before = fields.filter(([key]) => key < 'checksum');
   const body = joinFields(fields);
   const checksum = hash('sha256', body);
   // The line is the body with the checksum field put in its place, cut from the body that hashing
   // has just flattened: a line built anew from the fields would be a rope of thousands of small
   // strings, kept until the line is written (garbage collection time, and a slow write).
-  const at = before.reduce((n, [key, json]) => n + JSON.stringify(key).length + 1 + json.length + 1, 1);
-  const field = `"checksum":${JSON.stringify(checksum)}`;
+  let at = 1; // past the fields that sort before "checksum", each `"key":json,`
+  let i = 0;
+  for (; i < fields.length && fields[i]![0] < 'checksum'; i++) {
+    at += JSON.stringify(fields[i]![0]).length + fields[i]![1].length + 2;
+  }
+  const field = `"checksum":"${checksum}"`;
   const line =
-    before.length === fields.length
-      ? `${body.slice(0, -1)}${fields.length > 0 ? ',' : ''}${field}}`
+    i === fields.length
+      ? `${body.slice(0, -1)}${i > 0 ? ',' : ''}${field}}`
       : `${body.slice(0, at)}${field},${body.slice(at)}`;
-  const sealed = { ...rest, checksum } as EpisodeRecord;
+  const sealed = rest as EpisodeRecord; // a copy already: the caller's record is left as it was
+  sealed.checksum = checksum;
   lines.set(sealed, line);
   return sealed;
 }
