@@ -219,11 +219,12 @@ export const episodeMachine = setup({
   },
   actions: {
     enter: assign(({ context }, params: { state: StateName }) => entering(context, params.state)),
-    fail: assign(({ context, event }, params: { state: StateName }) => ({
-      ...entering(context, params.state),
-      endReason: 'error' as const,
-      error: context.error ?? errorText(event.type === 'FAILED' ? event.error : undefined),
-    })),
+    fail: assign(({ context, event }, params: { state: StateName }) =>
+      Object.assign(entering(context, params.state), {
+        endReason: 'error' as const,
+        error: context.error ?? errorText(event.type === 'FAILED' ? event.error : undefined),
+      }),
+    ),
   },
   guards: {
     callsTools: ({ context }) => context.pending.action?.kind === 'tool_calls',
@@ -276,7 +277,7 @@ export const episodeMachine = setup({
       on: {
         SCORED: {
           target: 'done',
-          actions: assign(({ context, event }) => ({ ...entering(context, 'done'), outcome: event.outcome })),
+          actions: assign(({ context, event }) => Object.assign(entering(context, 'done'), { outcome: event.outcome })),
         },
         FAILED: { target: 'done', actions: { type: 'fail', params: { state: 'done' } } },
       },

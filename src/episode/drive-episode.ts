@@ -65,8 +65,12 @@ export async function driveEpisode(
   try {
     const prompt = env.prompt(task, openAITools(scenario));
     const promptTokens = drivers.encode?.prompt(prompt);
+    // No `{ ...object, newField }` on this path: in Node 20's V8, once optimized, it gives every object
+    // a hidden class of its own, which lives until a full GC and keeps what the object points to alive
+    // through every young-generation GC until then (docs/benchmarks.md, engine).
     const actors: EpisodeActors = {
-      generate: (input, signal) => drivers.act({ ...input, seed: samplerSeed(seed, input.turn), prompt }, signal),
+      generate: ({ turn, messages, tokens, maxTokens }, signal) =>
+        drivers.act({ turn, messages, tokens, maxTokens, seed: samplerSeed(seed, turn), prompt }, signal),
       execute: async (input, signal) => {
         const results: ToolResult[] = [];
         // Calls of a turn run in order, so stochastic tools draw from the world stream in a fixed order.
@@ -88,7 +92,7 @@ export async function driveEpisode(
         drivers.onStep?.({ turn: input.turn, action: input.action, results: input.results, step });
         const observationTokens =
           drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
-        return observationTokens ? { ...step, observationTokens } : step;
+        return observationTokens ? Object.assign({}, step, { observationTokens }) : step;
       },
       outcome: async (input) =>
         env.outcome({ task, state, answer: input.answer, endReason: input.endReason, history: input.history }),
@@ -97,7 +101,9 @@ export async function driveEpisode(
     // run's signal, which would otherwise hold one per tool call in flight across all episodes.
     const signal = drivers.signal && AbortSignal.any([drivers.signal]);
     const output = await runEpisodeMachine({ config, prompt, promptTokens }, actors, signal);
-    return { ...output, prompt, ...(promptTokens ? { promptTokens } : {}) };
+    const driven: DrivenEpisode = Object.assign(output, { prompt }); // the machine's output is this episode's own
+    if (promptTokens) driven.promptTokens = promptTokens;
+    return driven;
   } finally {
     await env.dispose?.(state);
   }
