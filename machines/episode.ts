@@ -130,18 +130,23 @@ const emptyTurn = (): PendingTurn => ({
 const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /**
- * The context with `state` noted in the current turn's path: the pending turn's, or for outcome and
- * done the last finished turn's. Every transition notes the state it enters in its one assign (an
- * assign costs a snapshot copy; a second one per state for the path alone doubled them).
+ * A turn's path is noted by the transitions that events take: each notes the state it leaves (the
+ * event was handled there) and, where it enters a state that is left at once by an eventless
+ * transition (parseToolCall, reward) or the final one (done), that state too. The eventless
+ * transitions then need no action: an assign costs a snapshot, and theirs were a fifth of the machine's time.
  */
-function entering(context: EpisodeContext, state: StateName, pending = context.pending): Partial<EpisodeContext> {
-  const last = context.turns.at(-1);
-  if ((state === 'outcome' || state === 'done') && last) {
-    const turns = context.turns.slice(0, -1);
-    turns.push({ ...last, states: [...last.states, state] });
-    return pending === context.pending ? { turns } : { turns, pending };
-  }
-  return { pending: { ...pending, states: [...pending.states, state] } };
+const withPath = (pending: PendingTurn, ...states: StateName[]): PendingTurn => ({
+  ...pending,
+  states: [...pending.states, ...states],
+});
+
+/** The episode's end (outcome, done) goes on the last finished turn's path, where there is one. */
+function endPath(turns: TurnRecord[]): TurnRecord[] {
+  const last = turns.at(-1);
+  if (!last) return turns;
+  const ended = turns.slice(0, -1);
+  ended.push({ ...last, states: [...last.states, 'outcome', 'done'] });
+  return ended;
 }
 
 /** Parsing, on entering parseToolCall: the action the policy's output asks for. */
@@ -153,7 +158,7 @@ function parse(context: EpisodeContext, output: PolicyOutput): PendingTurn {
     tokenCount > limit
       ? { kind: 'invalid', error: `the action is ${tokenCount} tokens, over the per-turn limit of ${limit}` }
       : parseAction(output.text);
-  return { ...context.pending, output, tokenCount, action };
+  return withPath({ ...context.pending, output, tokenCount, action }, 'generate', 'parseToolCall');
 }
 
 /** The reward bookkeeping, on entering reward: the turn is finished and the budgets checked. */
@@ -168,7 +173,7 @@ function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<Ep
     observation: step.observation,
     reward: step.reward,
     done: step.done,
-    states: [...states, 'reward'],
+    states: [...states, 'transition', 'reward'],
   };
   if (output!.tokens) turn.tokens = output!.tokens;
   if (output!.logprobs) turn.logprobs = output!.logprobs;
@@ -202,7 +207,7 @@ function initialContext(input: EpisodeInput): EpisodeContext {
     tokens: input.promptTokens?.slice(),
     totalTokens: 0,
     turns: [],
-    pending: { ...emptyTurn(), states: [INITIAL_STATE] },
+    pending: emptyTurn(),
     answer: null,
     endReason: null,
     error: null,
@@ -218,13 +223,13 @@ export const episodeMachine = setup({
     output: {} as EpisodeOutput,
   },
   actions: {
-    enter: assign(({ context }, params: { state: StateName }) => entering(context, params.state)),
-    fail: assign(({ context, event }, params: { state: StateName }) =>
-      Object.assign(entering(context, params.state), {
-        endReason: 'error' as const,
-        error: context.error ?? errorText(event.type === 'FAILED' ? event.error : undefined),
-      }),
-    ),
+    fail: assign(({ context, event }, params: { left: StateName }) => {
+      const error = context.error ?? errorText(event.type === 'FAILED' ? event.error : undefined);
+      // A turn cut short is not recorded: only the episode's end goes on a recorded path.
+      return params.left === 'outcome'
+        ? { turns: endPath(context.turns), endReason: 'error' as const, error }
+        : { pending: withPath(context.pending, params.left), endReason: 'error' as const, error };
+    }),
   },
   guards: {
     callsTools: ({ context }) => context.pending.action?.kind === 'tool_calls',
@@ -239,47 +244,41 @@ export const episodeMachine = setup({
       on: {
         GENERATED: {
           target: 'parseToolCall',
-          actions: assign(({ context, event }) => entering(context, 'parseToolCall', parse(context, event.output))),
+          actions: assign(({ context, event }) => ({ pending: parse(context, event.output) })),
         },
-        FAILED: { target: 'outcome', actions: { type: 'fail', params: { state: 'outcome' } } },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: { left: 'generate' } } },
       },
     },
     parseToolCall: {
-      always: [
-        { guard: 'callsTools', target: 'execute', actions: { type: 'enter', params: { state: 'execute' } } },
-        { target: 'transition', actions: { type: 'enter', params: { state: 'transition' } } },
-      ],
+      always: [{ guard: 'callsTools', target: 'execute' }, { target: 'transition' }],
     },
     execute: {
       on: {
         EXECUTED: {
           target: 'transition',
-          actions: assign(({ context, event }) =>
-            entering(context, 'transition', { ...context.pending, results: event.results }),
-          ),
+          actions: assign(({ context, event }) => ({
+            pending: withPath({ ...context.pending, results: event.results }, 'execute'),
+          })),
         },
-        FAILED: { target: 'outcome', actions: { type: 'fail', params: { state: 'outcome' } } },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: { left: 'execute' } } },
       },
     },
     transition: {
       on: {
         TRANSITIONED: { target: 'reward', actions: assign(({ context, event }) => finishTurn(context, event.step)) },
-        FAILED: { target: 'outcome', actions: { type: 'fail', params: { state: 'outcome' } } },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: { left: 'transition' } } },
       },
     },
     reward: {
-      always: [
-        { guard: 'finished', target: 'outcome', actions: { type: 'enter', params: { state: 'outcome' } } },
-        { target: 'generate', actions: { type: 'enter', params: { state: 'generate' } } },
-      ],
+      always: [{ guard: 'finished', target: 'outcome' }, { target: 'generate' }],
     },
     outcome: {
       on: {
         SCORED: {
           target: 'done',
-          actions: assign(({ context, event }) => Object.assign(entering(context, 'done'), { outcome: event.outcome })),
+          actions: assign(({ context, event }) => ({ turns: endPath(context.turns), outcome: event.outcome })),
         },
-        FAILED: { target: 'done', actions: { type: 'fail', params: { state: 'done' } } },
+        FAILED: { target: 'done', actions: { type: 'fail', params: { left: 'outcome' } } },
       },
     },
     done: { type: 'final' },

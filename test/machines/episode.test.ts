@@ -241,3 +241,56 @@ test('an episode starts from the snapshot the machine itself gives as its initia
   t.deepEqual(direct.historyValue, machine.historyValue);
   t.deepEqual(direct.children, machine.children);
 });
+
+test('a failure keeps the finished turns and their paths; the path ends in outcome and done on the last of them', async (t) => {
+  const base = toyScenario();
+  const echo = call('echo', { text: 'hi' });
+  const failing = (at: number): Policy => ({
+    id: 'p',
+    version: '1',
+    act: async ({ turn }) => {
+      if (turn === at) throw new Error('policy server down');
+      return { text: echo };
+    },
+  });
+  const toolTurn = ['generate', 'parseToolCall', 'execute', 'transition', 'reward'];
+  const paths = (r: { turns: { states: string[] }[] }) => r.turns.map((turn) => turn.states);
+  // The policy fails at the first turn: nothing finished, nothing recorded.
+  const first = await play(failing(0));
+  t.deepEqual(paths(first), []);
+  // At the second: the first turn is kept, and the episode's end is on its path.
+  const second = await play(failing(1));
+  t.deepEqual(paths(second), [[...toolTurn, 'outcome', 'done']]);
+  t.is(second.error, 'policy server down');
+  // The ToolEnv fails in a step, then in its outcome.
+  const throwing = (env: Partial<Scenario['env']>) => ({ ...base, env: { ...base.env, ...env } }) as Scenario;
+  const stepFails = await runEpisode({
+    scenario: throwing({
+      step: ({ turn }) => {
+        if (turn === 1) throw new Error('step broke');
+        return { observation: 'ok', reward: 0, done: false };
+      },
+    }),
+    task,
+    policy: scripted([echo, echo]),
+    seed: 1,
+  });
+  t.deepEqual(paths(stepFails), [[...toolTurn, 'outcome', 'done']]);
+  t.is(stepFails.error, 'step broke');
+  const outcomeFails = await runEpisode({
+    scenario: throwing({
+      outcome: () => {
+        throw new Error('judge down');
+      },
+    }),
+    task,
+    policy: scripted([echo, '<answer>42</answer>']),
+    seed: 1,
+  });
+  t.deepEqual(paths(outcomeFails), [
+    toolTurn,
+    ['generate', 'parseToolCall', 'transition', 'reward', 'outcome', 'done'],
+  ]);
+  t.is(outcomeFails.endReason, 'error');
+  t.is(outcomeFails.error, 'judge down');
+});
