@@ -1,17 +1,15 @@
-import type { LRUCache } from 'lru-cache';
 import { deriveSeed } from '../core/rng.ts';
 import {
   DEFAULT_EPISODE_CONFIG,
   RECORD_SCHEMA_VERSION,
   type EpisodeConfig,
   type EpisodeRecord,
-  type Json,
   type Task,
 } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { sealRecord } from '../record/record.ts';
 import type { Scenario } from '../scenario/scenario.ts';
-import { ToolRunner } from '../tools/runner.ts';
+import { ToolRunner, type ToolCache } from '../tools/runner.ts';
 import { driveEpisode, openAITools, type DrivenEpisode, type EpisodeDrivers } from './drive-episode.ts';
 
 export interface RunEpisodeOptions {
@@ -25,7 +23,7 @@ export interface RunEpisodeOptions {
   sample?: number;
   runId?: string;
   config?: Partial<EpisodeConfig>;
-  toolCache?: LRUCache<string, { value: Json }>;
+  toolCache?: ToolCache;
   signal?: AbortSignal;
   /** Accumulates the time spent inside tools (for the rollout's time shares). */
   metrics?: { toolMs: number };

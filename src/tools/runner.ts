@@ -14,11 +14,17 @@ export interface ToolRunnerOptions {
   cache?: ToolCache;
 }
 
+/** A cached tool result: the value, and its text (made once, not on every hit). */
+export interface CachedToolResult {
+  value: Json;
+  text: string;
+}
+
 /** Results of deterministic tools, shared by the episodes of a thread. */
-export type ToolCache = LRUCache<string, { value: Json }>;
+export type ToolCache = LRUCache<string, CachedToolResult>;
 
 export function createToolCache(max = 10_000): ToolCache {
-  return new LRUCache<string, { value: Json }>({ max });
+  return new LRUCache<string, CachedToolResult>({ max });
 }
 
 const sharedCaches = new WeakMap<object, ToolCache>();
@@ -64,7 +70,7 @@ export class ToolRunner {
     }
     const key = t.cacheable && this.options.cache ? `${t.name}\u0000${canonicalJson(parsed.data)}` : undefined;
     const hit = key === undefined ? undefined : this.options.cache!.get(key);
-    if (hit) return this.success(t.name, hit.value);
+    if (hit) return this.success(t.name, hit);
 
     const timeoutMs = t.timeoutMs ?? this.options.timeoutMs;
     const abort = new LazyAbort();
@@ -92,8 +98,9 @@ export class ToolRunner {
         abort.abort(new Error('timeout'));
         return failure(t.name, 'timeout', `${t.name} timed out after ${timeoutMs} ms`);
       }
-      if (key !== undefined) this.options.cache!.set(key, { value });
-      return this.success(t.name, value);
+      const result = toCached(value);
+      if (key !== undefined) this.options.cache!.set(key, result);
+      return this.success(t.name, result);
     } catch (err) {
       return failure(t.name, 'tool_error', `${t.name} failed: ${err instanceof Error ? err.message : String(err)}`);
     } finally {
@@ -102,9 +109,7 @@ export class ToolRunner {
     }
   }
 
-  private success(name: string, raw: Json | undefined): ToolResult {
-    const value = raw === undefined ? null : raw;
-    const text = typeof value === 'string' ? value : JSON.stringify(value);
+  private success(name: string, { value, text }: CachedToolResult): ToolResult {
     const result: ToolResult = { name, ok: true, content: text };
     if (typeof value !== 'string') result.data = value;
     const max = this.options.maxOutputChars;
@@ -114,6 +119,11 @@ export class ToolRunner {
     }
     return result;
   }
+}
+
+function toCached(raw: Json | undefined): CachedToolResult {
+  const value = raw === undefined ? null : raw;
+  return { value, text: typeof value === 'string' ? value : JSON.stringify(value) };
 }
 
 function failure(name: string, kind: ToolErrorKind, message: string): ToolResult {
