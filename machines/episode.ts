@@ -133,7 +133,8 @@ const errorText = (err: unknown) => (err instanceof Error ? err.message : String
  * A turn's path is noted by the transitions that events take: each notes the state it leaves (the
  * event was handled there) and, where it enters a state that is left at once by an eventless
  * transition (parseToolCall, reward) or the final one (done), that state too. The eventless
- * transitions then need no action: an assign costs a snapshot, and theirs were a fifth of the machine's time.
+ * transitions then need no action: an assign costs a snapshot, and theirs took 5 of the 44 µs the
+ * machine spent on a 2-turn episode.
  */
 const withPath = (pending: PendingTurn, ...states: StateName[]): PendingTurn => ({
   ...pending,
