@@ -57,7 +57,7 @@ const calculatorCase = cases.find((c) => c.source === 'calculator') ?? {
   scenario: benchScenario('calculator'),
 };
 
-/** One rollout with every record written to a file, as the CLI does. */
+/** One rollout with every record written to a file and let go, as the CLI does. */
 async function engine(
   c: Case,
   episodes: number,
@@ -67,8 +67,9 @@ async function engine(
 ): Promise<{ ms: number; steps: number }> {
   const policy = await c.scenario.policies.expert!({ scenario: c.scenario, seed: 0 });
   const writer = new RecordWriter(join(scratch, 'episodes.jsonl'));
+  let steps = 0;
   const start = performance.now();
-  const r = await rollout({
+  await rollout({
     scenario: c.scenario,
     policy,
     split: 'train',
@@ -76,10 +77,14 @@ async function engine(
     seed,
     executor,
     concurrency,
-    onRecord: (record) => writer.write(record),
+    keepRecords: false,
+    onRecord: (record) => {
+      writer.write(record);
+      steps += record.turns.length;
+    },
   });
   writer.close();
-  return { ms: performance.now() - start, steps: r.records.reduce((n, x) => n + x.turns.length, 0) };
+  return { ms: performance.now() - start, steps };
 }
 
 /**

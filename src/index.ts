@@ -49,6 +49,7 @@ export {
   defineScenario,
   type Scenario,
   type ScenarioDefinition,
+  type Summarizer,
   type TaskQuery,
   type PolicyFactory,
 } from './scenario/scenario.ts';
@@ -83,7 +84,7 @@ export { workerThreads, WorkerThreads, canRunInWorkers, type WorkerThreadsOption
 export { Replica, canUseReplica, type ReplicaOptions } from './rollout/replica.ts';
 export { BatchQueue, type BatchQueueOptions, type BatchQueueStats } from './rollout/batch-queue.ts';
 export { playEpisodes, type EpisodeContext } from './rollout/play-episodes.ts';
-export { summarizeRecords, type RolloutSummary } from './rollout/summary.ts';
+export { summarizeRecords, rolloutSummarizer, type RolloutSummary } from './rollout/summary.ts';
 export { sealRecord, serializeRecord, parseRecordLine, recordChecksum, episodeRecordSchema } from './record/record.ts';
 export { readRecords, loadRecords, RecordWriter, type RecordLine } from './record/jsonl.ts';
 export {

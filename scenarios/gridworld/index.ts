@@ -1,4 +1,4 @@
-import { defineScenario, type EpisodeRecord, type Task, type Scenario } from 'agent-r1-ts';
+import { defineScenario, type EpisodeRecord, type Scenario, type Summarizer, type Task } from 'agent-r1-ts';
 import { gridEnv } from './env.ts';
 import { expert, random } from './policies.ts';
 import { gridTasks, MAX_TURNS, SPLITS } from './tasks.ts';
@@ -6,15 +6,18 @@ import { gridTools } from './tools.ts';
 import type { GridState } from './world.ts';
 import { gridMachine } from './world-machine.ts';
 
-function summarize(records: readonly EpisodeRecord[]) {
-  const n = Math.max(1, records.length);
-  const mean = (k: string) => records.reduce((s, r) => s + (r.outcome.metrics?.[k] ?? 0), 0) / n;
+const METRICS = { escapedRate: 'escaped', fellRate: 'fell', keyRate: 'key', doorRate: 'door', meanMoves: 'moves' };
+
+/** Per episode: how often it escaped, fell, got the key, opened the door; how many moves it made. */
+function summarizer(): Summarizer {
+  let n = 0;
+  const sums = Object.fromEntries(Object.keys(METRICS).map((name) => [name, 0]));
   return {
-    escapedRate: mean('escaped'),
-    fellRate: mean('fell'),
-    keyRate: mean('key'),
-    doorRate: mean('door'),
-    meanMoves: mean('moves'),
+    add(record: EpisodeRecord) {
+      n++;
+      for (const [name, metric] of Object.entries(METRICS)) sums[name]! += record.outcome.metrics?.[metric] ?? 0;
+    },
+    result: () => Object.fromEntries(Object.entries(sums).map(([name, sum]) => [name, sum / Math.max(1, n)])),
   };
 }
 
@@ -32,7 +35,7 @@ const scenario: Scenario<Task, GridState> = {
   policies: { expert: () => expert, random: () => random },
   worldMachine: gridMachine,
   episode: { maxTurns: MAX_TURNS, maxTokensPerTurn: 128, maxTotalTokens: 16384 },
-  summarize,
+  summarizer,
 };
 
 export default defineScenario(scenario);

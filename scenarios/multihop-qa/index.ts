@@ -5,7 +5,7 @@ import { DEFAULT_NOISY_RATES, qaPolicies } from './policies.ts';
 import { sampleTasks, WORLD_SPLITS, worldTasks, type WorldTasks } from './questions.ts';
 import { createCorpus, type SearchCorpus } from './search.ts';
 import { searchTool, type QaState } from './search-tool.ts';
-import { summarizeQa } from './summarize.ts';
+import { qaSummarizer } from './summarizer.ts';
 import { generateWorld, WORLD_SIZES, type World } from './world.ts';
 
 export const MULTIHOP_QA_VERSION = '1.0.0';
@@ -103,7 +103,7 @@ export function createMultihopQaScenario(options: { [key: string]: string } = {}
     env: createQaEnv({ corpusFor, rewards: parseRewardOption(opts.rewards) }),
     policies: qaPolicies(corpusFor, rates),
     episode: { maxTurns: 8 },
-    summarize: summarizeQa,
+    summarizer: qaSummarizer,
   };
 }
 

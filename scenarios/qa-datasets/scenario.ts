@@ -9,7 +9,7 @@ import { qaPolicies } from '../multihop-qa/policies.ts';
 import { sampleTasks } from '../multihop-qa/questions.ts';
 import { createCorpus, type SearchCorpus } from '../multihop-qa/search.ts';
 import { createSearchTool, type QaState } from '../multihop-qa/search-tool.ts';
-import { summarizeQa } from '../multihop-qa/summarize.ts';
+import { qaSummarizer } from '../multihop-qa/summarizer.ts';
 import {
   DATASET_LOADERS,
   DatasetFormatError,
@@ -128,6 +128,6 @@ export function createDatasetScenario(
     env: createQaEnv({ corpusFor, rewards: parseRewardOption(opts.rewards) }),
     policies: qaPolicies(corpusFor),
     episode: { maxTurns: 8, maxToolOutputChars: 4096 },
-    summarize: summarizeQa,
+    summarizer: qaSummarizer,
   };
 }

@@ -1,4 +1,4 @@
-import { defineScenario, type EpisodeRecord, type Task, type Scenario } from 'agent-r1-ts';
+import { defineScenario, type EpisodeRecord, type Scenario, type Summarizer, type Task } from 'agent-r1-ts';
 import { supportDeskEnv } from './env.ts';
 import { orderMachine } from './order-machine.ts';
 import { expert, reckless } from './policies.ts';
@@ -7,21 +7,33 @@ import { supportDeskTools } from './tools.ts';
 import type { DeskState } from './world.ts';
 
 /** Per request type: episodes, success rate and rule violations per episode. */
-function summarize(records: readonly EpisodeRecord[]) {
-  const byType: { [type: string]: { n: number; success: number; violations: number } } = {};
-  for (const type of [...new Set(records.map((r) => r.task.type ?? 'unknown'))].sort()) {
-    const rs = records.filter((r) => (r.task.type ?? 'unknown') === type);
-    byType[type] = {
-      n: rs.length,
-      success: rs.filter((r) => r.outcome.success).length / rs.length,
-      violations: rs.reduce((s, r) => s + (r.outcome.metrics?.['violations'] ?? 0), 0) / rs.length,
-    };
-  }
-  const n = Math.max(1, records.length);
+function summarizer(): Summarizer {
+  let n = 0;
+  let violations = 0;
+  let identifiedFirst = 0;
+  const types = new Map<string, { n: number; success: number; violations: number }>();
   return {
-    byType,
-    violationsPerEpisode: records.reduce((s, r) => s + (r.outcome.metrics?.['violations'] ?? 0), 0) / n,
-    identifiedFirstRate: records.reduce((s, r) => s + (r.outcome.metrics?.['identified_first'] ?? 0), 0) / n,
+    add(record: EpisodeRecord) {
+      const v = record.outcome.metrics?.['violations'] ?? 0;
+      n++;
+      violations += v;
+      identifiedFirst += record.outcome.metrics?.['identified_first'] ?? 0;
+      const type = record.task.type ?? 'unknown';
+      let sums = types.get(type);
+      if (!sums) types.set(type, (sums = { n: 0, success: 0, violations: 0 }));
+      sums.n++;
+      sums.success += record.outcome.success ? 1 : 0;
+      sums.violations += v;
+    },
+    result() {
+      const byType: { [type: string]: { n: number; success: number; violations: number } } = {};
+      for (const type of [...types.keys()].sort()) {
+        const sums = types.get(type)!;
+        byType[type] = { n: sums.n, success: sums.success / sums.n, violations: sums.violations / sums.n };
+      }
+      const m = Math.max(1, n);
+      return { byType, violationsPerEpisode: violations / m, identifiedFirstRate: identifiedFirst / m };
+    },
   };
 }
 
@@ -39,7 +51,7 @@ const scenario: Scenario<Task, DeskState> = {
   policies: { expert: () => expert, reckless: () => reckless },
   worldMachine: orderMachine,
   episode: { maxTurns: 10, maxTokensPerTurn: 256, maxTotalTokens: 4096 },
-  summarize,
+  summarizer,
 };
 
 export default defineScenario(scenario);

@@ -5,11 +5,11 @@ import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { createActor, type AnyStateMachine } from 'xstate';
 import { z } from 'zod';
 import { canonicalJson } from '../core/canonical-json.ts';
-import type { EpisodeConfig, Json, Task } from '../core/types.ts';
+import type { EpisodeConfig, EpisodeRecord, Json, Task } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { runEpisode } from '../episode/run-episode.ts';
 import type { PolicyFactory, Scenario } from '../scenario/scenario.ts';
-import { withSource } from '../scenario/load.ts';
+import { SUMMARIZE_REPLACED, withSource } from '../scenario/load.ts';
 import { importUserModule, scenarioEntry } from '../scenario/user-module.ts';
 import { checkDeterminism } from './check-determinism.ts';
 
@@ -35,6 +35,7 @@ export type ProblemKind =
   | 'tasks'
   | 'world_machine'
   | 'policy'
+  | 'summarizer'
   | 'nondeterminism'
   | 'replay'
   | 'expert';
@@ -183,7 +184,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
   }
   const optional: Array<[string, string, (v: unknown) => boolean]> = [
     ['episode', 'an object of episode budgets', (v) => isRecord(v)],
-    ['summarize', 'a function (records) → metrics', (v) => typeof v === 'function'],
+    ['summarizer', 'a function () → { add(record), result() }', (v) => typeof v === 'function'],
     ['taskCount', 'a function (split) → how many tasks the split has', (v) => typeof v === 'function'],
     ['worldMachine', 'an XState machine (setup(...).createMachine(...))', isMachine],
   ];
@@ -191,6 +192,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
     if (s[name] !== undefined && !ok(s[name]))
       problem('bad_field', name, `"${name}" must be ${what}, got ${describe(s[name])}`);
   }
+  if (s['summarize'] !== undefined) problem('bad_field', 'summarize', SUMMARIZE_REPLACED);
   const env = isRecord(s['env']) ? s['env'] : undefined;
   if (env) {
     for (const fn of ['prompt', 'step', 'outcome']) {
@@ -309,6 +311,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
       : [];
     const runnable = envComplete && firstTask !== undefined;
     const finished: Array<{ name: string; factory: PolicyFactory }> = [];
+    const records: EpisodeRecord[] = [];
     const episodeScenario = { ...scenario, tools } as Scenario;
     for (const name of names) {
       const factory = (s['policies'] as Record<string, unknown>)[name];
@@ -336,12 +339,20 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
         checked.push(`${where}: episode not run (the ToolEnv or the tasks are broken)`);
         continue;
       }
-      const outcome = await runOneEpisode(episodeScenario, firstTask!, policy, options);
-      if (typeof outcome === 'string') problem('policy', where, outcome);
+      const record = await runOneEpisode(episodeScenario, firstTask!, policy, options);
+      if (typeof record === 'string') problem('policy', where, record);
       else {
-        checked.push(`${where}: finished (${outcome.endReason}) in ${outcome.turns} turns, success ${outcome.success}`);
+        checked.push(
+          `${where}: finished (${record.endReason}) in ${record.turns.length} turns, success ${record.outcome.success}`,
+        );
         finished.push({ name, factory: factory as PolicyFactory });
+        records.push(record);
       }
+    }
+    if (typeof s['summarizer'] === 'function' && records.length > 0) {
+      const trouble = summarizerProblem(scenario.summarizer!, records);
+      if (trouble) problem('summarizer', 'summarizer', trouble);
+      else checked.push(`summarizer: summarized the reference policies' ${records.length} episodes`);
     }
     // Determinism needs a sound scenario: with broken tools or tasks that change, it would only repeat those.
     const sound = problems.length === 0;
@@ -371,7 +382,7 @@ async function runOneEpisode(
   task: Task,
   policy: Policy,
   options: CheckOptions,
-): Promise<string | { endReason: string; turns: number; success: boolean }> {
+): Promise<string | EpisodeRecord> {
   const timeoutMs = options.episodeTimeoutMs ?? 10_000;
   const controller = new AbortController();
   let timer: NodeJS.Timeout | undefined;
@@ -395,12 +406,36 @@ async function runOneEpisode(
     }
     if (record.status === 'error')
       return `the episode of task ${task.id} ended in an error at turn ${record.turns.length}: ${record.error}`;
-    return { endReason: record.endReason, turns: record.turns.length, success: record.outcome.success };
+    return record;
   } catch (err) {
     return `the episode of task ${task.id} could not run: ${errorText(err)}`;
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** What is wrong with a scenario's summarizer over some records, if anything. */
+function summarizerProblem(
+  summarizer: NonNullable<Scenario['summarizer']>,
+  records: EpisodeRecord[],
+): string | undefined {
+  let fold: unknown;
+  try {
+    fold = summarizer();
+  } catch (err) {
+    return `summarizer() threw: ${errorText(err)}`;
+  }
+  if (!isRecord(fold) || typeof fold['add'] !== 'function' || typeof fold['result'] !== 'function')
+    return `summarizer() must return { add(record), result() }, got ${describe(fold)}`;
+  let result: unknown;
+  try {
+    for (const record of records) (fold['add'] as (r: EpisodeRecord) => void)(record);
+    result = (fold['result'] as () => unknown)();
+  } catch (err) {
+    return `the summarizer threw: ${errorText(err)}`;
+  }
+  if (!isRecord(result)) return `the summarizer's result() must be an object of metrics, got ${describe(result)}`;
+  return undefined;
 }
 
 // Loaded on first use: this module is part of the package's root, which every worker thread loads.

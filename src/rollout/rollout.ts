@@ -4,7 +4,7 @@ import type { ExecutorReport, RolloutExecutor } from './executor.ts';
 import { inThread } from './in-thread.ts';
 import { planEpisodes, type PlanOptions } from './plan.ts';
 import { episodeConfig } from '../episode/run-episode.ts';
-import { summarizeRecords, type RolloutSummary } from './summary.ts';
+import { rolloutSummarizer, type RolloutSummary } from './summary.ts';
 
 export interface RolloutOptions extends PlanOptions {
   /** Where the episodes are played (default: in this thread; see inThread, workerThreads, Replica). */
@@ -13,6 +13,12 @@ export interface RolloutOptions extends PlanOptions {
   concurrency?: number;
   /** Called with each finished record, in episode order. */
   onRecord?: (record: EpisodeRecord) => void;
+  /**
+   * Whether the result keeps the records (default true). With false, each record is let go once it
+   * is handed to onRecord and summarized: a run of any length then needs memory only for the
+   * records that arrived ahead of an unfinished one.
+   */
+  keepRecords?: boolean;
   /** Called with the number of finished episodes and generated tokens so far. */
   onProgress?: (progress: { done: number; tokens: number }) => void;
   /** Stops the rollout: no new episode starts; every finished one is kept. */
@@ -31,7 +37,7 @@ export interface ThroughputSummary {
 }
 
 export interface RolloutResult {
-  /** The finished records, in episode order. */
+  /** The finished records, in episode order (none with keepRecords: false). */
   records: EpisodeRecord[];
   /** What the records say (a function of the records alone, so as deterministic as they are). */
   summary: RolloutSummary;
@@ -54,17 +60,32 @@ export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
   const config = episodeConfig(options.scenario, options.config);
   const executor = options.executor ?? inThread();
   const offset = plan[0]?.index ?? 0;
-  const records: Array<EpisodeRecord | undefined> = new Array(plan.length);
+  const keep = options.keepRecords ?? true;
+  const kept: EpisodeRecord[] = [];
+  const summarizer = rolloutSummarizer(options.scenario);
+  // Records that arrived ahead of an unfinished one wait here; `arrived` tells a rerun's duplicate.
+  const waiting: Array<EpisodeRecord | undefined> = new Array(plan.length);
+  const arrived = new Uint8Array(plan.length);
   let emitted = 0;
   let done = 0;
   let tokens = 0;
+  let steps = 0;
+  const handOn = (at: number) => {
+    const record = waiting[at]!;
+    waiting[at] = undefined;
+    options.onRecord?.(record);
+    summarizer.add(record);
+    steps += record.turns.length;
+    if (keep) kept.push(record);
+  };
   const emit = (record: EpisodeRecord) => {
     const at = record.index - offset;
-    if (!(at >= 0 && at < plan.length) || records[at]) return;
-    records[at] = record;
+    if (!(at >= 0 && at < plan.length) || arrived[at]) return;
+    arrived[at] = 1;
+    waiting[at] = record;
     done++;
-    tokens += record.turns.reduce((n, t) => n + (t.tokens?.length ?? 0), 0);
-    for (; emitted < plan.length && records[emitted]; emitted++) options.onRecord?.(records[emitted]!);
+    for (const turn of record.turns) tokens += turn.tokens?.length ?? 0;
+    while (emitted < plan.length && arrived[emitted]) handOn(emitted++);
     options.onProgress?.({ done, tokens });
   };
   const batch = {
@@ -81,16 +102,14 @@ export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
   } finally {
     if (!options.executor) await executor.close();
   }
-  for (let i = emitted; i < plan.length; i++) if (records[i]) options.onRecord?.(records[i]!);
+  for (let i = emitted; i < plan.length; i++) if (arrived[i]) handOn(i);
 
-  const finished = records.filter((r): r is EpisodeRecord => r !== undefined);
   const wallMs = performance.now() - started;
-  const steps = finished.reduce((n, r) => n + r.turns.length, 0);
   const policyShare = report.batching ? Math.min(1, report.batching.computeMs / wallMs) : 0;
   const toolShare = report.toolMs / (wallMs * report.threads);
   const throughput: ThroughputSummary = {
     wallMs,
-    episodesPerSecond: (finished.length / wallMs) * 1000,
+    episodesPerSecond: (done / wallMs) * 1000,
     envStepsPerSecond: (steps / wallMs) * 1000,
     tokensPerSecond: (tokens / wallMs) * 1000,
     share: { policy: policyShare, tools: toolShare, other: Math.max(0, 1 - policyShare - toolShare) },
@@ -98,8 +117,8 @@ export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
     crashes: report.crashes,
   };
   return {
-    records: finished,
-    summary: summarizeRecords(finished, options.scenario),
+    records: kept,
+    summary: summarizer.result(),
     throughput,
     ...(report.batching ? { batching: report.batching } : {}),
   };

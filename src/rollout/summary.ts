@@ -1,5 +1,5 @@
 import type { EndReason, EpisodeRecord } from '../core/types.ts';
-import type { Scenario } from '../scenario/scenario.ts';
+import type { Scenario, Summarizer } from '../scenario/scenario.ts';
 
 export interface RolloutSummary {
   episodes: number;
@@ -12,19 +12,47 @@ export interface RolloutSummary {
   [key: string]: unknown;
 }
 
-const mean = (xs: number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
-
-/** The scenario-independent metrics of a set of records, plus the scenario's own. */
-export function summarizeRecords(records: readonly EpisodeRecord[], scenario?: Scenario): RolloutSummary {
+/**
+ * The scenario-independent metrics plus the scenario's own, folded over records one at a time (in
+ * episode order: the sums, and so the means, come out the same to the last bit on every run), so a
+ * run's summary never needs the run held in memory.
+ */
+export function rolloutSummarizer(scenario?: Scenario): Summarizer<RolloutSummary> {
+  const own = scenario?.summarizer?.();
+  let episodes = 0;
+  let successes = 0;
+  let rewards = 0;
+  let turns = 0;
+  let failed = 0;
   const byEndReason: Partial<Record<EndReason, number>> = {};
-  for (const r of records) byEndReason[r.endReason] = (byEndReason[r.endReason] ?? 0) + 1;
   return {
-    episodes: records.length,
-    successRate: mean(records.map((r) => (r.outcome.success ? 1 : 0))),
-    meanReward: mean(records.map((r) => r.totalReward)),
-    meanTurns: mean(records.map((r) => r.turns.length)),
-    failed: records.filter((r) => r.status === 'error').length,
-    byEndReason,
-    ...(scenario?.summarize?.(records) ?? {}),
+    add(record) {
+      episodes++;
+      successes += record.outcome.success ? 1 : 0;
+      rewards += record.totalReward;
+      turns += record.turns.length;
+      if (record.status === 'error') failed++;
+      byEndReason[record.endReason] = (byEndReason[record.endReason] ?? 0) + 1;
+      own?.add(record);
+    },
+    result() {
+      const mean = (sum: number) => (episodes === 0 ? 0 : sum / episodes);
+      return {
+        episodes,
+        successRate: mean(successes),
+        meanReward: mean(rewards),
+        meanTurns: mean(turns),
+        failed,
+        byEndReason: { ...byEndReason },
+        ...(own?.result() ?? {}),
+      };
+    },
   };
+}
+
+/** The summary of a set of records in hand (e.g. read back from a run's episodes.jsonl). */
+export function summarizeRecords(records: Iterable<EpisodeRecord>, scenario?: Scenario): RolloutSummary {
+  const summarizer = rolloutSummarizer(scenario);
+  for (const record of records) summarizer.add(record);
+  return summarizer.result();
 }

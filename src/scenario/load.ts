@@ -25,8 +25,15 @@ export async function instantiateScenario(
       "the scenario module's default export is not a scenario (an object with an id) or a function returning one",
     );
   }
+  // Loud, not ignored: the scenario's own metrics would silently vanish from every summary.
+  if ('summarize' in scenario) throw new ScenarioError(`scenario ${scenario.id}: ${SUMMARIZE_REPLACED}`);
   return scenario;
 }
+
+/** What a scenario written for the old `summarize(records)` is told. */
+export const SUMMARIZE_REPLACED =
+  '"summarize(records)" was replaced by "summarizer()", which returns { add(record), result() } ' +
+  "(a fold, so a run's records need not all be held): see docs/scenarios.md";
 
 /** Whether a scenario name is meant as a folder: `.`, `..`, or anything with a path separator. */
 export function isScenarioPath(name: string): boolean {

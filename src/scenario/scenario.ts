@@ -37,13 +37,22 @@ export interface Scenario<TTask extends Task = Task, TState = any> {
   worldMachine?: AnyStateMachine;
   /** Scenario defaults for the episode budgets. */
   episode?: Partial<EpisodeConfig>;
-  /** Extra eval metrics over a set of records (e.g. per question type). */
-  summarize?(records: readonly EpisodeRecord[]): { [key: string]: unknown };
+  /**
+   * Extra eval metrics (e.g. per question type): a new fold for each summary, given the records one
+   * at a time in episode order, so a run of millions of episodes is summarized without holding it.
+   */
+  summarizer?(): Summarizer;
   /**
    * The folder a scenario of one's own was loaded from (an absolute path), set by `loadScenario`;
    * records carry it, so replay, the viewer and export find the scenario again. Absent for built-ins.
    */
   source?: string;
+}
+
+/** A fold over a run's records: `add` each record in episode order, then read `result()`. */
+export interface Summarizer<TResult extends { [key: string]: unknown } = { [key: string]: unknown }> {
+  add(record: EpisodeRecord): void;
+  result(): TResult;
 }
 
 /** A scenario module's default export: the scenario, or a function of its options. */

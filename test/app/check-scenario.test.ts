@@ -90,6 +90,30 @@ test('an empty object lists every missing field at once', async (t) => {
   t.deepEqual(missing, ['id', 'version', 'description', 'splits', 'options', 'tasks', 'tools', 'env', 'policies']);
 });
 
+test("a summarizer is run over the reference policies' episodes: one that throws or is not a fold is named", async (t) => {
+  const check = async (summarizer: unknown, extra: object = {}) =>
+    (await checkScenario({ ...calculator, summarizer, ...extra } as never, { determinism: false })).problems;
+  const throwing = () => ({
+    add: () => {},
+    result: () => {
+      throw new Error('no metric here');
+    },
+  });
+  t.deepEqual(await check(throwing), [
+    { kind: 'summarizer', where: 'summarizer', message: 'the summarizer threw: no metric here' },
+  ]);
+  t.regex(
+    (await check(() => (records: unknown[]) => records.length))[0]!.message,
+    /must return \{ add\(record\), result\(\) \}/,
+  );
+  t.regex((await check(() => ({ add() {}, result: () => 3 })))[0]!.message, /result\(\) must be an object of metrics/);
+  t.deepEqual(await check(() => ({ add() {}, result: () => ({ n: 1 }) })), []);
+  // Written for the old contract: told what replaced it.
+  const old = await check(undefined, { summarize: () => ({}) });
+  t.like(old[0], { kind: 'bad_field', where: 'summarize' });
+  t.regex(old[0]!.message, /replaced by "summarizer\(\)"/);
+});
+
 test('checkTools accepts good tools and rejects non-tools', (t) => {
   const good = {
     name: 'add',

@@ -4,7 +4,7 @@ import { createMultihopQaScenario, loadWorld } from '../../scenarios/multihop-qa
 import { QUESTION_TYPES, WORLD_SPLITS } from '../../scenarios/multihop-qa/questions.ts';
 import { createCorpus } from '../../scenarios/multihop-qa/search.ts';
 import { generateWorld } from '../../scenarios/multihop-qa/world.ts';
-import { summarizeQa } from '../../scenarios/multihop-qa/summarize.ts';
+import { qaSummarizer } from '../../scenarios/multihop-qa/summarizer.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
 
@@ -199,5 +199,5 @@ test('loads by name through the registry with its options, which the records car
   t.deepEqual(s.options, { seed: '2', size: 'tiny' });
   t.deepEqual(s.splits, ['train', 'dev', 'test', 'ood']);
   t.deepEqual(Object.keys(s.policies).sort(), ['expert', 'naive-rag', 'noisy-expert']);
-  t.deepEqual(summarizeQa([]), { em: 0, f1: 0, recall: 0, byType: {} });
+  t.deepEqual(qaSummarizer().result(), { em: 0, f1: 0, recall: 0, byType: {} });
 });

@@ -182,6 +182,8 @@ export async function runRolloutCommand(
   try {
     const result = await rollout({
       ...common,
+      // Each record is written as it comes: a run of any length needs no memory for them.
+      keepRecords: false,
       executor,
       // A batch policy's concurrency follows from the batch size (see workerThreads).
       concurrency: (inWorkers || queue) && 'actBatch' in policy ? undefined : flags.concurrency,
