@@ -62,6 +62,20 @@ test('64 KiB of waiting lines are written without waiting for the timer', (t) =>
   writer.close();
 });
 
+test('text beyond ASCII is written as UTF-8, byte for byte, small lines and a line far over 64 KiB alike', (t) => {
+  const path = file();
+  const writer = new RecordWriter(path);
+  // Latin-1 (é), the rest of the BMP (—, 東), a surrogate pair (🧭), a lone surrogate (JSON escapes it).
+  const texts = ['Café', 'a — b 東京', 'north 🧭', 'lone \ud800 half', `${'x'.repeat(70_000)}é`];
+  const written = texts.map((text) => ({ ...records[0]!, answer: text }));
+  for (const r of written) writer.write(r);
+  writer.close();
+  const expected = Buffer.from(written.map((r) => `${serializeRecord(r)}\n`).join(''), 'utf8');
+  t.true(readFileSync(path).equals(expected));
+  const back = lines(path).map((l) => JSON.parse(l).answer as string);
+  t.true(back.every((answer, i) => answer === texts[i]));
+});
+
 test('appending keeps the lines already in the file', (t) => {
   const path = file();
   const first = new RecordWriter(path);
