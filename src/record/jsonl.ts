@@ -48,18 +48,22 @@ export async function loadRecords(path: string): Promise<{ records: EpisodeRecor
  * written together (a write system call costs more than sealing a short episode): at 64 KiB, at the
  * latest 100 ms after the first waiting line, and on `flush`/`close`. A hard kill can lose the last
  * 100 ms of lines, never half of one. A failed background write is thrown by the next call.
+ *
+ * A line waits as UTF-8 bytes, not as a string: a waiting string (and the record text it is cut
+ * from) would outlive young-generation GCs and be copied by each, and Node 20's Buffer.from encodes
+ * a large ASCII string some 30 times slower than TextEncoder.encodeInto.
  */
 export class RecordWriter {
+  static readonly FLUSH_BYTES = 64 * 1024;
+  static readonly FLUSH_MS = 100;
+
   private readonly fd: number;
-  private pending: string[] = [];
-  private pendingBytes = 0;
+  /** The waiting lines' bytes: twice the flush size, or 3× the longest line if more. */
+  private bytes = Buffer.allocUnsafe(2 * RecordWriter.FLUSH_BYTES);
+  private used = 0;
   private timer: NodeJS.Timeout | undefined;
   private failure: unknown;
   private closed = false;
-  private bytes = Buffer.alloc(0);
-
-  static readonly FLUSH_BYTES = 64 * 1024;
-  static readonly FLUSH_MS = 100;
 
   /** `append`: add to an existing file (a server that restarts keeps its earlier records). */
   constructor(
@@ -73,10 +77,8 @@ export class RecordWriter {
   write(record: EpisodeRecord): void {
     this.throwFailure();
     if (this.closed) throw new Error(`RecordWriter: ${this.path} is closed`);
-    const line = serializeRecord(record) + '\n';
-    this.pending.push(line);
-    this.pendingBytes += line.length;
-    if (this.pendingBytes >= RecordWriter.FLUSH_BYTES) this.flush();
+    this.append(serializeRecord(record));
+    if (this.used >= RecordWriter.FLUSH_BYTES) this.flush();
     // Not unref'd: a script that never closes its writer still gets its last lines, 100 ms late.
     else this.timer ??= setTimeout(() => this.flushInBackground(), RecordWriter.FLUSH_MS);
   }
@@ -86,21 +88,28 @@ export class RecordWriter {
     this.throwFailure();
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.pending.length === 0) return;
-    const text = this.pending.length === 1 ? this.pending[0]! : this.pending.join('');
-    this.pending = [];
-    this.pendingBytes = 0;
-    // encodeInto, not Buffer.from: in Node 20, Buffer.from encodes a large ASCII string some 30
-    // times slower, and records are mostly ASCII (for multihop-qa that was 10 µs an env step).
-    // Each UTF-16 unit takes at most 3 bytes, so the text always fits.
-    // Reused: a fresh buffer per flush costs as much again in page faults. At most 3× the largest flush.
-    if (this.bytes.length < text.length * 3) this.bytes = Buffer.allocUnsafe(text.length * 3);
-    const bytes = this.bytes;
-    const { written } = encoder.encodeInto(text, bytes);
+    const used = this.used;
+    if (used === 0) return;
+    this.used = 0;
     this.withPath(() => {
       // A pipe may take part of a large write; a file takes it whole.
-      for (let at = 0; at < written; ) at += writeSync(this.fd, bytes, at, written - at);
+      for (let at = 0; at < used; ) at += writeSync(this.fd, this.bytes, at, used - at);
     });
+  }
+
+  /** Encodes a line and its newline after the waiting ones: flushed first if it does not fit. */
+  private append(line: string): void {
+    let room = new Uint8Array(this.bytes.buffer, this.bytes.byteOffset + this.used, this.bytes.length - this.used);
+    let { read, written } = encoder.encodeInto(line, room);
+    if (read < line.length || written === room.length) {
+      this.flush();
+      // Each UTF-16 unit takes at most 3 bytes.
+      if (this.bytes.length < line.length * 3 + 1) this.bytes = Buffer.allocUnsafe(line.length * 3 + 1);
+      room = this.bytes;
+      ({ written } = encoder.encodeInto(line, room));
+    }
+    room[written] = 0x0a;
+    this.used += written + 1;
   }
 
   close(): void {

@@ -62,11 +62,13 @@ test('64 KiB of waiting lines are written without waiting for the timer', (t) =>
   writer.close();
 });
 
-test('text beyond ASCII is written as UTF-8, byte for byte, small lines and a line far over 64 KiB alike', (t) => {
+test('text beyond ASCII is written as UTF-8, byte for byte: short lines, many, and one far over 64 KiB', (t) => {
   const path = file();
   const writer = new RecordWriter(path);
   // Latin-1 (é), the rest of the BMP (—, 東), a surrogate pair (🧭), a lone surrogate (JSON escapes it).
+  // Then enough of them that lines of many-byte characters meet the edge of the waiting bytes.
   const texts = ['Café', 'a — b 東京', 'north 🧭', 'lone \ud800 half', `${'x'.repeat(70_000)}é`];
+  for (let i = 0; i < 300; i++) texts.push('東🧭é'.repeat(i % 97));
   const written = texts.map((text) => ({ ...records[0]!, answer: text }));
   for (const r of written) writer.write(r);
   writer.close();
