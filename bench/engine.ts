@@ -20,7 +20,8 @@ import { Worker } from 'node:worker_threads';
 import { build } from 'esbuild';
 import { RecordWriter, rollout, type RolloutExecutor, workerThreads, type Scenario } from 'agent-r1-ts';
 import { externalPackages } from '../bin/bundle-workers.js';
-import { benchScenario, plainLoop } from './plain-loop.ts';
+import { benchScenario, plainLoop, REPO_ROOT } from './plain-loop.ts';
+import type { PlainThreadMessage } from './plain-loop-thread.ts';
 
 const flags = new Command()
   .option('--json', 'print the figures as one JSON object')
@@ -43,18 +44,18 @@ interface Case {
 
 const allCases: Array<Omit<Case, 'scenario'>> = [
   { name: 'multihop-qa (large world), expert', source: 'multihop-qa', overheadEpisodes: 600, scalingEpisodes: 1200 },
-  { name: 'calculator, expert', source: 'calculator', overheadEpisodes: 4000, scalingEpisodes: 8000 },
+  { name: 'calculator, expert', source: 'calculator', overheadEpisodes: 4000, scalingEpisodes: 32000 },
 ];
 if (flags.scenario !== undefined && !allCases.some((c) => c.source === flags.scenario)) {
   throw new Error(`bench/engine.ts: --scenario ${flags.scenario}: one of ${allCases.map((c) => c.source).join(', ')}`);
 }
 // Scenarios are built only for the cases run: the large multihop world alone is a heap of its own.
-const cases: Case[] = allCases
-  .filter((c) => flags.scenario === undefined || c.source === flags.scenario)
-  .map((c) => ({ ...c, scenario: benchScenario(c.source) }));
+const cases: Case[] = [];
+for (const c of allCases.filter((c) => flags.scenario === undefined || c.source === flags.scenario))
+  cases.push({ ...c, scenario: await benchScenario(c.source) });
 const calculatorCase = cases.find((c) => c.source === 'calculator') ?? {
   ...allCases[1]!,
-  scenario: benchScenario('calculator'),
+  scenario: await benchScenario('calculator'),
 };
 
 /** One rollout with every record written to a file and let go, as the CLI does. */
@@ -109,25 +110,31 @@ const PLAIN_THREAD = await bundlePlainThread();
 
 /**
  * The plain loop on `threads` worker threads, each playing every threads-th episode of a run (new
- * episodes, as the engine's scaling rows play), after a warm-up run; steps/s over the wall time.
+ * episodes, as the engine's scaling rows play), after a warm-up run; steps/s over the wall time of
+ * the play alone: each thread has made the run's plan before the clock starts (the engine makes it
+ * once, in the coordinator, and its rows count it).
  */
 async function plainStepsPerSecond(c: Case, threads: number, seed: number): Promise<number> {
   const workers = Array.from({ length: threads }, () => new Worker(PLAIN_THREAD));
-  const play = (episodes: number, runSeed: number) =>
-    Promise.all(
-      workers.map(
-        (w, share) =>
-          new Promise<number>((resolve, reject) => {
-            w.once('message', resolve).once('error', reject);
-            w.postMessage({ source: c.source, episodes, seed: runSeed, share, of: threads });
-          }),
+  const ask = <T>(w: Worker, message: PlainThreadMessage) =>
+    new Promise<T>((resolve, reject) => {
+      w.once('message', resolve).once('error', reject);
+      w.postMessage(message);
+    });
+  const play = async (episodes: number, runSeed: number) => {
+    await Promise.all(
+      workers.map((w, share) =>
+        ask(w, { type: 'prepare', source: c.source, root: REPO_ROOT, episodes, seed: runSeed, share, of: threads }),
       ),
     );
-  try {
-    await play(200, seed + 1000); // threads started, worlds built
     const start = performance.now();
-    const steps = (await play(c.scalingEpisodes, seed)).reduce((a, b) => a + b, 0);
-    return (steps / (performance.now() - start)) * 1000;
+    const steps = await Promise.all(workers.map((w) => ask<number>(w, { type: 'play' })));
+    return { ms: performance.now() - start, steps: steps.reduce((a, b) => a + b, 0) };
+  };
+  try {
+    await play(c.scalingEpisodes, seed + 1000); // threads started, worlds built, code compiled
+    const { ms, steps } = await play(c.scalingEpisodes, seed);
+    return (steps / ms) * 1000;
   } finally {
     await Promise.all(workers.map((w) => w.terminate()));
   }
@@ -225,7 +232,7 @@ for (const c of cases) {
   const stepsPerSecond = async (workers: number) => {
     const executor = workerThreads({ workers, scenarioSource: c.source });
     try {
-      await engine(c, 200, executor, undefined, runSeed++); // threads started, worlds built
+      await engine(c, c.scalingEpisodes, executor, undefined, runSeed++); // threads started, worlds built, code compiled
       const r = await engine(c, c.scalingEpisodes, executor, undefined, runSeed++);
       return (r.steps / r.ms) * 1000;
     } finally {

@@ -1,12 +1,27 @@
-// A worker thread of the engine benchmark: plays its share of a run with the plain loop, on request.
+// A worker thread of the engine benchmark: the plain loop on its share of a run. It plans on
+// `prepare` and plays on `play`, so that the threads' play is timed together, and the plan (which
+// each thread would otherwise make in full for itself) is not part of what is meant to scale.
 import { parentPort } from 'node:worker_threads';
-import { benchScenario, plainLoop } from './plain-loop.ts';
+import type { EpisodePlanItem, Policy, Scenario } from 'agent-r1-ts';
+import { benchScenario, planPlain, playPlain } from './plain-loop.ts';
 
-const scenarios = new Map<string, ReturnType<typeof benchScenario>>();
+export type PlainThreadMessage =
+  | { type: 'prepare'; source: string; root: string; episodes: number; seed: number; share: number; of: number }
+  | { type: 'play' };
 
-parentPort!.on('message', async (m: { source: string; episodes: number; seed: number; share: number; of: number }) => {
-  let scenario = scenarios.get(m.source);
-  if (!scenario) scenarios.set(m.source, (scenario = benchScenario(m.source)));
-  const r = await plainLoop(scenario, m.episodes, m.seed, { share: m.share, of: m.of });
-  parentPort!.postMessage(r.steps);
+const scenarios = new Map<string, Scenario>();
+let prepared: { scenario: Scenario; policy: Policy; plan: EpisodePlanItem[]; share: number; of: number } | undefined;
+
+parentPort!.on('message', async (m: PlainThreadMessage) => {
+  if (m.type === 'prepare') {
+    let scenario = scenarios.get(m.source);
+    if (!scenario) scenarios.set(m.source, (scenario = await benchScenario(m.source, m.root)));
+    const policy = await scenario.policies.expert!({ scenario, seed: 0 });
+    const plan = await planPlain(scenario, policy, m.episodes, m.seed);
+    prepared = { scenario, policy, plan, share: m.share, of: m.of };
+    parentPort!.postMessage('ready');
+  } else {
+    const { scenario, policy, plan, share, of } = prepared!;
+    parentPort!.postMessage(await playPlain(scenario, policy, plan, { share, of }));
+  }
 });

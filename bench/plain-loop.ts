@@ -3,39 +3,70 @@
  * the same policy, parser, tool runner and ToolEnv the engine calls. Run in this thread, or in worker
  * threads (plain-loop-thread.ts) to see how the work itself scales on this machine's cores.
  */
-import calculator from '../scenarios/calculator/index.ts';
-import { createMultihopQaScenario } from '../scenarios/multihop-qa/index.ts';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   createRng,
+  instantiateScenario,
   episodeConfig,
   parseAction,
   planEpisodes,
   toOpenAITool,
   ToolRunner,
   worldSeed,
+  type EpisodePlanItem,
   type Message,
+  type Policy,
   type Scenario,
   type TurnRecord,
 } from 'agent-r1-ts';
 
-/** The benchmark's scenarios by the name a worker loads them with. */
-export function benchScenario(source: string): Scenario {
-  if (source === 'calculator') return calculator as Scenario;
-  if (source === 'multihop-qa') return createMultihopQaScenario({ size: 'large' });
-  throw new Error(`bench: no scenario ${source}`);
+/** The repository (a bundled copy of this module is told it: its own URL is elsewhere). */
+export const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * The benchmark's scenarios by the name a worker loads them with, built (`npm run build`), as the
+ * CLI and the engine's threads run them: through tsx, the TypeScript sources carry its helpers
+ * (the calculator's tasks() took twice as long).
+ */
+export async function benchScenario(source: string, root = REPO_ROOT): Promise<Scenario> {
+  const options: { [name: string]: { [key: string]: string } } = { calculator: {}, 'multihop-qa': { size: 'large' } };
+  if (!Object.hasOwn(options, source)) throw new Error(`bench: no scenario ${source}`);
+  const mod = await import(pathToFileURL(join(root, 'dist/scenarios', source, 'index.js')).href);
+  return instantiateScenario(mod.default, options[source]!);
 }
 
-/** Plays episodes `share` of `of` (every of-th, from share) of a run of `episodes`; returns the time and env steps. */
+/** Plans a run of `episodes` and plays all of it in this thread; returns the time and env steps. */
 export async function plainLoop(
   scenario: Scenario,
   episodes: number,
   seed = 1,
-  part: { share: number; of: number } = { share: 0, of: 1 },
 ): Promise<{ ms: number; steps: number }> {
   const policy = await scenario.policies.expert!({ scenario, seed: 0 });
   // Timed from the plan on, as rollout() is: both make the run's tasks and seeds.
   const start = performance.now();
-  const { plan } = await planEpisodes({ scenario, policy, split: 'train', episodes, seed });
+  const plan = await planPlain(scenario, policy, episodes, seed);
+  const steps = await playPlain(scenario, policy, plan);
+  return { ms: performance.now() - start, steps };
+}
+
+/** A run's plan (tasks and seeds), as rollout() makes it. */
+export async function planPlain(
+  scenario: Scenario,
+  policy: Policy,
+  episodes: number,
+  seed: number,
+): Promise<EpisodePlanItem[]> {
+  return (await planEpisodes({ scenario, policy, split: 'train', episodes, seed })).plan;
+}
+
+/** Plays the plan's episodes `share` of `of` (every of-th, from share); returns the env steps. */
+export async function playPlain(
+  scenario: Scenario,
+  policy: Policy,
+  plan: readonly EpisodePlanItem[],
+  part: { share: number; of: number } = { share: 0, of: 1 },
+): Promise<number> {
   const config = episodeConfig(scenario);
   const runner = new ToolRunner(scenario.tools, {
     timeoutMs: config.toolTimeoutMs,
@@ -88,5 +119,5 @@ export async function plainLoop(
     await scenario.env.outcome({ task: item.task, state, answer, endReason: 'answered', history });
     await scenario.env.dispose?.(state);
   }
-  return { ms: performance.now() - start, steps };
+  return steps;
 }
