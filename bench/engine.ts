@@ -14,7 +14,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Command } from 'commander';
 import { Worker } from 'node:worker_threads';
 import { build } from 'esbuild';
@@ -30,7 +30,6 @@ const flags = new Command()
   .parse()
   .opts<{ json?: boolean; runs: number; scenario?: string }>();
 
-const root = fileURLToPath(new URL('..', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'bench-engine-'));
 
 interface Case {
@@ -90,11 +89,12 @@ async function engine(
 
 /**
  * The plain loop's thread, bundled to JavaScript as the engine's workers are (dist/workers/bundle),
- * so both run compiled code with no loader.
+ * so both run compiled code with no loader. The package itself stays an import of its build, the
+ * copy the built scenarios import: one copy of it in the thread, not two.
  */
 async function bundlePlainThread(): Promise<string> {
   // Under node_modules, so that the packages it leaves as imports resolve.
-  const outfile = join(root, 'node_modules/.cache/agent-r1-bench/plain-loop-thread.mjs');
+  const outfile = join(REPO_ROOT, 'node_modules/.cache/agent-r1-bench/plain-loop-thread.mjs');
   await build({
     entryPoints: [fileURLToPath(new URL('./plain-loop-thread.ts', import.meta.url))],
     outfile,
@@ -102,6 +102,16 @@ async function bundlePlainThread(): Promise<string> {
     format: 'esm',
     platform: 'node',
     external: externalPackages(),
+    plugins: [
+      {
+        name: 'package-build',
+        setup: (bundle) =>
+          bundle.onResolve({ filter: /^agent-r1-ts$/ }, () => ({
+            path: pathToFileURL(join(REPO_ROOT, 'dist/src/index.js')).href,
+            external: true,
+          })),
+      },
+    ],
     logLevel: 'warning',
   });
   return outfile;
@@ -158,7 +168,7 @@ function cliOneEpisode(): number {
   const out = spawnSync(
     process.execPath,
     [
-      join(root, 'bin/agent-r1.js'),
+      join(REPO_ROOT, 'bin/agent-r1.js'),
       'rollout',
       '--scenario',
       'calculator',
