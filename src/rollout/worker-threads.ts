@@ -73,9 +73,11 @@ export class WorkerThreads implements RolloutExecutor {
   private scratch: Promise<string> | undefined;
   private saved = { version: '', weights: '' };
   readonly workers: number;
+  private readonly tasksPerWorker: number;
 
   constructor(private readonly options: WorkerThreadsOptions = {}) {
     this.workers = Math.max(1, options.workers ?? availableParallelism());
+    this.tasksPerWorker = options.tasksPerWorker ?? TASKS_PER_WORKER;
   }
 
   async play(
@@ -102,7 +104,7 @@ export class WorkerThreads implements RolloutExecutor {
         : Math.ceil(items.length / workers);
     // Chunks start in plan order, as many at once as the pool runs (Piscina does not keep a queued
     // task's place: a run of 100000 episodes in chunks of 256 saw its fourth chunk start 70th).
-    const inFlight = pLimit(workers * (this.options.tasksPerWorker ?? TASKS_PER_WORKER));
+    const inFlight = pLimit(workers * this.tasksPerWorker);
     const maxAttempts = this.options.maxAttempts ?? 3;
     const source = this.options.scenarioSource ?? batch.scenario.source ?? batch.scenario.id;
     const url = workerEntryUrl({ userScenario: isScenarioPath(source) });
@@ -200,7 +202,7 @@ export class WorkerThreads implements RolloutExecutor {
   private async poolFor(url: string): Promise<Piscina> {
     if (this.pool?.url !== url) {
       await this.pool?.threads.destroy();
-      this.pool = { url, threads: createPool(url, this.workers, this.options.tasksPerWorker ?? TASKS_PER_WORKER) };
+      this.pool = { url, threads: createPool(url, this.workers, this.tasksPerWorker) };
     }
     return this.pool.threads;
   }
