@@ -18,15 +18,17 @@ import { parseAction } from '../src/parse/parse-action.ts';
 /**
  * One episode of the Agent-R1 MDP as a state machine:
  *
- *   generate → parseToolCall → execute → transition → reward → (generate | outcome → done)
+ *   generate —parseToolCall→ execute → transition —reward→ (generate | outcome → done)
  *
  * The machine owns the control flow and the budgets; what the policy says, what the tools do and
  * what the ToolEnv makes of it come from outside (`EpisodeActors`), so the same machine runs live,
- * under test with scripted actors, and in replay with recorded ones. The states that wait on the
- * outside (generate, execute, transition, outcome) are left by an event carrying the answer, sent
- * by `runEpisodeMachine`. Parsing and the reward bookkeeping are synchronous: the one assign of the
- * transition into parseToolCall and into reward. (Invoking a promise actor per state cost ten times
- * the episode's own work: an actor, a snapshot and an AbortController per step.)
+ * under test with scripted actors, and in replay with recorded ones. Each state waits on the
+ * outside and is left by an event carrying the answer, sent by `runEpisodeMachine`. The two
+ * synchronous stages are actions of those transitions, not states: parseToolCall (the action the
+ * output asks for, parsed as GENERATED is made, so the transition's guard can route on it) and
+ * reward (the turn's bookkeeping and budgets, on TRANSITIONED). As states they were left at once by
+ * eventless transitions: two of a turn's five microsteps, 4 µs each. (Invoking a promise actor per
+ * stage cost ten times the episode's own work: an actor, a snapshot and an AbortController each.)
  */
 
 export interface GenerateInput {
@@ -76,7 +78,7 @@ export interface EpisodeInput {
 
 /** The answers that move the machine on from a waiting state. */
 export type EpisodeEvent =
-  | { type: 'GENERATED'; output: PolicyOutput }
+  | { type: 'GENERATED'; output: PolicyOutput; tokenCount: number; action: ParsedAction }
   | { type: 'EXECUTED'; results: ToolResult[] }
   | { type: 'TRANSITIONED'; step: TransitionOutput }
   | { type: 'SCORED'; outcome: Outcome }
@@ -117,7 +119,8 @@ interface EpisodeContext {
   outcome: Outcome | null;
 }
 
-type StateName = 'generate' | 'parseToolCall' | 'execute' | 'transition' | 'reward' | 'outcome' | 'done';
+/** What a turn's path names: the machine's states and its two stages that are actions. */
+type StageName = 'generate' | 'parseToolCall' | 'execute' | 'transition' | 'reward' | 'outcome' | 'done';
 
 const emptyTurn = (): PendingTurn => ({
   output: null,
@@ -131,12 +134,10 @@ const errorText = (err: unknown) => (err instanceof Error ? err.message : String
 
 /**
  * A turn's path is noted by the transitions that events take: each notes the state it leaves (the
- * event was handled there) and, where it enters a state that is left at once by an eventless
- * transition (parseToolCall, reward) or the final one (done), that state too. The eventless
- * transitions then need no action: an assign costs a snapshot, and theirs took 5 of the 44 µs the
- * machine spent on a 2-turn episode.
+ * event was handled there), the stage it runs as its action (parseToolCall, reward) and, entering
+ * the final state, done. Records name the same path as when the stages were states of their own.
  */
-const withPath = (pending: PendingTurn, ...states: StateName[]): PendingTurn => ({
+const withPath = (pending: PendingTurn, ...states: StageName[]): PendingTurn => ({
   ...pending,
   states: [...pending.states, ...states],
 });
@@ -150,19 +151,38 @@ function endPath(turns: TurnRecord[]): TurnRecord[] {
   return ended;
 }
 
-/** Parsing, on entering parseToolCall: the action the policy's output asks for. */
-function parse(context: EpisodeContext, output: PolicyOutput): PendingTurn {
+/**
+ * The parseToolCall stage: the action a policy's output asks for, with its token count. Made with
+ * the GENERATED event (the guard out of generate routes on it), noted by the transition's action.
+ */
+function parseOutput(config: EpisodeConfig, output: PolicyOutput): { tokenCount: number; action: ParsedAction } {
   const tokenCount = output.tokens?.length ?? estimateTokens(output.text);
-  const limit = context.config.maxTokensPerTurn;
+  const limit = config.maxTokensPerTurn;
   // A policy that ignored its per-turn budget gets the action refused, not silently cut.
   const action: ParsedAction =
     tokenCount > limit
       ? { kind: 'invalid', error: `the action is ${tokenCount} tokens, over the per-turn limit of ${limit}` }
       : parseAction(output.text);
-  return withPath({ ...context.pending, output, tokenCount, action }, 'generate', 'parseToolCall');
+  return { tokenCount, action };
 }
 
-/** The reward bookkeeping, on entering reward: the turn is finished and the budgets checked. */
+/** The tokens the episode holds once this step's observation is added. */
+function totalTokensAfter(context: EpisodeContext, step: TransitionOutput): number {
+  const observationCount =
+    step.observation === null ? 0 : (step.observationTokens?.length ?? estimateTokens(step.observation));
+  return context.totalTokens + context.pending.tokenCount + observationCount;
+}
+
+/** Why the episode ends with the turn this step finishes, or null if it goes on. */
+function endReasonAfter(context: EpisodeContext, step: TransitionOutput): EndReason | null {
+  if (context.pending.action!.kind === 'answer') return 'answered';
+  if (step.done) return 'done';
+  if (context.turns.length + 1 >= context.config.maxTurns) return 'max_turns';
+  if (totalTokensAfter(context, step) >= context.config.maxTotalTokens) return 'max_tokens';
+  return null;
+}
+
+/** The reward stage, on TRANSITIONED: the turn is finished and the budgets checked. */
 function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<EpisodeContext> {
   const { output, tokenCount, action, results, states } = context.pending;
   const turn: TurnRecord = {
@@ -184,18 +204,16 @@ function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<Ep
   const messages = [...context.messages, { role: 'assistant' as const, content: output!.text }];
   if (step.observation !== null) messages.push({ role: 'tool', content: step.observation });
   const tokens = context.tokens && [...context.tokens, ...(output!.tokens ?? []), ...(step.observationTokens ?? [])];
-  const observationCount =
-    step.observation === null ? 0 : (step.observationTokens?.length ?? estimateTokens(step.observation));
-  const totalTokens = context.totalTokens + tokenCount + observationCount;
-  const turns = [...context.turns, turn];
   const answer = action!.kind === 'answer' ? action!.text : context.answer;
-
-  let endReason: EndReason | null = null;
-  if (action!.kind === 'answer') endReason = 'answered';
-  else if (step.done) endReason = 'done';
-  else if (turns.length >= context.config.maxTurns) endReason = 'max_turns';
-  else if (totalTokens >= context.config.maxTotalTokens) endReason = 'max_tokens';
-  return { turns, messages, tokens, totalTokens, answer, endReason, pending: emptyTurn() };
+  return {
+    turns: [...context.turns, turn],
+    messages,
+    tokens,
+    totalTokens: totalTokensAfter(context, step),
+    answer,
+    endReason: endReasonAfter(context, step),
+    pending: emptyTurn(),
+  };
 }
 
 /** The state an episode starts in (it enters it by no transition). */
@@ -224,7 +242,14 @@ export const episodeMachine = setup({
     output: {} as EpisodeOutput,
   },
   actions: {
-    fail: assign(({ context, event }, params: { left: StateName }) => {
+    parseToolCall: assign(({ context, event }) => {
+      const { output, tokenCount, action } = event as Extract<EpisodeEvent, { type: 'GENERATED' }>;
+      return { pending: withPath({ ...context.pending, output, tokenCount, action }, 'generate', 'parseToolCall') };
+    }),
+    reward: assign(({ context, event }) =>
+      finishTurn(context, (event as Extract<EpisodeEvent, { type: 'TRANSITIONED' }>).step),
+    ),
+    fail: assign(({ context, event }, params: { left: StageName }) => {
       const error = context.error ?? errorText(event.type === 'FAILED' ? event.error : undefined);
       // A turn cut short is not recorded: only the episode's end goes on a recorded path.
       return params.left === 'outcome'
@@ -233,8 +258,8 @@ export const episodeMachine = setup({
     }),
   },
   guards: {
-    callsTools: ({ context }) => context.pending.action?.kind === 'tool_calls',
-    finished: ({ context }) => context.endReason !== null,
+    callsTools: ({ event }) => event.type === 'GENERATED' && event.action.kind === 'tool_calls',
+    finished: ({ context, event }) => event.type === 'TRANSITIONED' && endReasonAfter(context, event.step) !== null,
   },
 }).createMachine({
   id: 'episode',
@@ -243,15 +268,12 @@ export const episodeMachine = setup({
   states: {
     generate: {
       on: {
-        GENERATED: {
-          target: 'parseToolCall',
-          actions: assign(({ context, event }) => ({ pending: parse(context, event.output) })),
-        },
+        GENERATED: [
+          { guard: 'callsTools', target: 'execute', actions: 'parseToolCall' },
+          { target: 'transition', actions: 'parseToolCall' },
+        ],
         FAILED: { target: 'outcome', actions: { type: 'fail', params: { left: 'generate' } } },
       },
-    },
-    parseToolCall: {
-      always: [{ guard: 'callsTools', target: 'execute' }, { target: 'transition' }],
     },
     execute: {
       on: {
@@ -266,12 +288,12 @@ export const episodeMachine = setup({
     },
     transition: {
       on: {
-        TRANSITIONED: { target: 'reward', actions: assign(({ context, event }) => finishTurn(context, event.step)) },
+        TRANSITIONED: [
+          { guard: 'finished', target: 'outcome', actions: 'reward' },
+          { target: 'generate', actions: 'reward' },
+        ],
         FAILED: { target: 'outcome', actions: { type: 'fail', params: { left: 'transition' } } },
       },
-    },
-    reward: {
-      always: [{ guard: 'finished', target: 'outcome' }, { target: 'generate' }],
     },
     outcome: {
       on: {
@@ -365,7 +387,8 @@ async function answer(
           context.config.maxTotalTokens - context.totalTokens,
         );
         const input = { turn, messages: context.messages, tokens: context.tokens, maxTokens };
-        return { type: 'GENERATED', output: checkPolicyOutput(await actors.generate(input, signal)) };
+        const output = checkPolicyOutput(await actors.generate(input, signal));
+        return { type: 'GENERATED', output, ...parseOutput(context.config, output) };
       }
       case 'execute': {
         const action = context.pending.action!;

@@ -8,7 +8,8 @@ import type { AnyStateMachine, AnyStateNode } from 'xstate';
  * - parallel regions are separated by `--`;
  * - final states get `X --> [*]`;
  * - each transition is labelled with its event (`done(actor)` / `error(actor)` for invoked actors,
- *   `always` for eventless ones) and its guard in brackets; targetless transitions are self-loops.
+ *   `always` for eventless ones), its guard in brackets and its named
+ *   actions after a slash; targetless transitions are self-loops.
  */
 export function machineToMermaid(machine: AnyStateMachine): string {
   const lines = ['stateDiagram-v2'];
@@ -77,8 +78,7 @@ function edgesOf(node: AnyStateNode): Edge[] {
   const edges: Edge[] = [];
   const add = (eventLabel: string, transitions: readonly any[] | undefined) => {
     for (const t of transitions ?? []) {
-      const guard = guardName(t.guard);
-      const label = [eventLabel, guard ? `[${guard}]` : ''].filter(Boolean).join(' ');
+      const label = transitionLabel(eventLabel, t);
       const targets: AnyStateNode[] = t.target?.length ? t.target : [node];
       for (const to of targets) edges.push({ from: node, to, label });
     }
@@ -105,6 +105,32 @@ export function eventLabel(eventType: string, sources: ReadonlyMap<string, strin
 function shortActorId(id: string): string {
   const parts = id.split('.');
   return /^\d+$/.test(parts[0] ?? '') ? parts[parts.length - 1]! : id;
+}
+
+/**
+ * A transition as statecharts write it, `EVENT [guard] / action, action`: its guard and named
+ * actions (an action written in place, such as an inline `assign(...)`, has no name to show).
+ * Shared with the viewer.
+ */
+export function transitionLabel(
+  eventLabel: string,
+  transition: { guard?: unknown; actions?: readonly unknown[] },
+): string {
+  const guard = guardName(transition.guard);
+  const actions = actionNames(transition.actions);
+  return [eventLabel, guard ? `[${guard}]` : '', actions.length ? `/ ${actions.join(', ')}` : '']
+    .filter(Boolean)
+    .join(' ');
+}
+
+function actionNames(actions: readonly unknown[] | undefined): string[] {
+  const names: string[] = [];
+  for (const action of actions ?? []) {
+    const name = typeof action === 'string' ? action : (action as { type?: unknown } | null)?.type;
+    // xstate's own built-ins (xstate.assign, xstate.raise, …) written inline are not named by the user.
+    if (typeof name === 'string' && !name.startsWith('xstate.')) names.push(name);
+  }
+  return names;
 }
 
 /** A guard in words: named guards by name, xstate's and/or/not/stateIn spelled out. Shared with the viewer. */

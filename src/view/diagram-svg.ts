@@ -30,11 +30,10 @@ export function renderDiagram(graph: MachineGraph, marks: DiagramMarks = {}, tit
   const layers = layerNodes(graph);
   const spans = graph.edges.map((e) => Math.abs(layers.get(e.to)! - layers.get(e.from)!));
   const maxSpan = Math.max(1, ...spans);
-  // Room for the widest back arc (its apex sits `reach` beyond the states) and its label, if any.
-  const backSpans = graph.edges
-    .filter((e) => e.from !== e.to && layers.get(e.to)! <= layers.get(e.from)!)
-    .map((e) => layers.get(e.from)! - layers.get(e.to)!);
-  const left = backSpans.length ? 26 + 18 * Math.max(1, ...backSpans) + 80 : 24;
+  // Room for the widest back arc (its apex sits `reach` beyond the states) and the longest label beside one.
+  const back = graph.edges.filter((e) => e.from !== e.to && layers.get(e.to)! <= layers.get(e.from)!);
+  const backSpans = back.map((e) => layers.get(e.from)! - layers.get(e.to)!);
+  const left = back.length ? 26 + 18 * Math.max(1, ...backSpans) + Math.max(...back.map(labelWidth)) : 24;
   // Parallel regions get column blocks of their own, as wide as their widest layer.
   const regions = [...new Set(graph.nodes.map((n) => n.region ?? ''))];
   const slots = new Map<string, number>();
@@ -60,7 +59,8 @@ export function renderDiagram(graph: MachineGraph, marks: DiagramMarks = {}, tit
     box.set(n.id, { x: left + col * (NODE_W + SIDE_GAP), y: 22 + layer * LAYER_GAP, layer });
   }
   const right = Math.max(0, ...[...box.values()].map((b) => b.x)) + NODE_W;
-  const width = right + 26 + 18 * maxSpan + 150;
+  // Forward arcs and their labels go right of the states, as do the labels of straight edges.
+  const width = Math.max(...graph.edges.map((e) => labelWidth(e) + 40), 150) + right + 26 + 18 * maxSpan;
   const height = Math.max(0, ...[...box.values()].map((b) => b.y)) + NODE_H + 24;
   const parts: string[] = [];
   for (const e of graph.edges) {
@@ -128,6 +128,11 @@ export function renderDiagram(graph: MachineGraph, marks: DiagramMarks = {}, tit
   );
 }
 
+/** A label's width in pixels at the 10 px font, roughly (an average glyph of system-ui). */
+function labelWidth(edge: { labels: string[] }): number {
+  return Math.ceil(edge.labels.join(' | ').length * 5.8);
+}
+
 function marker(id: string, color: string): string {
   return `<marker id="${id}" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0 0 L10 5 L0 10 z" fill="${color}"/></marker>`;
 }
@@ -135,7 +140,9 @@ function marker(id: string, color: string): string {
 /**
  * What an episode's path marks on the episode machine: visits per state and the transitions
  * between consecutive states (turn.states, concatenated over the turns). States are matched by
- * id (path) or by key, so a record holding either finds its node.
+ * id (path) or by key, so a record holding either finds its node; a name with no node (the episode
+ * machine's stages that are actions: parseToolCall, reward) is passed over, so the transition
+ * between the states around it is the one marked.
  */
 export function pathMarks(graph: MachineGraph, path: readonly string[]): DiagramMarks {
   const byKey = new Map<string, string>();

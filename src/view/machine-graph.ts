@@ -1,5 +1,5 @@
 import type { AnyStateMachine, AnyStateNode } from 'xstate';
-import { eventLabel, guardName } from '../scenario/diagram.ts';
+import { eventLabel, transitionLabel } from '../scenario/diagram.ts';
 
 /** A state machine as a plain graph, read from the machine's own state nodes (never drawn by hand). */
 export interface MachineGraph {
@@ -14,7 +14,7 @@ export interface MachineGraph {
 /**
  * Reads the drawable states (atomic and final ones; a compound state stands in for its initial
  * child) and the transitions between them: events, `done`/`error` of invoked actors, `always`
- * transitions with their guards. Node ids are state paths joined with dots.
+ * transitions, with their guards and named actions. Node ids are state paths joined with dots.
  */
 export function machineGraph(machine: AnyStateMachine): MachineGraph {
   const root = machine.root as AnyStateNode;
@@ -44,8 +44,7 @@ export function machineGraph(machine: AnyStateMachine): MachineGraph {
   const drawable = new Set(nodes.map((n) => n.id));
   const addEdges = (node: AnyStateNode, label: string, transitions: readonly any[] | undefined) => {
     for (const t of transitions ?? []) {
-      const guard = guardName(t.guard);
-      const text = guard ? `${label} [${guard}]` : label;
+      const text = transitionLabel(label, t);
       const targets: AnyStateNode[] = t.target?.length ? t.target : [node];
       // A transition defined on a compound state leaves from each of its drawn descendants.
       const sources = drawable.has(idOf(node))

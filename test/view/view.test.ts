@@ -67,12 +67,15 @@ test('the episode machine graph is read from its definition', (t) => {
   );
   t.is(g.initial, 'generate');
   const edge = (from: string, to: string) => g.edges.find((e) => e.from === from && e.to === to);
-  t.deepEqual(edge('parseToolCall', 'execute')?.labels, ['always [callsTools]']);
-  t.deepEqual(edge('reward', 'generate')?.labels, ['always']);
+  // The synchronous stages are actions of the transitions, named on their edges.
+  t.deepEqual(edge('generate', 'execute')?.labels, ['GENERATED [callsTools] / parseToolCall']);
+  t.deepEqual(edge('transition', 'generate')?.labels, ['TRANSITIONED / reward']);
+  t.deepEqual(edge('transition', 'outcome')?.labels, ['TRANSITIONED [finished] / reward', 'FAILED / fail']);
+  t.deepEqual(edge('execute', 'transition')?.labels, ['EXECUTED'], 'an inline assign has no name to show');
   t.truthy(edge('generate', 'outcome'));
   t.true(g.nodes.find((n) => n.id === 'done')!.final);
   const layers = layerNodes(g);
-  t.true(layers.get('generate')! < layers.get('reward')! && layers.get('reward')! < layers.get('done')!);
+  t.true(layers.get('generate')! < layers.get('transition')! && layers.get('transition')! < layers.get('done')!);
 });
 
 test('the diagram marks the visited states and the transitions taken', (t) => {
@@ -84,10 +87,13 @@ test('the diagram marks the visited states and the transitions taken', (t) => {
     m[1],
     Number(m[2]),
   ]);
+  // The path also names the stages that are actions (parseToolCall, reward); they are no nodes.
+  const states = new Set(g.nodes.map((n) => n.id));
   const expected = new Map<string, number>();
-  for (const s of episodePath(record)) expected.set(s, (expected.get(s) ?? 0) + 1);
+  for (const s of episodePath(record)) if (states.has(s)) expected.set(s, (expected.get(s) ?? 0) + 1);
   t.deepEqual(Object.fromEntries(visited), Object.fromEntries(expected));
-  t.true(svg.includes('class="edge taken" data-from="reward" data-to="generate"') === record.turns.length > 1);
+  t.true(svg.includes('class="edge taken" data-from="generate" data-to="execute"'));
+  t.true(svg.includes('class="edge taken" data-from="transition" data-to="generate"') === record.turns.length > 1);
 });
 
 test('a world machine with nested and parallel states is drawn; its states are found in tool results', (t) => {
