@@ -174,11 +174,15 @@ function totalTokensAfter(context: EpisodeContext, step: TransitionOutput): numb
 }
 
 /** Why the episode ends with the turn this step finishes, or null if it goes on. */
-function endReasonAfter(context: EpisodeContext, step: TransitionOutput): EndReason | null {
+function endReasonAfter(
+  context: EpisodeContext,
+  step: TransitionOutput,
+  totalTokens = totalTokensAfter(context, step),
+): EndReason | null {
   if (context.pending.action!.kind === 'answer') return 'answered';
   if (step.done) return 'done';
   if (context.turns.length + 1 >= context.config.maxTurns) return 'max_turns';
-  if (totalTokensAfter(context, step) >= context.config.maxTotalTokens) return 'max_tokens';
+  if (totalTokens >= context.config.maxTotalTokens) return 'max_tokens';
   return null;
 }
 
@@ -205,13 +209,14 @@ function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<Ep
   if (step.observation !== null) messages.push({ role: 'tool', content: step.observation });
   const tokens = context.tokens && [...context.tokens, ...(output!.tokens ?? []), ...(step.observationTokens ?? [])];
   const answer = action!.kind === 'answer' ? action!.text : context.answer;
+  const totalTokens = totalTokensAfter(context, step);
   return {
     turns: [...context.turns, turn],
     messages,
     tokens,
-    totalTokens: totalTokensAfter(context, step),
+    totalTokens,
     answer,
-    endReason: endReasonAfter(context, step),
+    endReason: endReasonAfter(context, step, totalTokens),
     pending: emptyTurn(),
   };
 }

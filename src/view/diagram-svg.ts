@@ -99,7 +99,7 @@ export function renderDiagram(graph: MachineGraph, marks: DiagramMarks = {}, tit
     const cls = taken ? 'edge taken' : 'edge';
     parts.push(
       `<g class="${cls}" data-from="${escapeHtml(e.from)}" data-to="${escapeHtml(e.to)}"><path d="${d}" fill="none" stroke="${taken ? '#1d6fd6' : '#9aa4b1'}" stroke-width="${taken ? 2.2 : 1.1}" marker-end="url(#arrow${taken ? '-taken' : ''})"/>` +
-        `<text x="${lx}" y="${ly}" text-anchor="${anchor}" font-size="10" fill="${taken ? '#1d4f91' : '#6b7480'}">${escapeHtml(e.labels.join(' | '))}</text></g>`,
+        `<text x="${lx}" y="${ly}" text-anchor="${anchor}" font-size="10" fill="${taken ? '#1d4f91' : '#6b7480'}">${escapeHtml(labelText(e))}</text></g>`,
     );
   }
   for (const n of graph.nodes) {
@@ -128,9 +128,14 @@ export function renderDiagram(graph: MachineGraph, marks: DiagramMarks = {}, tit
   );
 }
 
+/** An edge's labels as drawn beside it. */
+function labelText(edge: { labels: string[] }): string {
+  return edge.labels.join(' | ');
+}
+
 /** A label's width in pixels at the 10 px font, roughly (an average glyph of system-ui). */
 function labelWidth(edge: { labels: string[] }): number {
-  return Math.ceil(edge.labels.join(' | ').length * 5.8);
+  return Math.ceil(labelText(edge).length * 5.8);
 }
 
 function marker(id: string, color: string): string {
