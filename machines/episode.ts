@@ -7,6 +7,7 @@ import type {
   Outcome,
   ParsedAction,
   PolicyOutput,
+  StepContext,
   StepResult,
   ToolCall,
   ToolResult,
@@ -14,11 +15,15 @@ import type {
 } from '../src/core/types.ts';
 import { MalformedAnswerError } from '../src/core/errors.ts';
 import { parseAction } from '../src/parse/parse-action.ts';
+import { stepContext, type ShownContext } from '../src/record/step-context.ts';
 
 /**
  * One episode of the Agent-R1 MDP as a state machine:
  *
- *   generate —parseToolCall→ execute → transition —reward→ (generate | outcome → done)
+ *   generate —parseToolCall→ execute → transition —reward→ (generate | context → generate | outcome → done)
+ *
+ * With the paper's concatenation each step sees the whole history; in the step-level MDP the
+ * machine waits in `context` after each turn for the ToolEnv to say what the next step is shown.
  *
  * The machine owns the control flow and the budgets; what the policy says, what the tools do and
  * what the ToolEnv makes of it come from outside (`EpisodeActors`), so the same machine runs live,
@@ -48,6 +53,14 @@ export interface TransitionInput {
 /** A step result plus the observation's token ids, when the policy tokenizes. */
 export type TransitionOutput = StepResult & { observationTokens?: number[] };
 
+export interface ContextRequest {
+  /** The step the context is for. */
+  turn: number;
+  /** What the step before was shown. */
+  previous: readonly Message[];
+  history: readonly TurnRecord[];
+}
+
 export interface EpisodeOutcomeInput {
   answer: string | null;
   endReason: EndReason;
@@ -62,6 +75,8 @@ export interface EpisodeActors {
   generate(input: GenerateInput, signal?: AbortSignal): Promise<PolicyOutput>;
   execute(input: ExecuteInput, signal?: AbortSignal): Promise<ToolResult[]>;
   transition(input: TransitionInput): Promise<TransitionOutput>;
+  /** The next step's context (step-level episodes only): messages, and their ids for a tokenizing policy. */
+  context(input: ContextRequest): Promise<ShownContext>;
   outcome(input: EpisodeOutcomeInput): Promise<Outcome>;
 }
 
@@ -74,6 +89,8 @@ export interface EpisodeInput {
   config: EpisodeConfig;
   prompt: Message[];
   promptTokens?: number[];
+  /** The ToolEnv presents each step's context (the step-level MDP); otherwise the history concatenates. */
+  stepLevel?: boolean;
 }
 
 /** The answers that move the machine on from a waiting state. */
@@ -81,6 +98,7 @@ export type EpisodeEvent =
   | { type: 'GENERATED'; output: PolicyOutput; tokenCount: number; action: ParsedAction }
   | { type: 'EXECUTED'; results: ToolResult[] }
   | { type: 'TRANSITIONED'; step: TransitionOutput }
+  | { type: 'CONTEXTED'; shown: ShownContext }
   | { type: 'SCORED'; outcome: Outcome }
   | { type: 'FAILED'; error: unknown };
 
@@ -99,6 +117,8 @@ export function estimateTokens(text: string): number {
 }
 
 interface PendingTurn {
+  /** What this step was shown, as the record stores it (step-level episodes, after the first turn). */
+  context?: StepContext;
   output: PolicyOutput | null;
   tokenCount: number;
   action: ParsedAction | null;
@@ -108,6 +128,8 @@ interface PendingTurn {
 
 interface EpisodeContext {
   config: EpisodeConfig;
+  stepLevel: boolean;
+  /** What the next step is shown: the whole history, or (step-level) the ToolEnv's context. */
   messages: Message[];
   tokens: number[] | undefined;
   totalTokens: number;
@@ -120,7 +142,7 @@ interface EpisodeContext {
 }
 
 /** What a turn's path names: the machine's states and its two stages that are actions. */
-type StageName = 'generate' | 'parseToolCall' | 'execute' | 'transition' | 'reward' | 'outcome' | 'done';
+type StageName = 'generate' | 'parseToolCall' | 'execute' | 'transition' | 'reward' | 'context' | 'outcome' | 'done';
 
 const emptyTurn = (): PendingTurn => ({
   output: null,
@@ -142,12 +164,15 @@ const withPath = (pending: PendingTurn, ...states: StageName[]): PendingTurn => 
   states: [...pending.states, ...states],
 });
 
-/** The episode's end (outcome, done) goes on the last finished turn's path, where there is one. */
-function endPath(turns: TurnRecord[]): TurnRecord[] {
+/**
+ * Stages after a turn is finished (context; the episode's end: outcome, done) go on the last
+ * finished turn's path, where there is one.
+ */
+function endPath(turns: TurnRecord[], ...states: StageName[]): TurnRecord[] {
   const last = turns.at(-1);
   if (!last) return turns;
   const ended = turns.slice(0, -1);
-  ended.push({ ...last, states: [...last.states, 'outcome', 'done'] });
+  ended.push({ ...last, states: [...last.states, ...states] });
   return ended;
 }
 
@@ -204,6 +229,7 @@ function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<Ep
   if (output!.logprobs) turn.logprobs = output!.logprobs;
   if (step.observationTokens) turn.observationTokens = step.observationTokens;
   if (step.info) turn.info = step.info;
+  if (context.pending.context) turn.context = context.pending.context;
 
   const messages = [...context.messages, { role: 'assistant' as const, content: output!.text }];
   if (step.observation !== null) messages.push({ role: 'tool', content: step.observation });
@@ -227,6 +253,7 @@ const INITIAL_STATE = 'generate';
 function initialContext(input: EpisodeInput): EpisodeContext {
   return {
     config: input.config,
+    stepLevel: input.stepLevel ?? false,
     messages: input.prompt.slice(),
     tokens: input.promptTokens?.slice(),
     totalTokens: 0,
@@ -254,17 +281,33 @@ export const episodeMachine = setup({
     reward: assign(({ context, event }) =>
       finishTurn(context, (event as Extract<EpisodeEvent, { type: 'TRANSITIONED' }>).step),
     ),
+    // The step's context replaces the history the turn just extended, which is what the record
+    // stores it against (a context that only grows by the turn costs nothing to store).
+    context: assign(({ context, event }) => {
+      const { shown } = event as Extract<EpisodeEvent, { type: 'CONTEXTED' }>;
+      const pending = emptyTurn();
+      pending.context = stepContext({ messages: context.messages, tokens: context.tokens }, shown);
+      return {
+        turns: endPath(context.turns, 'context'),
+        messages: shown.messages.slice(),
+        tokens: shown.tokens?.slice(),
+        pending,
+      };
+    }),
     fail: assign(({ context, event }, params: { left: StageName }) => {
       const error = context.error ?? errorText(event.type === 'FAILED' ? event.error : undefined);
-      // A turn cut short is not recorded: only the episode's end goes on a recorded path.
+      // A turn cut short is not recorded: only the stages after a finished turn go on a recorded path.
       return params.left === 'outcome'
-        ? { turns: endPath(context.turns), endReason: 'error' as const, error }
-        : { pending: withPath(context.pending, params.left), endReason: 'error' as const, error };
+        ? { turns: endPath(context.turns, 'outcome', 'done'), endReason: 'error' as const, error }
+        : params.left === 'context'
+          ? { turns: endPath(context.turns, 'context'), endReason: 'error' as const, error }
+          : { pending: withPath(context.pending, params.left), endReason: 'error' as const, error };
     }),
   },
   guards: {
     callsTools: ({ event }) => event.type === 'GENERATED' && event.action.kind === 'tool_calls',
     finished: ({ context, event }) => event.type === 'TRANSITIONED' && endReasonAfter(context, event.step) !== null,
+    stepLevel: ({ context }) => context.stepLevel,
   },
 }).createMachine({
   id: 'episode',
@@ -295,16 +338,26 @@ export const episodeMachine = setup({
       on: {
         TRANSITIONED: [
           { guard: 'finished', target: 'outcome', actions: 'reward' },
+          { guard: 'stepLevel', target: 'context', actions: 'reward' },
           { target: 'generate', actions: 'reward' },
         ],
         FAILED: { target: 'outcome', actions: { type: 'fail', params: { left: 'transition' } } },
+      },
+    },
+    context: {
+      on: {
+        CONTEXTED: { target: 'generate', actions: 'context' },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: { left: 'context' } } },
       },
     },
     outcome: {
       on: {
         SCORED: {
           target: 'done',
-          actions: assign(({ context, event }) => ({ turns: endPath(context.turns), outcome: event.outcome })),
+          actions: assign(({ context, event }) => ({
+            turns: endPath(context.turns, 'outcome', 'done'),
+            outcome: event.outcome,
+          })),
         },
         FAILED: { target: 'done', actions: { type: 'fail', params: { left: 'outcome' } } },
       },
@@ -407,6 +460,10 @@ async function answer(
           step: checkStep(await actors.transition({ turn, action: action!, results, history: context.turns })),
         };
       }
+      case 'context': {
+        const input = { turn, previous: context.messages, history: context.turns };
+        return { type: 'CONTEXTED', shown: checkContext(await actors.context(input)) };
+      }
       case 'outcome': {
         const input = { answer: context.answer, endReason: context.endReason!, history: context.turns };
         return { type: 'SCORED', outcome: checkOutcome(await actors.outcome(input)) };
@@ -443,6 +500,19 @@ function checkStep(step: TransitionOutput): TransitionOutput {
   if (typeof step.done !== 'boolean')
     throw new MalformedAnswerError('ToolEnv step', 'a "done" that is not a boolean', step);
   return step;
+}
+
+const ROLES = new Set(['system', 'user', 'assistant', 'tool']);
+
+function checkContext(shown: ShownContext): ShownContext {
+  const { messages } = shown ?? {};
+  if (!Array.isArray(messages) || messages.length === 0)
+    throw new MalformedAnswerError('ToolEnv context', 'a context that is not a non-empty list of messages', messages);
+  for (const m of messages) {
+    if (typeof m !== 'object' || m === null || !ROLES.has(m.role) || typeof m.content !== 'string')
+      throw new MalformedAnswerError('ToolEnv context', 'a message without a known role and a string content', m);
+  }
+  return shown;
 }
 
 function checkOutcome(outcome: Outcome): Outcome {

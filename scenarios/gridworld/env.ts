@@ -58,6 +58,16 @@ export const gridEnv: ToolEnv<Task, GridState> = {
     if (v.escaped) info['escaped'] = true;
     return { observation: results.map(render).join('\n'), reward: Math.round(reward * 1e6) / 1e6, done, info };
   },
+  // The state card: where the agent stands, what it carries, and what its last action did.
+  card: ({ state, history }) => {
+    const v = view(state);
+    const last = history.at(-1);
+    return [
+      `Position (x, y): ${v.position.join(', ')}. Key: ${v.has_key ? 'carried' : 'not carried'}. Door: ${v.door_open ? 'open' : 'locked'}.`,
+      `Turns so far: ${history.length}.`,
+      ...(last ? [`Last action: ${last.text}`, `Result: ${last.observation ?? '(none)'}`] : []),
+    ].join('\n');
+  },
   outcome: ({ state }) => {
     const v = view(state);
     return {

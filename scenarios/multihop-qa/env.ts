@@ -233,6 +233,35 @@ export function goldRecall(task: QaTask, history: readonly TurnRecord[]): number
   return task.meta.gold.filter((g) => found.has(g)).length / task.meta.gold.length;
 }
 
+/** The most documents the state card lists: the newest ones, so a card's size does not grow with the episode. */
+export const CARD_DOCUMENTS = 6;
+
+/**
+ * The state card: the searches made so far and the newest documents they found (each once), in
+ * place of the transcript, so that an agent that searched many times still sees what it learned.
+ */
+export function qaCard(history: readonly TurnRecord[]): string {
+  const searches: string[] = [];
+  const documents = new Map<string, string>();
+  for (const turn of history) {
+    for (const result of turn.results) {
+      if (!result.ok || !isSearchOutput(result.data)) continue;
+      searches.push(result.data.query);
+      for (const hit of result.data.results) {
+        documents.delete(hit.id); // a document found again moves to the end: it is among the newest
+        documents.set(hit.id, `${hit.title}\n${hit.text}`);
+      }
+    }
+  }
+  const newest = [...documents.values()].slice(-CARD_DOCUMENTS);
+  return [
+    `Searches so far (${searches.length}): ${searches.length > 0 ? searches.slice(-CARD_DOCUMENTS).join('; ') : 'none'}.`,
+    ...(newest.length > 0
+      ? ['Documents found:', ...newest.map((d, i) => `[${i + 1}] ${d}`)]
+      : ['No documents found yet.']),
+  ].join('\n');
+}
+
 export interface QaEnvOptions {
   /** The corpus a task searches: the world's (one for all tasks), or the task's own paragraphs. */
   corpusFor(task: QaTask): SearchCorpus;
@@ -245,6 +274,7 @@ export function createQaEnv(options: QaEnvOptions): ToolEnv<QaTask, QaState> {
     init: (task) => ({ corpus: options.corpusFor(task) }),
     prompt: qaPrompt,
     step: ({ task, action, results, history }) => judgeTurn(task, action, results, history, weights),
+    card: ({ history }) => qaCard(history),
     outcome({ task, answer, history }) {
       const { em, f1 } = answer === null ? { em: 0, f1: 0 } : qaScores(answer, acceptedAnswers(task));
       return {

@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from 'commander';
 import { UnknownNameError } from '../core/errors.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
+import { contextSetting } from '../env/context.ts';
 import { loadScenario } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { terminalText } from './terminal-text.ts';
@@ -88,6 +89,25 @@ export function formatSummary(summary: Record<string, unknown>): string {
       lines.push(name.padEnd(width) + columns.map((c) => fmt(rows[name]![c] ?? '').padStart(8)).join(''));
   }
   return terminalText(lines.join('\n'));
+}
+
+/** `--context` (rollout, eval, sft, train, start, env serve): who owns what each step is shown. */
+export const CONTEXT_HELP =
+  'what each step is shown: concat (the whole history, as in the paper), window:K (the prompt and the last K turns) ' +
+  "or card (the prompt and the scenario's state card): the step-level MDP; default concat";
+
+/** Checks a `--context` value's form; whether the scenario has a card is checked once it is loaded. */
+export function contextMode(value: string): string {
+  if (/^\d+$/.test(value))
+    throw new InvalidArgumentError(
+      "expected concat, window:K or card (the model's context length in tokens is --context-length)",
+    );
+  try {
+    contextSetting({ id: '', env: { card: () => '' } }, value);
+  } catch (err) {
+    throw new InvalidArgumentError((err as Error).message);
+  }
+  return value;
 }
 
 /** The help of `--train-threads` (sft, train, start). */

@@ -102,6 +102,25 @@ export interface TurnRecord {
   info?: { [key: string]: Json };
   /** Episode-machine states entered during this turn, in order. */
   states: string[];
+  /**
+   * What the policy was shown at this step, when the ToolEnv owns the context (the step-level MDP;
+   * absent for the paper's concatenation and for the first turn, which sees the record's prompt).
+   */
+  context?: StepContext;
+}
+
+/**
+ * A step's context, stored as a change to what concatenation would have shown: the previous
+ * step's context, its action and its observation (the base). The first `keep` base messages are
+ * kept and `messages` follow them; likewise for token ids. A context that only grows by the turn
+ * costs nothing to store, and a window or a card costs its own size, never the whole history.
+ */
+export interface StepContext {
+  keep: number;
+  messages: Message[];
+  /** Token ids, for a policy that tokenizes: the first `keepTokens` ids of the base, then `tokens`. */
+  keepTokens?: number;
+  tokens?: number[];
 }
 
 /** Budgets and limits of one episode. */
@@ -112,6 +131,11 @@ export interface EpisodeConfig {
   toolTimeoutMs: number;
   /** Tool output longer than this (characters) is cut, with a marker. */
   maxToolOutputChars: number;
+  /**
+   * Who owns the context each step is shown (src/env/context.ts): absent = the ToolEnv's own
+   * `context` hook, or the paper's concatenation when it has none; `concat`, `window:K`, `card`.
+   */
+  context?: string;
 }
 
 export const DEFAULT_EPISODE_CONFIG: EpisodeConfig = {

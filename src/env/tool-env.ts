@@ -24,6 +24,26 @@ export interface StepInput<TTask extends Task = Task, TState = unknown> {
   rng: Rng;
 }
 
+export interface ContextInput<TTask extends Task = Task, TState = unknown> {
+  task: TTask;
+  state: TState;
+  /** Index of the step this context is for (1-based: step 0 is shown the prompt). */
+  turn: number;
+  /** The messages that opened the episode (`ToolEnv.prompt`). */
+  prompt: readonly Message[];
+  /** What the policy was shown at the step before. */
+  previous: readonly Message[];
+  /** The turns so far, the last one just finished. */
+  history: readonly TurnRecord[];
+}
+
+export interface CardInput<TTask extends Task = Task, TState = unknown> {
+  task: TTask;
+  state: TState;
+  turn: number;
+  history: readonly TurnRecord[];
+}
+
 export interface OutcomeInput<TTask extends Task = Task, TState = unknown> {
   task: TTask;
   state: TState;
@@ -47,4 +67,15 @@ export interface ToolEnv<TTask extends Task = Task, TState = unknown> {
   prompt(task: TTask, tools: readonly OpenAITool[]): Message[];
   step(input: StepInput<TTask, TState>): StepResult | Promise<StepResult>;
   outcome(input: OutcomeInput<TTask, TState>): Outcome | Promise<Outcome>;
+  /**
+   * The step-level MDP: the complete message list the policy sees at the next step (a window, a
+   * summary, a state card instead of the transcript). Without it, each step sees the whole history
+   * (the paper's concatenation). A run's `context` setting can replace it (src/env/context.ts).
+   */
+  context?(input: ContextInput<TTask, TState>): Message[] | Promise<Message[]>;
+  /**
+   * Where the task stands, in a few lines (position and inventory; the facts found so far): what the
+   * built-in `card` context shows after the opening prompt, in place of the transcript.
+   */
+  card?(input: CardInput<TTask, TState>): string | Promise<string>;
 }

@@ -15,6 +15,7 @@ import type {
   ToolCall,
   ToolResult,
 } from '../core/types.ts';
+import { contextHook } from '../env/context.ts';
 import type { PolicyEncoding } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { toOpenAITool, type OpenAITool } from '../tools/tool.ts';
@@ -61,6 +62,8 @@ export async function driveEpisode(
 ): Promise<DrivenEpisode> {
   const rng = createRng(worldSeed(seed));
   const env = scenario.env;
+  // Resolved before init: a context the scenario cannot give is the run's mistake, not the episode's.
+  const context = contextHook(scenario, config.context);
   const state = env.init ? await env.init(task, { rng }) : undefined;
   try {
     const prompt = env.prompt(task, openAITools(scenario));
@@ -94,13 +97,25 @@ export async function driveEpisode(
           drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
         return observationTokens ? Object.assign({}, step, { observationTokens }) : step;
       },
+      context: async (input) => {
+        const { turn, previous, history } = input;
+        const messages = await context!({ task, state, turn, prompt, previous, history });
+        // The step's ids are its messages in the policy's template, encoded anew: the ToolEnv may have
+        // rewritten anything, so nothing of the history's ids is assumed to carry over.
+        const tokens = Array.isArray(messages) ? drivers.encode?.prompt(messages) : undefined;
+        return tokens ? { messages, tokens } : { messages };
+      },
       outcome: async (input) =>
         env.outcome({ task, state, answer: input.answer, endReason: input.endReason, history: input.history }),
     };
     // One signal per episode, following the run's: the episode's listeners attach to it, not to the
     // run's signal, which would otherwise hold one per tool call in flight across all episodes.
     const signal = drivers.signal && AbortSignal.any([drivers.signal]);
-    const output = await runEpisodeMachine({ config, prompt, promptTokens }, actors, signal);
+    const output = await runEpisodeMachine(
+      { config, prompt, promptTokens, stepLevel: context !== null },
+      actors,
+      signal,
+    );
     const driven: DrivenEpisode = Object.assign(output, { prompt }); // the machine's output is this episode's own
     if (promptTokens) driven.promptTokens = promptTokens;
     return driven;

@@ -1,5 +1,6 @@
-import type { EpisodeRecord } from '../core/types.ts';
+import type { EpisodeRecord, Message } from '../core/types.ts';
 import { historyToOpenAI } from '../openai/messages.ts';
+import { isStepLevel, shownContexts } from '../record/step-context.ts';
 import type { OpenAIMessage } from '../openai/wire.ts';
 import type { OpenAITool } from '../tools/tool.ts';
 
@@ -21,10 +22,16 @@ export interface EpisodeRow {
   seed: number;
   policy: string;
   policy_version: string;
+  /**
+   * A step-level episode is exported one row per step (what verl's agent loop and other step-level
+   * trainers read): `step` is its index, `messages` what the step was shown followed by its action.
+   * Null for a row that holds a whole (concatenated) episode.
+   */
+  step: number | null;
   messages: ExportMessage[];
   tools: OpenAITool[];
   rewards: { outcome: number; process: number; total: number };
-  /** Process reward of each assistant turn, in order. */
+  /** Process reward of each assistant turn in `messages`, in order. */
   turn_rewards: number[];
   success: boolean;
   end_reason: string;
@@ -53,11 +60,27 @@ export function recordMessages(record: EpisodeRecord): ExportMessage[] {
     history.push({ role: 'assistant', content: turn.text });
     if (turn.observation !== null) history.push({ role: 'tool', content: turn.observation });
   }
+  return exportMessages(history);
+}
+
+function exportMessages(history: readonly Message[]): ExportMessage[] {
   return historyToOpenAI(history).map((m) => ({
     role: m.role,
     content: m.content,
     tool_calls: m.role === 'assistant' && m.tool_calls ? m.tool_calls : null,
     tool_call_id: m.role === 'tool' ? m.tool_call_id : null,
+  }));
+}
+
+/** A record as export rows: one for a concatenated episode, one per step for a step-level one. */
+export function recordToRows(record: EpisodeRecord, tools: readonly OpenAITool[]): EpisodeRow[] {
+  if (!isStepLevel(record)) return [recordToRow(record, tools)];
+  const shown = shownContexts(record);
+  return record.turns.map((turn, i) => ({
+    ...recordToRow(record, tools),
+    step: i,
+    messages: exportMessages([...shown[i]!.messages, { role: 'assistant', content: turn.text }]),
+    turn_rewards: [turn.reward],
   }));
 }
 
@@ -74,6 +97,7 @@ export function recordToRow(record: EpisodeRecord, tools: readonly OpenAITool[])
     seed: record.seed,
     policy: record.policy.id,
     policy_version: record.policy.version,
+    step: null,
     messages: recordMessages(record),
     tools: tools.map((t) => structuredClone(t)),
     rewards: { outcome: record.outcome.reward, process: record.processReward, total: record.totalReward },

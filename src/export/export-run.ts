@@ -7,7 +7,7 @@ import { loadRecords } from '../record/jsonl.ts';
 import { openAITools } from '../episode/drive-episode.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import type { OpenAITool } from '../tools/tool.ts';
-import { recordToRow, type EpisodeRow } from './episode-row.ts';
+import { recordToRows, type EpisodeRow } from './episode-row.ts';
 import { rowsToParquet } from './parquet.ts';
 
 export class ExportError extends AgentR1Error {}
@@ -70,7 +70,7 @@ export async function recordsToRows(
         ),
       );
     }
-    rows.push(recordToRow(r, await tools.get(key)!));
+    rows.push(...recordToRows(r, await tools.get(key)!));
   }
   return rows;
 }

@@ -9,7 +9,11 @@ const str = (name: string, optional = false): SchemaElement => ({
   converted_type: 'UTF8',
   repetition_type: optional ? 'OPTIONAL' : 'REQUIRED',
 });
-const int = (name: string): SchemaElement => ({ name, type: 'INT32', repetition_type: 'REQUIRED' });
+const int = (name: string, optional = false): SchemaElement => ({
+  name,
+  type: 'INT32',
+  repetition_type: optional ? 'OPTIONAL' : 'REQUIRED',
+});
 const dbl = (name: string): SchemaElement => ({ name, type: 'DOUBLE', repetition_type: 'REQUIRED' });
 const json = (name: string): SchemaElement => ({
   name,
@@ -35,6 +39,7 @@ const SCALARS: Array<[keyof EpisodeRow, SchemaElement]> = [
   ['seed', int('seed')],
   ['policy', str('policy')],
   ['policy_version', str('policy_version')],
+  ['step', int('step', true)],
 ];
 
 const SCHEMA: SchemaElement[] = [
@@ -68,7 +73,7 @@ const SCHEMA: SchemaElement[] = [
   json('metrics'),
 ];
 
-/** Rows as one parquet file (snappy), one row per episode. */
+/** Rows as one parquet file (snappy), one row per episode (per step, for a step-level run). */
 export function rowsToParquet(rows: readonly EpisodeRow[]): ArrayBuffer {
   const column = <K extends keyof EpisodeRow>(name: K, map: (v: EpisodeRow[K]) => unknown = (v) => v) => ({
     name,
@@ -90,7 +95,8 @@ export function rowsToParquet(rows: readonly EpisodeRow[]): ArrayBuffer {
     kvMetadata: [
       {
         key: 'agent-r1.export',
-        value: 'episodes v1: one row per episode; messages in OpenAI chat format; tools and metrics are JSON text',
+        value:
+          'episodes v2: one row per episode, or per step (step not null) for step-level episodes; messages in OpenAI chat format; tools and metrics are JSON text',
       },
     ],
     createdBy: 'agent-r1-ts',

@@ -1,5 +1,6 @@
 import { AgentR1Error } from '../core/errors.ts';
 import type { EpisodeRecord, TurnRecord } from '../core/types.ts';
+import { isStepLevel, shownContexts } from '../record/step-context.ts';
 import type { PolicyEncoding } from './policy.ts';
 
 /**
@@ -29,6 +30,11 @@ export interface TrainingSequence extends TokenSequence {
   success: boolean;
   metrics: { [key: string]: number };
   policyVersion: string;
+  /**
+   * Step-level samples only (one per step of an episode, which share `episodeId`): the step's index.
+   * The prompt is what the ToolEnv showed at that step; advantages are computed per episode.
+   */
+  step?: number;
 }
 
 export interface RecordTokensOptions {
@@ -89,10 +95,36 @@ export function recordTokens(record: EpisodeRecord, options: RecordTokensOptions
 }
 
 /**
- * Turns one finished episode record, with its token ids, into a training sequence. Throws a
- * TrajectoryError on a record it cannot use.
+ * A record as one token sequence per step (the step-level MDP): what the step was shown, then its
+ * action, with the mask on the action only. For a concatenating record, step t's prompt is the
+ * history before action t, so these are the paper's sequence cut at each action.
  */
-export function buildTrajectory(record: EpisodeRecord): TrainingSequence {
+export function recordStepTokens(record: EpisodeRecord, options: RecordTokensOptions = {}): RecordTokens[] {
+  const enc = options.encoding;
+  const ids = !enc || (options.useRecordTokens ?? false);
+  const id = record.episodeId;
+  const shown = shownContexts(record);
+  return record.turns.map((turn, i) => {
+    const context = shown[i]!;
+    let prompt: readonly number[];
+    if (ids && context.tokens) prompt = context.tokens;
+    else if (enc) prompt = enc.prompt(context.messages);
+    else throw new TrajectoryError(noPromptIds(id));
+    let action: readonly number[];
+    if (ids && turn.tokens) action = turn.tokens;
+    else if (enc) action = enc.action(turn.text);
+    else
+      throw new TrajectoryError(`episode ${id} turn ${turn.index} has no token ids: RL needs a policy that tokenizes`);
+    const start = prompt.length;
+    return {
+      tokens: [...prompt, ...action],
+      mask: [...prompt.map(() => 0), ...action.map(() => 1)],
+      actions: [{ start, end: start + action.length }],
+    };
+  });
+}
+
+function checkTrainable(record: EpisodeRecord): asserts record is EpisodeRecord & { promptTokens: number[] } {
   if (record === null || typeof record !== 'object') throw new TrajectoryError('record is not an object');
   const id = record.episodeId;
   if (record.status !== 'ok') {
@@ -114,6 +146,20 @@ export function buildTrajectory(record: EpisodeRecord): TrainingSequence {
       throw new TrajectoryError(`episode ${id} turn ${turn.index}: reward is not a finite number`);
     }
   }
+  const outcome = record.outcome?.reward;
+  if (typeof outcome !== 'number' || !Number.isFinite(outcome)) {
+    throw new TrajectoryError(`episode ${id}: outcome reward is not a finite number`);
+  }
+}
+
+/**
+ * Turns one finished episode record, with its token ids, into a training sequence (the paper's
+ * form: the whole history, the loss on every action). Throws a TrajectoryError on a record it
+ * cannot use.
+ */
+export function buildTrajectory(record: EpisodeRecord): TrainingSequence {
+  checkTrainable(record);
+  const id = record.episodeId;
   const { tokens, mask, actions } = recordTokens(record);
   const rewards: number[] = new Array(tokens.length).fill(0);
   const sampleLogprobs: number[] = new Array(tokens.length).fill(0);
@@ -135,11 +181,7 @@ export function buildTrajectory(record: EpisodeRecord): TrainingSequence {
     }
   });
   if (lastAction < 0) throw new TrajectoryError(`episode ${id} has no action tokens to train on`);
-  const outcome = record.outcome?.reward;
-  if (typeof outcome !== 'number' || !Number.isFinite(outcome)) {
-    throw new TrajectoryError(`episode ${id}: outcome reward is not a finite number`);
-  }
-  rewards[lastAction]! += outcome + pending;
+  rewards[lastAction]! += record.outcome.reward + pending;
   return {
     episodeId: id,
     group: record.group,
@@ -154,6 +196,66 @@ export function buildTrajectory(record: EpisodeRecord): TrainingSequence {
     metrics: record.outcome.metrics ?? {},
     policyVersion: record.policy?.version ?? '',
   };
+}
+
+/**
+ * One training sample per step (the step-level MDP): the step's prompt ids, its action ids with the
+ * mask and the sampler's log-probs on them, its process reward on its last action token and, on the
+ * last step, the outcome. A step without action tokens is no sample: its reward goes to the step
+ * before (or, before any, the next). Works on any record; for a concatenating one the samples are
+ * the paper's sequence cut at each action, with the same rewards on the same tokens.
+ */
+export function buildStepTrajectories(record: EpisodeRecord): TrainingSequence[] {
+  checkTrainable(record);
+  const id = record.episodeId;
+  const steps = recordStepTokens(record);
+  const out: TrainingSequence[] = [];
+  let pending = 0;
+  record.turns.forEach((turn, i) => {
+    const { tokens, mask, actions } = steps[i]!;
+    const { start, end } = actions[0]!;
+    if (end === start) {
+      if (out.length > 0) addReward(out.at(-1)!, turn.reward);
+      else pending += turn.reward;
+      return;
+    }
+    const rewards: number[] = new Array(tokens.length).fill(0);
+    rewards[end - 1] = turn.reward + pending;
+    pending = 0;
+    const sampleLogprobs: number[] = new Array(tokens.length).fill(0);
+    for (let k = 0; k < end - start; k++) sampleLogprobs[start + k] = turn.logprobs?.[k] ?? 0;
+    out.push({
+      episodeId: id,
+      group: record.group,
+      sample: record.sample,
+      step: turn.index,
+      tokens,
+      mask,
+      rewards,
+      sampleLogprobs,
+      promptLength: start,
+      totalReward: record.totalReward,
+      success: record.outcome.success,
+      metrics: record.outcome.metrics ?? {},
+      policyVersion: record.policy?.version ?? '',
+    });
+  });
+  if (out.length === 0) throw new TrajectoryError(`episode ${id} has no action tokens to train on`);
+  addReward(out.at(-1)!, record.outcome.reward + pending);
+  return out;
+}
+
+/** Adds a reward on a sample's last action token. */
+function addReward(seq: TrainingSequence, reward: number): void {
+  seq.rewards[seq.mask.lastIndexOf(1)]! += reward;
+}
+
+/**
+ * A record's training samples: one sequence for a concatenating episode (the paper's form), one per
+ * step for a step-level one.
+ */
+export function trainingSamples(record: EpisodeRecord): TrainingSequence[] {
+  return isStepLevel(record) ? buildStepTrajectories(record) : [buildTrajectory(record)];
 }
 
 export interface SkippedEpisode {
@@ -173,7 +275,7 @@ export function buildTrajectories(records: readonly EpisodeRecord[]): {
   const skipped: SkippedEpisode[] = [];
   for (const record of records) {
     try {
-      sequences.push(buildTrajectory(record));
+      sequences.push(...trainingSamples(record));
     } catch (error) {
       if (!(error instanceof TrajectoryError)) throw error;
       skipped.push({ episodeId: String(record?.episodeId), reason: error.message });

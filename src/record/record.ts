@@ -80,6 +80,15 @@ const toolResult = z.object({
 
 const ints = z.array(z.number().int());
 
+const message = z.object({ role: z.enum(['system', 'user', 'assistant', 'tool']), content: z.string() });
+
+const stepContext = z.object({
+  keep: z.number().int().nonnegative(),
+  messages: z.array(message),
+  keepTokens: z.number().int().nonnegative().optional(),
+  tokens: ints.optional(),
+});
+
 /** The schema of a record line; replay and the viewer reject anything else as corrupt. */
 export const episodeRecordSchema = z.object({
   schema: z.literal(RECORD_SCHEMA_VERSION),
@@ -110,8 +119,9 @@ export const episodeRecordSchema = z.object({
     maxTotalTokens: z.number(),
     toolTimeoutMs: z.number(),
     maxToolOutputChars: z.number(),
+    context: z.string().optional(),
   }),
-  prompt: z.array(z.object({ role: z.enum(['system', 'user', 'assistant', 'tool']), content: z.string() })),
+  prompt: z.array(message),
   promptTokens: ints.optional(),
   turns: z.array(
     z.object({
@@ -128,6 +138,7 @@ export const episodeRecordSchema = z.object({
       done: z.boolean(),
       info: jsonObject.optional(),
       states: z.array(z.string()),
+      context: stepContext.optional(),
     }),
   ),
   answer: z.string().nullable(),

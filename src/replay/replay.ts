@@ -2,6 +2,7 @@ import type { EpisodeRecord, PolicyOutput, ToolResult } from '../core/types.ts';
 import { AgentR1Error } from '../core/errors.ts';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { driveEpisode } from '../episode/drive-episode.ts';
+import { shownContexts } from '../record/step-context.ts';
 import { buildRecord } from '../episode/run-episode.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { ToolRunner } from '../tools/runner.ts';
@@ -30,6 +31,7 @@ export interface ReplayOptions {
 }
 
 const TURN_FIELDS = [
+  'context',
   'states',
   'action',
   'results',
@@ -102,13 +104,22 @@ export async function replayRecord(
     : { episodeId: record.episodeId, verified: true, replayed };
 }
 
-/** The record's own token ids stand in for the policy's tokenizer: observations come in turn order. */
+/**
+ * The record's own token ids stand in for the policy's tokenizer: the prompt first, then (step-level)
+ * each step's context, and the observations, each in turn order.
+ */
 function recordedEncoding(record: EpisodeRecord) {
   const observed = record.turns.filter((t) => t.observation !== null);
-  let next = 0;
+  const shown = shownContexts(record);
+  const prompts = [
+    record.promptTokens!,
+    ...record.turns.flatMap((t, i) => (t.context ? [shown[i]!.tokens ?? []] : [])),
+  ];
+  let nextObservation = 0;
+  let nextPrompt = 0;
   return {
-    prompt: () => record.promptTokens!,
-    observation: () => observed[next++]?.observationTokens ?? [],
+    prompt: () => (prompts[nextPrompt++] ?? []).slice(),
+    observation: () => observed[nextObservation++]?.observationTokens ?? [],
   };
 }
 

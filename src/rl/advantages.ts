@@ -17,6 +17,14 @@ export interface AdvantageSequence {
   mask: readonly number[];
   values?: readonly number[];
   group?: string;
+  /**
+   * Step-level samples (one sequence per step of an episode): the episode's key and the step's
+   * index in it. With them, each estimator runs over episodes and their steps (see stepLevel below).
+   */
+  episode?: string;
+  step?: number;
+  /** Step-level GAE: the token whose value is the step's state value (the step's last prompt token). */
+  valueAt?: number;
 }
 
 export interface AdvantageOptions {
@@ -35,6 +43,8 @@ export interface AdvantageResult {
   advantages: number[];
   /** Per token (GAE: advantages + values before whitening; REINFORCE++: the return-to-go); 0 off the mask. */
   returns?: number[];
+  /** Where the value loss applies, when not on the action tokens (step-level GAE: each step's state token). */
+  valueMask?: number[];
 }
 
 const GRPO_EPS = 1e-6;
@@ -54,6 +64,9 @@ export function computeAdvantages(
   const gamma = checkUnit(options.gamma ?? 1, 'gamma');
   const lambda = checkUnit(options.lambda ?? 1, 'lambda');
   sequences.forEach((s, i) => validateSequence(s, i, estimator));
+  if (sequences.some((s) => s.episode !== undefined)) {
+    return stepLevel(estimator, sequences, gamma, lambda, options);
+  }
   switch (estimator) {
     case 'gae':
       return gae(sequences, gamma, lambda, options.whiten ?? true);
@@ -93,6 +106,14 @@ function validateSequence(s: AdvantageSequence, i: number, estimator: AdvantageE
     if (m === 0 && r !== 0) {
       throw new RlInputError(`${where}: reward ${r} at token ${t}, which is not an action token (mask 0)`);
     }
+  }
+  if (s.episode !== undefined || s.step !== undefined) {
+    if (typeof s.episode !== 'string' || !Number.isInteger(s.step) || s.step! < 0)
+      throw new RlInputError(
+        `${where}: a step-level sample needs an episode key (string) and a step index (integer ≥ 0)`,
+      );
+    if (estimator === 'gae' && (!Number.isInteger(s.valueAt) || s.valueAt! < 0 || s.valueAt! >= s.mask.length))
+      throw new RlInputError(`${where}: step-level gae needs valueAt, the index of the step's last prompt token`);
   }
   if (estimator === 'gae') {
     if (!Array.isArray(s.values)) throw new RlInputError(`${where}: gae needs values`);
@@ -186,10 +207,10 @@ function broadcast(value: number, mask: readonly number[]): number[] {
   return mask.map((m) => (m === 1 ? value + 0 : 0));
 }
 
-function grpo(seqs: readonly AdvantageSequence[], normByStd: boolean): AdvantageResult[] {
-  const scores = seqs.map(score);
-  const normalized = new Array<number>(seqs.length).fill(0);
-  for (const members of groupsOf(seqs).values()) {
+/** GRPO's normalization of scores within their groups (one score per episode). */
+function groupNormalized(scores: readonly number[], groups: Map<string, number[]>, normByStd: boolean): number[] {
+  const normalized = new Array<number>(scores.length).fill(0);
+  for (const members of groups.values()) {
     const xs = members.map((i) => scores[i]!);
     // verl: a group of one gets mean 0 and std 1 (its score passes through unchanged).
     const mean = xs.length === 1 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -198,13 +219,13 @@ function grpo(seqs: readonly AdvantageSequence[], normByStd: boolean): Advantage
       normalized[i] = normByStd ? (xs[k]! - mean) / (std + GRPO_EPS) : xs[k]! - mean;
     });
   }
-  return seqs.map((s, i) => ({ advantages: broadcast(normalized[i]!, s.mask) }));
+  return normalized;
 }
 
-function rloo(seqs: readonly AdvantageSequence[]): AdvantageResult[] {
-  const scores = seqs.map(score);
-  const out = new Array<number>(seqs.length).fill(0);
-  for (const members of groupsOf(seqs).values()) {
+/** RLOO's baseline: each score minus the mean of the others in its group. */
+function leaveOneOut(scores: readonly number[], groups: Map<string, number[]>): number[] {
+  const out = new Array<number>(scores.length).fill(0);
+  for (const members of groups.values()) {
     const n = members.length;
     if (n === 1) {
       // verl: with no other member the baseline is 0.
@@ -214,7 +235,123 @@ function rloo(seqs: readonly AdvantageSequence[]): AdvantageResult[] {
     const sum = members.reduce((a, i) => a + scores[i]!, 0);
     for (const i of members) out[i] = scores[i]! - (sum - scores[i]!) / (n - 1);
   }
+  return out;
+}
+
+function grpo(seqs: readonly AdvantageSequence[], normByStd: boolean): AdvantageResult[] {
+  const normalized = groupNormalized(seqs.map(score), groupsOf(seqs), normByStd);
+  return seqs.map((s, i) => ({ advantages: broadcast(normalized[i]!, s.mask) }));
+}
+
+function rloo(seqs: readonly AdvantageSequence[]): AdvantageResult[] {
+  const out = leaveOneOut(seqs.map(score), groupsOf(seqs));
   return seqs.map((s, i) => ({ advantages: broadcast(out[i]!, s.mask) }));
+}
+
+/**
+ * The step-level MDP (Agent-R1 v0.1): each sequence is one step of an episode, and a step is the
+ * unit of time. A step's reward is the sum of its token rewards (its process reward; the outcome
+ * on the last step).
+ * - GRPO, RLOO: the episode's score (the sum of its steps' rewards) is normalized within its group,
+ *   as the paper's form does it, and every step's action tokens get it.
+ * - REINFORCE++: each step's discounted return over the steps, G_k = r_k + γ·G_{k+1}.
+ * - GAE: over steps, with the critic's value of each step's state (the token at `valueAt`, the
+ *   step's last prompt token): δ_k = r_k + γ·V_{k+1} − V_k, A_k = δ_k + γλ·A_{k+1}; the value
+ *   target R_k = A_k + V_k sits on that token.
+ * Whitening (REINFORCE++, GAE) is over steps, each once, not over tokens: a step's advantage is
+ * repeated on every token of its action, and long actions would otherwise weigh more.
+ */
+function stepLevel(
+  estimator: AdvantageEstimator,
+  seqs: readonly AdvantageSequence[],
+  gamma: number,
+  lambda: number,
+  options: AdvantageOptions,
+): AdvantageResult[] {
+  const episodes = episodesOf(seqs);
+  const stepReward = seqs.map(score);
+  const perStep = new Array<number>(seqs.length).fill(0);
+  if (estimator === 'grpo' || estimator === 'rloo') {
+    const keys = [...episodes.keys()];
+    const scores = keys.map((e) => episodes.get(e)!.reduce((a, i) => a + stepReward[i]!, 0));
+    const groups = new Map<string, number[]>();
+    keys.forEach((e, k) => {
+      const group = seqs[episodes.get(e)![0]!]!.group!;
+      const members = groups.get(group);
+      if (members) members.push(k);
+      else groups.set(group, [k]);
+    });
+    const value =
+      estimator === 'grpo' ? groupNormalized(scores, groups, options.normByStd ?? true) : leaveOneOut(scores, groups);
+    keys.forEach((e, k) => {
+      for (const i of episodes.get(e)!) perStep[i] = value[k]!;
+    });
+    return seqs.map((s, i) => ({ advantages: broadcast(perStep[i]!, s.mask) }));
+  }
+  const returns = new Array<number>(seqs.length).fill(0);
+  for (const steps of episodes.values()) {
+    let next = 0; // G_{k+1} (REINFORCE++) or A_{k+1} (GAE)
+    let nextValue = 0;
+    for (let k = steps.length - 1; k >= 0; k--) {
+      const i = steps[k]!;
+      if (estimator === 'reinforce++') {
+        next = stepReward[i]! + gamma * next;
+        perStep[i] = next;
+        returns[i] = next;
+      } else {
+        const s = seqs[i]!;
+        const value = s.values![s.valueAt!]!;
+        next = stepReward[i]! + gamma * nextValue - value + gamma * lambda * next;
+        perStep[i] = next;
+        returns[i] = next + value;
+        nextValue = value;
+      }
+    }
+  }
+  if (options.whiten ?? true) whitenSteps(perStep, seqs);
+  return seqs.map((s, i) => {
+    const result: AdvantageResult = { advantages: broadcast(perStep[i]!, s.mask) };
+    if (estimator === 'reinforce++') result.returns = broadcast(returns[i]!, s.mask);
+    else {
+      result.returns = s.mask.map((_, t) => (t === s.valueAt ? returns[i]! : 0));
+      result.valueMask = s.mask.map((_, t) => (t === s.valueAt ? 1 : 0));
+    }
+    return result;
+  });
+}
+
+/** Each episode's sequences, in step order. */
+function episodesOf(seqs: readonly AdvantageSequence[]): Map<string, number[]> {
+  const episodes = new Map<string, number[]>();
+  seqs.forEach((s, i) => {
+    if (s.episode === undefined)
+      throw new RlInputError(`sequence ${i} has no episode key, but others are step-level samples: mix none`);
+    const steps = episodes.get(s.episode);
+    if (steps) steps.push(i);
+    else episodes.set(s.episode, [i]);
+  });
+  for (const [episode, steps] of episodes) {
+    steps.sort((a, b) => seqs[a]!.step! - seqs[b]!.step!);
+    for (let k = 1; k < steps.length; k++) {
+      if (seqs[steps[k]!]!.step === seqs[steps[k - 1]!]!.step)
+        throw new RlInputError(`episode ${episode} has two samples of step ${seqs[steps[k]!]!.step}`);
+      if (seqs[steps[k]!]!.group !== seqs[steps[0]!]!.group)
+        throw new RlInputError(`episode ${episode} has steps in different groups`);
+    }
+  }
+  return episodes;
+}
+
+/** Whitening over steps: (x − mean)·rsqrt(var + 1e-8) with each step (with any action token) counted once. */
+function whitenSteps(perStep: number[], seqs: readonly AdvantageSequence[]): void {
+  const counted = seqs.flatMap((s, i) => (s.mask.includes(1) ? [i] : []));
+  if (counted.length < 2) {
+    throw new RlInputError(`whitening needs at least 2 steps in the batch, got ${counted.length} (pass whiten: false)`);
+  }
+  const mean = counted.reduce((a, i) => a + perStep[i]!, 0) / counted.length;
+  const ss = counted.reduce((a, i) => a + (perStep[i]! - mean) ** 2, 0);
+  const scale = 1 / Math.sqrt(ss / (counted.length - 1) + WHITEN_EPS);
+  for (const i of counted) perStep[i] = (perStep[i]! - mean) * scale;
 }
 
 /**

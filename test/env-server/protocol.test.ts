@@ -196,3 +196,36 @@ test('HTTP: /health, /metadata, /schema, /state, and the stateless /reset and /s
   for (const r of records) t.true((await replayRecord(r, calc)).verified);
   await s.server.close();
 });
+
+test('with a step-level context, each observation carries what the step is shown, and the record replays', async (t) => {
+  const s = await serve({ config: { context: 'window:1' } });
+  const env = await connectEnv(s.url);
+  try {
+    await env.reset({ seed: 3, task: 0 });
+    await env.step(call('echo', { text: 'first' }));
+    const second = await env.step(call('echo', { text: 'second' }));
+    // A window of one turn: the prompt, then only the last action and its result.
+    t.deepEqual(
+      second.observation.messages.map((m) => m.role),
+      ['system', 'user', 'assistant', 'tool'],
+    );
+    t.like(second.observation.messages[3], { role: 'tool', content: 'second' });
+    t.false(JSON.stringify(second.observation.messages).includes('first'));
+    await env.step({ answer: '42' });
+  } finally {
+    await env.close();
+  }
+  const [record] = await s.recorded(1);
+  t.is(record!.config.context, 'window:1');
+  // Stored against concatenation: step 1 keeps all of it, step 2 drops the first turn.
+  t.deepEqual(record!.turns[1]!.context, { keep: 4, messages: [] });
+  t.deepEqual(record!.turns[2]!.context, {
+    keep: 2,
+    messages: [
+      { role: 'assistant', content: record!.turns[1]!.text },
+      { role: 'tool', content: 'second' },
+    ],
+  });
+  t.true((await replayRecord(record!, toy())).verified);
+  await s.server.close();
+});

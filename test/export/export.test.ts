@@ -172,3 +172,47 @@ test('export errors: no records, corrupt lines, unknown format, a scenario that 
     message: /1 corrupt record line/,
   });
 });
+
+test('a step-level run exports one row per step: what the step was shown, then its action', async (t) => {
+  const grid = await load('gridworld', {});
+  const dir = mkdtempSync(join(tmpdir(), 'agent-r1-export-steps-'));
+  const policy = await grid.policies.expert!({ scenario: grid, seed: 0 });
+  const { records } = await rollout({
+    scenario: grid,
+    policy,
+    split: 'train',
+    episodes: 3,
+    seed: 2,
+    config: { context: 'window:1' },
+  });
+  const writer = new RecordWriter(join(dir, 'episodes.jsonl'));
+  for (const r of records) writer.write(r);
+  writer.close();
+  const steps = records.reduce((n, r) => n + r.turns.length, 0);
+  for (const format of ['messages', 'parquet'] as const) {
+    const out = join(dir, `export.${format === 'parquet' ? 'parquet' : 'jsonl'}`);
+    const result = await exportRun({ runDir: dir, format, out, loadScenario: load });
+    t.is(result.rows, steps);
+    const rows: any[] =
+      format === 'parquet'
+        ? await parquetReadObjects({ file: new Uint8Array(readFileSync(out)).buffer })
+        : readFileSync(out, 'utf8')
+            .trim()
+            .split('\n')
+            .map((l) => JSON.parse(l));
+    const first = records[0]!;
+    const mine = rows.filter((r) => r.episode_id === first.episodeId);
+    t.deepEqual(
+      mine.map((r) => Number(r.step)),
+      first.turns.map((_, i) => i),
+    );
+    // Step 3 of a window of one: the prompt, the previous action and its result, then its own action.
+    const row = mine[3]!;
+    t.deepEqual(
+      row.messages.map((m: { role: string }) => m.role),
+      ['system', 'user', 'assistant', 'tool', 'assistant'],
+    );
+    t.is(row.messages.at(-1).tool_calls[0].function.name, JSON.parse(/\{.*\}/.exec(first.turns[3]!.text)![0]).name);
+    t.deepEqual(row.turn_rewards.map(Number), [first.turns[3]!.reward]);
+  }
+});

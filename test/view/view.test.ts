@@ -18,7 +18,8 @@ import { EpisodeIndex } from '../../src/view/episode-index.ts';
 import { RunDirError, ViewerStartError, ViewRequestError } from '../../src/view/errors.ts';
 import { escapeHtml, html } from '../../src/view/html.ts';
 import { layerNodes, machineGraph } from '../../src/view/machine-graph.ts';
-import { episodePath, worldPath } from '../../src/view/pages/episode.ts';
+import { episodePath, episodeView, worldPath } from '../../src/view/pages/episode.ts';
+import gridworld from '../../scenarios/gridworld/index.ts';
 import { parseEpisodeQuery } from '../../src/view/pages/run.ts';
 import { buildReport, pickExamples } from '../../src/view/report.ts';
 import { parseMetrics, readRunDir, runNames } from '../../src/view/run-dir.ts';
@@ -72,6 +73,9 @@ test('the episode machine graph is read from its definition', (t) => {
   t.deepEqual(edge('transition', 'generate')?.labels, ['TRANSITIONED / reward']);
   t.deepEqual(edge('transition', 'outcome')?.labels, ['TRANSITIONED [finished] / reward', 'FAILED / fail']);
   t.deepEqual(edge('execute', 'transition')?.labels, ['EXECUTED'], 'an inline assign has no name to show');
+  // The step-level MDP: the ToolEnv's context is a state of its own, between a turn and the next.
+  t.deepEqual(edge('transition', 'context')?.labels, ['TRANSITIONED [stepLevel] / reward']);
+  t.deepEqual(edge('context', 'generate')?.labels, ['CONTEXTED / context']);
   t.truthy(edge('generate', 'outcome'));
   t.true(g.nodes.find((n) => n.id === 'done')!.final);
   const layers = layerNodes(g);
@@ -429,4 +433,21 @@ test('the viewer: a deleted episodes.jsonl is a page that says so; only plain di
   } finally {
     await viewer.close();
   }
+});
+
+test("a step-level episode shows each step's context, collapsed where it only grew by the last turn", async (t) => {
+  const grid = gridworld as unknown as Scenario;
+  const policy = await grid.policies.expert!({ scenario: grid, seed: 1 });
+  const run = async (context: string) =>
+    (await rollout({ scenario: grid, policy, split: 'train', episodes: 1, seed: 4, config: { context } })).records[0]!;
+  const view = (r: EpisodeRecord) => episodeView({ record: r, episodeGraph: machineGraph(episodeMachine) }).value;
+  const windowed = view(await run('window:2'));
+  // Step 1 of a window of 2 is the history so far; step 3 drops the first turn.
+  t.true(windowed.includes('data-context="extends"'));
+  t.true(windowed.includes('data-context="new"'));
+  const card = await run('card');
+  const carded = view(card);
+  t.is((carded.match(/data-context="new"/g) ?? []).length, card.turns.length - 1);
+  t.true(carded.includes('Position (x, y)'));
+  t.false(view(records[0]!).includes('data-context'), 'a concatenated episode shows no contexts');
 });

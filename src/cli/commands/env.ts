@@ -8,7 +8,16 @@ import {
   DEFAULT_MAX_SESSIONS,
   EnvServer,
 } from '../../env-server/server.ts';
-import { keyValue, nonNegativeNumber, positiveInt, printJson, scenarioFromFlags } from '../common.ts';
+import { contextSetting } from '../../env/context.ts';
+import {
+  CONTEXT_HELP,
+  contextMode,
+  keyValue,
+  nonNegativeNumber,
+  positiveInt,
+  printJson,
+  scenarioFromFlags,
+} from '../common.ts';
 
 interface EnvServeFlags {
   scenario: string;
@@ -24,6 +33,7 @@ interface EnvServeFlags {
   maxTurns?: number;
   maxTokensPerTurn?: number;
   maxTotalTokens?: number;
+  context?: string;
   quiet?: boolean;
   json?: boolean;
 }
@@ -68,6 +78,7 @@ export function register(program: Command): void {
     .option('--max-turns <n>', "turns per episode (default: the scenario's)", positiveInt)
     .option('--max-tokens-per-turn <n>', "tokens one action may take (default: the scenario's)", positiveInt)
     .option('--max-total-tokens <n>', "action + observation tokens per episode (default: the scenario's)", positiveInt)
+    .option('--context <mode>', `${CONTEXT_HELP}; each observation's messages are what the step is shown`, contextMode)
     .option('--quiet', 'no session log on stderr')
     .option('--json', 'print {url, ws, scenario, records, runId} as one stdout line once listening')
     .action(async (flags: EnvServeFlags) => {
@@ -79,6 +90,7 @@ export function register(program: Command): void {
           maxTurns: flags.maxTurns,
           maxTokensPerTurn: flags.maxTokensPerTurn,
           maxTotalTokens: flags.maxTotalTokens,
+          context: contextSetting(scenario, flags.context),
         }).filter(([, v]) => v !== undefined),
       );
       const recordDir = flags.record === false ? undefined : (flags.record ?? `runs/env-${scenario.id}`);

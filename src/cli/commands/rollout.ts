@@ -10,8 +10,11 @@ import type { EpisodeRecord } from '../../core/types.ts';
 import { OutputExistsError } from '../../core/errors.ts';
 import { writeOutput } from '../../core/write-output.ts';
 import { assertWritableDir } from '../../core/writable-dir.ts';
+import { contextSetting } from '../../env/context.ts';
 import {
   checkSplit,
+  CONTEXT_HELP,
+  contextMode,
   formatSummary,
   integer,
   keyValue,
@@ -48,6 +51,7 @@ export interface RolloutFlags extends QueueFlags {
   maxTurns?: number;
   maxTokensPerTurn?: number;
   maxTotalTokens?: number;
+  context?: string;
   temperature?: number;
   out?: string;
   force?: boolean;
@@ -89,6 +93,7 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
     .option('--max-turns <n>', "turns per episode (default: the scenario's)", positiveInt)
     .option('--max-tokens-per-turn <n>', "tokens one action may take (default: the scenario's)", positiveInt)
     .option('--max-total-tokens <n>', "action + observation tokens per episode (default: the scenario's)", positiveInt)
+    .option('--context <mode>', CONTEXT_HELP, contextMode)
     .option(
       '--temperature <x>',
       "a checkpoint policy's sampling temperature instead of the one it was saved with (0: greedy, as the paper table evaluates)",
@@ -110,6 +115,7 @@ export async function runRolloutCommand(
   if (flags.out) prepareOut(flags.out, flags.force || flags.resume);
   const scenario = await scenarioFromFlags(flags);
   checkSplit(scenario, flags.split);
+  const context = contextSetting(scenario, flags.context);
   const policy = await resolvePolicy(flags.policy, scenario, flags.seed, { temperature: flags.temperature });
   if (flags.policy.startsWith('ckpt:')) {
     const { backendInfo } = await import('../../policy/tfjs/backend.ts');
@@ -157,6 +163,7 @@ export async function runRolloutCommand(
       maxTurns: flags.maxTurns,
       maxTokensPerTurn: flags.maxTokensPerTurn,
       maxTotalTokens: flags.maxTotalTokens,
+      context,
     }).filter(([, v]) => v !== undefined),
   );
   const common = {

@@ -16,11 +16,16 @@ export function chatEncoding(tok: Tokenizer): PolicyEncoding & { action(text: st
   const end = tok.special('<|end|>');
   const assistant = tok.special('<|assistant|>');
   return {
+    // Tool messages are wrapped as observations are, so that a context a ToolEnv writes (the
+    // step-level MDP) reads like the history an episode builds: the concatenated history, written as
+    // messages, encodes to its own ids wherever its actions' text encodes to the sampled ids.
     prompt(messages: readonly Message[]): number[] {
       const out: number[] = [];
       for (const m of messages) {
         out.push(role(m.role));
+        if (m.role === 'tool') out.push(tok.special('<tool_response>'));
         tok.encode(m.content).forEach((id) => out.push(id));
+        if (m.role === 'tool') out.push(tok.special('</tool_response>'));
         out.push(end);
       }
       out.push(assistant);

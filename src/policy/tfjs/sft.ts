@@ -3,7 +3,8 @@ import { AgentR1Error } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
 import type { PolicyEncoding } from '../policy.ts';
-import { recordTokens, type TokenSequence } from '../trajectory.ts';
+import { isStepLevel } from '../../record/step-context.ts';
+import { recordStepTokens, recordTokens, type TokenSequence } from '../trajectory.ts';
 import { AdamW, type AdamWOptions, type StepStats } from './adamw.ts';
 import { chatEncoding } from './chat-template.ts';
 import { microGradient, sumMicroGradients, type GradientExecutor, type MicroGradient } from './data-parallel.ts';
@@ -21,7 +22,8 @@ export class SftError extends AgentR1Error {}
 /**
  * Token sequences from records, built exactly as live play builds the history (recordTokens): the
  * prompt, each action, its observation in the chat template (or the end tokens after the last
- * action), cut to `contextLength`; records without an agent token left are dropped. The texts are
+ * action), cut to `contextLength`; records without an agent token left are dropped. A step-level
+ * record gives one sequence per step (recordStepTokens). The texts are
  * encoded with `encoding` (`useRecordTokens` takes the recorded ids where there are some instead:
  * only right when they come from this tokenizer).
  */
@@ -33,12 +35,15 @@ export function sequencesFromRecords(
   const out: TokenSequence[] = [];
   for (const r of records) {
     if (options.onlySuccessful && !r.outcome.success) continue;
-    const { tokens, mask } = recordTokens(r, { encoding, useRecordTokens: options.useRecordTokens ?? false });
-    if (options.contextLength && tokens.length > options.contextLength) {
-      tokens.length = options.contextLength;
-      mask.length = options.contextLength;
+    const how = { encoding, useRecordTokens: options.useRecordTokens ?? false };
+    // A step-level episode is one sample per step: what the ToolEnv showed, then the action.
+    for (const { tokens, mask } of isStepLevel(r) ? recordStepTokens(r, how) : [recordTokens(r, how)]) {
+      if (options.contextLength && tokens.length > options.contextLength) {
+        tokens.length = options.contextLength;
+        mask.length = options.contextLength;
+      }
+      if (mask.some((m) => m === 1)) out.push({ tokens, mask });
     }
-    if (mask.some((m) => m === 1)) out.push({ tokens, mask });
   }
   return out;
 }
@@ -51,6 +56,8 @@ export function recordTexts(records: readonly EpisodeRecord[]): string[] {
     for (const t of r.turns) {
       texts.push(t.text);
       if (t.observation !== null) texts.push(t.observation);
+      // What a step-level context adds (a state card, a summary) is text the policy reads too.
+      for (const m of t.context?.messages ?? []) texts.push(m.content);
     }
   }
   return texts;

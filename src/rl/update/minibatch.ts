@@ -44,6 +44,7 @@ export interface MinibatchStats {
 
 interface MicroTensors {
   mask: tf.Tensor2D;
+  valueMask: tf.Tensor2D | null;
   oldLp: tf.Tensor2D | null;
   adv: tf.Tensor2D;
   ref: tf.Tensor2D | null;
@@ -65,7 +66,11 @@ export interface RlMicroJob {
   refLogprobs: number[][] | null;
   returns: number[][] | null;
   oldValues: number[][] | null;
+  /** Where the value loss applies when not on the action tokens (step-level PPO: each step's state token). */
+  valueMasks: number[][] | null;
   denominator: number;
+  /** The minibatch's count for the value loss (its positions, or sequences with any). */
+  valueDenominator: number;
   /** The model's pad token (a replica pads the rows with it). */
   pad: number;
 }
@@ -114,8 +119,8 @@ function microbatchLoss(
   }
   if (t.returns && t.oldValues && out.values) {
     const vl = clippedValueLoss(
-      { values: out.values, oldValues: t.oldValues, returns: t.returns, mask: t.mask },
-      { clipRange: config.valueClip, aggregation, denominator },
+      { values: out.values, oldValues: t.oldValues, returns: t.returns, mask: t.valueMask ?? t.mask },
+      { clipRange: config.valueClip, aggregation, denominator: job.valueDenominator },
     );
     metric.vf = tf.keep(vl.loss);
     loss = tf.add(loss, tf.mul(config.valueCoef, vl.loss));
@@ -137,6 +142,7 @@ export async function rlMicroGradient(
   const pick = (src: number[][] | null) => (src ? tf.tensor2d(padRows(src, job.length), shape, 'float32') : null);
   const t: MicroTensors = {
     mask: pick(job.masks)!,
+    valueMask: pick(job.valueMasks),
     oldLp: pick(job.oldLogprobs),
     adv: pick(job.advantages)!,
     ref: pick(job.refLogprobs),
@@ -172,6 +178,17 @@ export async function minibatchStep(
   const mbTokens = mb.reduce((a, i) => a + masks[i]!.reduce((x, y) => x + y, 0), 0);
   const mbSeqs = mb.filter((i) => masks[i]!.includes(1)).length;
   const denominator = Math.max(1, config.aggregation === 'token-mean' ? mbTokens : mbSeqs);
+  // Step-level PPO trains its critic on each step's state token, not on the action tokens.
+  const valueMasks = usePpoValue && advantages.some((a) => a.valueMask) ? advantages.map((a) => a.valueMask!) : null;
+  const count = (m: readonly number[]) => m.reduce((x, y) => x + y, 0);
+  const valueDenominator = valueMasks
+    ? Math.max(
+        1,
+        config.aggregation === 'token-mean'
+          ? mb.reduce((a, i) => a + count(valueMasks[i]!), 0)
+          : mb.filter((i) => valueMasks[i]!.includes(1)).length,
+      )
+    : denominator;
   const gpt = model instanceof GptTrainable ? model : null;
   const jobs: RlMicroJob[] = [];
   const shares: number[] = [];
@@ -191,7 +208,9 @@ export async function minibatchStep(
       refLogprobs: refLogprobs && config.klMode === 'loss' ? take(refLogprobs) : null,
       returns: usePpoValue ? take(advantages.map((a) => a.returns!)) : null,
       oldValues: usePpoValue ? take(old!.values!) : null,
+      valueMasks: valueMasks ? take(valueMasks) : null,
       denominator,
+      valueDenominator,
       pad: gpt ? gpt.tokenizer.pad : 0,
     });
   }

@@ -1,4 +1,5 @@
 import type { EpisodeRecord, Json, TurnRecord } from '../../core/types.ts';
+import { shownContexts, type ShownContext } from '../../record/step-context.ts';
 import type { ReplayResult } from '../../replay/replay.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import { pathMarks, renderDiagram } from '../diagram-svg.ts';
@@ -47,7 +48,20 @@ export function worldPath(record: Pick<EpisodeRecord, 'turns'>, graph: MachineGr
 
 const pretty = (v: unknown) => JSON.stringify(v, null, 2);
 
-function turnView(turn: TurnRecord, decode: TokenDecoder | undefined): Html {
+/**
+ * What a step-level turn was shown: collapsed to a line when it is just the previous context plus
+ * the last turn; otherwise each message, the ones that concatenation would not have shown marked.
+ */
+function contextView(turn: TurnRecord, shown: ShownContext | undefined): Html {
+  const c = turn.context;
+  if (!c || !shown) return html``;
+  if (c.messages.length === 0 && (c.keepTokens === undefined || (c.tokens?.length ?? 0) === 0))
+    return html`<div class="context muted" data-context="extends">context: the previous one plus the last turn (${shown.messages.length} messages)</div>`;
+  return html`<details class="context" data-context="new"><summary>context the ToolEnv showed (${shown.messages.length} messages: ${c.keep} kept, ${c.messages.length} new${shown.tokens ? `, ${shown.tokens.length} tokens` : ''})</summary>
+    ${shown.messages.map((m, i) => html`<div class="muted">${m.role}${i >= c.keep ? html` <span class="badge">new</span>` : ''}</div><pre class="context-message">${m.content}</pre>`)}</details>`;
+}
+
+function turnView(turn: TurnRecord, decode: TokenDecoder | undefined, shown?: ShownContext): Html {
   const a = turn.action;
   const action =
     a.kind === 'tool_calls'
@@ -65,6 +79,7 @@ function turnView(turn: TurnRecord, decode: TokenDecoder | undefined): Html {
   const extra = a.kind === 'tool_calls' ? turn.results.slice(a.calls.length) : turn.results;
   return html`<section class="card turn" data-turn="${turn.index}">
     <h3>Turn ${turn.index + 1} <span class="path">${turn.states.join(' → ')}</span></h3>
+    ${contextView(turn, shown)}
     <div class="muted">generated text (${turn.tokenCount} tokens)</div>
     <pre class="generated">${turn.text}</pre>
     ${turn.tokens ? html`<details open><summary>action tokens${turn.logprobs ? ', coloured by probability' : ''}</summary>${renderTokens(turn.tokens, turn.logprobs, decode)}</details>` : ''}
@@ -105,6 +120,7 @@ export function episodeView(v: EpisodeView): Html {
       )
     : undefined;
   const metrics = r.outcome.metrics ?? {};
+  const shown = r.turns.some((t) => t.context) ? shownContexts(r) : [];
   return html`<div class="episode" data-episode="${r.episodeId}">
   <section class="card">
     <div class="kv">
@@ -121,7 +137,7 @@ export function episodeView(v: EpisodeView): Html {
   <div class="episode-grid"><div class="episode-main">
   <details><summary>prompt (${r.prompt.length} messages)</summary>${r.prompt.map((m) => html`<div class="muted">${m.role}</div><pre class="prompt">${m.content}</pre>`)}</details>
   <h2>Turns (${r.turns.length})</h2>
-  ${r.turns.map((t) => turnView(t, v.decode))}
+  ${r.turns.map((t, i) => turnView(t, v.decode, shown[i]))}
   <section class="card outcome">
     <h2>Outcome</h2>
     <div class="kv">
