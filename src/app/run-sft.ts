@@ -1,3 +1,4 @@
+import type { EpisodeConfig } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { modelHash, saveCheckpoint } from '../policy/tfjs/checkpoint.ts';
 import type { SamplingOptions } from '../policy/tfjs/generate.ts';
@@ -19,6 +20,8 @@ export interface RunSftOptions {
   /** Dev-split episodes evaluated at the end (0: none). */
   evalEpisodes?: number;
   evalSplit?: string;
+  /** Episode settings of the collection and the dev eval (budgets; what each step is shown). */
+  episode?: Partial<EpisodeConfig>;
   /** Sampling of the trained policy (saved with the checkpoint; used by the dev eval). */
   sampling?: SamplingOptions;
   train?: Omit<SftOptions, 'records' | 'seed'>;
@@ -46,6 +49,7 @@ export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
     split,
     episodes: options.episodes,
     seed: options.seed,
+    config: options.episode,
   });
   options.onPhase?.('train', { records: records.length, teacherSuccess: summary.successRate });
   const trained = await trainSft({ ...options.train, records, seed: options.seed });
@@ -61,6 +65,8 @@ export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
       steps: trained.steps,
       finalLoss: trained.finalLoss,
       sampling: { ...sampling } as { [key: string]: number },
+      // What each step was shown in the demonstrations: the policy expects the same in use.
+      ...(options.episode?.context === undefined ? {} : { context: options.episode.context }),
     });
   } else {
     hash = await modelHash(trained.model, trained.tokenizer);
@@ -86,6 +92,7 @@ export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
         split: evalSplit,
         episodes: n,
         seed: options.seed + 1,
+        config: options.episode,
         onRecord: () => options.onEvalRecord?.(++done, n),
       })
     ).summary;

@@ -251,11 +251,24 @@ function addReward(seq: TrainingSequence, reward: number): void {
 }
 
 /**
- * A record's training samples: one sequence for a concatenating episode (the paper's form), one per
- * step for a step-level one.
+ * What a minibatch counts and keeps together: each sequence of the paper's form, or each episode's
+ * steps (in step order) of the step-level form, so that `minibatch` means episodes either way and
+ * the steps of an episode are updated on together, as its one sequence would be.
  */
-export function trainingSamples(record: EpisodeRecord): TrainingSequence[] {
-  return isStepLevel(record) ? buildStepTrajectories(record) : [buildTrajectory(record)];
+export function trainingUnits(seqs: readonly TrainingSequence[]): number[][] {
+  const units: number[][] = [];
+  const byEpisode = new Map<string, number[]>();
+  seqs.forEach((s, i) => {
+    if (s.step === undefined) return units.push([i]);
+    const unit = byEpisode.get(s.episodeId);
+    if (unit) unit.push(i);
+    else {
+      const fresh = [i];
+      byEpisode.set(s.episodeId, fresh);
+      units.push(fresh);
+    }
+  });
+  return units;
 }
 
 export interface SkippedEpisode {
@@ -273,9 +286,12 @@ export function buildTrajectories(records: readonly EpisodeRecord[]): {
 } {
   const sequences: TrainingSequence[] = [];
   const skipped: SkippedEpisode[] = [];
+  // One form per batch: a step-level batch trains every episode as steps (one that concatenated,
+  // such as a one-turn episode of a ToolEnv's own hook, is the special case).
+  const steps = records.some((r) => r && typeof r === 'object' && Array.isArray(r.turns) && isStepLevel(r));
   for (const record of records) {
     try {
-      sequences.push(...trainingSamples(record));
+      sequences.push(...(steps ? buildStepTrajectories(record) : [buildTrajectory(record)]));
     } catch (error) {
       if (!(error instanceof TrajectoryError)) throw error;
       skipped.push({ episodeId: String(record?.episodeId), reason: error.message });

@@ -51,9 +51,14 @@ export function extendedBy(shown: ShownContext, turn: TurnRecord): ShownContext 
   return next;
 }
 
-/** Whether a record's steps were shown contexts of the ToolEnv's (the step-level MDP). */
-export function isStepLevel(record: Pick<EpisodeRecord, 'turns'>): boolean {
-  return record.turns.some((t) => t.context !== undefined);
+/**
+ * Whether a record's steps were shown contexts of the ToolEnv's (the step-level MDP): its run asked
+ * for one, or a step was shown one. (A one-turn episode of a ToolEnv's own hook shows neither, and
+ * is the same either way.)
+ */
+export function isStepLevel(record: Pick<EpisodeRecord, 'turns' | 'config'>): boolean {
+  const setting = record.config?.context;
+  return (setting !== undefined && setting !== 'concat') || record.turns.some((t) => t.context !== undefined);
 }
 
 /**

@@ -172,6 +172,27 @@ const cases: Case[] = [
     error: /^error: cannot write to \S*full\/episodes\.jsonl: no space left on device \(ENOSPC\)$/,
   },
   {
+    what: 'rollout with an unknown context',
+    args: () => ['rollout', ...calc, '--context', 'window:0'],
+    code: 2,
+    error:
+      /^error: option '--context <mode>' argument 'window:0' is invalid\. unknown context "window:0"; valid: concat, window:K, card/,
+  },
+  {
+    what: 'train with the old meaning of --context (a token count)',
+    args: () => ['train', ...calc, '--algo', 'grpo', '--out', at('never'), '--context', '512'],
+    code: 2,
+    error:
+      /^error: option '--context <mode>' argument '512' is invalid\. expected concat, window:K or card \(the model's context length in tokens is --context-length\)$/,
+  },
+  {
+    what: 'rollout asking for the card of a scenario that has none',
+    args: () => ['rollout', ...calc, '--context', 'card', '--episodes', '1', '--out', at('no-card')],
+    code: 2,
+    error:
+      /^error: scenario calculator has no state card \(ToolEnv\.card\), so the "card" context cannot be used; use concat or window:K$/,
+  },
+  {
     what: 'rollout with 1000 workers',
     args: () => ['rollout', ...calc, '--workers', '1000'],
     code: 2,

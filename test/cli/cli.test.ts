@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import test from 'ava';
 import { cli } from '../helpers/cli.ts';
 
@@ -121,3 +124,25 @@ test.serial('budget flags override the scenario: --max-turns 1 ends every episod
       .sort(),
   );
 });
+
+test.serial(
+  'a step-level rollout (--context window:2) writes the same bytes on 2 worker threads as on this one, and replays',
+  (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'agent-r1-context-'));
+    const run = (workers: string) => {
+      const out = join(dir, `w${workers}`);
+      const args = ['--scenario', 'gridworld', '--policy', 'expert', '--context', 'window:2', '--episodes', '12'];
+      const r = cli(['rollout', ...args, '--workers', workers, '--out', out, '--json']);
+      t.is(r.code, 0, r.stderr);
+      return readFileSync(join(out, 'episodes.jsonl'), 'utf8');
+    };
+    const here = run('0');
+    t.is(run('2'), here);
+    const first = JSON.parse(here.split('\n')[0]!);
+    t.is(first.config.context, 'window:2');
+    t.true(first.turns.some((turn: { context?: unknown }) => turn.context !== undefined));
+    const replay = cli(['replay', join(dir, 'w0', 'episodes.jsonl'), '--quiet']);
+    t.is(replay.code, 0, replay.stdout + replay.stderr);
+    t.regex(replay.stdout, /12 episodes: 12 verified, 0 diverged/);
+  },
+);

@@ -7,7 +7,7 @@ import { cli } from './cli.ts';
 const TINY_TRAIN = [
   ...['train', '--scenario', 'calculator', '--algo', 'grpo', '--steps', '2', '--tasks-per-step', '2'],
   ...['--group', '4', '--demo-policy', 'expert', '--demo-episodes', '8', '--sft-steps', '2'],
-  ...['--d-model', '32', '--layers', '1', '--context', '512', '--vocab', '300'],
+  ...['--d-model', '32', '--layers', '1', '--context-length', '512', '--vocab', '300'],
   ...['--eval-every', '1', '--eval-episodes', '4'],
 ];
 

@@ -157,3 +157,93 @@ test('bad input gets clear errors', (t) => {
   // whiten: false makes a one-token batch fine
   t.deepEqual(computeAdvantages('reinforce++', [{ rewards: [1], mask: [1] }], { whiten: false })[0]!.advantages, [1]);
 });
+
+// Step-level samples (one sequence per step): episode e1 has 3 steps with step rewards 0.1, 0.2 and 1
+// (the outcome on the last); e2 has 2 steps with rewards 0 and 0; both in group g. Each step: a prompt
+// token, then its action tokens (two for the first step, one for the others).
+const stepOf = (episode: string, step: number, reward: number, actionTokens = 1, group = 'g'): AdvantageSequence => {
+  const mask = [0, ...new Array(actionTokens).fill(1)];
+  const rewards = mask.map((m, i) => (i === mask.length - 1 ? reward : 0));
+  return { rewards, mask, group, episode, step, valueAt: 0, values: mask.map(() => 0) };
+};
+const steps = (): AdvantageSequence[] => [
+  stepOf('e1', 1, 0.2),
+  stepOf('e2', 0, 0, 2),
+  stepOf('e1', 0, 0.1, 2),
+  stepOf('e1', 2, 1),
+  stepOf('e2', 1, 0),
+];
+
+test('step-level GRPO and RLOO: the episode score, normalized in its group, on every step of the episode', (t) => {
+  const seqs = steps();
+  const grpo = computeAdvantages('grpo', seqs);
+  // scores: e1 1.3, e2 0; mean 0.65, std (unbiased) = 1.3/√2.
+  const z = 0.65 / (1.3 / Math.SQRT2 + 1e-6);
+  const e = (i: number) => grpo[i]!.advantages.filter((_, k) => seqs[i]!.mask[k] === 1);
+  for (const i of [0, 2, 3])
+    close(
+      t,
+      e(i),
+      e(i).map(() => z),
+    );
+  for (const i of [1, 4])
+    close(
+      t,
+      e(i),
+      e(i).map(() => -z),
+    );
+  close(t, grpo[1]!.advantages, [0, -z, -z]);
+  const rloo = computeAdvantages('rloo', seqs);
+  close(t, rloo[3]!.advantages, [0, 1.3]);
+  close(t, rloo[4]!.advantages, [0, -1.3]);
+  const dr = computeAdvantages('grpo', seqs, { normByStd: false });
+  close(t, dr[2]!.advantages, [0, 0.65, 0.65]);
+});
+
+test('step-level REINFORCE++: each step gets its discounted return over the steps, whitened over steps', (t) => {
+  const seqs = steps();
+  const raw = computeAdvantages('reinforce++', seqs, { gamma: 0.5, whiten: false });
+  // e1: G2 = 1, G1 = 0.2 + 0.5, G0 = 0.1 + 0.5·0.7 = 0.45; e2: 0, 0.
+  close(t, raw[2]!.advantages, [0, 0.45, 0.45]);
+  close(t, raw[0]!.advantages, [0, 0.7]);
+  close(t, raw[3]!.advantages, [0, 1]);
+  close(t, raw[1]!.advantages, [0, 0, 0]);
+  const whitened = computeAdvantages('reinforce++', seqs, { gamma: 0.5 });
+  // Over the five steps, each once: the first step's two tokens do not count twice.
+  const g = [0.7, 0, 0.45, 1, 0];
+  const mean = g.reduce((a, b) => a + b, 0) / 5;
+  const sd = Math.sqrt(g.reduce((a, x) => a + (x - mean) ** 2, 0) / 4 + 1e-8);
+  close(t, whitened[2]!.advantages, [0, (0.45 - mean) / sd, (0.45 - mean) / sd]);
+  close(t, whitened[4]!.advantages, [0, (0 - mean) / sd]);
+});
+
+test('step-level GAE: over steps, with each step state value at its last prompt token', (t) => {
+  const seqs = steps();
+  // State values V(e1 step k) = 0.1, 0.2, 0.3 and V(e2 step k) = 0.5, 0.4, at valueAt = 0.
+  const values: { [key: string]: number } = { 'e1:0': 0.1, 'e1:1': 0.2, 'e1:2': 0.3, 'e2:0': 0.5, 'e2:1': 0.4 };
+  for (const s of seqs) s.values = s.mask.map((_, k) => (k === 0 ? values[`${s.episode}:${s.step}`]! : 9));
+  const [a1, a0, b0, a2, b1] = [0, 2, 1, 3, 4].map(
+    (i) => computeAdvantages('gae', seqs, { gamma: 0.9, lambda: 0.5, whiten: false })[i]!,
+  );
+  // e1: δ2 = 1 − 0.3 = 0.7, A2 = 0.7; δ1 = 0.2 + 0.9·0.3 − 0.2 = 0.27, A1 = 0.27 + 0.45·0.7 = 0.585;
+  //     δ0 = 0.1 + 0.9·0.2 − 0.1 = 0.18, A0 = 0.18 + 0.45·0.585.
+  close(t, a2!.advantages, [0, 0.7]);
+  close(t, a1!.advantages, [0, 0.585]);
+  close(t, a0!.advantages, [0, 0.18 + 0.45 * 0.585, 0.18 + 0.45 * 0.585]);
+  // The value target sits on the state token only: R = A + V.
+  close(t, a1!.returns!, [0.585 + 0.2, 0]);
+  t.deepEqual(a1!.valueMask, [1, 0]);
+  // e2: δ1 = 0 − 0.4, δ0 = 0 + 0.9·0.4 − 0.5 = −0.14, A0 = −0.14 + 0.45·(−0.4) = −0.32.
+  close(t, b1!.advantages, [0, -0.4]);
+  close(t, b0!.advantages, [0, -0.32, -0.32]);
+});
+
+test('step-level samples are checked: a missing step, a duplicate step, a mixed batch, GAE without valueAt', (t) => {
+  const bad = (seqs: AdvantageSequence[], estimator: 'grpo' | 'gae', pattern: RegExp) =>
+    t.regex(t.throws(() => computeAdvantages(estimator, seqs), { instanceOf: RlInputError })!.message, pattern);
+  bad([{ ...stepOf('e1', 0, 1), step: undefined }], 'grpo', /needs an episode key .* and a step index/);
+  bad([stepOf('e1', 0, 1), stepOf('e1', 0, 1)], 'grpo', /two samples of step 0/);
+  bad([stepOf('e1', 0, 1), { rewards: [0, 1], mask: [0, 1], group: 'g' }], 'grpo', /mix none/);
+  bad([{ ...stepOf('e1', 0, 1), valueAt: undefined }], 'gae', /step-level gae needs valueAt/);
+  bad([stepOf('e1', 0, 1), stepOf('e1', 1, 1, 1, 'other')], 'grpo', /steps in different groups/);
+});

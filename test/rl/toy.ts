@@ -87,7 +87,20 @@ export class BigramPolicy implements TrainablePolicy {
       id: 'toy-bigram',
       version: this.hash,
       encode: {
-        prompt: () => [BOS],
+        // A context a ToolEnv writes (the step-level MDP) reads as the history would: each action
+        // as its token, each observation as its token.
+        prompt: (messages) => [
+          BOS,
+          ...messages
+            .slice(1)
+            .map((m) =>
+              m.role === 'assistant'
+                ? Math.max(0, [...Array(VOCAB).keys()].find((tok) => tokenText(tok) === m.content) ?? ERR)
+                : /^[0-3]$/.test(m.content.trim())
+                  ? OBS[Number(m.content.trim())]!
+                  : ERR,
+            ),
+        ],
         observation: (text) => (/^[0-3]$/.test(text.trim()) ? [OBS[Number(text.trim())]!] : [ERR]),
       },
       act: async (req) => {

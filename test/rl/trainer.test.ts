@@ -222,3 +222,50 @@ test('bad training configs are refused with a readable error', (t) => {
   t.throws(() => resolveConfig({ algo: 'grpo', lr: -1 }), { instanceOf: TrainingError, message: /lr/ });
   t.throws(() => resolveConfig({ algo: 'grpo', group: 0 }), { instanceOf: TrainingError, message: /group/ });
 });
+
+test('step-level GRPO (a window of one turn) learns the toy, trains one sample per step, and resumes exactly', async (t) => {
+  const config = toyConfig({ steps: 10, evalEvery: 5, checkpointEvery: 20 });
+  const episode = { context: 'window:1' };
+  const a = await tmp();
+  const whole = await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: a, episode });
+  const records = await readJsonl(join(a, 'episodes.jsonl'));
+  t.true(records.every((r) => r.config.context === 'window:1'));
+  t.true(records.some((r) => r.turns.length > 1 && r.turns[1].context !== undefined));
+  const rewards = whole.steps.map((s) => s.reward);
+  t.true(rewards.at(-1)! > rewards[0]! + 0.4, `reward ${rewards.join(' ')}`);
+  const b = await tmp();
+  await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: b, episode, stopAfter: 5 });
+  await train({ scenario: toyScenario(), model: new BigramPolicy(), config, outDir: b, episode, resume: true });
+  t.deepEqual(
+    withoutTime(await readJsonl(join(b, 'metrics.jsonl'))),
+    withoutTime(await readJsonl(join(a, 'metrics.jsonl'))),
+  );
+  t.is(await readFile(join(b, 'episodes.jsonl'), 'utf8'), await readFile(join(a, 'episodes.jsonl'), 'utf8'));
+  t.is(await readFile(join(b, 'final', 'toy.json'), 'utf8'), await readFile(join(a, 'final', 'toy.json'), 'utf8'));
+  // a resume under another context is another run
+  await t.throwsAsync(
+    train({
+      scenario: toyScenario(),
+      model: new BigramPolicy(),
+      config,
+      outDir: b,
+      episode: { context: 'window:2' },
+      resume: true,
+    }),
+    { instanceOf: TrainingError, message: /another config/ },
+  );
+});
+
+test('step-level PPO: the critic values each step’s state, GAE runs over steps, and the reward rises', async (t) => {
+  const out = await tmp();
+  const result = await train({
+    scenario: toyScenario(),
+    model: new BigramPolicy(),
+    config: toyConfig({ algo: 'ppo', evalEvery: 0 }),
+    outDir: out,
+    episode: { context: 'window:1' },
+  });
+  const rewards = result.steps.map((s) => s.reward);
+  t.true(rewards.at(-1)! > rewards[0]! + 0.3, `reward ${rewards.map((r) => r.toFixed(2)).join(' ')}`);
+  t.true(result.steps.every((s) => typeof s.valueLoss === 'number' && Number.isFinite(s.valueLoss)));
+});

@@ -9,8 +9,11 @@ import { initBackend, type BackendInfo } from '../../policy/tfjs/backend.ts';
 import { trainReplicas, type TrainThreads } from '../../rl/train-threads.ts';
 import { runSft } from '../../app/run-sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
+import { contextSetting } from '../../env/context.ts';
 import {
   checkSplit,
+  CONTEXT_HELP,
+  contextMode,
   formatSummary,
   integer,
   nonNegativeNumber,
@@ -36,7 +39,8 @@ interface SftFlags {
   chunking?: Chunking;
   layers: number;
   heads: number;
-  context: number;
+  contextLength: number;
+  context?: string;
   evalEpisodes: number;
   temperature: number;
   backend?: string;
@@ -84,7 +88,8 @@ export function register(program: Command): void {
       chunking,
     )
     .option('--heads <n>', 'attention heads', positiveInt, 4)
-    .option('--context <n>', 'context length (tokens)', positiveInt, 512)
+    .option('--context-length <n>', "the model's context length (tokens)", positiveInt, 512)
+    .option('--context <mode>', CONTEXT_HELP, contextMode)
     .option(
       '--eval-episodes <n>',
       'dev-split episodes to evaluate at the end, with seed --seed + 1 (other tasks than training) (0: none)',
@@ -118,6 +123,7 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
   const scenario = await scenarioFromFlags(flags);
   checkSplit(scenario, 'train');
   const teacher = await resolvePolicy(flags.policy, scenario, flags.seed);
+  const context = contextSetting(scenario, flags.context);
   // Training takes minutes; a checkpoint that cannot be saved must fail now, not after it.
   // The checkpoint is written beside --out first and renamed into place: both must take files.
   assertWritableDir(flags.out);
@@ -135,6 +141,7 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
     out: flags.out,
     evalEpisodes: flags.evalEpisodes,
     sampling: { temperature: flags.temperature },
+    ...(context === undefined ? {} : { episode: { context } }),
     train: {
       steps: flags.steps,
       batchSize: flags.batchSize,
@@ -144,7 +151,7 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
         dModel: flags.dModel,
         nLayers: flags.layers,
         nHeads: flags.heads,
-        contextLength: flags.context,
+        contextLength: flags.contextLength,
         copyHead: flags.copyHead,
       },
       chunking: flags.chunking ?? (flags.copyHead ? 'words' : 'space-words'),

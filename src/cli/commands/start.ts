@@ -7,7 +7,8 @@ import { initBackend } from '../../policy/tfjs/backend.ts';
 import { TrainingError } from '../../rl/errors.ts';
 import { formatPaperTable, paperTableJson, runPaper } from '../../app/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
-import { integer, positiveInt, TRAIN_THREADS_HELP } from '../common.ts';
+import { contextSetting } from '../../env/context.ts';
+import { CONTEXT_HELP, contextMode, integer, positiveInt, TRAIN_THREADS_HELP } from '../common.ts';
 import { START_SCENARIO_OPTIONS, startBudget, startScenarioOptions } from '../../app/start.ts';
 
 interface StartFlags {
@@ -17,6 +18,7 @@ interface StartFlags {
   backend?: string;
   replica: boolean;
   trainThreads?: number;
+  context?: string;
   json?: boolean;
 }
 
@@ -32,6 +34,7 @@ export function register(program: Command): void {
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, webgpu, wasm or cpu')
     .option('--json', 'end with the table as one JSON line: {"methods": [{method, test, ood}], "seconds": {…}}')
     .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
+    .option('--context <mode>', CONTEXT_HELP, contextMode)
     .option(
       '--no-replica',
       'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of them on a second core)',
@@ -61,6 +64,8 @@ export function register(program: Command): void {
       });
       say(scenario.description);
       const budget = startBudget(quick);
+      const context = contextSetting(scenario, flags.context);
+      if (context !== undefined) budget.episode = { ...budget.episode, context };
       const result = await runPaper({
         scenario,
         seed: flags.seed,

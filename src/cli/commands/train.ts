@@ -16,7 +16,17 @@ import { canUseReplica, Replica } from '../../rollout/replica.ts';
 import { GptTrainable } from '../../rl/tfjs-trainable.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
 import { sftWarmStart } from '../../rl/warm-start.ts';
-import { integer, positiveInt, printJson, scenarioFromFlags, TRAIN_THREADS_HELP } from '../common.ts';
+import { contextSetting } from '../../env/context.ts';
+import type { EpisodeConfig } from '../../core/types.ts';
+import {
+  CONTEXT_HELP,
+  contextMode,
+  integer,
+  positiveInt,
+  printJson,
+  scenarioFromFlags,
+  TRAIN_THREADS_HELP,
+} from '../common.ts';
 import { type QueueFlags, queueFlagOptions, queueFromFlags, queueSummary } from '../queue.ts';
 
 interface TrainFlags extends QueueFlags {
@@ -48,7 +58,9 @@ interface TrainFlags extends QueueFlags {
   dModel: number;
   copyHead: boolean;
   layers: number;
-  context: number;
+  contextLength: number;
+  /** Who owns what each step is shown (--context). */
+  context?: string;
   vocab: number;
   backend?: string;
   trainThreads?: number;
@@ -73,6 +85,7 @@ async function initialModel(
   scenario: Awaited<ReturnType<typeof scenarioFromFlags>>,
   log: (s: string) => void,
   replicas: GradientExecutor | undefined,
+  episode: Partial<EpisodeConfig>,
 ) {
   if (flags.init) {
     if (!flags.init.startsWith('ckpt:')) throw new TrainingError(`--init must be ckpt:DIR, got "${flags.init}"`);
@@ -104,8 +117,14 @@ async function initialModel(
     batchSize: 8,
     lr: 6e-3,
     vocabSize: flags.vocab,
-    model: { dModel: flags.dModel, nLayers: flags.layers, contextLength: flags.context, copyHead: flags.copyHead },
+    model: {
+      dModel: flags.dModel,
+      nLayers: flags.layers,
+      contextLength: flags.contextLength,
+      copyHead: flags.copyHead,
+    },
     replicas,
+    episode,
     onStep: (s) => bar.update(s.step, { loss: s.loss.toFixed(3), tps: s.tokensPerS.toFixed(0) }),
   });
   bar.stop();
@@ -167,7 +186,10 @@ async function trainWith(
   queue: Awaited<ReturnType<typeof queueFromFlags>> | undefined,
 ): Promise<TrainResult> {
   const log = (s: string) => process.stderr.write(s + '\n');
-  const { model, init } = await initialModel(flags, scenario, log, replicas);
+  // The warm start's demonstrations, the rollouts and the evals all see what each step is shown.
+  const context = contextSetting(scenario, flags.context);
+  const episode: Partial<EpisodeConfig> = context === undefined ? {} : { context };
+  const { model, init } = await initialModel(flags, scenario, log, replicas, episode);
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
@@ -198,6 +220,7 @@ async function trainWith(
       outDir: flags.out,
       resume: flags.resume,
       init,
+      episode,
       signal: controller.signal,
       executor: queue ?? replica,
       replicas,
@@ -254,7 +277,8 @@ export function register(program: Command): void {
     .option('--d-model <n>', 'warm start: model width', positiveInt, 64)
     .option('--layers <n>', 'warm start: transformer layers', positiveInt, 2)
     .option('--no-copy-head', 'warm start: no copy head (the model has one by default)')
-    .option('--context <n>', 'warm start: context length', positiveInt, 768)
+    .option('--context-length <n>', "warm start: the model's context length (tokens)", positiveInt, 768)
+    .option('--context <mode>', CONTEXT_HELP, contextMode)
     .option('--vocab <n>', 'warm start: tokenizer vocabulary', positiveInt, 768)
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, webgpu, wasm or cpu')
     .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)

@@ -64,13 +64,17 @@ export function initBackend(preferred?: string): Promise<BackendInfo> {
   if (active && (!want || want === active.name || (want === 'tensorflow-gpu' && active.name === 'tensorflow'))) {
     return Promise.resolve(active);
   }
-  if (pending && !want) return pending;
+  // A second call while the first selects waits for it (two selections at once fail each other).
+  if (pending && (!want || want === pendingWant)) return pending;
+  pendingWant = want;
   pending = select(want).then((info) => {
     active = info;
     return info;
   });
   return pending;
 }
+
+let pendingWant: string | undefined;
 
 /**
  * webgpu's turn: null with the reason when it is not used. Automatic selection needs a GPU device

@@ -176,7 +176,10 @@ export async function minibatchStep(
   const masks = seqs.map((s) => s.mask);
   // The minibatch's counts, so that micro-batch losses add up to the minibatch's loss.
   const mbTokens = mb.reduce((a, i) => a + masks[i]!.reduce((x, y) => x + y, 0), 0);
-  const mbSeqs = mb.filter((i) => masks[i]!.includes(1)).length;
+  // Sequences with any action token; a step-level episode's steps count once, as its one sequence would.
+  const mbSeqs = new Set(
+    mb.filter((i) => masks[i]!.includes(1)).map((i) => (seqs[i]!.step === undefined ? i : seqs[i]!.episodeId)),
+  ).size;
   const denominator = Math.max(1, config.aggregation === 'token-mean' ? mbTokens : mbSeqs);
   // Step-level PPO trains its critic on each step's state token, not on the action tokens.
   const valueMasks = usePpoValue && advantages.some((a) => a.valueMask) ? advantages.map((a) => a.valueMask!) : null;

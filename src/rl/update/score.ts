@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import type { TrainingSequence } from '../../policy/trajectory.ts';
+import { trainingUnits, type TrainingSequence } from '../../policy/trajectory.ts';
 import type { TrainConfig } from '../config.ts';
 import type { ScoreOutput, TrainablePolicy } from '../trainable.ts';
 
@@ -92,7 +92,7 @@ export async function scoreBatch(
   const onPolicy =
     !options.recomputeOld &&
     config.epochs === 1 &&
-    seqs.length <= config.minibatch &&
+    trainingUnits(seqs).length <= config.minibatch &&
     !usePpoValue &&
     config.klMode !== 'reward';
   const temperature = config.temperature;

@@ -1,7 +1,7 @@
 import { createRng } from '../../core/rng.ts';
 import type { AdamW } from '../../policy/tfjs/adamw.ts';
 import type { GradientExecutor } from '../../policy/tfjs/data-parallel.ts';
-import { fitToContext, type TrainingSequence } from '../../policy/trajectory.ts';
+import { fitToContext, trainingUnits, type TrainingSequence } from '../../policy/trajectory.ts';
 import type { TrainConfig } from '../config.ts';
 import { TrainingError } from '../errors.ts';
 import type { TrainablePolicy } from '../trainable.ts';
@@ -42,10 +42,12 @@ export async function updateOnBatch(
 
   const rng = createRng(shuffleSeed);
   const steps: { epoch: number; stats: MinibatchStats }[] = [];
+  // Minibatches of `minibatch` units: sequences, or (step-level) episodes with all their steps.
+  const units = trainingUnits(seqs);
   for (let epoch = 0; epoch < config.epochs; epoch++) {
-    const order = rng.shuffle(seqs.map((_, i) => i));
+    const order = rng.shuffle(units.map((_, i) => i));
     for (let start = 0; start < order.length; start += config.minibatch) {
-      const mb = order.slice(start, start + config.minibatch);
+      const mb = order.slice(start, start + config.minibatch).flatMap((u) => units[u]!);
       const stats = await minibatchStep(model, optimizer, config, { seqs, scores, advantages }, mb, options.replicas);
       steps.push({ epoch, stats });
     }
