@@ -163,7 +163,7 @@ test('bad input gets clear errors', (t) => {
 // token, then its action tokens (two for the first step, one for the others).
 const stepOf = (episode: string, step: number, reward: number, actionTokens = 1, group = 'g'): AdvantageSequence => {
   const mask = [0, ...new Array(actionTokens).fill(1)];
-  const rewards = mask.map((m, i) => (i === mask.length - 1 ? reward : 0));
+  const rewards = mask.map((_, i) => (i === mask.length - 1 ? reward : 0));
   return { rewards, mask, group, episode, step, valueAt: 0, values: mask.map(() => 0) };
 };
 const steps = (): AdvantageSequence[] => [
