@@ -8,7 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command } from 'commander';
-import calculator from '../scenarios/calculator/index.ts';
+import { calculator } from '../scenarios/calculator/index.ts';
 import {
   DEFAULT_MODEL_CONFIG,
   GPTModel,

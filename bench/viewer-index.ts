@@ -8,7 +8,7 @@
 import { mkdtempSync, rmSync, statSync, createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import calculator from '../scenarios/calculator/index.ts';
+import { calculator } from '../scenarios/calculator/index.ts';
 import { builtinScenarios } from '../scenarios/index.ts';
 import { rollout } from '../src/rollout/rollout.ts';
 import { sealRecord, serializeRecord } from '../src/record/record.ts';

@@ -13,6 +13,8 @@ import {
 } from 'agent-r1-ts';
 import { evaluateArithmetic, formatNumber } from './arithmetic.ts';
 import { calculatorTasks, SPLITS } from './tasks.ts';
+import { MULTISTEP_OPS, multistepTasks } from './multistep.ts';
+import { DEFAULT_NOISY_EARLY, multistepExpert, noisyMultistepExpert } from './multistep-policies.ts';
 
 /** Reward weights: outcome 1 for the exact number; small process terms shape the format. */
 export const CALCULATOR_REWARDS = {
@@ -90,7 +92,8 @@ const random: Policy = {
   },
 };
 
-export default defineScenario({
+/** The calculator as it has always been: one-expression problems (no options). */
+export const calculator = {
   id: 'calculator',
   version: '1',
   description: 'Arithmetic word problems with a safe calculate tool; outcome = the exact number.',
@@ -101,4 +104,48 @@ export default defineScenario({
   env,
   policies: { expert: () => expert, random: () => random },
   episode: { maxTurns: 4, maxTokensPerTurn: 96, maxTotalTokens: 512 },
-} satisfies Scenario);
+} satisfies Scenario;
+
+/**
+ * Options: `problems=multistep` gives GSM8K-like problems of 2–6 operations, one tool call per
+ * operation, with a harder test split and an out-of-distribution split of more steps than training
+ * (multistep.ts), and a `noisy-expert` that answers early at the rate `noisyEarly` (default 0.6).
+ */
+export default defineScenario((options: { [key: string]: string }): Scenario => {
+  const { problems = 'basic', noisyEarly, ...rest } = options;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) throw new Error(`calculator: unknown option ${unknown[0]}; valid: problems, noisyEarly`);
+  if (problems === 'basic') {
+    if (noisyEarly !== undefined) throw new Error('calculator: noisyEarly needs problems=multistep');
+    return calculator;
+  }
+  if (problems !== 'multistep') throw new Error(`calculator: problems must be basic or multistep, got "${problems}"`);
+  return multistepCalculator(options, noisyEarly === undefined ? DEFAULT_NOISY_EARLY : rate(noisyEarly));
+});
+
+function rate(text: string): number {
+  const x = Number(text);
+  if (text.trim() === '' || !(x >= 0 && x <= 1))
+    throw new Error(`calculator: noisyEarly must be in [0, 1], got "${text}"`);
+  return x;
+}
+
+function multistepCalculator(options: { [key: string]: string }, noisyEarly: number): Scenario {
+  return {
+    ...calculator,
+    description:
+      'Multi-step word problems (GSM8K-like: 2–6 operations, one calculate call each); outcome = the exact number.',
+    splits: ['train', 'dev', 'test', 'ood'],
+    options,
+    tasks: ({ split, seed, count }) => {
+      if (!(split in MULTISTEP_OPS)) throw new Error(`calculator has no split "${split}" with problems=multistep`);
+      return multistepTasks(split, seed, count);
+    },
+    policies: {
+      expert: () => multistepExpert,
+      'noisy-expert': ({ seed }) => noisyMultistepExpert(seed, noisyEarly),
+      random: () => random,
+    },
+    episode: { maxTurns: 8, maxTokensPerTurn: 48, maxTotalTokens: 1024 },
+  };
+}

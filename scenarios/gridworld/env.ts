@@ -10,14 +10,83 @@ import {
   type Task,
   type ToolResult,
   type ToolEnv,
+  type TurnRecord,
 } from 'agent-r1-ts';
-import { applyGridEffect, createGridState, view, type GridEffect, type GridState } from './world.ts';
+import { add, cellAt, DIRECTIONS, type Point } from './layout.ts';
+import { applyGridEffect, createGridState, layoutOf, view, type GridEffect, type GridState } from './world.ts';
+
+const NEIGHBOUR: { [cell: string]: string } = { '#': 'wall', O: 'pit', G: 'exit', '.': 'floor' };
+
+/** Where a point lies from `from`, in moves: "3 east, 1 north" ("here" when it is the same cell). */
+export function offset(from: Point, to: Point): string {
+  const parts: string[] = [];
+  if (to.x !== from.x) parts.push(`${Math.abs(to.x - from.x)} ${to.x > from.x ? 'east' : 'west'}`);
+  if (to.y !== from.y) parts.push(`${Math.abs(to.y - from.y)} ${to.y > from.y ? 'south' : 'north'}`);
+  return parts.length > 0 ? parts.join(', ') : 'here';
+}
+
+/** A turn's action in a few words: `move east`, `unlock north`, `look`, or what it was instead. */
+function actionWords(turn: TurnRecord): string {
+  const a = turn.action;
+  if (a.kind === 'tool_calls')
+    return a.calls.map((c) => [c.name, ...Object.values(c.arguments).map((v) => String(v))].join(' ')).join('; ');
+  return a.kind === 'answer' ? 'answer' : 'an invalid action';
+}
+
+/** What a turn's first result says happened (`you moved`, `the lock is stuck; try again`, an error). */
+function resultWords(turn: TurnRecord): string {
+  const r = turn.results[0];
+  if (!r) return turn.observation ?? 'nothing';
+  if (!r.ok) return `error: ${r.content}`;
+  const data = r.data as { result?: Json; error?: Json } | undefined;
+  const said = data?.result ?? data?.error;
+  return typeof said === 'string' ? said : 'done';
+}
+
+/**
+ * The state card: where the agent stands, what it carries, where the key, the door and the exit are
+ * from here, what lies next to it, and what its last action did — what an agent keeps in mind
+ * instead of the transcript (the step-level MDP's `card` context).
+ */
+export function gridCard(state: GridState, history: readonly TurnRecord[]): string {
+  const v = view(state);
+  const { layout } = state;
+  const here = { x: v.position[0], y: v.position[1] };
+  const next = DIRECTIONS.map((d) => {
+    const cell = cellAt(layout, add(here, d));
+    const what =
+      cell === 'D'
+        ? v.door_open
+          ? 'open door'
+          : 'locked door'
+        : cell === 'K'
+          ? v.has_key
+            ? 'floor'
+            : 'key'
+          : NEIGHBOUR[cell];
+    return `${d} ${what ?? 'floor'}`;
+  });
+  const last = history.at(-1);
+  return [
+    `Position (x, y): ${here.x}, ${here.y}. Key: ${v.has_key ? 'carried' : `at ${layout.key.x}, ${layout.key.y} (${offset(here, layout.key)})`}. ` +
+      `Door: ${v.door_open ? 'open' : 'locked'} at ${layout.door.x}, ${layout.door.y} (${offset(here, layout.door)}). ` +
+      `Exit: at ${layout.goal.x}, ${layout.goal.y} (${offset(here, layout.goal)}).`,
+    `Around you: ${next.join(', ')}.`,
+    `Turns so far: ${history.length}.${last ? ` Last: ${actionWords(last)} → ${resultWords(last)}.` : ''}`,
+  ].join('\n');
+}
 
 /** Process rewards for progress: the key picked up, the door opened (each happens once). */
 export const GRID_REWARDS = { key: 0.2, door: 0.2, invalidAction: -0.1, failedCall: -0.05, escaped: 1 };
 
 const INSTRUCTIONS =
   'You explore a grid dungeon with tools. Each turn, call one tool. The game ends when you reach the exit or fall into a pit.';
+
+const DARK_INSTRUCTIONS = [
+  INSTRUCTIONS,
+  'Tools: move(direction), pick_up(), unlock(direction), look(); a direction is north, east, south or west.',
+  'Call one with <tool_call>{"name": "move", "arguments": {"direction": "east"}}</tool_call>.',
+].join('\n');
 
 function render(result: ToolResult): string {
   if (!result.ok) return `[${result.name}] error: ${result.content}`;
@@ -35,7 +104,12 @@ export const gridEnv: ToolEnv<Task, GridState> = {
     state.world.stop();
   },
   prompt: (task, tools) => [
-    { role: 'system', content: toolsSystemPrompt(INSTRUCTIONS, tools) },
+    // The dark dungeon's prompt names the tools briefly: its agent reads the prompt again at every
+    // one of its many steps (the step-level MDP), so each token of it is paid for forty times.
+    {
+      role: 'system',
+      content: layoutOf(task).sight === undefined ? toolsSystemPrompt(INSTRUCTIONS, tools) : DARK_INSTRUCTIONS,
+    },
     { role: 'user', content: task.question },
   ],
   step: ({ state, action, results }): StepResult => {
@@ -58,16 +132,7 @@ export const gridEnv: ToolEnv<Task, GridState> = {
     if (v.escaped) info['escaped'] = true;
     return { observation: results.map(render).join('\n'), reward: Math.round(reward * 1e6) / 1e6, done, info };
   },
-  // The state card: where the agent stands, what it carries, and what its last action did.
-  card: ({ state, history }) => {
-    const v = view(state);
-    const last = history.at(-1);
-    return [
-      `Position (x, y): ${v.position.join(', ')}. Key: ${v.has_key ? 'carried' : 'not carried'}. Door: ${v.door_open ? 'open' : 'locked'}.`,
-      `Turns so far: ${history.length}.`,
-      ...(last ? [`Last action: ${last.text}`, `Result: ${last.observation ?? '(none)'}`] : []),
-    ].join('\n');
-  },
+  card: ({ state, history }) => gridCard(state, history),
   outcome: ({ state }) => {
     const v = view(state);
     return {

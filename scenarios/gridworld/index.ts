@@ -1,7 +1,7 @@
 import { defineScenario, type EpisodeRecord, type Scenario, type Summarizer, type Task } from 'agent-r1-ts';
 import { gridEnv } from './env.ts';
-import { expert, random } from './policies.ts';
-import { gridTasks, MAX_TURNS, SPLITS } from './tasks.ts';
+import { DEFAULT_NOISY_GRID_RATES, expert, noisyExpert, random } from './policies.ts';
+import { gridTasks, LARGE_MAX_TURNS, LARGE_SPLITS, MAX_TURNS, SPLITS } from './tasks.ts';
 import { gridTools } from './tools.ts';
 import type { GridState } from './world.ts';
 import { gridMachine } from './world-machine.ts';
@@ -21,7 +21,8 @@ function summarizer(): Summarizer {
   };
 }
 
-const scenario: Scenario<Task, GridState> = {
+/** The small gridworld, fully observed, as it has always been (no options). */
+export const gridworld: Scenario<Task, GridState> = {
   id: 'gridworld',
   version: '1',
   description:
@@ -38,4 +39,42 @@ const scenario: Scenario<Task, GridState> = {
   summarizer,
 };
 
-export default defineScenario(scenario);
+/**
+ * Options: `size=large` is the long-horizon, partially observed dungeon (15 × 9, dark: the agent
+ * sees two cells around it; episodes of 20–40 turns; an ood split of stacked rooms, a layout family
+ * training never shows) with a `noisy-expert` whose habits come at the rates `noisyStuck` and
+ * `noisyPits` (default 0.5 each): giving up at a stuck lock, walking into pits.
+ */
+export default defineScenario((options: { [key: string]: string }): Scenario<Task, GridState> => {
+  const { size = 'small', noisyStuck, noisyPits, ...rest } = options;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0)
+    throw new Error(`gridworld: unknown option ${unknown[0]}; valid: size, noisyStuck, noisyPits`);
+  if (size === 'small') {
+    if (noisyStuck !== undefined || noisyPits !== undefined)
+      throw new Error('gridworld: the noisy expert needs size=large');
+    return gridworld;
+  }
+  if (size !== 'large') throw new Error(`gridworld: size must be small or large, got "${size}"`);
+  const rates = {
+    quitWhenStuck: rate('noisyStuck', noisyStuck, DEFAULT_NOISY_GRID_RATES.quitWhenStuck),
+    ignorePits: rate('noisyPits', noisyPits, DEFAULT_NOISY_GRID_RATES.ignorePits),
+  };
+  return {
+    ...gridworld,
+    description:
+      'A large dark dungeon: the agent sees two cells around it; fetch the key, unlock the stiff door, reach the exit over 20–40 slippery turns.',
+    splits: LARGE_SPLITS,
+    options,
+    tasks: ({ split, seed, count }) => gridTasks(split, seed, count, 'large'),
+    policies: { expert: () => expert, 'noisy-expert': ({ seed }) => noisyExpert(seed, rates), random: () => random },
+    episode: { maxTurns: LARGE_MAX_TURNS, maxTokensPerTurn: 48, maxTotalTokens: 32768 },
+  };
+});
+
+function rate(name: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const x = Number(text);
+  if (text.trim() === '' || !(x >= 0 && x <= 1)) throw new Error(`gridworld: ${name} must be in [0, 1], got "${text}"`);
+  return x;
+}

@@ -26,6 +26,11 @@ export interface Layout {
   slip: number;
   /** Probability that turning the key opens the (stiff) lock. */
   unlock: number;
+  /**
+   * How far the agent sees (cells in each direction), in a dark dungeon: `look` shows that much
+   * around it, and the map is not in the task. Absent: the whole map is known.
+   */
+  sight?: number;
 }
 
 export const STEP: Record<Direction, Point> = {
@@ -103,6 +108,79 @@ export function randomLayout(rng: Rng): Layout {
     slip: Math.round(rng.int(10, 25)) / 100,
     unlock: 0.7,
   };
+}
+
+/**
+ * A large dark dungeon (15 × 9, or 9 × 13 with the rooms stacked): two rooms split by a wall with
+ * one locked door, the start at the far side of the first room, the exit at the far side of the
+ * second, more pits (15%) and inner walls (10%) than the small one. Episodes run 20–40 turns.
+ * `stacked` (the rooms one above the other) is the layout family the ood split holds out.
+ */
+export function randomLargeLayout(rng: Rng, stacked: boolean): Layout {
+  // Drawn as side by side, then transposed when stacked: x ↔ y.
+  const W = 15;
+  const H = 9;
+  const grid: string[][] = [];
+  for (let y = 0; y < H; y++) {
+    grid.push([]);
+    for (let x = 0; x < W; x++) grid[y]!.push(x === 0 || y === 0 || x === W - 1 || y === H - 1 ? '#' : '.');
+  }
+  const wallX = rng.int(6, 8);
+  for (let y = 1; y < H - 1; y++) grid[y]![wallX] = '#';
+  const door = { x: wallX, y: rng.int(1, H - 2) };
+  grid[door.y]![door.x] = 'D';
+  const reserved = [add(door, 'west'), add(door, 'east')];
+  const isFree = (p: Point) => !reserved.some((r) => samePoint(r, p));
+  const start = { x: rng.int(1, 2), y: rng.int(1, H - 2) };
+  const goal = { x: rng.int(W - 3, W - 2), y: rng.int(1, H - 2) };
+  const left: Point[] = [];
+  const right: Point[] = [];
+  for (let y = 1; y < H - 1; y++) {
+    for (let x = 1; x < W - 1; x++) {
+      const p = { x, y };
+      if (!isFree(p) || samePoint(p, start) || samePoint(p, goal)) continue;
+      if (x < wallX) left.push(p);
+      else if (x > wallX) right.push(p);
+    }
+  }
+  // The key away from the start (at least 3 columns in), so fetching it is a trip of its own.
+  const key = rng.pick(left.filter((p) => p.x >= 3));
+  grid[key.y]![key.x] = 'K';
+  grid[goal.y]![goal.x] = 'G';
+  for (const p of [...left, ...right]) {
+    if (samePoint(p, key)) continue;
+    const u = rng.next();
+    if (u < 0.15) grid[p.y]![p.x] = 'O';
+    else if (u < 0.25) grid[p.y]![p.x] = '#';
+  }
+  const flip = (p: Point): Point => (stacked ? { x: p.y, y: p.x } : p);
+  const rows = stacked
+    ? Array.from({ length: W }, (_, x) => Array.from({ length: H }, (_, y) => grid[y]![x]).join(''))
+    : grid.map((row) => row.join(''));
+  return {
+    width: stacked ? H : W,
+    height: stacked ? W : H,
+    rows,
+    start: flip(start),
+    key: flip(key),
+    door: flip(door),
+    goal: flip(goal),
+    slip: Math.round(rng.int(5, 15)) / 100,
+    unlock: 0.6,
+    sight: 2,
+  };
+}
+
+/** The cells within `radius` of `at` as the agent sees them (renderMap's symbols; beyond the edge: blank). */
+export function renderView(layout: Layout, at: Point, hasKey: boolean, doorOpen: boolean, radius: number): string {
+  const full = renderMap(layout, at, hasKey, doorOpen).split('\n');
+  const lines: string[] = [];
+  for (let y = at.y - radius; y <= at.y + radius; y++) {
+    let line = '';
+    for (let x = at.x - radius; x <= at.x + radius; x++) line += full[y]?.[x] ?? ' ';
+    lines.push(line);
+  }
+  return lines.join('\n');
 }
 
 /** The map as the agent sees it: the agent `@`, the key gone once carried, the door open `/` once unlocked. */

@@ -1,18 +1,25 @@
-import { createRng, type Json, type Message, type Task, type Policy } from 'agent-r1-ts';
-import { DIRECTIONS } from './layout.ts';
-import { plan, type WorldView } from './planner.ts';
-import { MAX_TURNS } from './tasks.ts';
+import { createRng, deriveSeed, type Json, type Message, type Task, type Policy } from 'agent-r1-ts';
+import { DIRECTIONS, type Layout } from './layout.ts';
+import { plan, type PlanAction, type WorldView } from './planner.ts';
+import { LARGE_MAX_TURNS, MAX_TURNS } from './tasks.ts';
 import { layoutOf } from './world.ts';
 
 const call = (name: string, args: { [key: string]: Json }) => ({
   text: `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`,
 });
 
-/** The world as the last observation describes it (the start, before any). */
+/** The world as the last observation (or the state card) describes it (the start, before any). */
 export function currentView(task: Task, messages: readonly Message[]): WorldView {
   const layout = layoutOf(task);
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i]!;
+    const card = /^Position \(x, y\): (\d+), (\d+)\. Key: (carried|at )[^\n]*Door: (open|locked)/.exec(m.content);
+    if (card)
+      return {
+        position: { x: Number(card[1]), y: Number(card[2]) },
+        hasKey: card[3] === 'carried',
+        doorOpen: card[4] === 'open',
+      };
     if (m.role !== 'tool') continue;
     for (const line of m.content.split('\n').reverse()) {
       const match = /^\[[a-z_]+\] (\{.*\})$/.exec(line);
@@ -34,20 +41,80 @@ export function currentView(task: Task, messages: readonly Message[]): WorldView
   return { position: layout.start, hasKey: false, doorOpen: false };
 }
 
+/** The turn budget a task's layout was screened against. */
+const turnsOf = (layout: Layout) => (layout.sight === undefined ? MAX_TURNS : LARGE_MAX_TURNS);
+
+function toCall(action: PlanAction) {
+  switch (action.kind) {
+    case 'move':
+      return call('move', { direction: action.direction });
+    case 'pick_up':
+      return call('pick_up', {});
+    case 'unlock':
+      return call('unlock', { direction: action.direction });
+  }
+}
+
+/** The layout as a planner that ignores pits sees it (pits as floor), made once per layout. */
+const pitBlind = new WeakMap<Layout, Layout>();
+function withoutPits(layout: Layout): Layout {
+  let blind = pitBlind.get(layout);
+  if (!blind) pitBlind.set(layout, (blind = { ...layout, rows: layout.rows.map((r) => r.replaceAll('O', '.')) }));
+  return blind;
+}
+
+/** How often the noisy expert errs, per episode (each habit drawn on its own). */
+export interface NoisyGridRates {
+  /** Gives up when the stiff lock does not turn, instead of trying again. */
+  quitWhenStuck: number;
+  /** Plans as if pits were floor: it walks into one whenever its path crosses it. */
+  ignorePits: number;
+}
+
+export const DEFAULT_NOISY_GRID_RATES: Readonly<NoisyGridRates> = Object.freeze({
+  quitWhenStuck: 0.5,
+  ignorePits: 0.5,
+});
+
+/** The noisy expert's habits for one episode: a pure function of (policy seed, episode id). */
+export function noisyHabits(seed: number, episodeId: string, rates: NoisyGridRates) {
+  const rng = createRng(deriveSeed('noisy-expert', seed, episodeId));
+  return { quitWhenStuck: rng.next() < rates.quitWhenStuck, ignorePits: rng.next() < rates.ignorePits };
+}
+
+/**
+ * The noisy expert errs the way a weak agent does, with habits drawn per episode (so records
+ * replay): it may give up at a lock that sticks (the door then never opens), and it may plan as if
+ * pits were floor. Otherwise it is the expert.
+ */
+export function noisyExpert(seed: number, rates: NoisyGridRates = DEFAULT_NOISY_GRID_RATES): Policy {
+  return {
+    id: 'noisy-expert',
+    version: `gridworld-noisy-expert-1:${rates.quitWhenStuck},${rates.ignorePits}`,
+    act: async ({ task, messages, turn, episodeId }) => {
+      const habits = noisyHabits(seed, episodeId, rates);
+      const last = messages.at(-1)?.content ?? '';
+      if (habits.quitWhenStuck && /the lock is stuck/.test(last))
+        return { text: '<answer>The door will not open.</answer>' };
+      const layout = layoutOf(task);
+      const { action } = plan(
+        habits.ignorePits ? withoutPits(layout) : layout,
+        currentView(task, messages),
+        turnsOf(layout) - turn,
+      );
+      return toCall(action);
+    },
+  };
+}
+
 /** Plans with the world's probabilities (value iteration over the turns left) and re-plans every turn. */
 export const expert: Policy = {
   id: 'expert',
   version: 'gridworld-expert-1',
   act: async ({ task, messages, turn }) => {
-    const { action } = plan(layoutOf(task), currentView(task, messages), MAX_TURNS - turn);
-    switch (action.kind) {
-      case 'move':
-        return call('move', { direction: action.direction });
-      case 'pick_up':
-        return call('pick_up', {});
-      case 'unlock':
-        return call('unlock', { direction: action.direction });
-    }
+    const layout = layoutOf(task);
+    const { action } = plan(layout, currentView(task, messages), turnsOf(layout) - turn);
+    return toCall(action);
   },
 };
 

@@ -1,5 +1,5 @@
 import { ScenarioError, createRng, deriveSeed, type Json, type Task } from 'agent-r1-ts';
-import { randomLayout, renderMap, type Layout } from './layout.ts';
+import { randomLargeLayout, randomLayout, renderMap, type Layout } from './layout.ts';
 import { successProbability } from './planner.ts';
 
 export const SPLITS = ['train', 'dev', 'test'] as const;
@@ -8,17 +8,43 @@ export const MAX_TURNS = 40;
 /** A layout is used only if optimal play escapes it with at least this probability within MAX_TURNS. */
 export const MIN_SOLVABILITY = 0.95;
 
+/** The large dark dungeon's splits (ood: the rooms stacked, a layout family training never shows). */
+export const LARGE_SPLITS = ['train', 'dev', 'test', 'ood'] as const;
+/** The large dungeon's turn budget; its layouts are screened against it. */
+export const LARGE_MAX_TURNS = 60;
+/** Optimal play escapes a large layout with at least this probability (pits and slips make some harder). */
+export const LARGE_MIN_SOLVABILITY = 0.9;
+
+export type GridSize = 'small' | 'large';
+
 /** The layout of task `n` of a split: the first random layout, from the task's own seed, that optimal play can escape. */
-export function layoutFor(split: string, n: number, seed: number): { layout: Layout; solvability: number } {
+export function layoutFor(
+  split: string,
+  n: number,
+  seed: number,
+  size: GridSize = 'small',
+): { layout: Layout; solvability: number } {
+  const large = size === 'large';
   for (let attempt = 0; attempt < 1000; attempt++) {
-    const layout = randomLayout(createRng(deriveSeed('gridworld', split, seed, n, attempt)));
-    const solvability = successProbability(layout, MAX_TURNS);
-    if (solvability >= MIN_SOLVABILITY) return { layout, solvability };
+    const rng = createRng(deriveSeed(large ? 'gridworld-large' : 'gridworld', split, seed, n, attempt));
+    const layout = large ? randomLargeLayout(rng, split === 'ood') : randomLayout(rng);
+    const solvability = successProbability(layout, large ? LARGE_MAX_TURNS : MAX_TURNS);
+    if (solvability >= (large ? LARGE_MIN_SOLVABILITY : MIN_SOLVABILITY)) return { layout, solvability };
   }
   throw new ScenarioError(`gridworld: no solvable layout for ${split} task ${n}`);
 }
 
+const at = (p: { x: number; y: number }) => `(${p.x}, ${p.y})`;
+
 export function question(layout: Layout): string {
+  if (layout.sight !== undefined) {
+    return [
+      `You are in a dark, slippery dungeon of ${layout.width} × ${layout.height} cells; (0, 0) is the top-left corner, x grows east, y grows south.`,
+      `You start at ${at(layout.start)}. Pick up the key at ${at(layout.key)}, unlock the door at ${at(layout.door)} from a cell next to it`,
+      `(the lock is stiff and may need several tries), then reach the exit at ${at(layout.goal)}. Moves slip sideways with probability ${layout.slip}.`,
+      `Falling into a pit ends the game; walls block. You see only ${layout.sight} cells around you (look shows them).`,
+    ].join(' ');
+  }
   return [
     'You are @ in a slippery dungeon. Reach the exit G. The exit is behind the locked door D: pick up the key K,',
     'stand next to the door and unlock it (the lock is stiff and may need several tries), then walk to G.',
@@ -32,20 +58,22 @@ export function question(layout: Layout): string {
  * `count` dungeons of a split. Train dungeons depend on the seed (fresh ones each run); dev and test
  * are fixed sequences (the seed does not change them), so evaluations compare like with like.
  */
-export function gridTasks(split: string, seed: number, count: number): Task[] {
-  if (!(SPLITS as readonly string[]).includes(split))
-    throw new ScenarioError(`gridworld has no split "${split}"; valid: ${SPLITS.join(', ')}`);
+export function gridTasks(split: string, seed: number, count: number, size: GridSize = 'small'): Task[] {
+  const splits: readonly string[] = size === 'large' ? LARGE_SPLITS : SPLITS;
+  if (!splits.includes(split))
+    throw new ScenarioError(`gridworld has no split "${split}"; valid: ${splits.join(', ')}`);
   if (!Number.isInteger(count) || count < 0)
     throw new ScenarioError(`task count must be a non-negative integer, got ${count}`);
   const tasks: Task[] = [];
   for (let i = 0; i < count; i++) {
     const train = split === 'train';
-    const { layout, solvability } = layoutFor(split, i, train ? seed : 0);
+    const { layout, solvability } = layoutFor(split, i, train ? seed : 0, size);
+    const prefix = size === 'large' ? 'grid-large' : 'grid';
     tasks.push({
-      id: train ? `grid-train-s${seed}-${i}` : `grid-${split}-${i}`,
+      id: train ? `${prefix}-train-s${seed}-${i}` : `${prefix}-${split}-${i}`,
       split,
       question: question(layout),
-      type: `slip-${layout.slip >= 0.18 ? 'high' : 'low'}`,
+      type: `slip-${layout.slip >= (size === 'large' ? 0.1 : 0.18) ? 'high' : 'low'}`,
       meta: { layout: layout as unknown as Json, solvability: Math.round(solvability * 1e4) / 1e4 },
     });
   }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commitEffect, tool, type Json, type ToolContext } from 'agent-r1-ts';
-import { add, DIRECTIONS, perpendicular, renderMap, samePoint, type Direction } from './layout.ts';
+import { add, DIRECTIONS, perpendicular, renderMap, renderView, samePoint, type Direction } from './layout.ts';
 import { applyGridEffect, view, type GridEffect, type GridState } from './world.ts';
 
 /**
@@ -98,12 +98,18 @@ export const unlock = tool({
 
 export const look = tool({
   name: 'look',
-  description: 'Show the map with your position (@), and whether you carry the key and the door is open.',
+  description:
+    'Show the map with your position (@) (in a dark dungeon, the cells you can see around you), and whether you carry the key and the door is open.',
   parameters: z.object({}),
   execute: (_args, ctx: Ctx): Json => {
     const v = view(ctx.state);
     const at = { x: v.position[0], y: v.position[1] };
-    return { map: renderMap(ctx.state.layout, at, v.has_key, v.door_open), ...v };
+    const { layout } = ctx.state;
+    const map =
+      layout.sight === undefined
+        ? renderMap(layout, at, v.has_key, v.door_open)
+        : renderView(layout, at, v.has_key, v.door_open, layout.sight);
+    return { map, ...v };
   },
 });
 

@@ -75,6 +75,38 @@ export function judgeResults(history: readonly TurnRecord[], results: readonly T
   return { identifiedFirst, violations, callErrors };
 }
 
+/** `tool(arg, …)` from a tool's JSON schema. */
+function signature(t: OpenAITool): string {
+  const schema = t.function.parameters as { properties?: Record<string, unknown> };
+  return `${t.function.name}(${Object.keys(schema.properties ?? {}).join(', ')})`;
+}
+
+/**
+ * The same policy with the tools named by their signatures instead of their JSON schemas: a quarter
+ * of the length, for a small model that reads the prompt at every step (the `prompt=compact` option).
+ */
+export function compactSystemPrompt(tools: readonly OpenAITool[]): string {
+  return [
+    'You are a customer support agent for an online store. Today is ' + TODAY + '.',
+    'Store policy (requests that break it are refused):',
+    ...Object.values(RULES).map((r) => `- ${r}`),
+    '- If the policy does not allow a request, do not attempt it: explain why in your answer.',
+    `Tools: ${tools.map(signature).join(', ')}.`,
+    'Call a tool with <tool_call>{"name": "...", "arguments": {...}}</tool_call>; reply to the customer with <answer>...</answer>.',
+  ].join('\n');
+}
+
+/** The desk's ToolEnv, with the full system prompt or the compact one. */
+export function deskEnv(prompt: (tools: readonly OpenAITool[]) => string): ToolEnv<Task, DeskState> {
+  return {
+    ...supportDeskEnv,
+    prompt: (task, tools): Message[] => [
+      { role: 'system', content: prompt(tools) },
+      { role: 'user', content: task.question },
+    ],
+  };
+}
+
 export const supportDeskEnv: ToolEnv<Task, DeskState> = {
   init: () => createDeskState(),
   dispose: (state) => disposeDeskState(state),

@@ -1,7 +1,7 @@
 import { defineScenario, type EpisodeRecord, type Scenario, type Summarizer, type Task } from 'agent-r1-ts';
-import { supportDeskEnv } from './env.ts';
+import { compactSystemPrompt, deskEnv, supportDeskEnv } from './env.ts';
 import { orderMachine } from './order-machine.ts';
-import { expert, reckless } from './policies.ts';
+import { DEFAULT_NOISY_SKIP, expert, noisyExpert, reckless } from './policies.ts';
 import { generateTasks, SPLITS } from './tasks.ts';
 import { supportDeskTools } from './tools.ts';
 import type { DeskState } from './world.ts';
@@ -37,7 +37,8 @@ function summarizer(): Summarizer {
   };
 }
 
-const scenario: Scenario<Task, DeskState> = {
+/** The support desk as it has always been (no options). */
+export const supportDesk: Scenario<Task, DeskState> = {
   id: 'support-desk',
   version: '1',
   description:
@@ -54,4 +55,26 @@ const scenario: Scenario<Task, DeskState> = {
   summarizer,
 };
 
-export default defineScenario(scenario);
+/**
+ * Options: `prompt=compact` names the tools by their signatures instead of their JSON schemas (for a
+ * small model that reads the prompt at every step); `noisySkip` (default 0.7) is the share of the
+ * `noisy-expert`'s episodes that go wrong (it acts before identifying the customer, or it answers
+ * before making the change). Given either, the scenario offers the noisy expert.
+ */
+export default defineScenario((options: { [key: string]: string }): Scenario<Task, DeskState> => {
+  const { prompt = 'full', noisySkip, ...rest } = options;
+  const unknown = Object.keys(rest);
+  if (unknown.length > 0) throw new Error(`support-desk: unknown option ${unknown[0]}; valid: prompt, noisySkip`);
+  if (prompt !== 'full' && prompt !== 'compact')
+    throw new Error(`support-desk: prompt must be full or compact, got "${prompt}"`);
+  if (Object.keys(options).length === 0) return supportDesk;
+  const rate = noisySkip === undefined ? DEFAULT_NOISY_SKIP : Number(noisySkip);
+  if (noisySkip !== undefined && (noisySkip.trim() === '' || !(rate >= 0 && rate <= 1)))
+    throw new Error(`support-desk: noisySkip must be in [0, 1], got "${noisySkip}"`);
+  return {
+    ...supportDesk,
+    options,
+    env: prompt === 'compact' ? deskEnv(compactSystemPrompt) : supportDeskEnv,
+    policies: { ...supportDesk.policies, 'noisy-expert': ({ seed }) => noisyExpert(seed, rate) },
+  };
+});

@@ -1,4 +1,4 @@
-import type { Json, Message, Task, Policy } from 'agent-r1-ts';
+import { createRng, deriveSeed, type Json, type Message, type Task, type Policy } from 'agent-r1-ts';
 import { RETURN_WINDOW_DAYS } from './order-machine.ts';
 import type { DeskRequest } from './tasks.ts';
 
@@ -111,3 +111,54 @@ export const reckless: Policy = {
     }
   },
 };
+
+/** How often the noisy expert errs, per episode: a share of its episodes go wrong in one of two ways. */
+export const DEFAULT_NOISY_SKIP = 0.7;
+
+export type DeskNoisyMode = 'clean' | 'no-identify' | 'early';
+
+/** The noisy expert's mode for one episode: a pure function of (policy seed, episode id). */
+export function deskNoisyMode(seed: number, episodeId: string, rate: number): DeskNoisyMode {
+  const rng = createRng(deriveSeed('noisy-expert', seed, episodeId));
+  if (rng.next() >= rate) return 'clean';
+  return rng.next() < 0.5 ? 'no-identify' : 'early';
+}
+
+/**
+ * The noisy expert errs the way a weak agent does, in a share `rate` of its episodes (drawn per
+ * episode, so records replay), half each way: it breaks the first rule (acts without identifying
+ * the customer: its reads and writes are refused) or it answers early (reads the order, then tells
+ * the customer it is handled without making the change). The rest are expert episodes.
+ */
+export function noisyExpert(seed: number, rate = DEFAULT_NOISY_SKIP): Policy {
+  return {
+    id: 'noisy-expert',
+    version: `support-desk-noisy-expert-1:${rate}`,
+    act: async ({ task, messages, episodeId }) => {
+      const mode = deskNoisyMode(seed, episodeId, rate);
+      const expertMove = expertAction(task, messages);
+      if (mode === 'clean') return expertMove;
+      const req = requestOf(task);
+      const seen = seenResults(messages);
+      if (mode === 'early') {
+        const write = /"name":"(cancel_order|return_items|change_shipping_address)"/.test(expertMove.text);
+        return write ? answer(`Thank you: your request for order ${req.order_id} has been passed on.`) : expertMove;
+      }
+      // no-identify: straight to the order, then straight to the change, then the answer.
+      if (
+        !seen.some((r) => r.name === 'get_order_details') &&
+        !messages.some((m) => m.content.includes('identify_first'))
+      )
+        return call('get_order_details', { order_id: req.order_id });
+      if (messages.filter((m) => m.role === 'tool').length >= 2) return answer('Done: your request has been handled.');
+      switch (req.kind) {
+        case 'cancel':
+          return call('cancel_order', { order_id: req.order_id, reason: req.reason });
+        case 'address':
+          return call('change_shipping_address', { order_id: req.order_id, ...req.address! });
+        case 'return':
+          return answer('Done: your return has been registered.');
+      }
+    },
+  };
+}

@@ -35,6 +35,8 @@ export interface MethodScore {
   episodes: number;
   em: number;
   f1: number;
+  /** Share of episodes whose outcome was a success (for QA: EM = 1). */
+  successRate: number;
   /** Mean share of the gold documents retrieved, where the scenario reports it (multihop QA). */
   recall?: number;
   /** EM per question type. */
@@ -72,6 +74,11 @@ export interface PaperOptions {
    * on dev, never on test). 'best-dev' needs dev evals (rl.evalEvery > 0).
    */
   select?: PolicySelection;
+  /**
+   * Scripted reference rows: the scenario's policies by name, evaluated like the methods (an expert
+   * shows what perfect play scores; the demonstrator what the warm start imitates).
+   */
+  references?: readonly { method: string; policy: string }[];
   /** Episodes per evaluation split: a number, or 'all' (one per task of the split). */
   evalEpisodes: { test: EvalEpisodes; ood: EvalEpisodes };
   evalSplits?: readonly string[];
@@ -136,6 +143,7 @@ export function scoreRecords(method: string, split: string, records: readonly Ep
     episodes: records.length,
     em: mean(records.map(em)),
     f1: mean(records.map(f1)),
+    successRate: mean(records.map((r) => (r.outcome.success ? 1 : 0))),
     ...(recalls.length === records.length && records.length > 0 ? { recall: mean(recalls) } : {}),
     byType,
     meanTurns: mean(records.map((r) => r.turns.length)),
@@ -324,6 +332,15 @@ async function runPaperWith(
   }
   scores.push(...oracle);
   lap('naive-rag');
+  if (options.references?.length) {
+    for (const { method, policy: name } of options.references) {
+      const policy = await referencePolicy(scenario, name, seed);
+      for (const split of splits)
+        scores.push(await evaluateMethod(scenario, method, policy, split, count(split), seed, options.episode));
+    }
+    emit({ phase: 'baseline', message: 'scripted references evaluated' });
+    lap('references');
+  }
   for (const split of splits)
     scores.push(
       await evaluateModel(
@@ -453,6 +470,7 @@ export function paperTableJson(scores: readonly MethodScore[], seconds: { [phase
   const split = (s: MethodScore) => ({
     em: pct(s.em),
     f1: pct(s.f1),
+    successRate: pct(s.successRate),
     byType: Object.fromEntries(
       Object.entries(s.byType).map(([type, v]) => [type, { n: v.n, em: pct(v.em), f1: pct(v.f1) }]),
     ),
@@ -464,7 +482,8 @@ export function paperTableJson(scores: readonly MethodScore[], seconds: { [phase
   return { methods, seconds: Object.fromEntries(Object.entries(seconds).map(([k, v]) => [k, Math.round(v)])) };
 }
 
-export function formatPaperTable(scores: readonly MethodScore[]): string {
+export function formatPaperTable(scores: readonly MethodScore[], metric: 'em' | 'success' = 'em'): string {
+  if (metric === 'success') return formatSuccessTable(scores);
   const methods = [...new Set(scores.map((s) => s.method))];
   const get = (m: string, split: string) => scores.find((s) => s.method === m && s.split === split);
   const types = [...new Set(scores.filter((s) => s.split === 'test').flatMap((s) => Object.keys(s.byType)))].sort();
@@ -493,6 +512,26 @@ export function formatPaperTable(scores: readonly MethodScore[]): string {
       ...recall,
     ];
   });
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');
+  return [line(head), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+/** The table of a family scored by success (not EM): success in % per split, then per type on test. */
+function formatSuccessTable(scores: readonly MethodScore[]): string {
+  const methods = [...new Set(scores.map((s) => s.method))];
+  const splits = [...new Set(scores.map((s) => s.split))];
+  const get = (m: string, split: string) => scores.find((s) => s.method === m && s.split === split);
+  const types = [...new Set(scores.filter((s) => s.split === 'test').flatMap((s) => Object.keys(s.byType)))].sort();
+  const head = ['method', ...splits.map((s) => `${s} success`), ...types.map((t) => `test:${t}`), 'test turns'];
+  const pct = (x: number | undefined) => (x === undefined ? '-' : (100 * x).toFixed(1));
+  const rows = methods.map((m) => [
+    m,
+    ...splits.map((split) => pct(get(m, split)?.successRate)),
+    ...types.map((t) => pct(get(m, 'test')?.byType[t]?.em)),
+    get(m, 'test')?.meanTurns.toFixed(1) ?? '-',
+  ]);
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) =>
     cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ');

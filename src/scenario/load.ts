@@ -14,6 +14,11 @@ export async function instantiateScenario(
   options: { [key: string]: string },
 ): Promise<Scenario> {
   let scenario: Scenario;
+  // A scenario that is a plain object has no options: one given would be silently ignored.
+  const given = Object.keys(options);
+  if (typeof definition !== 'function' && given.length > 0 && definition && typeof definition === 'object') {
+    throw new ScenarioOptionsError(`scenario ${String(definition.id)} takes no options (got ${given.join(', ')})`);
+  }
   try {
     scenario = typeof definition === 'function' ? await definition(options) : definition;
   } catch (err) {

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { checkScenario, checkScenarioDir, checkScenarioModule, checkTools } from '../../src/app/check-scenario.ts';
 import { innerDifference } from '../../src/app/check-determinism.ts';
 import { cli } from '../helpers/cli.ts';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 
 const BROKEN = 'test/fixtures/broken-scenario';

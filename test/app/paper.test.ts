@@ -5,7 +5,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { evalEpisodeCount, formatPaperTable, runPaper, scoreRecords } from '../../src/app/paper.ts';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 
 // The fields scoreRecords reads; the rest of a record does not matter here.

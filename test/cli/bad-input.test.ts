@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { contentHash, saveCheckpoint } from '../../src/policy/tfjs/checkpoint.ts';
 import { initBackend } from '../../src/policy/tfjs/backend.ts';
 import { GPTModel } from '../../src/policy/tfjs/model.ts';

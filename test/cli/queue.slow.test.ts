@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { GPTModel, initBackend, saveCheckpoint, trainTokenizer } from '../../src/policy/tfjs/index.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { cli } from '../helpers/cli.ts';

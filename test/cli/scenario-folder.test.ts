@@ -7,7 +7,7 @@ import { loadScenario, withSource } from '../../src/scenario/load.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { ViewerApp } from '../../src/view/server.ts';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { cli, repoRoot } from '../helpers/cli.ts';
 
 // A scenario folder of one's own (the world-machine template, which imports 'agent-r1-ts' by name):

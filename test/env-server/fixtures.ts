@@ -1,5 +1,5 @@
 import WebSocket from 'ws';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import { EnvServer, type EnvServerOptions } from '../../src/env-server/server.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';

@@ -1,7 +1,7 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
-import calculator from '../../scenarios/calculator/index.ts';
-import gridworld from '../../scenarios/gridworld/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
+import { gridworld } from '../../scenarios/gridworld/index.ts';
 import multihopQa from '../../scenarios/multihop-qa/index.ts';
 import type { EpisodeRecord, Message } from '../../src/core/types.ts';
 import { ContextModeError, contextHook, contextSetting, NoCardError } from '../../src/env/context.ts';

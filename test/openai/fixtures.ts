@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { initBackend, saveCheckpoint } from '../../src/policy/tfjs/index.ts';
 import { trainSft } from '../../src/policy/tfjs/sft.ts';
 import { rollout } from '../../src/rollout/rollout.ts';

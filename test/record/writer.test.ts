@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import test from 'ava';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { loadRecords, RecordWriter } from '../../src/record/jsonl.ts';
 import { serializeRecord } from '../../src/record/record.ts';

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { loadRecords, RecordWriter } from '../../src/record/jsonl.ts';
 import { parseRecordLine, sealRecord, serializeRecord } from '../../src/record/record.ts';

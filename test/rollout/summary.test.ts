@@ -6,7 +6,7 @@ import { rollout, type RolloutOptions } from '../../src/rollout/rollout.ts';
 import { summarizeRecords } from '../../src/rollout/summary.ts';
 import { instantiateScenario } from '../../src/scenario/load.ts';
 import { ScenarioError } from '../../src/core/errors.ts';
-import gridworld from '../../scenarios/gridworld/index.ts';
+import { gridworld } from '../../scenarios/gridworld/index.ts';
 import { toyScenario } from '../helpers/toy-scenario.ts';
 
 const options = async (): Promise<RolloutOptions> => ({

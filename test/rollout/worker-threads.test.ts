@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import test from 'ava';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 import { referencePolicy } from '../../src/scenario/reference-policy.ts';
 import { workerThreads, type WorkerThreadsOptions } from '../../src/rollout/worker-threads.ts';

@@ -7,7 +7,7 @@ import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { runEpisode } from '../../src/episode/run-episode.ts';
 import { ToolRunner } from '../../src/tools/runner.ts';
-import gridworld from '../../scenarios/gridworld/index.ts';
+import { gridworld } from '../../scenarios/gridworld/index.ts';
 import { GRID_REWARDS } from '../../scenarios/gridworld/env.ts';
 import { cellAt, samePoint, type Layout } from '../../scenarios/gridworld/layout.ts';
 import {

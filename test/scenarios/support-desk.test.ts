@@ -8,7 +8,7 @@ import { replayRecord } from '../../src/replay/replay.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { runEpisode } from '../../src/episode/run-episode.ts';
 import { ToolRunner } from '../../src/tools/runner.ts';
-import supportDesk from '../../scenarios/support-desk/index.ts';
+import { supportDesk } from '../../scenarios/support-desk/index.ts';
 import { digestDb, getOrder, openCopy } from '../../scenarios/support-desk/db.ts';
 import { VIOLATION_PENALTY } from '../../scenarios/support-desk/env.ts';
 import { orderMachine } from '../../scenarios/support-desk/order-machine.ts';

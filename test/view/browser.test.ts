@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import type { Policy } from '../../src/policy/policy.ts';

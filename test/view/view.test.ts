@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'node:http';
 import { setup } from 'xstate';
-import calculator from '../../scenarios/calculator/index.ts';
+import { calculator } from '../../scenarios/calculator/index.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import { episodeMachine } from '../../machines/episode.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
@@ -19,7 +19,7 @@ import { RunDirError, ViewerStartError, ViewRequestError } from '../../src/view/
 import { escapeHtml, html } from '../../src/view/html.ts';
 import { layerNodes, machineGraph } from '../../src/view/machine-graph.ts';
 import { episodePath, episodeView, worldPath } from '../../src/view/pages/episode.ts';
-import gridworld from '../../scenarios/gridworld/index.ts';
+import { gridworld } from '../../scenarios/gridworld/index.ts';
 import { parseEpisodeQuery } from '../../src/view/pages/run.ts';
 import { buildReport, pickExamples } from '../../src/view/report.ts';
 import { parseMetrics, readRunDir, runNames } from '../../src/view/run-dir.ts';

@@ -15,6 +15,7 @@ import {
   CONTEXT_HELP,
   contextMode,
   formatSummary,
+  keyValue,
   integer,
   nonNegativeNumber,
   positiveInt,
@@ -46,6 +47,7 @@ interface SftFlags {
   backend?: string;
   trainThreads?: number;
   data?: string;
+  option?: string[];
   json?: boolean;
 }
 
@@ -105,6 +107,7 @@ export function register(program: Command): void {
     .option('--backend <name>', 'tensorflow-gpu | tensorflow | webgpu | wasm | cpu (default: the best that loads)')
     .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
     .option('--data <path>', 'dataset file, for the dataset scenarios')
+    .option('--option <key=value>', 'a scenario option (repeatable), e.g. --option problems=multistep', keyValue, [])
     .option('--json', 'print the result as JSON on the last stdout line')
     .action(async (flags: SftFlags) => {
       const backend = await initBackend(flags.backend);

@@ -9,9 +9,24 @@ import { formatPaperTable, paperTableJson, runPaper } from '../../app/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { contextSetting } from '../../env/context.ts';
 import { CONTEXT_HELP, contextMode, integer, positiveInt, TRAIN_THREADS_HELP } from '../common.ts';
-import { START_SCENARIO_OPTIONS, startBudget, startScenarioOptions } from '../../app/start.ts';
+import { START_SCENARIO_OPTIONS } from '../../app/start.ts';
+import { FAMILIES, FAMILY_NAMES, type Family } from '../../app/families.ts';
+import { InvalidArgumentError } from 'commander';
+
+function familyName(value: string): string {
+  if (!Object.hasOwn(FAMILIES, value)) throw new InvalidArgumentError(`expected one of ${FAMILY_NAMES.join(', ')}`);
+  return value;
+}
+
+/** The demonstrator's declared error rates, as the family's options set them. */
+function noisyHabits(family: Family): string {
+  const options = family.options(false, 0);
+  const rates = Object.entries(options).filter(([k]) => k.startsWith('noisy'));
+  return rates.length > 0 ? rates.map(([k, v]) => `${k} ${v}`).join(', ') : 'the scenario default';
+}
 
 interface StartFlags {
+  scenario: string;
   quick?: boolean;
   seed: number;
   out?: string;
@@ -26,9 +41,15 @@ export function register(program: Command): void {
   program
     .command('start')
     .description(
-      'the main job: multi-hop QA world → SFT warm start on imperfect demonstrations → GRPO, then the results table',
+      'the main job: a task family (multi-hop QA by default) → SFT warm start on imperfect demonstrations → GRPO, then the results table',
     )
-    .option('--quick', 'a small run for CI (under 2 minutes) that still shows the reward rising')
+    .option(
+      '--scenario <family>',
+      `the task family: ${FAMILY_NAMES.join(', ')} (multihop-qa: the paper's main job)`,
+      familyName,
+      'multihop-qa',
+    )
+    .option('--quick', 'a small run for CI (under 2 minutes) that runs the whole pipeline')
     .option('--seed <n>', 'seed of the world, the demonstrations and the training', integer, 1)
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, webgpu, wasm or cpu')
@@ -44,7 +65,10 @@ export function register(program: Command): void {
       const say = (s: string) =>
         process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
       const quick = flags.quick ?? false;
-      const out = flags.out ?? join('runs', quick ? 'start-quick' : 'start');
+      const family = FAMILIES[flags.scenario]!;
+      const main = flags.scenario === 'multihop-qa';
+      const name = main ? 'start' : `start-${flags.scenario}`;
+      const out = flags.out ?? join('runs', quick ? `${name}-quick` : name);
       if (existsSync(out)) {
         // The main job starts over; refuse to wipe a directory it did not make.
         if (
@@ -58,19 +82,23 @@ export function register(program: Command): void {
       }
       const info = await initBackend(flags.backend);
       say(`backend ${info.name}`);
-      const scenario = await loadScenario('multihop-qa', builtinScenarios, {
-        seed: String(flags.seed),
-        ...startScenarioOptions(quick),
-      });
+      const scenario = await loadScenario(family.scenario, builtinScenarios, family.options(quick, flags.seed));
       say(scenario.description);
-      const budget = startBudget(quick);
-      const context = contextSetting(scenario, flags.context);
-      if (context !== undefined) budget.episode = { ...budget.episode, context };
+      const budget = family.budget(quick);
+      const metric = family.metric === 'em' ? 'EM' : 'success';
+      if (flags.context !== undefined) {
+        // The run's --context replaces the family's own (gridworld's card, support-desk's window).
+        const { context: _default, ...episode } = budget.episode ?? {};
+        const context = contextSetting(scenario, flags.context);
+        budget.episode = context === undefined ? episode : { ...episode, context };
+      }
       const result = await runPaper({
         scenario,
         seed: flags.seed,
         algos: ['grpo'],
         outDir: out,
+        evalSplits: family.evalSplits,
+        references: family.references,
         replica: flags.replica,
         trainThreads: flags.trainThreads ?? availableParallelism(),
         ...budget,
@@ -84,26 +112,32 @@ export function register(program: Command): void {
           if (e.step) {
             const m = e.step;
             say(
-              `${e.algo} step ${m.step}/${budget.rl.steps}  reward ${m.reward.toFixed(3)}  EM ${(m.outcome.em ?? m.success).toFixed(3)}  ` +
+              `${e.algo} step ${m.step}/${budget.rl.steps}  reward ${m.reward.toFixed(3)}  ${metric} ${(m.outcome.em ?? m.success).toFixed(3)}  ` +
                 `entropy ${m.entropy.toFixed(3)}  clip ${m.clipFraction.toFixed(3)}  grad ${m.gradNorm.toFixed(2)}  ${m.time.tokensPerS.toFixed(0)} tok/s`,
             );
           }
           if (e.eval)
             say(
-              `${e.algo} eval on ${e.eval.split} at step ${e.eval.step}: EM ${(e.eval.outcome.em ?? e.eval.success).toFixed(3)}`,
+              `${e.algo} eval on ${e.eval.split} at step ${e.eval.step}: ${metric} ${(e.eval.outcome.em ?? e.eval.success).toFixed(3)}`,
             );
         },
       });
       const rewards = result.rewards.map((r) => r.reward);
       const half = Math.max(1, Math.floor(rewards.length / 2));
       const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+      const episodes = family.evalSplits.map(
+        (s) => `${s} ${s === 'ood' ? budget.evalEpisodes.ood : budget.evalEpisodes.test}`,
+      );
+      const habits = main
+        ? `${100 * Number(START_SCENARIO_OPTIONS.noisyEarly)}% answer one search early with the bridge entity`
+        : `its errors: ${scenario.policies['noisy-expert'] ? noisyHabits(family) : 'none'}`;
       const lines = [
         '',
-        formatPaperTable(result.scores),
+        formatPaperTable(result.scores, family.metric),
         '',
-        `EM and F1 in %, greedy decoding; test ${budget.evalEpisodes.test} and ood ${budget.evalEpisodes.ood} episodes.`,
+        `${family.metric === 'em' ? 'EM and F1' : 'Success'} in %, greedy decoding; ${episodes.join(' and ')} episodes.`,
         `warm start: ${result.warmStart.sequences} noisy-expert demonstrations (${(100 * result.warmStart.demoSuccess).toFixed(0)}% correct; ` +
-          `${100 * Number(START_SCENARIO_OPTIONS.noisyEarly)}% answer one search early with the bridge entity), ` +
+          `${habits}), ` +
           `${result.warmStart.steps} SFT steps, ${result.warmStart.parameters} parameters`,
         `GRPO training reward per step: ${rewards.map((r) => r.toFixed(3)).join(' ')}`,
         `mean reward, first half → second half: ${avg(rewards.slice(0, half)).toFixed(3)} → ${avg(rewards.slice(half)).toFixed(3)}`,

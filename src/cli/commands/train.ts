@@ -22,6 +22,7 @@ import {
   CONTEXT_HELP,
   contextMode,
   integer,
+  keyValue,
   positiveInt,
   printJson,
   scenarioFromFlags,
@@ -65,6 +66,7 @@ interface TrainFlags extends QueueFlags {
   backend?: string;
   trainThreads?: number;
   data?: string;
+  option?: string[];
   json?: boolean;
 }
 
@@ -287,6 +289,7 @@ export function register(program: Command): void {
       'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of each rollout)',
     )
     .option('--data <path>', 'dataset file, for the dataset scenarios')
+    .option('--option <key=value>', 'a scenario option (repeatable), e.g. --option problems=multistep', keyValue, [])
     .addOption(queueFlagOptions.queue())
     .addOption(queueFlagOptions.chunk())
     .addOption(queueFlagOptions.timeout())

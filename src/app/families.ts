@@ -1,0 +1,196 @@
+import type { PaperOptions } from './paper.ts';
+import { startBudget, startScenarioOptions } from './start.ts';
+
+/**
+ * The task families `agent-r1 start --scenario S` trains, Agent-R1 v0.1's four-benchmark table in
+ * miniature: each is a built-in scenario with options, a warm start on imperfect demonstrations (a
+ * noisy expert that errs the way a weak model does, so the warm start leaves room that only RL can
+ * take), GRPO, and greedy evaluation on `test` (and `ood` where the family has it).
+ *
+ *   multihop-qa  ≈ HotpotQA   the main job, unchanged (EM)
+ *   calculator   ≈ GSM8K      multi-step word problems, one tool call per operation (success)
+ *   gridworld    ≈ ALFWorld   a large dark dungeon, 20–40 turns, step-level context: the state card
+ *   support-desk ≈ WebShop    multi-tool database work under the store's rules (the final database)
+ */
+export interface Family {
+  scenario: string;
+  /** What the family is like in the literature, for the table. */
+  like: string;
+  /** The figure the table leads with: EM (QA) or success (the episode's outcome). */
+  metric: 'em' | 'success';
+  options(quick: boolean, seed: number): Record<string, string>;
+  budget(quick: boolean): FamilyBudget;
+  evalSplits: readonly string[];
+  /**
+   * Scripted reference rows (a policy of the scenario, evaluated like the methods): the expert (what
+   * perfect play scores) and the demonstrator (what the warm start imitates).
+   */
+  references: readonly { method: string; policy: string }[];
+}
+
+export type FamilyBudget = Pick<PaperOptions, 'warmStart' | 'rl' | 'evalEpisodes' | 'episode' | 'select'>;
+
+const REFERENCES = [
+  { method: 'Expert (scripted, the ceiling)', policy: 'expert' },
+  { method: 'Noisy expert (the demonstrations)', policy: 'noisy-expert' },
+] as const;
+
+/** A small warm start and a short GRPO run, for `--quick` (CI): the pipeline end to end. */
+function quickBudget(episode: FamilyBudget['episode'], contextLength: number): FamilyBudget {
+  return {
+    episode,
+    select: 'best-dev',
+    warmStart: {
+      demoPolicy: 'noisy-expert',
+      episodes: 48,
+      steps: 12,
+      batchSize: 8,
+      lr: 6e-3,
+      vocabSize: 512,
+      model: { dModel: 32, nLayers: 1, contextLength, copyHead: true },
+    },
+    rl: {
+      steps: 2,
+      tasksPerStep: 2,
+      group: 4,
+      minibatch: 8,
+      lr: 1e-3,
+      klMode: 'none',
+      klCoef: 0,
+      evalEvery: 1,
+      evalEpisodes: 8,
+      checkpointEvery: 2,
+    },
+    evalEpisodes: { test: 8, ood: 8 },
+  };
+}
+
+export const FAMILIES: { [name: string]: Family } = {
+  'multihop-qa': {
+    scenario: 'multihop-qa',
+    like: 'HotpotQA',
+    metric: 'em',
+    options: (quick, seed) => ({ seed: String(seed), ...startScenarioOptions(quick) }),
+    budget: startBudget,
+    evalSplits: ['test', 'ood'],
+    references: [],
+  },
+  calculator: {
+    scenario: 'calculator',
+    like: 'GSM8K',
+    metric: 'success',
+    options: () => ({ problems: 'multistep', noisyEarly: '0.6' }),
+    budget: (quick) => {
+      const episode = { maxTokensPerTurn: 40 };
+      if (quick) return quickBudget({ ...episode, maxTurns: 6 }, 512);
+      return {
+        episode,
+        select: 'best-dev',
+        warmStart: {
+          demoPolicy: 'noisy-expert',
+          episodes: 600,
+          steps: 600,
+          batchSize: 8,
+          lr: 6e-3,
+          vocabSize: 512,
+          model: { dModel: 64, nLayers: 2, contextLength: 512, copyHead: true },
+        },
+        rl: {
+          steps: 14,
+          tasksPerStep: 8,
+          group: 8,
+          minibatch: 64,
+          lr: 3e-4,
+          klMode: 'none',
+          klCoef: 0,
+          evalEvery: 7,
+          evalEpisodes: 64,
+          checkpointEvery: 7,
+        },
+        evalEpisodes: { test: 200, ood: 100 },
+      };
+    },
+    evalSplits: ['test', 'ood'],
+    references: REFERENCES,
+  },
+  gridworld: {
+    scenario: 'gridworld',
+    like: 'ALFWorld',
+    metric: 'success',
+    options: () => ({ size: 'large', noisyStuck: '0.5', noisyPits: '0.5' }),
+    budget: (quick) => {
+      // The step-level MDP: each step sees the prompt and the state card, never the transcript,
+      // which at 20–40 turns would be several times the model's context.
+      const episode = { context: 'card', maxTokensPerTurn: 32 };
+      if (quick) return quickBudget({ ...episode, maxTurns: 45 }, 512);
+      return {
+        episode,
+        select: 'best-dev',
+        warmStart: {
+          demoPolicy: 'noisy-expert',
+          episodes: 200,
+          steps: 600,
+          batchSize: 8,
+          lr: 6e-3,
+          vocabSize: 512,
+          model: { dModel: 64, nLayers: 2, contextLength: 512, copyHead: true },
+        },
+        rl: {
+          steps: 12,
+          tasksPerStep: 4,
+          group: 8,
+          minibatch: 32,
+          lr: 3e-4,
+          klMode: 'none',
+          klCoef: 0,
+          evalEvery: 6,
+          evalEpisodes: 32,
+          checkpointEvery: 6,
+        },
+        evalEpisodes: { test: 100, ood: 50 },
+      };
+    },
+    evalSplits: ['test', 'ood'],
+    references: REFERENCES,
+  },
+  'support-desk': {
+    scenario: 'support-desk',
+    like: 'WebShop / tau-bench',
+    metric: 'success',
+    options: () => ({ prompt: 'compact', noisySkip: '0.7' }),
+    budget: (quick) => {
+      const episode = { context: 'window:2', maxTokensPerTurn: 64, maxTurns: 8 };
+      if (quick) return quickBudget({ ...episode, maxTurns: 4 }, 768);
+      return {
+        episode,
+        select: 'best-dev',
+        warmStart: {
+          demoPolicy: 'noisy-expert',
+          episodes: 400,
+          steps: 600,
+          batchSize: 8,
+          lr: 6e-3,
+          vocabSize: 768,
+          model: { dModel: 64, nLayers: 2, contextLength: 768, copyHead: true },
+        },
+        rl: {
+          steps: 12,
+          tasksPerStep: 8,
+          group: 8,
+          minibatch: 64,
+          lr: 3e-4,
+          klMode: 'none',
+          klCoef: 0,
+          evalEvery: 6,
+          evalEpisodes: 64,
+          checkpointEvery: 6,
+        },
+        evalEpisodes: { test: 200, ood: 0 },
+      };
+    },
+    evalSplits: ['test'],
+    references: REFERENCES,
+  },
+};
+
+export const FAMILY_NAMES = Object.keys(FAMILIES);

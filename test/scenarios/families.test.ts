@@ -1,0 +1,135 @@
+import test from 'ava';
+import { builtinScenarios } from '../../scenarios/index.ts';
+import { MULTISTEP_OPS, multistepTasks, type Step } from '../../scenarios/calculator/multistep.ts';
+import { DEFAULT_NOISY_EARLY } from '../../scenarios/calculator/multistep-policies.ts';
+import { noisyHabits } from '../../scenarios/gridworld/policies.ts';
+import { gridTasks } from '../../scenarios/gridworld/tasks.ts';
+import { deskNoisyMode } from '../../scenarios/support-desk/policies.ts';
+import { checkScenario } from '../../src/app/check-scenario.ts';
+import { ScenarioOptionsError } from '../../src/core/errors.ts';
+import type { Layout } from '../../scenarios/gridworld/layout.ts';
+import { rollout } from '../../src/rollout/rollout.ts';
+import { loadScenario } from '../../src/scenario/load.ts';
+
+const load = (name: string, options: { [key: string]: string }) => loadScenario(name, builtinScenarios, options);
+
+/** Whether `hits` of `n` trials fit a rate `p` (within four standard deviations). */
+const fits = (hits: number, n: number, p: number) => Math.abs(hits / n - p) <= 4 * Math.sqrt((p * (1 - p)) / n);
+
+test('multistep calculator: 2–4 operations in train, 3–4 in the harder test, 5–6 out of distribution; answers follow', (t) => {
+  for (const split of ['train', 'dev', 'test', 'ood']) {
+    const [lo, hi] = MULTISTEP_OPS[split]!;
+    const tasks = multistepTasks(split, 3, 200);
+    const counts = new Set<number>();
+    for (const task of tasks) {
+      const { start, steps } = task.meta as unknown as { start: number; steps: Step[] };
+      counts.add(steps.length);
+      let value = start;
+      for (const { op, n } of steps) {
+        value = op === '+' ? value + n : op === '-' ? value - n : op === '*' ? value * n : value / n;
+        t.true(Number.isInteger(value) && value >= 1 && value <= 999, `${task.id}: ${value}`);
+        t.true(task.question.includes(` ${n} `), `${task.id} names ${n}`);
+      }
+      t.is(task.answer, String(value));
+    }
+    t.deepEqual(
+      [...counts].sort(),
+      Array.from({ length: hi - lo + 1 }, (_, i) => lo + i),
+    );
+  }
+  // dev, test and ood are fixed sets; train follows the seed.
+  t.deepEqual(multistepTasks('test', 1, 5), multistepTasks('test', 2, 5));
+  t.notDeepEqual(multistepTasks('train', 1, 5), multistepTasks('train', 2, 5));
+});
+
+test('the noisy experts err at their declared rates', async (t) => {
+  const n = 2000;
+  // calculator: the share of episodes answered before every operation was computed
+  const calc = await load('calculator', { problems: 'multistep' });
+  const { records } = await rollout({
+    scenario: calc,
+    policy: await calc.policies['noisy-expert']!({ scenario: calc, seed: 5 }),
+    split: 'train',
+    episodes: n,
+    seed: 5,
+  });
+  const early = records.filter((r) => r.turns.length - 1 < (r.task.meta!.steps as unknown[]).length).length;
+  t.true(fits(early, n, DEFAULT_NOISY_EARLY), `calculator: ${early} of ${n} early`);
+  t.true(records.every((r) => r.status === 'ok'));
+  // gridworld: each habit on its own
+  const habits = Array.from({ length: n }, (_, i) =>
+    noisyHabits(5, `ep-${i}`, { quitWhenStuck: 0.5, ignorePits: 0.3 }),
+  );
+  t.true(fits(habits.filter((h) => h.quitWhenStuck).length, n, 0.5));
+  t.true(fits(habits.filter((h) => h.ignorePits).length, n, 0.3));
+  // support desk: the share that errs, half each way
+  const modes = Array.from({ length: n }, (_, i) => deskNoisyMode(5, `ep-${i}`, 0.7));
+  t.true(fits(modes.filter((m) => m !== 'clean').length, n, 0.7));
+  t.true(fits(modes.filter((m) => m === 'early').length, n, 0.35));
+});
+
+test('the large dark gridworld: 15 × 9 dungeons (stacked 9 × 15 ones held out as ood), the map hidden', async (t) => {
+  for (const split of ['train', 'test', 'ood']) {
+    for (const task of gridTasks(split, 1, 10, 'large')) {
+      const layout = task.meta!.layout as unknown as Layout;
+      t.deepEqual([layout.width, layout.height], split === 'ood' ? [9, 15] : [15, 9]);
+      t.is(layout.sight, 2);
+      t.false(task.question.includes('#'), 'no map in the question');
+      t.regex(task.question, /key at \(\d+, \d+\)/);
+    }
+  }
+  const grid = await load('gridworld', { size: 'large' });
+  const policy = await grid.policies.expert!({ scenario: grid, seed: 1 });
+  const { records, summary } = await rollout({
+    scenario: grid,
+    policy,
+    split: 'dev',
+    episodes: 30,
+    seed: 1,
+    config: { context: 'card' },
+  });
+  t.true(summary.successRate >= 0.8, `expert ${summary.successRate}`);
+  const turns = records.filter((r) => r.outcome.success).map((r) => r.turns.length);
+  const meanTurns = turns.reduce((a, b) => a + b, 0) / turns.length;
+  t.true(meanTurns >= 20 && meanTurns <= 40, `mean turns ${meanTurns}`);
+  // look shows the cells within sight only: 5 lines of 5
+  const look = records[0]!.turns.find((x) => x.results[0]?.name === 'look');
+  if (look) t.is((look.results[0]!.data as { map: string }).map.split('\n').length, 5);
+});
+
+test('the harder calculator and the large gridworld keep scenario check green (determinism and replay)', async (t) => {
+  for (const [name, options, config] of [
+    ['calculator', { problems: 'multistep' }, {}],
+    ['gridworld', { size: 'large' }, { context: 'card' }],
+    ['gridworld', { size: 'large' }, {}],
+    ['support-desk', { prompt: 'compact', noisySkip: '0.7' }, { context: 'window:2' }],
+  ] as const) {
+    const scenario = await load(name, options);
+    const { problems, warnings } = await checkScenario(scenario, { episodesPerSplit: 1, config });
+    t.deepEqual(problems, [], `${name} ${JSON.stringify(options)} ${JSON.stringify(config)}`);
+    t.deepEqual(
+      warnings.filter((w) => w.kind !== 'expert'),
+      [],
+    );
+  }
+});
+
+test('scenario options: unknown names and bad values are refused, and a plain scenario takes none', async (t) => {
+  for (const [name, options, message] of [
+    ['calculator', { problems: 'hard' }, /problems must be basic or multistep/],
+    ['calculator', { steps: '3' }, /unknown option steps/],
+    ['calculator', { problems: 'multistep', noisyEarly: '1.5' }, /noisyEarly must be in \[0, 1\]/],
+    ['calculator', { noisyEarly: '0.5' }, /noisyEarly needs problems=multistep/],
+    ['gridworld', { size: 'huge' }, /size must be small or large/],
+    ['gridworld', { size: 'large', noisyPits: 'x' }, /noisyPits must be in \[0, 1\]/],
+    ['support-desk', { prompt: 'tiny' }, /prompt must be full or compact/],
+  ] as const) {
+    const err = await t.throwsAsync(load(name, options), { instanceOf: ScenarioOptionsError });
+    t.regex(err!.message, message);
+  }
+  const plain = { default: { id: 'plain', version: '1' } };
+  const err = await t.throwsAsync(loadScenario('plain', { plain: async () => plain as never }, { size: 'large' }), {
+    instanceOf: ScenarioOptionsError,
+  });
+  t.regex(err!.message, /scenario plain takes no options \(got size\)/);
+});
