@@ -98,8 +98,8 @@ export const unlock = tool({
 
 export const look = tool({
   name: 'look',
-  description:
-    'Show the map with your position (@) (in a dark dungeon, the cells you can see around you), and whether you carry the key and the door is open.',
+  // (In the dark dungeon, size=large, the map shows only the cells within sight.)
+  description: 'Show the map with your position (@), and whether you carry the key and the door is open.',
   parameters: z.object({}),
   execute: (_args, ctx: Ctx): Json => {
     const v = view(ctx.state);
