@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { createRng, type Rng } from '../../core/rng.ts';
 import { AgentR1Error } from '../../core/errors.ts';
 import { forwardRows, newCache } from './decode.ts';
-import { KernelDecoder } from './kernel/kernel-decoder.ts';
+import { KernelDecoder, type KernelSession } from './kernel/kernel-decoder.ts';
 import type { KVCache } from './kv-cache.ts';
 import type { GPTModel } from './model.ts';
 
@@ -199,11 +199,15 @@ async function decodeCached(model: GPTModel, rows: Active[], options: GenerateOp
 
 /** decodeCached on the decode kernel: the rows' caches live in its memory for the whole call. */
 function decodeKernel(decoder: KernelDecoder, rows: Active[], options: GenerateOptions): void {
-  const V = decoder.model.config.vocabSize;
   const caches = rows.map((a) => usableCache(a.row));
   const session = decoder.session(
     rows.map((a, i) => ({ cache: caches[i]?.kv, capacity: a.row.tokens.length + a.limit })),
   );
+  const sampling = options.sampling ?? {};
+  const V = decoder.model.config.vocabSize;
+  const temperature = sampling.temperature ?? 1;
+  // Top-k / top-p sort the vocabulary: sampleToken does it; otherwise the kernel computes the weights.
+  const filtered = (sampling.topK !== undefined && sampling.topK > 0 && sampling.topK < V) || (sampling.topP ?? 1) < 1;
   try {
     let steps = rows.map((a, slot) => {
       a.fed = a.row.tokens.slice();
@@ -218,11 +222,16 @@ function decodeKernel(decoder: KernelDecoder, rows: Active[], options: GenerateO
     let live = rows;
     while (live.length > 0) {
       const logits = session.step(steps);
+      const drawn = filtered
+        ? live.map((a, i) => sampleToken(logits[i]!, a.rng, sampling))
+        : drawWeighted(session, logits, live, temperature);
       const next: Active[] = [];
       const nextSteps: typeof steps = [];
       live.forEach((a, i) => {
-        const row = logits.subarray(i * V, (i + 1) * V);
-        const token = sampleInto(a, options.returnLogits ? row.slice() : row, options);
+        const { token, logprob } = drawn[i]!;
+        a.out.tokens.push(token);
+        a.out.logprobs.push(logprob);
+        a.out.logits?.push(logits[i]!.slice());
         const slot = steps[i]!.slot;
         if (finished(a, token, options)) {
           if (options.keepCache) {
@@ -241,6 +250,59 @@ function decodeKernel(decoder: KernelDecoder, rows: Active[], options: GenerateO
   } finally {
     session.close();
   }
+}
+
+/**
+ * sampleToken's rule (no top-k / top-p) on the kernel's weights: w = exp(logit − max) give the
+ * normalizer (summed in order, in float64) and, at temperature 1, the draw; another temperature
+ * draws from exp((logit − max) / T); temperature ≤ 0 takes the argmax.
+ */
+function drawWeighted(
+  session: KernelSession,
+  logits: Float32Array[],
+  live: readonly Active[],
+  temperature: number,
+): Array<{ token: number; logprob: number }> {
+  const ones = session.weights(1);
+  const z = new Float64Array(live.length);
+  const logZ = live.map((_, i) => {
+    const l = logits[i]!;
+    const w = ones[i]!;
+    let max = -Infinity;
+    let sum = 0;
+    for (let j = 0; j < l.length; j++) {
+      if (l[j]! > max) max = l[j]!;
+      sum += w[j]!;
+    }
+    z[i] = sum;
+    return max + Math.log(sum);
+  });
+  const tempered = temperature > 0 && temperature !== 1;
+  const weights = tempered ? session.weights(temperature) : ones;
+  return live.map((a, i) => {
+    const l = logits[i]!;
+    let token = 0;
+    if (temperature <= 0) {
+      for (let j = 1; j < l.length; j++) if (l[j]! > l[token]!) token = j;
+    } else {
+      const w = weights[i]!;
+      let total = z[i]!;
+      if (tempered) {
+        total = 0;
+        for (let j = 0; j < w.length; j++) total += w[j]!;
+      }
+      let u = a.rng.next() * total;
+      token = w.length - 1;
+      for (let j = 0; j < w.length; j++) {
+        u -= w[j]!;
+        if (u < 0) {
+          token = j;
+          break;
+        }
+      }
+    }
+    return { token, logprob: l[token]! - logZ[i]! };
+  });
 }
 
 async function decodeUncached(model: GPTModel, rowsIn: Active[], options: GenerateOptions, pad: number): Promise<void> {

@@ -381,7 +381,6 @@ function attend(q: usize, k: usize, v: usize, d: i32, dh: i32, n: i32, sc: usize
 
 // ---- scratch layout (one place: `scratchBytes` and `step` both use it) ----
 
-let sLogits: usize = 0; // [R][ceil8(V)]: the step's output
 let sX: usize = 0; // [S][ceil8(d)] residual stream
 let sH: usize = 0; // [S][ceil8(d)] layer-norm output
 let sQKV: usize = 0; // [S][ceil8(3d)]
@@ -398,7 +397,6 @@ function carve(model: usize, base: usize, S: i32, R: i32, C: i32): void {
   const d8 = <usize>ceil8(slot(model, M_D)) << 2;
   const V8 = <usize>ceil8(slot(model, M_V)) << 2;
   let p = base;
-  sLogits = p; p += <usize>R * V8;
   sX = p; p += <usize>S * d8;
   sH = p; p += <usize>S * d8;
   sQKV = p; p += (<usize>S * <usize>ceil8(3 * slot(model, M_D))) << 2;
@@ -421,10 +419,10 @@ export function scratchBytes(model: usize, S: i32, R: i32, C: i32): i32 {
 /**
  * One incremental forward over R rows with S new tokens in all (rows table at `rows`, token ids at
  * `tokens`): appends every new token's keys/values (and copy keys, ids) to its row's cache and
- * writes each row's next-token logits (log-probabilities with a copy head) at the scratch's start,
- * [R][ceil8(V)].
+ * writes each row's next-token logits (log-probabilities with a copy head) at `out`, [R][ceil8(V)].
  */
-export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, scratch: usize, C: i32): void {
+export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, out: usize, scratch: usize, C: i32): void {
+  const sLogits = out;
   carve(model, scratch, S, R, C);
   const d = slot(model, M_D);
   const H = slot(model, M_H);
@@ -613,5 +611,29 @@ function copyMix(logits: usize, V: i32, q: usize, ck: usize, ids: usize, d: i32,
   for (let i = 0; i < V4; i += 4) {
     const p = f32x4.add(f32x4.mul(f32x4.div(v128.load(at(logits, i)), z), g), f32x4.mul(v128.load(at(sMix, i)), ng));
     v128.store(at(logits, i), logv(f32x4.add(p, eps)));
+  }
+}
+
+/**
+ * Sampling weights for R rows of logits (row stride `stride`, V used): w = exp((l − max)·invT),
+ * written at `out` with the same stride. The host draws from them and sums them (in order) for the
+ * normalizer.
+ */
+export function weigh(logits: usize, R: i32, V: i32, stride: i32, out: usize, invT: f32): void {
+  const it = f32x4.splat(invT);
+  for (let r = 0; r < R; r++) {
+    const l = at(logits, r * stride);
+    const w = at(out, r * stride);
+    let mv = f32x4.splat(-Infinity);
+    let i = 0;
+    for (; i + 4 <= V; i += 4) mv = f32x4.max(mv, v128.load(at(l, i)));
+    let max = Mathf.max(
+      Mathf.max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)),
+      Mathf.max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)),
+    );
+    for (; i < V; i++) max = Mathf.max(max, load<f32>(at(l, i)));
+    const m = f32x4.splat(max);
+    // The last group may run past V into the row's padding (stride ≥ ceil8(V)): harmless lanes.
+    for (i = 0; i < V; i += 4) v128.store(at(w, i), expv(f32x4.mul(f32x4.sub(v128.load(at(l, i)), m), it)));
   }
 }

@@ -28,8 +28,18 @@ const ROW_INTS = 8;
 
 interface KernelExports {
   memory: WebAssembly.Memory;
-  step(model: number, rows: number, R: number, tokens: number, S: number, scratch: number, C: number): void;
+  step(
+    model: number,
+    rows: number,
+    R: number,
+    tokens: number,
+    S: number,
+    out: number,
+    scratch: number,
+    C: number,
+  ): void;
   scratchBytes(model: number, S: number, R: number, C: number): number;
+  weigh(logits: number, R: number, V: number, stride: number, out: number, invT: number): void;
 }
 
 let compiled: WebAssembly.Module | null = null;
@@ -245,8 +255,13 @@ export class KernelSession {
   private readonly kv: number[] = [];
   private readonly caps: number[] = [];
   private readonly lengths: number[] = [];
+  /** Logits then sampling weights, [rows][ceil8(V)] each. */
+  private readonly outAt: number;
+  private readonly weightsAt: number;
   private readonly end: number;
   private closed = false;
+  /** Rows of the last step (its outputs' rows). */
+  private lastRows = 0;
   private readonly d: number;
   private readonly L: number;
   private readonly copyWidth: number;
@@ -275,7 +290,10 @@ export class KernelSession {
       this.lengths.push(0);
       at += align16(this.rowFloats(cap) * 4 + cap * 4);
     }
-    this.end = align16(at);
+    const outBytes = rows.length * ceil8(V) * 4;
+    this.outAt = align16(at);
+    this.weightsAt = this.outAt + align16(outBytes);
+    this.end = this.weightsAt + align16(outBytes);
     decoder.ensure(this.end);
     rows.forEach((r, i) => {
       if (r.cache) this.importCache(i, r.cache);
@@ -338,9 +356,10 @@ export class KernelSession {
 
   /**
    * Feeds each row's new tokens on top of its slot's positions; returns the next-token logits of
-   * each row's last new token, [rows.length][V] (log-probabilities with a copy head).
+   * each row's last new token (log-probabilities with a copy head), one array of V per row: views
+   * of the kernel's memory, valid until the next step or the session's end.
    */
-  step(rows: readonly KernelRowStep[]): Float32Array {
+  step(rows: readonly KernelRowStep[]): Float32Array[] {
     if (this.closed) throw new ModelError('the decode kernel session is closed');
     const { V, C } = this;
     rows.forEach((r, i) => {
@@ -351,29 +370,45 @@ export class KernelSession {
       if (start + n > this.caps[r.slot]!) {
         throw new ModelError(`row ${i}: ${start + n} positions exceed its room (${this.caps[r.slot]})`);
       }
-      for (const t of [...r.tokens, ...(r.prevToken === undefined ? [] : [r.prevToken])]) {
-        if (!Number.isInteger(t) || t < 0 || t >= V)
-          throw new ModelError(`row ${i}: token id ${t} is not in [0, ${V})`);
-      }
+      const bad = (t: number) => !Number.isInteger(t) || t < 0 || t >= V;
+      const wrong = r.tokens.find(bad) ?? (r.prevToken !== undefined && bad(r.prevToken) ? r.prevToken : undefined);
+      if (wrong !== undefined) throw new ModelError(`row ${i}: token id ${wrong} is not in [0, ${V})`);
     });
-    const out = new Float32Array(rows.length * V);
+    if (rows.length > this.caps.length)
+      throw new ModelError(`a step of ${rows.length} rows in a session of ${this.caps.length}`);
     for (let from = 0; from < rows.length; ) {
       let to = from + 1;
       let S = rows[from]!.tokens.length;
       while (to < rows.length && S + rows[to]!.tokens.length <= MAX_STEP_TOKENS) S += rows[to++]!.tokens.length;
-      this.run(rows.slice(from, to), S, out.subarray(from * V, to * V));
+      this.run(rows.slice(from, to), S, from);
       from = to;
     }
-    return out;
+    this.lastRows = rows.length;
+    return this.views(this.outAt);
   }
 
-  private run(rows: readonly KernelRowStep[], S: number, out: Float32Array): void {
+  /**
+   * Sampling weights of the last step's rows at a temperature: exp((logit − max) / temperature),
+   * one array of V per row (views, like step's).
+   */
+  weights(temperature: number): Float32Array[] {
+    const V8 = ceil8(this.V);
+    this.k.weigh(this.outAt, this.lastRows, this.V, V8, this.weightsAt, temperature > 0 ? 1 / temperature : 1);
+    return this.views(this.weightsAt);
+  }
+
+  private views(at: number): Float32Array[] {
+    const V8 = ceil8(this.V);
+    const all = new Float32Array(this.k.memory.buffer, at, this.lastRows * V8);
+    return Array.from({ length: this.lastRows }, (_, i) => all.subarray(i * V8, i * V8 + this.V));
+  }
+
+  private run(rows: readonly KernelRowStep[], S: number, first: number): void {
     const R = rows.length;
     const tableAt = this.end;
     const tokensAt = tableAt + align16(R * ROW_INTS * 4);
     const scratchAt = tokensAt + align16(S * 4);
-    const scratch = this.k.scratchBytes(this.modelPtr, S, R, this.C);
-    this.decoder.ensure(scratchAt + scratch);
+    this.decoder.ensure(scratchAt + this.k.scratchBytes(this.modelPtr, S, R, this.C));
     const buf = this.k.memory.buffer;
     const table = new Int32Array(buf, tableAt, R * ROW_INTS);
     const tokens = new Int32Array(buf, tokensAt, S);
@@ -389,11 +424,9 @@ export class KernelSession {
       tokens.set(r.tokens, off);
       off += r.tokens.length;
     });
-    this.k.step(this.modelPtr, tableAt, R, tokensAt, S, scratchAt, this.C);
-    for (const r of rows) this.lengths[r.slot]! += r.tokens.length;
-    const V8 = ceil8(this.V);
-    const logits = new Float32Array(this.k.memory.buffer, scratchAt, R * V8);
-    for (let i = 0; i < R; i++) out.set(logits.subarray(i * V8, i * V8 + this.V), i * this.V);
+    const out = this.outAt + first * ceil8(this.V) * 4;
+    this.k.step(this.modelPtr, tableAt, R, tokensAt, S, out, scratchAt, this.C);
+    for (const r of rows) this.lengths[r.slot] = this.lengths[r.slot]! + r.tokens.length;
   }
 
   close(): void {
