@@ -172,59 +172,17 @@ function matmul(x: usize, xs: i32, S: i32, K: i32, w: usize, panels: i32, bias: 
       let wp = w + <usize>p * panelBytes;
       let a00 = f32x4.splat(0), a01 = f32x4.splat(0), a10 = f32x4.splat(0), a11 = f32x4.splat(0);
       let a20 = f32x4.splat(0), a21 = f32x4.splat(0), a30 = f32x4.splat(0), a31 = f32x4.splat(0);
-      let k = 0;
-      for (; k + 4 <= K; k += 4) {
-        const v0 = v128.load(at(x0, k));
-        const v1 = v128.load(at(x1, k));
-        const v2 = v128.load(at(x2, k));
-        const v3 = v128.load(at(x3, k));
-        let b0 = v128.load(wp), b1 = v128.load(wp, 16);
-        let c = f32x4.shuffle(v0, v0, 0, 0, 0, 0);
-        a00 = f32x4.add(a00, f32x4.mul(c, b0)); a01 = f32x4.add(a01, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v1, v1, 0, 0, 0, 0);
-        a10 = f32x4.add(a10, f32x4.mul(c, b0)); a11 = f32x4.add(a11, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v2, v2, 0, 0, 0, 0);
-        a20 = f32x4.add(a20, f32x4.mul(c, b0)); a21 = f32x4.add(a21, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v3, v3, 0, 0, 0, 0);
-        a30 = f32x4.add(a30, f32x4.mul(c, b0)); a31 = f32x4.add(a31, f32x4.mul(c, b1));
-        b0 = v128.load(wp, 32); b1 = v128.load(wp, 48);
-        c = f32x4.shuffle(v0, v0, 1, 1, 1, 1);
-        a00 = f32x4.add(a00, f32x4.mul(c, b0)); a01 = f32x4.add(a01, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v1, v1, 1, 1, 1, 1);
-        a10 = f32x4.add(a10, f32x4.mul(c, b0)); a11 = f32x4.add(a11, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v2, v2, 1, 1, 1, 1);
-        a20 = f32x4.add(a20, f32x4.mul(c, b0)); a21 = f32x4.add(a21, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v3, v3, 1, 1, 1, 1);
-        a30 = f32x4.add(a30, f32x4.mul(c, b0)); a31 = f32x4.add(a31, f32x4.mul(c, b1));
-        b0 = v128.load(wp, 64); b1 = v128.load(wp, 80);
-        c = f32x4.shuffle(v0, v0, 2, 2, 2, 2);
-        a00 = f32x4.add(a00, f32x4.mul(c, b0)); a01 = f32x4.add(a01, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v1, v1, 2, 2, 2, 2);
-        a10 = f32x4.add(a10, f32x4.mul(c, b0)); a11 = f32x4.add(a11, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v2, v2, 2, 2, 2, 2);
-        a20 = f32x4.add(a20, f32x4.mul(c, b0)); a21 = f32x4.add(a21, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v3, v3, 2, 2, 2, 2);
-        a30 = f32x4.add(a30, f32x4.mul(c, b0)); a31 = f32x4.add(a31, f32x4.mul(c, b1));
-        b0 = v128.load(wp, 96); b1 = v128.load(wp, 112);
-        c = f32x4.shuffle(v0, v0, 3, 3, 3, 3);
-        a00 = f32x4.add(a00, f32x4.mul(c, b0)); a01 = f32x4.add(a01, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v1, v1, 3, 3, 3, 3);
-        a10 = f32x4.add(a10, f32x4.mul(c, b0)); a11 = f32x4.add(a11, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v2, v2, 3, 3, 3, 3);
-        a20 = f32x4.add(a20, f32x4.mul(c, b0)); a21 = f32x4.add(a21, f32x4.mul(c, b1));
-        c = f32x4.shuffle(v3, v3, 3, 3, 3, 3);
-        a30 = f32x4.add(a30, f32x4.mul(c, b0)); a31 = f32x4.add(a31, f32x4.mul(c, b1));
-        wp += 128;
-      }
-      for (; k < K; k++) {
+      let xo: usize = 0;
+      const xe = <usize>K << 2;
+      for (; xo < xe; xo += 4) {
         const b0 = v128.load(wp), b1 = v128.load(wp, 16);
-        let c = f32x4.splat(load<f32>(at(x0, k)));
+        let c = v128.load32_splat(x0 + xo);
         a00 = f32x4.add(a00, f32x4.mul(c, b0)); a01 = f32x4.add(a01, f32x4.mul(c, b1));
-        c = f32x4.splat(load<f32>(at(x1, k)));
+        c = v128.load32_splat(x1 + xo);
         a10 = f32x4.add(a10, f32x4.mul(c, b0)); a11 = f32x4.add(a11, f32x4.mul(c, b1));
-        c = f32x4.splat(load<f32>(at(x2, k)));
+        c = v128.load32_splat(x2 + xo);
         a20 = f32x4.add(a20, f32x4.mul(c, b0)); a21 = f32x4.add(a21, f32x4.mul(c, b1));
-        c = f32x4.splat(load<f32>(at(x3, k)));
+        c = v128.load32_splat(x3 + xo);
         a30 = f32x4.add(a30, f32x4.mul(c, b0)); a31 = f32x4.add(a31, f32x4.mul(c, b1));
         wp += 32;
       }
@@ -321,7 +279,33 @@ function attend(q: usize, k: usize, v: usize, d: i32, dh: i32, n: i32, sc: usize
   const stride = <usize>d << 2;
   let max: f32 = -Infinity;
   let kp = k;
-  for (let t = 0; t < n; t++) {
+  let t = 0;
+  if ((dh & 3) == 0) {
+    // Four keys at a time: each key's four lanes of partial sums, reduced as hsum does.
+    let mx = f32x4.splat(-Infinity);
+    for (; t + 4 <= n; t += 4) {
+      let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+      for (let c = 0; c < dh; c += 4) {
+        const qv = v128.load(at(q, c));
+        const o = <usize>c << 2;
+        a0 = f32x4.add(a0, f32x4.mul(qv, v128.load(kp + o)));
+        a1 = f32x4.add(a1, f32x4.mul(qv, v128.load(kp + stride + o)));
+        a2 = f32x4.add(a2, f32x4.mul(qv, v128.load(kp + 2 * stride + o)));
+        a3 = f32x4.add(a3, f32x4.mul(qv, v128.load(kp + 3 * stride + o)));
+      }
+      const s01 = f32x4.add(f32x4.shuffle(a0, a1, 0, 4, 2, 6), f32x4.shuffle(a0, a1, 1, 5, 3, 7));
+      const s23 = f32x4.add(f32x4.shuffle(a2, a3, 0, 4, 2, 6), f32x4.shuffle(a2, a3, 1, 5, 3, 7));
+      const r = f32x4.add(f32x4.shuffle(s01, s23, 0, 1, 4, 5), f32x4.shuffle(s01, s23, 2, 3, 6, 7));
+      v128.store(at(sc, t), r);
+      mx = f32x4.max(mx, r);
+      kp += 4 * stride;
+    }
+    max = Mathf.max(
+      Mathf.max(f32x4.extract_lane(mx, 0), f32x4.extract_lane(mx, 1)),
+      Mathf.max(f32x4.extract_lane(mx, 2), f32x4.extract_lane(mx, 3)),
+    );
+  }
+  for (; t < n; t++) {
     const s = dot(q, kp, dh);
     store<f32>(at(sc, t), s);
     if (s > max) max = s;
@@ -329,7 +313,7 @@ function attend(q: usize, k: usize, v: usize, d: i32, dh: i32, n: i32, sc: usize
   }
   const mv = f32x4.splat(max);
   let zv = f32x4.splat(0);
-  let t = 0;
+  t = 0;
   for (; t + 4 <= n; t += 4) {
     const e = expv(f32x4.sub(v128.load(at(sc, t)), mv));
     v128.store(at(sc, t), e);
@@ -347,7 +331,7 @@ function attend(q: usize, k: usize, v: usize, d: i32, dh: i32, n: i32, sc: usize
     let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
     let vp = at(v, c);
     for (let j = 0; j < n; j++) {
-      const p = f32x4.splat(load<f32>(at(sc, j)));
+      const p = v128.load32_splat(at(sc, j));
       a0 = f32x4.add(a0, f32x4.mul(p, v128.load(vp)));
       a1 = f32x4.add(a1, f32x4.mul(p, v128.load(vp, 16)));
       a2 = f32x4.add(a2, f32x4.mul(p, v128.load(vp, 32)));
