@@ -244,9 +244,14 @@ export class KernelDecoder {
     if (this.stamp.length === 0) throw new ModelError('the decode kernel has no weights yet: call prepare() first');
     if (this.open) throw new ModelError('a decode kernel session is already open on this model');
     this.open = true;
-    return new KernelSession(this, this.exports, this.modelPtr, this.sessionBase, rows, () => {
+    try {
+      return new KernelSession(this, this.exports, this.modelPtr, this.sessionBase, rows, () => {
+        this.open = false;
+      });
+    } catch (error) {
       this.open = false;
-    });
+      throw error;
+    }
   }
 }
 
@@ -362,7 +367,13 @@ export class KernelSession {
   step(rows: readonly KernelRowStep[]): Float32Array[] {
     if (this.closed) throw new ModelError('the decode kernel session is closed');
     const { V, C } = this;
+    const seen = new Set<number>();
     rows.forEach((r, i) => {
+      if (!(Number.isInteger(r.slot) && r.slot >= 0 && r.slot < this.caps.length)) {
+        throw new ModelError(`row ${i}: the session has no slot ${r.slot}`);
+      }
+      if (seen.has(r.slot)) throw new ModelError(`a step names slot ${r.slot} twice`);
+      seen.add(r.slot);
       const n = r.tokens.length;
       if (n === 0) throw new ModelError(`row ${i} has no new tokens`);
       const start = this.lengths[r.slot]!;
