@@ -272,10 +272,11 @@ function rotate(x: usize, d: i32, dh: i32, cs: usize, sn: usize, scale: f32, tmp
 }
 
 /**
- * Softmax attention of one query q (dh columns, scaled) over keys k[t] (stride d floats), t < n,
- * into out[dh]: scores, exp(score − max), Σ, then Σ_t e_t·v[t] / Σ.
+ * Scores of query q (dh columns) against keys k[t] (stride d floats), t < n, into sc; returns their
+ * max. Each key's dot product is four lanes of partial sums (c ascending) reduced as hsum does, then
+ * the columns past the last multiple of 4 in order; keys go four at a time where dh allows.
  */
-function attend(q: usize, k: usize, v: usize, d: i32, dh: i32, n: i32, sc: usize, out: usize): void {
+function scores(q: usize, k: usize, d: i32, dh: i32, n: i32, sc: usize): f32 {
   const stride = <usize>d << 2;
   let max: f32 = -Infinity;
   let kp = k;
@@ -311,9 +312,19 @@ function attend(q: usize, k: usize, v: usize, d: i32, dh: i32, n: i32, sc: usize
     if (s > max) max = s;
     kp += stride;
   }
+  return max;
+}
+
+/**
+ * Softmax attention of one query q (dh columns, scaled) over keys k[t] (stride d floats), t < n,
+ * into out[dh]: scores, exp(score − max), Σ, then Σ_t e_t·v[t] / Σ.
+ */
+function attend(q: usize, k: usize, v: usize, d: i32, dh: i32, n: i32, sc: usize, out: usize): void {
+  const stride = <usize>d << 2;
+  const max = scores(q, k, d, dh, n, sc);
   const mv = f32x4.splat(max);
   let zv = f32x4.splat(0);
-  t = 0;
+  let t = 0;
   for (; t + 4 <= n; t += 4) {
     const e = expv(f32x4.sub(v128.load(at(sc, t)), mv));
     v128.store(at(sc, t), e);
@@ -570,15 +581,7 @@ function copyMix(logits: usize, V: i32, q: usize, ck: usize, ids: usize, d: i32,
   }
   const z = f32x4.splat(hsum(zv));
   memory.fill(sMix, 0, <usize>V4 << 2);
-  let smax: f32 = -Infinity;
-  let kp = ck;
-  const stride = <usize>d << 2;
-  for (let t = 0; t < n; t++) {
-    const s = dot(q, kp, d);
-    store<f32>(at(sScores, t), s);
-    if (s > smax) smax = s;
-    kp += stride;
-  }
+  const smax = scores(q, ck, d, d, n, sScores);
   let sz: f32 = 0;
   for (let t = 0; t < n; t += 4) {
     const e = expv(f32x4.sub(v128.load(at(sScores, t)), f32x4.splat(smax)));
