@@ -8,7 +8,7 @@
 # along; it is unpacked here when .tmp/gpu-bundle/ is absent). It records:
 #   1. the machine: nvidia-smi and `vulkaninfo --summary` when installed;
 #   2. what automatic backend selection picks here, and why (a tiny bench/generate.ts run);
-#   3. bench/generate.ts (prefill and decode tokens/s with and without the KV cache) and
+#   3. bench/generate.ts (prefill and cached-decode tokens/s, each decoder the backend has) and
 #      bench/train.ts (SFT and GRPO-update tokens/s, one thread) on webgpu, on tensorflow-gpu when
 #      @tensorflow/tfjs-node-gpu is installed (full install only), and on wasm as the CPU baseline;
 # and writes every figure (each bench's --json output) to FILE. Each run's stderr goes to
@@ -147,7 +147,7 @@ for (const r of runs) {
   const x = r.result;
   let what = r.ok ? '' : 'FAILED';
   if (x?.rows && r.bench === 'generate')
-    what = x.rows.map((w) => `batch ${w.batch}: decode ${w.cachedDecodeTokS.toFixed(0)} tok/s (cache), prefill ${w.prefillTokS.toFixed(0)} tok/s`).join('; ');
+    what = x.rows.map((w) => `${w.path} batch ${w.batch}: decode ${w.decodeTokensPerSecond.toFixed(0)} tok/s (cache), prefill ${w.prefillTokensPerSecond.toFixed(0)} tok/s`).join('; ');
   if (x?.rows && r.bench === 'train') what = x.rows.map((w) => `${w.phase} ${w.tokensPerS.toFixed(0)} tok/s`).join('; ');
   process.stderr.write(`${r.name.padEnd(22)} ${(x?.backend ?? r.backend).padEnd(10)} ${String(r.seconds).padStart(5)} s  ${what}\n`);
 }

@@ -13,7 +13,8 @@ export interface RowStep {
 }
 
 /**
- * The GPT's incremental forward, for generation (generate.ts): each row feeds its new tokens on
+ * The GPT's incremental forward in tfjs tensors, generation's decoder on the webgpu and tfjs-node
+ * backends (generate.ts; wasm and cpu use the decode kernel, kernel/): each row feeds its new tokens on
  * top of its own cache. Rows are packed (no padding) for the dense layers, which run batched in tfjs; attention runs in
  * JS per row on that row's own keys (kv-cache.ts), so every number a row's logits depend on is
  * computed from that row alone: bit-identical whatever else is in the batch. Appends the new

@@ -2,6 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import { createRng, type Rng } from '../../core/rng.ts';
 import { AgentR1Error } from '../../core/errors.ts';
 import { forwardRows, newCache } from './decode.ts';
+import { KernelDecoder, type KernelSession } from './kernel/kernel-decoder.ts';
 import type { KVCache } from './kv-cache.ts';
 import type { GPTModel } from './model.ts';
 
@@ -9,9 +10,12 @@ import type { GPTModel } from './model.ts';
  * Batched incremental decoding with a KV cache.
  *
  * Every row prefills only the tokens its cache does not hold, then all rows decode one token per
- * step (decode.ts forwardRows: dense layers batched in tfjs over the packed rows, attention in JS per
- * row on the row's own keys, so a row's logits are bit-identical alone or in any batch). Each row samples
- * from its own PRNG stream (seeded by the row's seed). Finished rows leave the batch.
+ * step, by one of two decoders, each giving a row's logits bit-identical alone or in any batch:
+ * - `kernel` (the wasm and cpu backends): the decode kernel (kernel/), one WebAssembly SIMD call
+ *   per step for the whole model over the packed rows, the rows' caches in its memory;
+ * - `tensors` (webgpu, tfjs-node): decode.ts forwardRows, dense layers batched in tfjs, attention
+ *   in JS per row on the row's own keys.
+ * Each row samples from its own PRNG stream (seeded by the row's seed). Finished rows leave the batch.
  */
 export interface SamplingOptions {
   /** 0 = greedy. Default 1. */
@@ -69,6 +73,19 @@ export interface GenerateOptions {
   returnLogits?: boolean;
   /** Pad id for batch padding (never attended to). */
   pad?: number;
+  /** Which decoder runs the cached path (default: `defaultDecoder()`, by backend). */
+  decoder?: Decoder;
+}
+
+export type Decoder = 'kernel' | 'tensors';
+
+/**
+ * The decoder for the active backend: the kernel where the model's weights can be read
+ * synchronously on the CPU (wasm, cpu), tfjs tensors where they live on a device (webgpu, tfjs-node).
+ */
+export function defaultDecoder(): Decoder {
+  const backend = tf.getBackend();
+  return backend === 'wasm' || backend === 'cpu' ? 'kernel' : 'tensors';
 }
 
 export class GenerateError extends AgentR1Error {}
@@ -119,7 +136,14 @@ export async function generate(
     await decodeUncached(model, active, options, pad);
     return results;
   }
-  await decodeCached(model, active, options);
+  if ((options.decoder ?? defaultDecoder()) === 'kernel') {
+    const decoder = KernelDecoder.for(model);
+    await decoder.prepare();
+    // No await from here to the end: the session owns the kernel's memory until it closes.
+    decodeKernel(decoder, active, options);
+  } else {
+    await decodeCached(model, active, options);
+  }
   return results;
 }
 
@@ -171,6 +195,114 @@ async function decodeCached(model: GPTModel, rows: Active[], options: GenerateOp
     live = next;
     feed = nextFeed;
   }
+}
+
+/** decodeCached on the decode kernel: the rows' caches live in its memory for the whole call. */
+function decodeKernel(decoder: KernelDecoder, rows: Active[], options: GenerateOptions): void {
+  const caches = rows.map((a) => usableCache(a.row));
+  const session = decoder.session(
+    rows.map((a, i) => ({ cache: caches[i]?.kv, capacity: a.row.tokens.length + a.limit })),
+  );
+  const sampling = options.sampling ?? {};
+  const V = decoder.model.config.vocabSize;
+  const temperature = sampling.temperature ?? 1;
+  // Top-k / top-p sort the vocabulary: sampleToken does it; otherwise the kernel computes the weights.
+  const filtered = (sampling.topK !== undefined && sampling.topK > 0 && sampling.topK < V) || (sampling.topP ?? 1) < 1;
+  try {
+    let steps = rows.map((a, slot) => {
+      a.fed = a.row.tokens.slice();
+      const from = caches[slot]?.tokens.length ?? 0;
+      a.out.prefilled = a.row.tokens.length - from;
+      return {
+        slot,
+        tokens: a.row.tokens.slice(from),
+        ...(from > 0 ? { prevToken: a.row.tokens[from - 1]! } : {}),
+      };
+    });
+    let live = rows;
+    while (live.length > 0) {
+      const logits = session.step(steps);
+      const drawn = filtered
+        ? live.map((a, i) => sampleToken(logits[i]!, a.rng, sampling))
+        : drawWeighted(session, logits, live, temperature);
+      const next: Active[] = [];
+      const nextSteps: typeof steps = [];
+      live.forEach((a, i) => {
+        const { token, logprob } = drawn[i]!;
+        a.out.tokens.push(token);
+        a.out.logprobs.push(logprob);
+        a.out.logits?.push(logits[i]!.slice());
+        const slot = steps[i]!.slot;
+        if (finished(a, token, options)) {
+          if (options.keepCache) {
+            const kv = session.exportCache(slot);
+            a.out.cache = { tokens: a.fed.slice(), kv, bytes: kv.bytes };
+          }
+        } else {
+          nextSteps.push({ slot, tokens: [token], prevToken: a.fed[a.fed.length - 1]! });
+          a.fed.push(token);
+          next.push(a);
+        }
+      });
+      live = next;
+      steps = nextSteps;
+    }
+  } finally {
+    session.close();
+  }
+}
+
+/**
+ * sampleToken's rule (no top-k / top-p) on the kernel's weights: w = exp(logit − max) give the
+ * normalizer (summed in order, in float64) and, at temperature 1, the draw; another temperature
+ * draws from exp((logit − max) / T); temperature ≤ 0 takes the argmax.
+ */
+function drawWeighted(
+  session: KernelSession,
+  logits: Float32Array[],
+  live: readonly Active[],
+  temperature: number,
+): Array<{ token: number; logprob: number }> {
+  const ones = session.weights(1);
+  const z = new Float64Array(live.length);
+  const logZ = live.map((_, i) => {
+    const l = logits[i]!;
+    const w = ones[i]!;
+    let max = -Infinity;
+    let sum = 0;
+    for (let j = 0; j < l.length; j++) {
+      if (l[j]! > max) max = l[j]!;
+      sum += w[j]!;
+    }
+    z[i] = sum;
+    return max + Math.log(sum);
+  });
+  const tempered = temperature > 0 && temperature !== 1;
+  const weights = tempered ? session.weights(temperature) : ones;
+  return live.map((a, i) => {
+    const l = logits[i]!;
+    let token = 0;
+    if (temperature <= 0) {
+      for (let j = 1; j < l.length; j++) if (l[j]! > l[token]!) token = j;
+    } else {
+      const w = weights[i]!;
+      let total = z[i]!;
+      if (tempered) {
+        total = 0;
+        for (let j = 0; j < w.length; j++) total += w[j]!;
+      }
+      let u = a.rng.next() * total;
+      token = w.length - 1;
+      for (let j = 0; j < w.length; j++) {
+        u -= w[j]!;
+        if (u < 0) {
+          token = j;
+          break;
+        }
+      }
+    }
+    return { token, logprob: l[token]! - logZ[i]! };
+  });
 }
 
 async function decodeUncached(model: GPTModel, rowsIn: Active[], options: GenerateOptions, pad: number): Promise<void> {
@@ -247,19 +379,37 @@ export function sampleToken(
   const V = logits.length;
   let max = -Infinity;
   for (let i = 0; i < V; i++) if (logits[i]! > max) max = logits[i]!;
-  let z = 0;
-  for (let i = 0; i < V; i++) z += Math.exp(logits[i]! - max);
-  const logZ = max + Math.log(z);
   const temperature = sampling.temperature ?? 1;
+  const topK = sampling.topK && sampling.topK > 0 ? Math.min(sampling.topK, V) : V;
+  const topP = sampling.topP ?? 1;
+  // At temperature 1 over the whole vocabulary the draw's weights are the normalizer's terms:
+  // computed once (the same numbers, summed in the same order, as the general path below).
+  const plain = temperature === 1 && topK === V && topP >= 1;
+  const e = plain ? weightsBuffer(V) : null;
+  let z = 0;
+  for (let i = 0; i < V; i++) {
+    const x = Math.exp(logits[i]! - max);
+    if (e) e[i] = x;
+    z += x;
+  }
+  const logZ = max + Math.log(z);
   let token: number;
   if (temperature <= 0) {
     token = 0;
     for (let i = 1; i < V; i++) if (logits[i]! > logits[token]!) token = i;
+  } else if (e) {
+    let u = rng.next() * z;
+    token = V - 1;
+    for (let i = 0; i < V; i++) {
+      u -= e[i]!;
+      if (u < 0) {
+        token = i;
+        break;
+      }
+    }
   } else {
     // Candidates in descending order of logit (ties by id, so the order is deterministic).
     let order = [...Array(V).keys()];
-    const topK = sampling.topK && sampling.topK > 0 ? Math.min(sampling.topK, V) : V;
-    const topP = sampling.topP ?? 1;
     if (topK < V || topP < 1) {
       order.sort((x, y) => logits[y]! - logits[x]! || x - y);
       order = order.slice(0, topK);
@@ -291,4 +441,11 @@ export function sampleToken(
     }
   }
   return { token, logprob: logits[token]! - logZ };
+}
+
+let weights = new Float64Array(0);
+/** A reused buffer for sampleToken's weights (sampling is synchronous: one user at a time). */
+function weightsBuffer(n: number): Float64Array {
+  if (weights.length < n) weights = new Float64Array(n);
+  return weights;
 }

@@ -19,7 +19,8 @@
  * `scoreTokens(model, tokens, select)` scores only chosen positions (flat b·T + t, e.g. from
  * maskedIndices(actionMasks, T)) and skips the output head elsewhere: use it when the agent's
  * tokens are a small part of the sequence.
- * After a weight update, call `policy.clearCache()` (cached keys/values belong to the old weights).
+ * After a weight update, call `policy.clearCache()` (cached keys/values belong to the old weights);
+ * the decode kernel (wasm, cpu) notices the new weights itself and copies them in at its next call.
  * Everything that reads numbers back from the backend is async (minimize, applyGradients,
  * clipByGlobalNorm, generate, forwardRows): a GPU backend (webgpu) has no synchronous read in Node.
  */
@@ -67,8 +68,10 @@ export { Tokenizer, trainTokenizer, SPECIAL_TOKENS, TokenizerError, type Tokeniz
 export { chatEncoding } from './chat-template.ts';
 export {
   generate,
+  defaultDecoder,
   sampleToken,
   GenerateError,
+  type Decoder,
   type GenerateRequest,
   type GenerateResult,
   type GenerateOptions,
@@ -77,6 +80,7 @@ export {
 } from './generate.ts';
 export { TfjsPolicy, loadCheckpointPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
 export { KVCache } from './kv-cache.ts';
+export { KernelDecoder, KernelSession, MAX_STEP_TOKENS, type KernelRowStep } from './kernel/kernel-decoder.ts';
 export {
   trainSft,
   sequencesFromRecords,

@@ -1,8 +1,9 @@
 /**
  * One sequence's keys and values, per layer, in plain Float32Arrays ([T, d] row-major, heads side
- * by side). Generation keeps attention out of the tensor engine: one query row attends in a few
- * microseconds of JS, while a tfjs kernel call costs tens, and a row's arithmetic then depends on
- * that row alone (bit-identical in any batch). Appends grow the buffers by doubling.
+ * by side): what an episode keeps between turns. The tensors decoder (decode.ts) attends on them in
+ * JS (one query row in a few microseconds, while a tfjs kernel call costs tens, and a row's arithmetic
+ * then depends on that row alone: bit-identical in any batch); the decode kernel copies them into its
+ * memory, in the same layout, for a call. Appends grow the buffers by doubling.
  */
 export class KVCache {
   length = 0;

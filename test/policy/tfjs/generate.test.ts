@@ -25,55 +25,71 @@ function maxDiff(a: Float32Array[], b: Float32Array[]): number {
   return d;
 }
 
-test('cached and uncached decoding give the same logits (1e-4) and the same greedy tokens', async (t) => {
-  const rows = [5, 9, 14].map((n, i) => ({ tokens: prompt(n, i), seed: i, maxTokens: 12 }));
-  const greedy = { temperature: 0 };
-  const cached = await generate(model, rows, { sampling: greedy, returnLogits: true });
-  const full = await generate(model, rows, { sampling: greedy, returnLogits: true, useCache: false });
-  cached.forEach((r, i) => {
-    t.deepEqual(r.tokens, full[i]!.tokens);
-    t.is(r.tokens.length, 12);
-    t.true(maxDiff(r.logits!, full[i]!.logits!) < 1e-4, `row ${i}: ${maxDiff(r.logits!, full[i]!.logits!)}`);
+for (const decoder of ['kernel', 'tensors'] as const) {
+  test(`cached (${decoder}) and uncached decoding give the same logits (1e-4) and the same greedy tokens`, async (t) => {
+    const rows = [5, 9, 14].map((n, i) => ({ tokens: prompt(n, i), seed: i, maxTokens: 12 }));
+    const greedy = { temperature: 0 };
+    const cached = await generate(model, rows, { sampling: greedy, returnLogits: true, decoder });
+    const full = await generate(model, rows, { sampling: greedy, returnLogits: true, useCache: false });
+    cached.forEach((r, i) => {
+      t.deepEqual(r.tokens, full[i]!.tokens);
+      t.is(r.tokens.length, 12);
+      t.true(maxDiff(r.logits!, full[i]!.logits!) < 1e-4, `row ${i}: ${maxDiff(r.logits!, full[i]!.logits!)}`);
+    });
+    t.true(new Set(cached.map((r) => r.tokens.join())).size > 1, 'rows differ');
   });
-  t.true(new Set(cached.map((r) => r.tokens.join())).size > 1, 'rows differ');
-});
 
-test('a later turn prefills only the new tokens and matches a full recomputation', async (t) => {
-  const rows = [6, 11].map((n, i) => ({ tokens: prompt(n, i + 5), seed: 40 + i, maxTokens: 6 }));
-  const first = await generate(model, rows, { keepCache: true });
-  const second = rows.map((r, i) => ({
-    tokens: [...r.tokens, ...first[i]!.tokens, 1, 2, 3],
-    seed: 50 + i,
-    maxTokens: 6,
-    cache: first[i]!.cache,
-  }));
-  const withCache = await generate(model, second, { returnLogits: true });
-  const without = await generate(
-    model,
-    second.map((r) => ({ ...r, cache: undefined })),
-    { returnLogits: true, useCache: false },
-  );
-  withCache.forEach((r, i) => {
-    t.is(r.prefilled, 4, 'the last action token and the 3 new tokens');
-    t.deepEqual(r.tokens, without[i]!.tokens);
-    t.true(maxDiff(r.logits!, without[i]!.logits!) < 1e-4);
+  test(`a later turn prefills only the new tokens and matches a full recomputation (${decoder})`, async (t) => {
+    const rows = [6, 11].map((n, i) => ({ tokens: prompt(n, i + 5), seed: 40 + i, maxTokens: 6 }));
+    const first = await generate(model, rows, { keepCache: true, decoder });
+    const second = rows.map((r, i) => ({
+      tokens: [...r.tokens, ...first[i]!.tokens, 1, 2, 3],
+      seed: 50 + i,
+      maxTokens: 6,
+      cache: first[i]!.cache,
+    }));
+    const withCache = await generate(model, second, { returnLogits: true, decoder });
+    const without = await generate(
+      model,
+      second.map((r) => ({ ...r, cache: undefined })),
+      { returnLogits: true, useCache: false },
+    );
+    withCache.forEach((r, i) => {
+      t.is(r.prefilled, 4, 'the last action token and the 3 new tokens');
+      t.deepEqual(r.tokens, without[i]!.tokens);
+      t.true(maxDiff(r.logits!, without[i]!.logits!) < 1e-4);
+    });
   });
-});
 
-test("a sequence's sampled tokens are identical alone and in a batch of 16", async (t) => {
-  const target = { tokens: prompt(10, 99), seed: 123, maxTokens: 20 };
-  const alone = (await generate(model, [target], { sampling: { temperature: 1 } }))[0]!;
-  const neighbours = Array.from({ length: 15 }, (_, i) => ({
-    tokens: prompt(3 + ((i * 7) % 30), i),
-    seed: 1000 + i,
-    maxTokens: 4 + (i % 20),
-  }));
-  const batch = [...neighbours.slice(0, 7), target, ...neighbours.slice(7)];
-  const together = (await generate(model, batch, { sampling: { temperature: 1 } }))[7]!;
-  t.deepEqual(together.tokens, alone.tokens);
-  t.deepEqual(together.logprobs, alone.logprobs);
-  const reseeded = (await generate(model, [{ ...target, seed: 124 }], { sampling: { temperature: 1 } }))[0]!;
-  t.notDeepEqual(reseeded.tokens, alone.tokens);
+  for (const sampling of [{ temperature: 1 }, { temperature: 0.7 }, { temperature: 1, topK: 20 }]) {
+    test(`a sequence's sampled tokens are identical alone and in a batch of 16 (${decoder}, ${JSON.stringify(sampling)})`, async (t) => {
+      const target = { tokens: prompt(10, 99), seed: 123, maxTokens: 20 };
+      const alone = (await generate(model, [target], { sampling, decoder }))[0]!;
+      const neighbours = Array.from({ length: 15 }, (_, i) => ({
+        tokens: prompt(3 + ((i * 7) % 30), i),
+        seed: 1000 + i,
+        maxTokens: 4 + (i % 20),
+      }));
+      const batch = [...neighbours.slice(0, 7), target, ...neighbours.slice(7)];
+      const together = (await generate(model, batch, { sampling, decoder }))[7]!;
+      t.deepEqual(together.tokens, alone.tokens);
+      t.deepEqual(together.logprobs, alone.logprobs);
+      const reseeded = (await generate(model, [{ ...target, seed: 124 }], { sampling, decoder }))[0]!;
+      t.notDeepEqual(reseeded.tokens, alone.tokens);
+    });
+  }
+}
+
+test('the two decoders sample the same tokens, their log-probs within 1e-5', async (t) => {
+  const rows = [4, 17, 30].map((n, i) => ({ tokens: prompt(n, i + 20), seed: 70 + i, maxTokens: 16 }));
+  for (const sampling of [{ temperature: 1 }, { temperature: 0.5 }, { temperature: 0 }, { topP: 0.9 }]) {
+    const kernel = await generate(model, rows, { sampling, decoder: 'kernel' });
+    const tensors = await generate(model, rows, { sampling, decoder: 'tensors' });
+    kernel.forEach((r, i) => {
+      t.deepEqual(r.tokens, tensors[i]!.tokens, JSON.stringify(sampling));
+      r.logprobs.forEach((x, j) => t.true(Math.abs(x - tensors[i]!.logprobs[j]!) <= 1e-5));
+    });
+  }
 });
 
 test.serial('stop tokens end a row (included); the context bounds generation; no tensors leak', async (t) => {
