@@ -226,7 +226,14 @@ test.serial(
       .evaluateAll((els) =>
         Object.fromEntries(els.map((e) => [e.getAttribute('data-state'), Number(e.getAttribute('data-visits'))])),
       );
-    const expected: Record<string, number> = { generate: 0, execute: 0, transition: 0, context: 0, outcome: 0, done: 0 };
+    const expected: Record<string, number> = {
+      generate: 0,
+      execute: 0,
+      transition: 0,
+      context: 0,
+      outcome: 0,
+      done: 0,
+    };
     for (const s of record.turns.flatMap((x) => x.states)) if (Object.hasOwn(expected, s)) expected[s]! += 1;
     t.deepEqual(visits, expected);
     t.is(await page.locator('figure.episode-machine g.node.visited[data-state="execute"]').count(), 1);

@@ -147,12 +147,27 @@ export async function generate(
   return results;
 }
 
+/**
+ * The part of a row's cache that its tokens begin with: all of it when the cache's tokens are a
+ * prefix of the row's (the next turn of a concatenating episode), else the keys and values of the
+ * tokens the two share (a step-level context that rewrote what follows the opening prompt: only
+ * the rest is prefilled). Keys and values at a position depend on the tokens up to it alone, so
+ * the logits are those of a prefill from scratch.
+ */
 function usableCache(row: GenerateRequest): RowCache | undefined {
   const c = row.cache;
-  if (!c || c.tokens.length === 0 || c.tokens.length >= row.tokens.length) return undefined;
-  for (let i = 0; i < c.tokens.length; i++) if (c.tokens[i] !== row.tokens[i]) return undefined;
-  return c;
+  if (!c || c.tokens.length === 0) return undefined;
+  const limit = Math.min(c.tokens.length, row.tokens.length - 1); // one token at least must be fed
+  let shared = 0;
+  while (shared < limit && c.tokens[shared] === row.tokens[shared]) shared++;
+  if (shared === c.tokens.length) return c;
+  if (shared < MIN_SHARED_PREFIX) return undefined;
+  const kv = c.kv.prefix(shared);
+  return { tokens: c.tokens.slice(0, shared), kv, bytes: kv.bytes };
 }
+
+/** Fewer shared tokens than this are prefilled again rather than copied out of a cache. */
+const MIN_SHARED_PREFIX = 16;
 
 async function decodeCached(model: GPTModel, rows: Active[], options: GenerateOptions): Promise<void> {
   // Each row feeds what its cache lacks (first step) or its last sampled token (later steps).

@@ -47,6 +47,20 @@ export class KVCache {
     this.capacity = cap;
   }
 
+  /** An independent copy of the first `n` positions (room for `extra` more). */
+  prefix(n: number, extra = 0): KVCache {
+    const keep = Math.max(0, Math.min(n, this.length));
+    const c = new KVCache(this.layers, this.width, keep + Math.max(extra, 1), this.copyWidth);
+    for (let l = 0; l < this.layers; l++) {
+      c.k[l]!.set(this.k[l]!.subarray(0, keep * this.width));
+      c.v[l]!.set(this.v[l]!.subarray(0, keep * this.width));
+    }
+    c.ids.set(this.ids.subarray(0, keep));
+    c.copyKeys.set(this.copyKeys.subarray(0, keep * this.copyWidth));
+    c.length = keep;
+    return c;
+  }
+
   /** An independent copy (room for `extra` more positions). */
   clone(extra = 0): KVCache {
     const c = new KVCache(this.layers, this.width, this.length + Math.max(extra, 1), this.copyWidth);

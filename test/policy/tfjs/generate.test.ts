@@ -61,6 +61,32 @@ for (const decoder of ['kernel', 'tensors'] as const) {
     });
   });
 
+  test(`a context that rewrote what follows a shared prefix reuses the prefix's keys and values, bit for bit (${decoder})`, async (t) => {
+    // The step-level MDP: the next step's prompt keeps the opening (20 tokens here) and replaces the rest.
+    const opening = prompt(20, 7);
+    const [first] = await generate(model, [{ tokens: [...opening, 5, 6, 7], seed: 3, maxTokens: 5 }], {
+      keepCache: true,
+      decoder,
+    });
+    const next = { tokens: [...opening, 9, 8, 7, 6], seed: 4, maxTokens: 6 };
+    const [reused] = await generate(model, [{ ...next, cache: first!.cache }], { returnLogits: true, decoder });
+    const [fresh] = await generate(model, [next], { returnLogits: true, decoder });
+    t.is(reused!.prefilled, 4, 'only what follows the shared 20 tokens');
+    t.is(fresh!.prefilled, 24);
+    t.deepEqual(reused!.tokens, fresh!.tokens);
+    t.deepEqual(reused!.logprobs, fresh!.logprobs);
+    t.is(maxDiff(reused!.logits!, fresh!.logits!), 0);
+    // A short shared prefix is prefilled again.
+    const [short] = await generate(
+      model,
+      [{ tokens: [opening[0]!, 1, 2, 3], seed: 4, maxTokens: 2, cache: first!.cache }],
+      {
+        decoder,
+      },
+    );
+    t.is(short!.prefilled, 4);
+  });
+
   for (const sampling of [{ temperature: 1 }, { temperature: 0.7 }, { temperature: 1, topK: 20 }]) {
     test(`a sequence's sampled tokens are identical alone and in a batch of 16 (${decoder}, ${JSON.stringify(sampling)})`, async (t) => {
       const target = { tokens: prompt(10, 99), seed: 123, maxTokens: 20 };
