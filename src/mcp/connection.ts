@@ -10,7 +10,9 @@ import { McpServerGoneError, McpStartError } from './errors.ts';
 import { ProcessTransport, type ProcessParams } from './process-transport.ts';
 
 /** Where a server is: a command that starts it (stdio), or the URL of one already running (Streamable HTTP). */
-export type McpEndpoint = ({ kind: 'stdio' } & ProcessParams) | { kind: 'http'; url: URL; headers?: { [name: string]: string } };
+export type McpEndpoint =
+  | ({ kind: 'stdio' } & ProcessParams)
+  | { kind: 'http'; url: URL; headers?: { [name: string]: string } };
 
 export interface ServerInfo {
   name: string;

@@ -21,12 +21,25 @@ export interface FilesEffect {
   [key: string]: Json;
 }
 
+function mapStrings(value: Json, f: (s: string) => string): Json {
+  if (typeof value === 'string') return f(value);
+  if (Array.isArray(value)) return value.map((v) => mapStrings(v, f));
+  if (value !== null && typeof value === 'object') {
+    const out: { [key: string]: Json } = {};
+    for (const [k, v] of Object.entries(value)) out[k] = mapStrings(v, f);
+    return out;
+  }
+  return value;
+}
+
 /** A tool of the catalog, as a call needs it. */
 export interface CallTarget {
   /** The server's name for the tool (the agent may see another, after renaming). */
   name: string;
   /** Annotated readOnlyHint: it cannot change the folder, so the folder is not read after it. */
   readOnly: boolean;
+  /** Makes the server's words stable where they differ from run to run (see McpToolsOptions.normalize). */
+  normalize?: (text: string) => string;
 }
 
 /**
@@ -56,17 +69,23 @@ export class McpEpisode implements EffectLog {
     options: { signal?: AbortSignal; timeoutMs: number },
   ): Promise<ToolOutput> {
     const lease = this.lease;
-    if (!lease) throw new McpSessionMissingError(`the episode has no ${this.server.label} server (its tools are being replayed)`);
+    if (!lease)
+      throw new McpSessionMissingError(`the episode has no ${this.server.label} server (its tools are being replayed)`);
     const alias = lease.scratch === undefined ? undefined : new PathAlias(this.server.alias, lease.scratch);
     const raw = await lease.connection.call(target.name, alias ? argumentsToServer(args, alias) : args, options);
     const mapped = mapCallResult(raw);
-    const text = alias ? alias.fromServer(mapped.text) : mapped.text;
+    const stable = (t: string) => {
+      const aliased = alias ? alias.fromServer(t) : t;
+      return target.normalize ? target.normalize(aliased) : aliased;
+    };
+    const text = stable(mapped.text);
     if (mapped.isError) throw new McpToolError(text);
     const data: { [key: string]: Json } = {};
-    if (mapped.structured !== undefined) data['structuredContent'] = alias ? alias.fromServerJson(mapped.structured) : mapped.structured;
+    if (mapped.structured !== undefined) data['structuredContent'] = mapStrings(mapped.structured, stable);
     if (this.server.trackFiles && lease.scratch !== undefined && !target.readOnly) {
       const changes = folderChanges(this.files, await readFolder(lease.scratch));
-      if (Object.keys(changes).length > 0) data['effects'] = [commitEffect<FilesEffect>(this, { op: 'files', changes }, (e) => this.apply(e))];
+      if (Object.keys(changes).length > 0)
+        data['effects'] = [commitEffect<FilesEffect>(this, { op: 'files', changes }, (e) => this.apply(e))];
     }
     return new ToolOutput(text, Object.keys(data).length > 0 ? data : undefined);
   }

@@ -32,10 +32,14 @@ export function jsonSchemaParameters(schema: { [key: string]: unknown }): z.ZodT
       if (check(value)) return;
       for (const error of check.errors ?? []) {
         const path = error.instancePath.split('/').slice(1).map(decodePointer);
-        const missing = error.keyword === 'required' ? (error.params as { missingProperty?: string }).missingProperty : undefined;
+        const missing =
+          error.keyword === 'required' ? (error.params as { missingProperty?: string }).missingProperty : undefined;
         ctx.addIssue({
           code: 'custom',
-          message: missing === undefined ? (error.message ?? 'does not fit the schema') : `missing required argument "${missing}"`,
+          message:
+            missing === undefined
+              ? (error.message ?? 'does not fit the schema')
+              : `missing required argument "${missing}"`,
           path,
         });
       }

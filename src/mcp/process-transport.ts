@@ -120,7 +120,10 @@ export class ProcessTransport implements Transport {
 
   /** The end of what the server wrote to stderr, on one line. */
   stderrTail(chars = 400): string {
-    return this.stderr.trim().slice(-chars).replace(/\s*\n\s*/g, ' | ');
+    return this.stderr
+      .trim()
+      .slice(-chars)
+      .replace(/\s*\n\s*/g, ' | ');
   }
 
   /** Lets the process (idle in a pool) not keep this thread alive. */
@@ -129,7 +132,8 @@ export class ProcessTransport implements Transport {
     const child = this.child;
     if (!child) return;
     child.unref();
-    for (const stream of [child.stdin, child.stdout, child.stderr]) (stream as { unref?: () => void } | null)?.unref?.();
+    for (const stream of [child.stdin, child.stdout, child.stderr])
+      (stream as { unref?: () => void } | null)?.unref?.();
   }
 
   /** Keeps the thread alive while an episode uses the process. */

@@ -3,7 +3,6 @@ import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Json } from '../core/types.ts';
 
 /**
  * An episode's scratch folder: made fresh, given to its server, removed after. Its real path never
@@ -48,18 +47,6 @@ export class PathAlias {
   /** Every mention of the real folder in a server's text, onto the alias. */
   fromServer(text: string): string {
     return text.includes(this.real) ? text.split(this.real).join(this.alias) : text;
-  }
-
-  /** The same over every string of a JSON value. */
-  fromServerJson(value: Json): Json {
-    if (typeof value === 'string') return this.fromServer(value);
-    if (Array.isArray(value)) return value.map((v) => this.fromServerJson(v));
-    if (value !== null && typeof value === 'object') {
-      const out: { [key: string]: Json } = {};
-      for (const [k, v] of Object.entries(value)) out[k] = this.fromServerJson(v);
-      return out;
-    }
-    return value;
   }
 }
 

@@ -41,7 +41,10 @@ export interface McpServerSpec {
    * roots: asked after a move until it says the server follows the new root (roots are applied by
    * the server in its own time). `call` calls a tool and gives its text; `root` is the folder.
    */
-  confirmRoot?: (call: (tool: string, args: { [key: string]: unknown }) => Promise<string>, root: string) => Promise<boolean>;
+  confirmRoot?: (
+    call: (tool: string, args: { [key: string]: unknown }) => Promise<string>,
+    root: string,
+  ) => Promise<boolean>;
   /** The name the agent sees for the episode's folder (default `/workspace`). */
   alias?: string;
   /**
@@ -89,10 +92,18 @@ export class McpServer {
       throw new TypeError('an MCP server needs either a command (stdio) or a url (Streamable HTTP)');
     this.isolation = spec.isolation ?? (spec.url === undefined ? 'episode' : 'shared');
     if (spec.url !== undefined && this.isolation !== 'shared' && this.isolation !== 'episode')
-      throw new TypeError(`isolation "${this.isolation}" starts servers: a server at a URL can be shared, or give each episode a session of its own ("episode")`);
+      throw new TypeError(
+        `isolation "${this.isolation}" starts servers: a server at a URL can be shared, or give each episode a session of its own ("episode")`,
+      );
     if (this.isolation === 'shared' && (typeof spec.args === 'function' || typeof spec.env === 'function'))
       throw new TypeError('args or env that depend on the scratch folder need isolation "episode", "spare" or "roots"');
-    this.label = spec.label ?? (spec.url !== undefined ? String(spec.url) : basename(String(spec.args && typeof spec.args !== 'function' ? (spec.args[0] ?? spec.command) : spec.command)));
+    this.label =
+      spec.label ??
+      (spec.url !== undefined
+        ? String(spec.url)
+        : basename(
+            String(spec.args && typeof spec.args !== 'function' ? (spec.args[0] ?? spec.command) : spec.command),
+          ));
     this.alias = spec.alias ?? '/workspace';
     this.timeoutMs = spec.startTimeoutMs ?? 30_000;
     this.trackFiles = spec.trackFiles ?? this.hasScratch;
@@ -174,8 +185,20 @@ export class McpServer {
     const ready = this.ready.splice(0);
     const idle = this.idle.splice(0);
     await Promise.all([
-      ...(pool ? [pool.then((cs) => Promise.all(cs.map((c) => this.end(c))), () => {})] : []),
-      ...ready.map((p) => p.then((s) => this.end(s.connection), () => {})),
+      ...(pool
+        ? [
+            pool.then(
+              (cs) => Promise.all(cs.map((c) => this.end(c))),
+              () => {},
+            ),
+          ]
+        : []),
+      ...ready.map((p) =>
+        p.then(
+          (s) => this.end(s.connection),
+          () => {},
+        ),
+      ),
       ...idle.map((s) => this.end(s.connection)),
     ]);
   }
@@ -201,7 +224,10 @@ export class McpServer {
     if (!this.pool) {
       const n = Math.max(1, this.spec.connections ?? 1);
       const pool = Promise.all(Array.from({ length: n }, () => this.connect(undefined)));
-      pool.then((cs) => cs.forEach((c) => c.hold(false)), () => {});
+      pool.then(
+        (cs) => cs.forEach((c) => c.hold(false)),
+        () => {},
+      );
       // A pool that failed to start is tried again by the next episode, not kept failed for the run.
       pool.catch(() => {
         if (this.pool === pool) this.pool = undefined;

@@ -18,6 +18,11 @@ export interface McpToolsOptions {
   describe?: { [serverName: string]: string };
   /** Per-tool timeouts (ms, by the server's name); the episode's default applies to the others. */
   timeoutMs?: { [serverName: string]: number };
+  /**
+   * Rewrites what a server words differently from run to run (a random temporary name, a clock) in
+   * its results' text, before a record keeps it, so that records repeat: `(text, tool) => text`.
+   */
+  normalize?: (text: string, tool: string) => string;
 }
 
 export interface McpToolset {
@@ -69,7 +74,9 @@ export function toolsOf(mcp: McpServer, catalog: McpCatalog, options: McpToolsOp
 
 function mcpTool(mcp: McpServer, info: McpToolInfo, options: McpToolsOptions): Tool {
   const name = options.rename?.[info.name] ?? info.name;
+  const normalize = options.normalize;
   const target: CallTarget = { name: info.name, readOnly: info.annotations?.readOnlyHint === true };
+  if (normalize) target.normalize = (text) => normalize(text, info.name);
   const definition: Tool = {
     name,
     description: options.describe?.[info.name] ?? info.description ?? info.title ?? info.name,
@@ -82,7 +89,9 @@ function mcpTool(mcp: McpServer, info: McpToolInfo, options: McpToolsOptions): T
   try {
     return tool(definition);
   } catch (err) {
-    throw new McpCatalogError(`${mcp.label}'s tool "${info.name}": ${(err as Error).message}; give it a name with rename`);
+    throw new McpCatalogError(
+      `${mcp.label}'s tool "${info.name}": ${(err as Error).message}; give it a name with rename`,
+    );
   }
 }
 
