@@ -30,7 +30,7 @@ export interface McpToolEnv<TTask extends Task, TState extends object>
  * and the folder's recorded changes are applied in `step` before yours runs, so `state.mcp.files`
  * is the same there as it was live.
  */
-export function mcpEnv<TTask extends Task, TState extends object = {}>(
+export function mcpEnv<TTask extends Task, TState extends object = Record<never, never>>(
   server: McpServer,
   env: McpToolEnv<TTask, TState>,
 ): ToolEnv<TTask, TState & McpState> {

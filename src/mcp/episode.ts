@@ -57,6 +57,11 @@ export class McpEpisode implements EffectLog {
     private readonly lease: Lease | undefined,
   ) {}
 
+  /** The episode's server connection (absent in replay). */
+  get connection() {
+    return this.lease?.connection;
+  }
+
   /** The episode's folder (absent in replay, where no server runs, and for shared servers). */
   get scratch(): string | undefined {
     return this.lease?.scratch;

@@ -27,7 +27,7 @@ export interface McpServerSpec {
   /** Streamable HTTP: the URL of a running server (instead of a command). */
   url?: string | URL;
   headers?: { [name: string]: string };
-  /** A name for messages (default: the command's script, or the URL). */
+  /** A name for messages, some of which records keep (default: the command's file name, or the URL). */
   label?: string;
   /** Default: `episode` for a command, `shared` for a URL. */
   isolation?: McpIsolation;
@@ -86,6 +86,7 @@ export class McpServer {
   private readonly ready: Array<Promise<Spare>> = [];
   private readonly idle: Spare[] = [];
   private readonly live = new Set<McpConnection>();
+  private startedCount = 0;
 
   constructor(readonly spec: McpServerSpec) {
     if ((spec.command === undefined) === (spec.url === undefined))
@@ -203,6 +204,11 @@ export class McpServer {
     ]);
   }
 
+  /** How many connections this server has opened so far (a replay with recorded results opens none). */
+  get started(): number {
+    return this.startedCount;
+  }
+
   /** How many server connections are open now (pooled, spare, warm and leased). */
   get openConnections(): number {
     return this.live.size;
@@ -250,6 +256,7 @@ export class McpServer {
             cwd: spec.cwd,
           }
         : { kind: 'http', url: new URL(String(spec.url)), headers: spec.headers };
+    this.startedCount++;
     const connection = await McpConnection.open(endpoint, { label: this.label, root, timeoutMs: this.timeoutMs });
     this.live.add(connection);
     if (this.spec.catalog !== undefined) {
