@@ -29,7 +29,12 @@ test('tools listed page by page (nextCursor), in order; a server whose cursor ne
   const runner = new ToolRunner(tools, { timeoutMs: 5000, maxOutputChars: 100 });
   t.like(await runner.run({ name: 'delta', arguments: {} }, ctx), { ok: true, content: 'delta' });
   await paged.close();
-  const looping = new McpServer({ command: process.execPath, args: [PAGED, '--loop'], label: 'loop', isolation: 'shared' });
+  const looping = new McpServer({
+    command: process.execPath,
+    args: [PAGED, '--loop'],
+    label: 'loop',
+    isolation: 'shared',
+  });
   const err = await t.throwsAsync(mcpTools(looping), { instanceOf: McpStartError });
   t.regex(err!.message, /tools\/list returned the cursor "0" twice/);
 });
@@ -81,7 +86,7 @@ test('a long-running call: the runner times it out, or the episode cancels it; t
     const long = { name: 'trigger-long-running-operation', arguments: { duration: 20, steps: 4 } };
     let start = performance.now();
     t.like(await runner.run(long, ctx), { ok: false, error: { kind: 'timeout' } });
-    t.true(performance.now() - start < 10_000, "well before the 20 s the operation takes");
+    t.true(performance.now() - start < 10_000, 'well before the 20 s the operation takes');
     const slow = new ToolRunner(tools, { timeoutMs: 60_000, maxOutputChars: 1000 });
     const stop = new AbortController();
     setTimeout(() => stop.abort(new Error('episode stopped')), 200);
@@ -89,8 +94,11 @@ test('a long-running call: the runner times it out, or the episode cancels it; t
     const cancelled = await slow.run(long, { ...ctx, signal: stop.signal });
     t.is(cancelled.error?.kind, 'tool_error');
     t.regex(cancelled.content, /trigger-long-running-operation failed: .*episode stopped/);
-    t.true(performance.now() - start < 10_000, "well before the 20 s the operation takes");
-    t.like(await slow.run({ name: 'echo', arguments: { message: 'still here' } }, ctx), { ok: true, content: 'Echo: still here' });
+    t.true(performance.now() - start < 10_000, 'well before the 20 s the operation takes');
+    t.like(await slow.run({ name: 'echo', arguments: { message: 'still here' } }, ctx), {
+      ok: true,
+      content: 'Echo: still here',
+    });
   } finally {
     await mcp.close();
   }

@@ -61,10 +61,17 @@ test('a call: the text for the agent, structured content as data, the scratch fo
   const e = await episode(mcp);
   try {
     const read = await e.run('read_text_file', { path: '/workspace/notes/a.txt' });
-    t.deepEqual(read, { name: 'read_text_file', ok: true, content: 'alpha\n', data: { structuredContent: { content: 'alpha\n' } } });
+    t.deepEqual(read, {
+      name: 'read_text_file',
+      ok: true,
+      content: 'alpha\n',
+      data: { structuredContent: { content: 'alpha\n' } },
+    });
     const write = await e.run('write_file', { path: '/workspace/notes/b.txt', content: 'beta' });
     t.is(write.content, 'Successfully wrote to /workspace/notes/b.txt');
-    t.deepEqual((write.data as { effects: unknown }).effects, [{ op: 'files', changes: { 'notes/b.txt': 'beta' }, seq: 0 }]);
+    t.deepEqual((write.data as { effects: unknown }).effects, [
+      { op: 'files', changes: { 'notes/b.txt': 'beta' }, seq: 0 },
+    ]);
     t.deepEqual(e.state.mcp.files, { 'notes/': '', 'notes/a.txt': 'alpha\n', 'notes/b.txt': 'beta' });
     t.is(readFileSync(join(e.state.mcp.scratch!, 'notes/b.txt'), 'utf8'), 'beta', 'the server wrote the real file');
   } finally {
@@ -79,7 +86,10 @@ test('an isError result is an error observation, not an exception; no real path 
     const denied = await e.run('read_text_file', { path: '/etc/hostname' });
     t.false(denied.ok);
     t.is(denied.error?.kind, 'tool_error');
-    t.is(denied.content, 'read_text_file failed: Access denied - path outside allowed directories: /etc/hostname not in /workspace');
+    t.is(
+      denied.content,
+      'read_text_file failed: Access denied - path outside allowed directories: /etc/hostname not in /workspace',
+    );
     const missing = await e.run('read_text_file', { path: '/workspace/none.txt' });
     t.regex(missing.content, /ENOENT: no such file or directory, open '\/workspace\/none\.txt'/);
     t.false(missing.content.includes(e.state.mcp.scratch!));
@@ -93,7 +103,9 @@ test("arguments that do not fit the server's JSON Schema are refused before the 
   try {
     const tool = e.tools.find((x) => x.name === 'move_file')!;
     const schema = (await import('../../src/tools/tool.ts')).toOpenAITool(tool).function.parameters;
-    const { $schema: _draft, ...published } = readCatalog(CATALOG).tools.find((x) => x.name === 'move_file')!.inputSchema;
+    const { $schema: _draft, ...published } = readCatalog(CATALOG).tools.find(
+      (x) => x.name === 'move_file',
+    )!.inputSchema;
     t.deepEqual(schema, published, "the server's own schema (less $schema, which the wire shape leaves out)");
     const missing = await e.run('move_file', { source: '/workspace/notes/a.txt' });
     t.is(missing.error?.kind, 'bad_arguments');
@@ -139,10 +151,16 @@ test('a killed server: its calls become error observations naming why; dispose s
 });
 
 test('a server that cannot start: the episode fails with its stderr, and no process is left', async (t) => {
-  const mcp = new McpServer({ command: process.execPath, args: (dir) => [FILESYSTEM_SERVER, join(dir, 'no-such-folder')] });
+  const mcp = new McpServer({
+    command: process.execPath,
+    args: (dir) => [FILESYSTEM_SERVER, join(dir, 'no-such-folder')],
+  });
   t.is(mcp.label, 'node', 'without a label: the command');
   const env = envOn(mcp);
   const err = await t.throwsAsync(env.init!(task, { rng: createRng(0), tools: 'live' }) as Promise<unknown>);
-  t.regex(err!.message, /^MCP server node did not start: it exited \(code 1\)\n {2}its stderr ends: .*None of the specified directories are accessible/s);
+  t.regex(
+    err!.message,
+    /^MCP server node did not start: it exited \(code 1\)\n {2}its stderr ends: .*None of the specified directories are accessible/s,
+  );
   t.is(mcp.openConnections, 0);
 });
