@@ -1,13 +1,18 @@
 import { createRequire } from 'node:module';
-import { McpServer, type McpIsolation } from 'agent-r1-ts/mcp';
+import { McpServer, type McpCatalog, type McpIsolation } from 'agent-r1-ts/mcp';
+// Imported, not read from a path: the build copies it to dist/ and the worker bundle inlines it.
+import listed from './catalog.json' with { type: 'json' };
+
+/** The tools and server name as listed (update-catalog.ts): the scenario loads, and replays, with no server. */
+export const CATALOG = listed as unknown as McpCatalog;
 
 /** server-filesystem's entry script (a dependency of agent-r1-ts: npm ci brings it, nothing is fetched). */
 export const FILESYSTEM_SERVER = createRequire(import.meta.url).resolve(
   '@modelcontextprotocol/server-filesystem/dist/index.js',
 );
 
-/** The tools and server name as listed (update-catalog.ts): the scenario loads, and replays, with no server. */
-export const CATALOG = new URL('./catalog.json', import.meta.url);
+/** Where update-catalog.ts writes the listing. */
+export const CATALOG_FILE = new URL('./catalog.json', import.meta.url);
 
 /**
  * The filesystem server, one per episode in effect: by default warm servers moved to each episode's

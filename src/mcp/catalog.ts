@@ -19,7 +19,7 @@ export function catalogPath(file: string | URL): string {
   return file instanceof URL ? fileURLToPath(file) : file;
 }
 
-export function readCatalog(file: string | URL): McpCatalog {
+export function readMcpCatalog(file: string | URL): McpCatalog {
   const path = catalogPath(file);
   let parsed: unknown;
   try {
@@ -27,6 +27,11 @@ export function readCatalog(file: string | URL): McpCatalog {
   } catch (err) {
     throw new McpCatalogError(`the MCP tool catalog ${path} cannot be read: ${(err as Error).message}`);
   }
+  return checkedCatalog(parsed, path);
+}
+
+/** The value, if it has a catalog's shape; `where` names it in the error. */
+export function checkedCatalog(parsed: unknown, where: string): McpCatalog {
   const c = parsed as Partial<McpCatalog>;
   const ok =
     c !== null &&
@@ -35,12 +40,12 @@ export function readCatalog(file: string | URL): McpCatalog {
     typeof c.server?.version === 'string' &&
     Array.isArray(c.tools) &&
     c.tools.every((t) => typeof t?.name === 'string' && t.inputSchema !== null && typeof t.inputSchema === 'object');
-  if (!ok) throw new McpCatalogError(`${path} is not an MCP tool catalog ({server: {name, version}, tools: [...]})`);
+  if (!ok) throw new McpCatalogError(`${where} is not an MCP tool catalog ({server: {name, version}, tools: [...]})`);
   return c as McpCatalog;
 }
 
 /** Writes a catalog (atomically: a scenario loaded by two threads at once reads one whole file). */
-export function writeCatalog(file: string | URL, catalog: McpCatalog): void {
+export function writeMcpCatalog(file: string | URL, catalog: McpCatalog): void {
   const path = catalogPath(file);
   const temp = `${path}.${process.pid}-${threadId}.tmp`;
   writeFileSync(temp, `${JSON.stringify(catalog, null, 2)}\n`);

@@ -41,7 +41,7 @@ export class McpServerMismatchError extends AgentR1Error {
     readonly catalog: string,
   ) {
     super(
-      `the MCP server is ${found.name}@${found.version}, but the tool catalog ${catalog} was listed from ` +
+      `the MCP server is ${found.name}@${found.version}, but the tool catalog (${catalog}) was listed from ` +
         `${expected.name}@${expected.version}: list it again (writeMcpCatalog) and check the scenario's version`,
     );
   }

@@ -2,10 +2,10 @@
 // SDK's client. Tools keep every guarantee of hand-written ones: arguments checked against the
 // server's schema, the runner's timeout and abort, raw results in the records, replay with no server.
 export { mcpTools, toolsOf, type McpToolsOptions, type McpToolset } from './tools.ts';
-export { McpServer, listCatalog, type McpServerSpec, type McpIsolation, type Lease } from './server.ts';
+export { McpServer, listMcpCatalog, type McpServerSpec, type McpIsolation, type Lease } from './server.ts';
 export { mcpEnv, type McpState, type McpToolEnv } from './env.ts';
 export { McpEpisode, type FilesEffect, type CallTarget } from './episode.ts';
-export { readCatalog, writeCatalog, type McpCatalog } from './catalog.ts';
+export { readMcpCatalog, writeMcpCatalog, type McpCatalog } from './catalog.ts';
 export { McpConnection, type ServerInfo, type McpEndpoint } from './connection.ts';
 export { mapCallResult, type MappedResult } from './result.ts';
 export { jsonSchemaParameters } from './json-schema.ts';

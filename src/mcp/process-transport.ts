@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -12,9 +13,56 @@ export interface ProcessParams {
   cwd?: string;
 }
 
-/** Every server process of this thread that is still running: killed when the thread or process exits. */
-const running = new Set<ChildProcess>();
-let exitHook = false;
+/**
+ * Every server process still running, in every thread of this process: killed when the process
+ * exits. A worker thread's own exit handlers do not run when the process exits (the main thread's
+ * do), so each thread tells the others of the servers it starts and ends.
+ */
+const running = new Map<number, string>();
+let channel: BroadcastChannel | undefined;
+
+function registry(): BroadcastChannel {
+  if (!channel) {
+    channel = new BroadcastChannel('agent-r1-ts/mcp-server-processes');
+    (channel as unknown as { unref(): void }).unref();
+    channel.onmessage = (event: MessageEvent) => {
+      const { pid, command } = event.data as { pid: number; command?: string };
+      if (command === undefined) running.delete(pid);
+      else running.set(pid, command);
+    };
+    // A server left running (a hung one, or one started ahead for an episode that never came) must not outlive us.
+    process.once('exit', () => {
+      for (const [pid, command] of running) if (isStill(pid, command)) killQuietly(pid);
+    });
+  }
+  return channel;
+}
+
+// Listening from the start: the main thread of a rollout on workers loads the scenario but starts no server itself.
+registry();
+
+function track(pid: number, command: string | undefined): void {
+  if (command === undefined) running.delete(pid);
+  else running.set(pid, command);
+  registry().postMessage({ pid, command });
+}
+
+/** Whether `pid` is still the process we started (a pid whose exit we missed may be someone else's by now). */
+function isStill(pid: number, command: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[0] === command;
+  } catch {
+    return process.platform !== 'linux'; // no /proc to ask: trust the record
+  }
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
 
 /** How much of a server's stderr is kept, for the message when it fails to start or dies. */
 const STDERR_TAIL = 2000;
@@ -47,21 +95,22 @@ export class ProcessTransport implements Transport {
         cwd: this.params.cwd,
         stdio: ['pipe', 'pipe', 'pipe'],
         shell: false,
+        // Its own process group: a terminal's Ctrl-C reaches the CLI, which ends its episodes and then
+        // its servers; servers killed by the same keypress would fail the calls in flight first.
+        detached: true,
       });
       this.child = child;
       child.once('error', (err) => {
-        running.delete(child);
         reject(err);
         this.onerror?.(err);
       });
       child.once('spawn', () => {
-        running.add(child);
-        installExitHook();
+        track(child.pid!, this.params.command);
         if (!this.referenced) this.unref();
         resolve();
       });
       child.once('exit', (code, signal) => {
-        running.delete(child);
+        track(child.pid!, undefined);
         this.exit = { code, signal };
       });
       child.once('close', () => this.onclose?.());
@@ -144,13 +193,4 @@ export class ProcessTransport implements Transport {
     child.ref();
     for (const stream of [child.stdin, child.stdout, child.stderr]) (stream as { ref?: () => void } | null)?.ref?.();
   }
-}
-
-function installExitHook(): void {
-  if (exitHook) return;
-  exitHook = true;
-  // A server left running (a hung one, or an interrupted episode's) must not outlive us.
-  process.once('exit', () => {
-    for (const child of running) child.kill('SIGKILL');
-  });
 }

@@ -1,7 +1,7 @@
 import { basename } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { McpConnection, type McpEndpoint } from './connection.ts';
-import { readCatalog, catalogPath, type McpCatalog } from './catalog.ts';
+import { catalogPath, checkedCatalog, readMcpCatalog, type McpCatalog } from './catalog.ts';
 import { McpServerMismatchError } from './errors.ts';
 import { mapCallResult } from './result.ts';
 import { makeScratch, removeScratch } from './scratch.ts';
@@ -53,8 +53,8 @@ export interface McpServerSpec {
    * replay with no server (default: on where there is a scratch folder).
    */
   trackFiles?: boolean;
-  /** A file with the server's tools and name (writeMcpCatalog): tools without starting a server. */
-  catalog?: string | URL;
+  /** The server's tools and name, listed before (writeMcpCatalog writes a file of them): tools without starting a server. */
+  catalog?: McpCatalog | string | URL;
   /** The most time a server may take to start and answer (ms, default 30 000). */
   startTimeoutMs?: number;
 }
@@ -119,8 +119,10 @@ export class McpServer {
   /** The server's name and tools: from the catalog file when there is one, else listed from a server started for it. */
   catalog(): Promise<McpCatalog> {
     this.listed ??= (async () => {
-      if (this.spec.catalog !== undefined) return readCatalog(this.spec.catalog);
-      return listCatalog(this);
+      const given = this.spec.catalog;
+      if (typeof given === 'object' && !(given instanceof URL)) return checkedCatalog(given, 'the catalog given');
+      if (given !== undefined) return readMcpCatalog(given);
+      return listMcpCatalog(this);
     })();
     return this.listed;
   }
@@ -263,7 +265,9 @@ export class McpServer {
       const expected = (await this.catalog()).server;
       if (expected.name !== connection.info.name || expected.version !== connection.info.version) {
         await this.end(connection);
-        throw new McpServerMismatchError(expected, connection.info, catalogPath(this.spec.catalog));
+        const given = this.spec.catalog;
+        const where = typeof given === 'object' && !(given instanceof URL) ? 'given' : catalogPath(given);
+        throw new McpServerMismatchError(expected, connection.info, where);
       }
     }
     return connection;
@@ -315,7 +319,7 @@ export class McpServer {
 }
 
 /** Starts a server just to list it: its name and version, and every page of its tools. */
-export async function listCatalog(server: McpServer): Promise<McpCatalog> {
+export async function listMcpCatalog(server: McpServer): Promise<McpCatalog> {
   const scratch = server.hasScratch ? makeScratch() : undefined;
   const probe = new McpServer({ ...server.spec, catalog: undefined });
   try {

@@ -54,7 +54,10 @@ export class ToolRunner {
     this.byName = new Map(tools.map((t) => [t.name, t]));
   }
 
-  async run(call: ToolCall, ctx: Omit<ToolContext, 'signal' | 'timeoutMs'> & { signal?: AbortSignal }): Promise<ToolResult> {
+  async run(
+    call: ToolCall,
+    ctx: Omit<ToolContext, 'signal' | 'timeoutMs'> & { signal?: AbortSignal },
+  ): Promise<ToolResult> {
     const t = this.byName.get(call.name);
     if (!t) {
       const names = [...this.byName.keys()].join(', ') || '(none)';

@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import test from 'ava';
 import { createRng, ToolRunner, type Task } from 'agent-r1-ts';
-import { listCatalog, mcpEnv, mcpTools, McpServer, readCatalog, type McpState } from 'agent-r1-ts/mcp';
+import { listMcpCatalog, mcpEnv, mcpTools, McpServer, type McpState } from 'agent-r1-ts/mcp';
 import type { ToolEnv } from '../../src/env/tool-env.ts';
 import { CATALOG, FILESYSTEM_SERVER } from '../../scenarios/files/server.ts';
 
@@ -46,12 +46,12 @@ async function episode(mcp: McpServer, timeoutMs = 5000, setup?: (dir: string) =
 }
 
 test('lists every tool; the files scenario catalog is what the installed server lists', async (t) => {
-  const listed = await listCatalog(server());
+  const listed = await listMcpCatalog(server());
   t.deepEqual(listed.server, { name: 'secure-filesystem-server', version: '0.2.0' });
   t.true(listed.tools.some((tool) => tool.name === 'move_file'));
   t.deepEqual(
     listed,
-    readCatalog(CATALOG),
+    CATALOG,
     'scenarios/files/catalog.json is stale: npx tsx --conditions=source scenarios/files/update-catalog.ts',
   );
 });
@@ -103,7 +103,7 @@ test("arguments that do not fit the server's JSON Schema are refused before the 
   try {
     const tool = e.tools.find((x) => x.name === 'move_file')!;
     const schema = (await import('../../src/tools/tool.ts')).toOpenAITool(tool).function.parameters;
-    const { $schema: _draft, ...published } = readCatalog(CATALOG).tools.find(
+    const { $schema: _draft, ...published } = CATALOG.tools.find(
       (x) => x.name === 'move_file',
     )!.inputSchema;
     t.deepEqual(schema, published, "the server's own schema (less $schema, which the wire shape leaves out)");
