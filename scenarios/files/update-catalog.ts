@@ -7,4 +7,6 @@ import { CATALOG_FILE, FILESYSTEM_SERVER } from './server.ts';
 const server = new McpServer({ command: process.execPath, args: (dir) => [FILESYSTEM_SERVER, dir] });
 const catalog = await listMcpCatalog(server);
 writeMcpCatalog(CATALOG_FILE, catalog);
-console.log(`${CATALOG_FILE.pathname}: ${catalog.server.name}@${catalog.server.version}, ${catalog.tools.length} tools`);
+console.log(
+  `${CATALOG_FILE.pathname}: ${catalog.server.name}@${catalog.server.version}, ${catalog.tools.length} tools`,
+);

@@ -103,9 +103,7 @@ test("arguments that do not fit the server's JSON Schema are refused before the 
   try {
     const tool = e.tools.find((x) => x.name === 'move_file')!;
     const schema = (await import('../../src/tools/tool.ts')).toOpenAITool(tool).function.parameters;
-    const { $schema: _draft, ...published } = CATALOG.tools.find(
-      (x) => x.name === 'move_file',
-    )!.inputSchema;
+    const { $schema: _draft, ...published } = CATALOG.tools.find((x) => x.name === 'move_file')!.inputSchema;
     t.deepEqual(schema, published, "the server's own schema (less $schema, which the wire shape leaves out)");
     const missing = await e.run('move_file', { source: '/workspace/notes/a.txt' });
     t.is(missing.error?.kind, 'bad_arguments');
