@@ -8,6 +8,7 @@ import { filesScenario, filesEnv } from '../../scenarios/files/index.ts';
 import { expert } from '../../scenarios/files/policies.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
+import { checkScenarioDir } from '../../src/app/check-scenario.ts';
 import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'agent-r1-files-'));
@@ -205,4 +206,20 @@ test.serial('Ctrl-C during a files rollout on 2 workers: exit 130, records kept,
   t.is(await exited, 130, stderr);
   t.regex(stderr, /interrupted: \d+ finished episodes written/);
   t.deepEqual(servers.filter(alive), [], 'every server process ended with the CLI');
+});
+
+test('scenario check is green for files and for the mcp template: episodes repeat, here and in a worker, and replay', async (t) => {
+  for (const dir of ['scenarios/files', 'scenarios/templates/mcp']) {
+    const { problems, warnings, checked } = await checkScenarioDir(dir);
+    t.deepEqual(problems, [], dir);
+    t.deepEqual(warnings, [], dir);
+    t.true(
+      checked.some((c) =>
+        /policies\.expert: 6 episodes played here and in a fresh worker thread: identical bytes; replayed \(recorded tool results, live tools\): verified; success 6\/6/.test(
+          c,
+        ),
+      ),
+      `${dir}: ${checked.join('\n')}`,
+    );
+  }
 });
