@@ -3,7 +3,9 @@ import {
   defineScenario,
   formatInvalidAction,
   formatResults,
+  type EpisodeRecord,
   type Scenario,
+  type Summarizer,
   type ToolEnv,
 } from 'agent-r1-ts';
 import { mcpEnv, mcpTools, type McpIsolation, type McpServer, type McpState } from 'agent-r1-ts/mcp';
@@ -86,6 +88,28 @@ export function filesEnv(server: McpServer): ToolEnv<FilesTask, McpState> {
   });
 }
 
+/** Success rate per task kind (find-move, rename, append). */
+function summarizer(): Summarizer {
+  const kinds = new Map<string, { n: number; success: number }>();
+  return {
+    add(record: EpisodeRecord) {
+      const kind = record.task.type ?? 'unknown';
+      let sums = kinds.get(kind);
+      if (!sums) kinds.set(kind, (sums = { n: 0, success: 0 }));
+      sums.n++;
+      sums.success += record.outcome.success ? 1 : 0;
+    },
+    result() {
+      const byKind: { [kind: string]: { n: number; success: number } } = {};
+      for (const kind of [...kinds.keys()].sort()) {
+        const sums = kinds.get(kind)!;
+        byKind[kind] = { n: sums.n, success: sums.success / sums.n };
+      }
+      return { byKind };
+    },
+  };
+}
+
 /** The scenario on a given server (the benchmark compares isolation modes with it). */
 export async function filesScenario(
   isolation: McpIsolation = 'roots',
@@ -113,6 +137,7 @@ export async function filesScenario(
     env: filesEnv(server),
     policies: { expert: () => expert, random: () => random },
     episode: { maxTurns: 6, maxTokensPerTurn: 160, maxTotalTokens: 2048, maxToolOutputChars: 1024 },
+    summarizer,
   };
   return { scenario, server };
 }
