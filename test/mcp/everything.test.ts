@@ -57,10 +57,12 @@ test('allow-list, renaming and an unknown name in the allow-list', async (t) => 
   }
 });
 
-test('structured content is the data; images are named in the text, with their size', async (t) => {
+test('structured content is the data; images and resources are named in the text, with their size', async (t) => {
   const mcp = everything();
   try {
-    const { tools } = await mcpTools(mcp, { include: ['get-structured-content', 'get-tiny-image'] });
+    const { tools } = await mcpTools(mcp, {
+      include: ['get-structured-content', 'get-tiny-image', 'get-resource-reference', 'get-resource-links'],
+    });
     const runner = new ToolRunner(tools, { timeoutMs: 5000, maxOutputChars: 4000 });
     const weather = await runner.run({ name: 'get-structured-content', arguments: { location: 'Chicago' } }, ctx);
     t.true(weather.ok);
@@ -73,6 +75,25 @@ test('structured content is the data; images are named in the text, with their s
     t.true(image.ok);
     t.regex(image.content, /\[image image\/png, \d+ bytes\]/);
     t.false(image.content.includes('iVBOR'), 'no base64 in what the agent reads');
+    const text = await runner.run(
+      { name: 'get-resource-reference', arguments: { resourceType: 'Text', resourceId: 2 } },
+      ctx,
+    );
+    t.regex(
+      text.content,
+      /^Returning resource reference for Resource 2:\n\[resource \S+2\S*, text\/plain\]\n.+\nYou can access/s,
+    );
+    const blob = await runner.run(
+      { name: 'get-resource-reference', arguments: { resourceType: 'Blob', resourceId: 1 } },
+      ctx,
+    );
+    t.regex(
+      blob.content,
+      /\[resource demo:\/\/\S+\/blob\/1, text\/plain, \d+ bytes\]/,
+      'a blob: named with its size, not pasted',
+    );
+    const links = await runner.run({ name: 'get-resource-links', arguments: { count: 2 } }, ctx);
+    t.is(links.content.match(/\[resource link \S+ "[^"]+"/g)?.length, 2, links.content);
   } finally {
     await mcp.close();
   }
