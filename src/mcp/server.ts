@@ -98,13 +98,8 @@ export class McpServer {
       );
     if (this.isolation === 'shared' && (typeof spec.args === 'function' || typeof spec.env === 'function'))
       throw new TypeError('args or env that depend on the scratch folder need isolation "episode", "spare" or "roots"');
-    this.label =
-      spec.label ??
-      (spec.url !== undefined
-        ? String(spec.url)
-        : basename(
-            String(spec.args && typeof spec.args !== 'function' ? (spec.args[0] ?? spec.command) : spec.command),
-          ));
+    // Messages that name the server reach records (a call to a server that died): no path in the default.
+    this.label = spec.label ?? (spec.url !== undefined ? String(spec.url) : basename(spec.command!));
     this.alias = spec.alias ?? '/workspace';
     this.timeoutMs = spec.startTimeoutMs ?? 30_000;
     this.trackFiles = spec.trackFiles ?? this.hasScratch;
