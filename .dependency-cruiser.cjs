@@ -6,6 +6,7 @@ const layers = [
   ['the ToolEnv', '^src/env/'],
   ['policies', '^src/policy/'],
   ['scenarios (the contract)', '^src/scenario/'],
+  ['tools from MCP servers', '^src/mcp/'],
   ['the episode machine and its drivers', '^(machines|src/episode)/'],
   ['rollouts and replay', '^src/(rollout|replay)/'],
   ['the job queue (rollouts across machines)', '^src/queue/'],
@@ -32,7 +33,7 @@ module.exports = {
       severity: 'error',
       from: { path: '^(src|machines)/' },
       to: {
-        path: '^src/(index|rl/index|openai/index|view/index|env-server/index|policy/tfjs/index|queue/index)\\.ts$',
+        path: '^src/(index|rl/index|openai/index|view/index|env-server/index|policy/tfjs/index|queue/index|mcp/index)\\.ts$',
       },
     },
     {

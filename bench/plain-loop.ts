@@ -77,7 +77,7 @@ export async function playPlain(
   for (let i = part.share; i < plan.length; i += part.of) {
     const item = plan[i]!;
     const rng = createRng(worldSeed(item.seed));
-    const state = await scenario.env.init?.(item.task, { rng });
+    const state = await scenario.env.init?.(item.task, { rng, tools: 'live' });
     const messages: Message[] = scenario.env.prompt(item.task, tools);
     const history: TurnRecord[] = [];
     let answer: string | null = null;

@@ -12,4 +12,5 @@ export const builtinScenarios: { [name: string]: () => Promise<{ default: Scenar
   musique: () => import('./musique/index.ts'),
   'support-desk': () => import('./support-desk/index.ts'),
   gridworld: () => import('./gridworld/index.ts'),
+  files: () => import('./files/index.ts'),
 };

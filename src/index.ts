@@ -38,9 +38,9 @@ export {
 } from './core/errors.ts';
 
 // Tools and the ToolEnv: the Tool says what happened, the ToolEnv what it means
-export { tool, toOpenAITool, type Tool, type ToolContext, type OpenAITool } from './tools/tool.ts';
+export { tool, toOpenAITool, ToolOutput, type Tool, type ToolContext, type OpenAITool } from './tools/tool.ts';
 export { ToolRunner, createToolCache, type ToolRunnerOptions } from './tools/runner.ts';
-export type { ToolEnv, StepInput, OutcomeInput } from './env/tool-env.ts';
+export type { ToolEnv, InitContext, StepInput, OutcomeInput } from './env/tool-env.ts';
 export { formatResults, formatInvalidAction, toolsSystemPrompt } from './env/observation.ts';
 export { parseAction } from './parse/parse-action.ts';
 

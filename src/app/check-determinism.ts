@@ -121,7 +121,8 @@ export function innerDifference(a: unknown, b: unknown, path = ''): { path: stri
 /** Where two records differ and what each holds there, e.g. `episode e#0, turn 0, field results[0].data.luck (…)`. */
 function describe(d: Divergence, first: string, second: string): string {
   const inner = innerDifference(d.expected, d.actual);
-  const where = `episode ${d.episodeId}, ${d.turn === null ? 'end' : `turn ${d.turn}`}, field ${d.field}${inner.path}`;
+  const call = d.call === undefined ? '' : `[${d.call}]`;
+  const where = `episode ${d.episodeId}, ${d.turn === null ? 'end' : `turn ${d.turn}`}, field ${d.field}${call}${inner.path}`;
   return `${where} differs (${first}: ${clip(inner.a)}; ${second}: ${clip(inner.b)})`;
 }
 

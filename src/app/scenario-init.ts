@@ -10,7 +10,7 @@ import { UsageError } from '../core/errors.ts';
  * `cd DIR && npm install && npx agent-r1 scenario check .` works.
  */
 
-export const TEMPLATES = ['minimal', 'world-machine'] as const;
+export const TEMPLATES = ['minimal', 'world-machine', 'mcp'] as const;
 export type Template = (typeof TEMPLATES)[number];
 
 export interface InitOptions {
@@ -107,7 +107,15 @@ export function initScenarioProject(target: string, options: InitOptions = {}): 
       test: 'node --import tsx --test test/scenario.test.ts',
       typecheck: 'tsc --noEmit',
     },
-    dependencies: { 'agent-r1-ts': dependency, xstate: range('xstate', '^5.0.0'), zod: range('zod', '^4.0.0') },
+    dependencies: {
+      'agent-r1-ts': dependency,
+      xstate: range('xstate', '^5.0.0'),
+      zod: range('zod', '^4.0.0'),
+      // The mcp template's tools come from this server (npm brings it; nothing is fetched at run time).
+      ...(template === 'mcp'
+        ? { '@modelcontextprotocol/server-memory': range('@modelcontextprotocol/server-memory', '^2026.8.31') }
+        : {}),
+    },
     devDependencies: {
       '@types/node': range('@types/node', '^20.0.0'),
       tsx: range('tsx', '^4.0.0'),

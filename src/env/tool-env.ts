@@ -11,6 +11,11 @@ import type {
 } from '../core/types.ts';
 import type { OpenAITool } from '../tools/tool.ts';
 
+export interface InitContext {
+  rng: Rng;
+  tools: 'live' | 'recorded';
+}
+
 export interface StepInput<TTask extends Task = Task, TState = unknown> {
   task: TTask;
   state: TState;
@@ -59,8 +64,12 @@ export interface OutcomeInput<TTask extends Task = Task, TState = unknown> {
  * the outcome reward.
  */
 export interface ToolEnv<TTask extends Task = Task, TState = unknown> {
-  /** Per-episode state (a private database copy, a world actor). Created once per episode. */
-  init?(task: TTask, ctx: { rng: Rng }): TState | Promise<TState>;
+  /**
+   * Per-episode state (a private database copy, a world actor). Created once per episode. `tools`:
+   * whether the tools will run (`live`) or their results come from a record (`recorded`, replay), so
+   * an episode being replayed need not start what only the tools use (a server, a connection).
+   */
+  init?(task: TTask, ctx: InitContext): TState | Promise<TState>;
   /** Frees what init made; called once per episode, also after errors. */
   dispose?(state: TState): void | Promise<void>;
   /** The messages that open the episode (system prompt with the tools, the user's request). */

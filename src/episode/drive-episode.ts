@@ -30,6 +30,8 @@ export interface EpisodeDrivers {
   encode?: PolicyEncoding;
   /** Stops the episode: the policy and the tools are asked to give up. */
   signal?: AbortSignal;
+  /** Whether `execute` runs the tools (the default) or feeds back recorded results: told to ToolEnv.init. */
+  tools?: 'live' | 'recorded';
   /** Told each turn's ToolEnv verdict as soon as it is known (the env server answers a step with it). */
   onStep?(turn: { turn: number; action: ParsedAction; results: readonly ToolResult[]; step: StepResult }): void;
 }
@@ -64,7 +66,7 @@ export async function driveEpisode(
   const env = scenario.env;
   // Resolved before init: a context the scenario cannot give is the run's mistake, not the episode's.
   const context = contextHook(scenario, config.context);
-  const state = env.init ? await env.init(task, { rng }) : undefined;
+  const state = env.init ? await env.init(task, { rng, tools: drivers.tools ?? 'live' }) : undefined;
   try {
     const prompt = env.prompt(task, openAITools(scenario));
     const promptTokens = drivers.encode?.prompt(prompt);

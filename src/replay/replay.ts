@@ -13,6 +13,8 @@ export interface Divergence {
   /** The turn index, or null for episode-level fields. */
   turn: number | null;
   field: string;
+  /** For `results`: the first call (0-based, in the turn's call order) whose result differs. */
+  call?: number;
   expected: unknown;
   actual: unknown;
 }
@@ -74,6 +76,7 @@ export async function replayRecord(
     : undefined;
   const driven = await driveEpisode(scenario, record.task, record.seed, record.config, {
     encode: record.promptTokens ? recordedEncoding(record) : undefined,
+    tools: runner ? 'live' : 'recorded',
     act: async (input) => recordedOutput(record, input.turn),
     execute: async (call, ctx): Promise<ToolResult> => {
       if (runner) return runner.run(call, { task: record.task, rng: ctx.rng, state: ctx.state, signal: ctx.signal });
@@ -139,6 +142,12 @@ function recordedOutput(record: EpisodeRecord, turn: number): PolicyOutput {
   return out;
 }
 
+function firstDifferentCall(expected: readonly ToolResult[], actual: readonly ToolResult[]): number {
+  let k = 0;
+  while (k < Math.max(expected.length, actual.length) && same(expected[k], actual[k])) k++;
+  return k;
+}
+
 /** Equal as written to a record (so 0 and -0, or a missing and an undefined field, are equal). */
 const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
 
@@ -158,7 +167,13 @@ export function firstDivergence(expected: EpisodeRecord, actual: EpisodeRecord):
         actual: a ? 'present' : 'absent',
       };
     for (const field of TURN_FIELDS) {
-      if (!same(e[field], a[field])) return { episodeId: id, turn: i, field, expected: e[field], actual: a[field] };
+      if (same(e[field], a[field])) continue;
+      if (field === 'results') {
+        // Drift is told at the call that returned something else, not as the whole turn's list.
+        const call = firstDifferentCall(e.results, a.results);
+        return { episodeId: id, turn: i, field, call, expected: e.results[call], actual: a.results[call] };
+      }
+      return { episodeId: id, turn: i, field, expected: e[field], actual: a[field] };
     }
   }
   for (const field of EPISODE_FIELDS) {

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { canonicalJson } from '../core/canonical-json.ts';
 import type { Rng } from '../core/rng.ts';
 import type { Json, Task, ToolCall, ToolErrorKind, ToolResult } from '../core/types.ts';
-import type { Tool, ToolContext } from './tool.ts';
+import { ToolOutput, type Tool, type ToolContext } from './tool.ts';
 
 export interface ToolRunnerOptions {
   timeoutMs: number;
@@ -54,7 +54,10 @@ export class ToolRunner {
     this.byName = new Map(tools.map((t) => [t.name, t]));
   }
 
-  async run(call: ToolCall, ctx: Omit<ToolContext, 'signal'> & { signal?: AbortSignal }): Promise<ToolResult> {
+  async run(
+    call: ToolCall,
+    ctx: Omit<ToolContext, 'signal' | 'timeoutMs'> & { signal?: AbortSignal },
+  ): Promise<ToolResult> {
     const t = this.byName.get(call.name);
     if (!t) {
       const names = [...this.byName.keys()].join(', ') || '(none)';
@@ -85,7 +88,7 @@ export class ToolRunner {
         // Time the tool itself: its synchronous work, or until its promise settles. (Timing the
         // whole call would count other episodes' work that runs while this one awaits.)
         const start = performance.now();
-        const out = t.execute(parsed.data, new ToolCallContext(ctx.task, ctx.rng, ctx.state, abort));
+        const out = t.execute(parsed.data, new ToolCallContext(ctx.task, ctx.rng, ctx.state, timeoutMs, abort));
         if (!(out instanceof Promise)) {
           this.options.onToolTime?.(performance.now() - start);
           return out;
@@ -121,7 +124,8 @@ export class ToolRunner {
   }
 }
 
-function toCached(raw: Json | undefined): CachedToolResult {
+function toCached(raw: Json | ToolOutput | undefined): CachedToolResult {
+  if (raw instanceof ToolOutput) return { value: raw.data === undefined ? raw.text : raw.data, text: raw.text };
   const value = raw === undefined ? null : raw;
   return { value, text: typeof value === 'string' ? value : JSON.stringify(value) };
 }
@@ -141,6 +145,7 @@ class ToolCallContext implements ToolContext {
     readonly task: Task,
     readonly rng: Rng,
     readonly state: unknown,
+    readonly timeoutMs: number,
     private readonly abort: LazyAbort,
   ) {}
 

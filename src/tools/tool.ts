@@ -11,6 +11,20 @@ export interface ToolContext<TState = unknown> {
   signal: AbortSignal;
   /** The episode's own environment state (a database copy, a world actor), from ToolEnv.init. */
   state: TState;
+  /** The call's time limit (ms): the tool's own or the episode's; `signal` aborts when it passes. */
+  timeoutMs: number;
+}
+
+/**
+ * A result with two faces: `text` is what the agent is shown, `data` what the ToolEnv reads (and
+ * replay feeds back). A tool returning plain JSON shows the agent that JSON; one whose text and data
+ * differ (an MCP tool: text blocks, structured content) returns a ToolOutput.
+ */
+export class ToolOutput {
+  constructor(
+    readonly text: string,
+    readonly data?: Json,
+  ) {}
 }
 
 /** A tool declared as data: a zod schema for its arguments and a function that does the work. */
@@ -18,8 +32,8 @@ export interface Tool<TArgs extends z.ZodType = z.ZodType, TState = any> {
   name: string;
   description: string;
   parameters: TArgs;
-  /** Returns the raw result: text, or JSON data. Throwing is fine: the runner turns it into an error result. */
-  execute(args: z.infer<TArgs>, ctx: ToolContext<TState>): Promise<Json> | Json;
+  /** Returns the raw result: text, JSON data, or both (a ToolOutput). Throwing is fine: the runner turns it into an error result. */
+  execute(args: z.infer<TArgs>, ctx: ToolContext<TState>): Promise<Json | ToolOutput> | Json | ToolOutput;
   /** Per-tool timeout (ms); the episode's default applies otherwise. */
   timeoutMs?: number;
   /** The tool is a pure function of its arguments, so its results may be cached across episodes. */

@@ -55,6 +55,11 @@ test('scenario init writes a project: an ES module package on agent-r1-ts, xstat
     'test/scenario.test.ts',
     'tsconfig.json',
   ]);
+  const mcp = initScenarioProject(join(scratch, 'facts'), { template: 'mcp' });
+  t.deepEqual(mcp.files, minimal.files);
+  const mcpPkg = JSON.parse(readFileSync(join(mcp.dir, 'package.json'), 'utf8'));
+  t.truthy(mcpPkg.dependencies['@modelcontextprotocol/server-memory'], 'npm install brings the server');
+  t.falsy(pkg.dependencies['@modelcontextprotocol/server-memory'], 'only the mcp template depends on it');
 });
 
 test('the agent-r1-ts dependency: a path becomes file: and absolute, a version stays, a registry install keeps its version', (t) => {

@@ -125,3 +125,41 @@ test.serial(
     t.regex(found.stdout, /12 episodes: 12 verified, 0 diverged/);
   },
 );
+
+test.serial(
+  'mcp template from an npm pack tarball: npm install brings the server; check, test, rollout, replay with no server',
+  async (t) => {
+    t.timeout(25 * 60_000);
+    const project = join(scratch, 'facts');
+    const init = cli(['scenario', 'init', project, '--template', 'mcp', '--package', tarball]);
+    t.is(init.code, 0, init.stderr);
+    const installed = npmInstall(project);
+    t.is(installed.code, 0, installed.all);
+    const check = agentR1(project, ['scenario', 'check', '.']);
+    t.is(check.code, 0, check.all);
+    t.regex(check.stdout, /^\.: no problems\n/);
+    const tested = run('npm', ['test'], project, 10 * 60_000);
+    t.is(tested.code, 0, tested.all);
+    const typed = run('npm', ['run', 'typecheck'], project, 5 * 60_000);
+    t.is(typed.code, 0, typed.all);
+    const rolled = agentR1(project, [
+      'rollout',
+      '--scenario',
+      '.',
+      '--policy',
+      'expert',
+      '--episodes',
+      '8',
+      '--workers',
+      '2',
+      '--out',
+      'runs/expert',
+    ]);
+    t.is(rolled.code, 0, rolled.all);
+    for (const flags of [[], ['--live-tools']]) {
+      const replay = agentR1(project, ['replay', 'runs/expert/episodes.jsonl', '--json', ...flags]);
+      t.is(replay.code, 0, replay.all);
+      t.like(JSON.parse(replay.stdout.trim().split('\n').at(-1)!), { episodes: 8, verified: 8, diverged: 0 });
+    }
+  },
+);

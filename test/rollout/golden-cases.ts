@@ -10,7 +10,7 @@ import { serializeRecord } from '../../src/record/record.ts';
  * changes a record's bytes changes one of these digests.
  */
 export const goldenCases = [
-  ...['calculator', 'multihop-qa', 'support-desk', 'gridworld'].map((name) => ({ name, config: {} })),
+  ...['calculator', 'multihop-qa', 'support-desk', 'gridworld', 'files'].map((name) => ({ name, config: {} })),
   { name: 'calculator', config: { maxTurns: 1 } },
   { name: 'multihop-qa', config: { maxTotalTokens: 300 } },
   { name: 'calculator', config: { maxTokensPerTurn: 8 } },

@@ -211,7 +211,7 @@ withData('dataset episodes replay exactly; a dataset search returns at most 5 pa
   });
   for (const r of records) t.true((await replayRecord(r, scenario)).verified, r.episodeId);
   const [task] = await scenario.tasks({ split: 'test', seed: 0, count: 1 });
-  const state = await scenario.env.init!(task!, { rng: createRng(0) });
+  const state = await scenario.env.init!(task!, { rng: createRng(0), tools: 'live' });
   const runner = new ToolRunner(scenario.tools, { timeoutMs: 1000, maxOutputChars: 100_000 });
   const ctx = { task: task!, rng: createRng(0), state };
   t.is(

@@ -40,8 +40,14 @@ function formatEpisode(record: EpisodeRecord): string {
 }
 
 function formatDivergence(d: Divergence): string {
-  const where = d.turn === null ? 'episode' : `turn ${d.turn}`;
+  const call = d.call === undefined ? '' : `, call ${d.call + 1}${callName(d)}`;
+  const where = d.turn === null ? 'episode' : `turn ${d.turn}${call}`;
   return `DIVERGED ${d.episodeId} at ${where}, field ${d.field}\n    expected: ${clip(canonicalJson(d.expected))}\n    actual:   ${clip(canonicalJson(d.actual))}`;
+}
+
+function callName(d: Divergence): string {
+  const result = (d.expected ?? d.actual) as { name?: unknown } | undefined;
+  return typeof result?.name === 'string' ? ` (${result.name})` : '';
 }
 
 export function register(program: Command): void {

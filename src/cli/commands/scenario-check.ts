@@ -80,7 +80,10 @@ export function register(program: Command): void {
     )
     .argument('<dir>', 'the new project folder (must not exist, or be empty)')
     .addOption(
-      new Option('--template <name>', 'minimal (one tool) or world-machine (a world with states of its own)')
+      new Option(
+        '--template <name>',
+        'minimal (one tool), world-machine (a world with states of its own) or mcp (tools from an MCP server)',
+      )
         .choices(TEMPLATES)
         .default('world-machine'),
     )

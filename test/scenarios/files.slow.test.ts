@@ -1,0 +1,102 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test from 'ava';
+import { filesScenario } from '../../scenarios/files/index.ts';
+import { expert } from '../../scenarios/files/policies.ts';
+import { checkScenarioDir } from '../../src/app/check-scenario.ts';
+import { rollout } from '../../src/rollout/rollout.ts';
+import { cliArgs, repoRoot } from '../helpers/cli.ts';
+
+// The files scenario's slower checks (npm run test:slow): every isolation mode, Ctrl-C on the CLI,
+// scenario check of the scenario and of the mcp template.
+
+const scratch = mkdtempSync(join(tmpdir(), 'agent-r1-files-slow-'));
+test.after.always(() => rmSync(scratch, { recursive: true, force: true }));
+
+/** The processes whose parent is `pid`. */
+function childrenOf(pid: number): number[] {
+  return readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .filter((d) => {
+      try {
+        return readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1]!.split(' ')[1] === String(pid);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+const alive = (pid: number) =>
+  existsSync(`/proc/${pid}`) && !readFileSync(`/proc/${pid}/stat`, 'utf8').includes(') Z ');
+
+test('isolation modes give the same records: a server per episode, spare ones, warm ones moved by roots', async (t) => {
+  t.timeout(5 * 60_000);
+  const bytes = new Set<string>();
+  for (const isolation of ['episode', 'spare', 'roots'] as const) {
+    const { scenario, server } = await filesScenario(isolation, { maxServers: 2, spares: 1 });
+    const { records } = await rollout({ scenario, policy: expert, split: 'dev', episodes: 4, seed: 1 });
+    bytes.add(JSON.stringify(records));
+    t.true(
+      records.every((r) => r.outcome.success),
+      isolation,
+    );
+    await server.close();
+    t.is(server.openConnections, 0, `${isolation}: every server ended`);
+  }
+  t.is(bytes.size, 1);
+});
+
+test.serial('Ctrl-C during a files rollout on 2 workers: exit 130, records kept, no server left running', async (t) => {
+  t.timeout(5 * 60_000);
+  const out = join(scratch, 'sigint');
+  const file = join(out, 'episodes.jsonl');
+  const child = spawn(
+    process.execPath,
+    cliArgs([
+      'rollout',
+      '--scenario',
+      'files',
+      '--policy',
+      'expert',
+      '--episodes',
+      '5000',
+      '--workers',
+      '2',
+      '--out',
+      out,
+    ]),
+    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const lines = () => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean).length : 0);
+  const deadline = Date.now() + 90_000;
+  while (lines() < 10 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  const servers = childrenOf(child.pid!);
+  t.true(servers.length > 0, 'server processes were running');
+  child.kill('SIGINT');
+  t.is(await exited, 130, stderr);
+  t.regex(stderr, /interrupted: \d+ finished episodes written/);
+  t.deepEqual(servers.filter(alive), [], 'every server process ended with the CLI');
+});
+
+test('scenario check is green for files and for the mcp template: episodes repeat, here and in a worker, and replay', async (t) => {
+  t.timeout(5 * 60_000);
+  for (const dir of ['scenarios/files', 'scenarios/templates/mcp']) {
+    const { problems, warnings, checked } = await checkScenarioDir(dir);
+    t.deepEqual(problems, [], dir);
+    t.deepEqual(warnings, [], dir);
+    t.true(
+      checked.some((c) =>
+        /policies\.expert: 6 episodes played here and in a fresh worker thread: identical bytes; replayed \(recorded tool results, live tools\): verified; success 6\/6/.test(
+          c,
+        ),
+      ),
+      `${dir}: ${checked.join('\n')}`,
+    );
+  }
+});
