@@ -10,10 +10,12 @@ import {
   type ToolEnv,
   type Policy,
   type Scenario,
+  type StepInput,
+  type StepResult,
 } from 'agent-r1-ts';
 import { evaluateArithmetic, formatNumber } from './arithmetic.ts';
 import { calculatorTasks, SPLITS } from './tasks.ts';
-import { MULTISTEP_OPS, multistepTasks } from './multistep.ts';
+import { applyStep, MULTISTEP_OPS, multistepTasks, type Step } from './multistep.ts';
 import { DEFAULT_NOISY_EARLY, multistepExpert, noisyMultistepExpert } from './multistep-policies.ts';
 
 /** Reward weights: outcome 1 for the exact number; small process terms shape the format. */
@@ -36,23 +38,50 @@ export const calculate = tool({
 const INSTRUCTIONS =
   'Solve the word problem. Use the calculate tool for the arithmetic, then give the number as the answer.';
 
+/** A turn's observation and penalties: an unreadable action, a call the runner refused or that failed. */
+function judgeStep({ action, results }: Pick<StepInput, 'action' | 'results'>): StepResult {
+  if (action.kind === 'invalid') {
+    return { observation: formatInvalidAction(action), reward: CALCULATOR_REWARDS.invalidAction, done: false };
+  }
+  if (action.kind === 'answer') return { observation: null, reward: 0, done: true };
+  const failed = results.filter((r) => !r.ok).length;
+  return { observation: formatResults(results), reward: failed * CALCULATOR_REWARDS.toolError, done: false };
+}
+
 const env: ToolEnv<Task> = {
   prompt: (task, tools) => [
     { role: 'system', content: toolsSystemPrompt(INSTRUCTIONS, tools) },
     { role: 'user', content: task.question },
   ],
-  step: ({ action, results }) => {
-    if (action.kind === 'invalid') {
-      return { observation: formatInvalidAction(action), reward: CALCULATOR_REWARDS.invalidAction, done: false };
-    }
-    if (action.kind === 'answer') return { observation: null, reward: 0, done: true };
-    const failed = results.filter((r) => !r.ok).length;
-    return { observation: formatResults(results), reward: failed * CALCULATOR_REWARDS.toolError, done: false };
-  },
+  step: (input) => judgeStep(input),
   outcome: ({ task, answer }) => {
     const given = answer === null ? NaN : Number(answer.replace(/,/g, '').trim());
     const success = answer !== null && answer.trim() !== '' && given === Number(task.answer);
     return { reward: success ? CALCULATOR_REWARDS.correct : 0, success };
+  },
+};
+
+/** The process reward of a multistep problem's call that reaches the next intermediate result. */
+export const STEP_REWARD = 0.1;
+
+/**
+ * The multistep problems' ToolEnv: as the calculator's, plus a process reward for each call whose
+ * result is the next intermediate value of the solution (the first time: calling it again earns
+ * nothing), so a chain that goes further before it goes wrong scores more, as partial credit.
+ */
+const multistepEnv: ToolEnv<Task> = {
+  ...env,
+  step: (input) => {
+    const base = judgeStep(input);
+    if (input.action.kind !== 'tool_calls') return base;
+    const { start, steps } = input.task.meta as unknown as { start: number; steps: Step[] };
+    const reached = input.history.reduce((n, t) => Math.max(n, Number(t.info?.['reached'] ?? 0)), 0);
+    let value = start;
+    const expected = steps.map((s) => (value = applyStep(value, s)));
+    let now = reached;
+    for (const r of input.results) if (r.ok && Number(r.content) === expected[now]) now++;
+    const reward = base.reward + STEP_REWARD * (now - reached);
+    return { ...base, reward: Math.round(reward * 1e6) / 1e6, info: { reached: now } };
   },
 };
 
@@ -109,7 +138,7 @@ export const calculator = {
 /**
  * Options: `problems=multistep` gives GSM8K-like problems of 2–6 operations, one tool call per
  * operation, with a harder test split and an out-of-distribution split of more steps than training
- * (multistep.ts), and a `noisy-expert` that answers early at the rate `noisyEarly` (default 0.6).
+ * (multistep.ts), and a `noisy-expert` that answers one operation early at the rate `noisyEarly` (default 0.7).
  */
 export default defineScenario((options: { [key: string]: string }): Scenario => {
   const { problems = 'basic', noisyEarly, ...rest } = options;
@@ -137,6 +166,7 @@ function multistepCalculator(options: { [key: string]: string }, noisyEarly: num
       'Multi-step word problems (GSM8K-like: 2–6 operations, one calculate call each); outcome = the exact number.',
     splits: ['train', 'dev', 'test', 'ood'],
     options,
+    env: multistepEnv,
     tasks: ({ split, seed, count }) => {
       if (!(split in MULTISTEP_OPS)) throw new Error(`calculator has no split "${split}" with problems=multistep`);
       return multistepTasks(split, seed, count);

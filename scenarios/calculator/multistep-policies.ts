@@ -2,7 +2,7 @@ import { createRng, deriveSeed, type Message, type Policy, type PolicyRequest } 
 import { nextExpression, type Step } from './multistep.ts';
 
 /** How often the noisy expert stops early, per episode, unless the `noisyEarly` option says otherwise. */
-export const DEFAULT_NOISY_EARLY = 0.6;
+export const DEFAULT_NOISY_EARLY = 0.7;
 
 const call = (expression: string) =>
   `<tool_call>${JSON.stringify({ name: 'calculate', arguments: { expression } })}</tool_call>`;
@@ -31,21 +31,21 @@ export const multistepExpert: Policy = {
 };
 
 /**
- * The noisy expert errs the way a weak model does: in a share `early` of its episodes (decided from
- * the policy seed and the episode id, so records replay) it stops after a random number of the
- * operations, from none (it skips the tool and answers a number of the question: a guess) to all
- * but one (it answers an intermediate result), and answers what it has. The rest are expert episodes.
+ * The noisy expert errs the way a weak model does on multi-step problems: in a share `early` of its
+ * episodes (decided from the policy seed and the episode id, so records replay) it stops one
+ * operation short and answers the intermediate result, sure it is done (on a problem of two
+ * operations, after the first). The rest are expert episodes. A model that imitates it stops early
+ * more often than not, which greedy decoding turns into always: what RL has to unlearn.
  */
 export function noisyMultistepExpert(seed: number, early: number): Policy {
   return {
     id: 'noisy-expert',
-    version: `calculator-multistep-noisy-expert-1:${early}`,
+    version: `calculator-multistep-noisy-expert-2:${early}`,
     act: async (req) => {
       const meta = metaOf(req);
-      const rng = createRng(deriveSeed('noisy-expert', seed, req.episodeId));
-      const stopAt = rng.next() < early ? rng.int(0, meta.steps.length - 1) : meta.steps.length;
+      const stops = createRng(deriveSeed('noisy-expert', seed, req.episodeId)).next() < early;
       const done = results(req.messages);
-      if (done.length >= stopAt) return { text: answer(done.at(-1) ?? meta.start) };
+      if (done.length >= meta.steps.length - (stops ? 1 : 0)) return { text: answer(done.at(-1) ?? meta.start) };
       return { text: call(nextExpression(meta, done)!) };
     },
   };

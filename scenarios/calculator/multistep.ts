@@ -41,7 +41,7 @@ const sentence: { [op in Op]: (who: string, what: string, n: number) => string }
   '/': (who, _what, n) => `${who} splits them into ${n} equal piles and keeps one pile.`,
 };
 
-function apply(value: number, { op, n }: Step): number {
+export function applyStep(value: number, { op, n }: Step): number {
   return op === '+' ? value + n : op === '-' ? value - n : op === '*' ? value * n : value / n;
 }
 
@@ -84,7 +84,7 @@ export function multistepProblem(rng: Rng, ops: number): MultistepProblem {
       if (n === null) break;
       used.add(n);
       steps.push({ op, n });
-      value = apply(value, { op, n });
+      value = applyStep(value, { op, n });
       previous = op;
     }
     if (steps.length !== ops) continue;

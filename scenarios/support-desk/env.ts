@@ -107,6 +107,22 @@ export function deskEnv(prompt: (tools: readonly OpenAITool[]) => string): ToolE
   };
 }
 
+/**
+ * The state card: the newest result of each tool called so far, as the observations render them
+ * (who the customer is, the order's details, what a change did), in place of the transcript: all an
+ * agent needs to carry a request through, at a size that does not grow with the episode.
+ */
+export function deskCard(history: readonly TurnRecord[]): string {
+  const newest = new Map<string, string>();
+  for (const turn of history) {
+    for (const result of turn.results) {
+      newest.delete(result.name); // a tool called again moves to the end
+      newest.set(result.name, renderResult(result));
+    }
+  }
+  return newest.size === 0 ? 'Known so far: nothing yet.' : ['Known so far:', ...newest.values()].join('\n');
+}
+
 export const supportDeskEnv: ToolEnv<Task, DeskState> = {
   init: () => createDeskState(),
   dispose: (state) => disposeDeskState(state),
@@ -140,6 +156,7 @@ export const supportDeskEnv: ToolEnv<Task, DeskState> = {
       ...(Object.keys(info).length > 0 ? { info } : {}),
     };
   },
+  card: ({ history }) => deskCard(history),
   outcome: ({ task, state, history }) => {
     const match = digestDb(state.db) === task.meta?.['expectedDigest'];
     const violations = history.reduce(

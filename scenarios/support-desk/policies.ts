@@ -12,11 +12,14 @@ const call = (name: string, args: { [key: string]: Json }) => ({
 });
 const answer = (text: string) => ({ text: `<answer>${text}</answer>` });
 
+const WRITES = ['cancel_order', 'return_items', 'change_shipping_address'];
+
 /** Tool results seen so far, parsed from the observations (`[tool] {json}` lines). */
 export function seenResults(messages: readonly Message[]): Array<{ name: string; data: { [key: string]: Json } }> {
   const out: Array<{ name: string; data: { [key: string]: Json } }> = [];
+  // Tool results, and the state card (a user message of the same lines) where the step is shown one.
   for (const m of messages) {
-    if (m.role !== 'tool') continue;
+    if (m.role !== 'tool' && !m.content.startsWith('Known so far:')) continue;
     for (const line of m.content.split('\n')) {
       const match = /^\[([a-z_]+)\] (\{.*\})$/.exec(line);
       if (!match) continue;
@@ -49,7 +52,7 @@ export function expertAction(task: Task, messages: readonly Message[]): { text: 
   if (identify.data['found'] !== true) return answer('Sorry, I could not find your account with those details.');
   const order = seen.find((r) => r.name === 'get_order_details' && r.data['order_id'] === req.order_id)?.data;
   if (!order) return call('get_order_details', { order_id: req.order_id });
-  const write = seen.find((r) => ['cancel_order', 'return_items', 'change_shipping_address'].includes(r.name));
+  const write = seen.find((r) => WRITES.includes(r.name));
   if (write) {
     return write.data['refused'] === true || write.data['error'] !== undefined
       ? answer(`Sorry, that could not be done: ${String(write.data['message'] ?? write.data['error'])}`)
@@ -144,13 +147,10 @@ export function noisyExpert(seed: number, rate = DEFAULT_NOISY_SKIP): Policy {
         const write = /"name":"(cancel_order|return_items|change_shipping_address)"/.test(expertMove.text);
         return write ? answer(`Thank you: your request for order ${req.order_id} has been passed on.`) : expertMove;
       }
-      // no-identify: straight to the order, then straight to the change, then the answer.
-      if (
-        !seen.some((r) => r.name === 'get_order_details') &&
-        !messages.some((m) => m.content.includes('identify_first'))
-      )
+      // no-identify: straight to the order (refused), then straight to the change, then the answer.
+      if (!seen.some((r) => r.name === 'get_order_details'))
         return call('get_order_details', { order_id: req.order_id });
-      if (messages.filter((m) => m.role === 'tool').length >= 2) return answer('Done: your request has been handled.');
+      if (seen.some((r) => WRITES.includes(r.name))) return answer('Done: your request has been handled.');
       switch (req.kind) {
         case 'cancel':
           return call('cancel_order', { order_id: req.order_id, reason: req.reason });

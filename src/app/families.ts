@@ -79,7 +79,7 @@ export const FAMILIES: { [name: string]: Family } = {
     scenario: 'calculator',
     like: 'GSM8K',
     metric: 'success',
-    options: () => ({ problems: 'multistep', noisyEarly: '0.6' }),
+    options: () => ({ problems: 'multistep', noisyEarly: '0.7' }),
     budget: (quick) => {
       const episode = { maxTokensPerTurn: 40 };
       if (quick) return quickBudget({ ...episode, maxTurns: 6 }, 512);
@@ -88,24 +88,24 @@ export const FAMILIES: { [name: string]: Family } = {
         select: 'best-dev',
         warmStart: {
           demoPolicy: 'noisy-expert',
-          episodes: 600,
-          steps: 600,
+          episodes: 800,
+          steps: 1500,
           batchSize: 8,
           lr: 6e-3,
           vocabSize: 512,
           model: { dModel: 64, nLayers: 2, contextLength: 512, copyHead: true },
         },
         rl: {
-          steps: 14,
+          steps: 30,
           tasksPerStep: 8,
           group: 8,
           minibatch: 64,
-          lr: 3e-4,
+          lr: 1e-3,
           klMode: 'none',
           klCoef: 0,
-          evalEvery: 7,
+          evalEvery: 10,
           evalEpisodes: 64,
-          checkpointEvery: 7,
+          checkpointEvery: 10,
         },
         evalEpisodes: { test: 200, ood: 100 },
       };
@@ -117,7 +117,7 @@ export const FAMILIES: { [name: string]: Family } = {
     scenario: 'gridworld',
     like: 'ALFWorld',
     metric: 'success',
-    options: () => ({ size: 'large', noisyStuck: '0.5', noisyPits: '0.5' }),
+    options: () => ({ size: 'large', noisyStuck: '0.7', noisyPits: '0.7' }),
     budget: (quick) => {
       // The step-level MDP: each step sees the prompt and the state card, never the transcript,
       // which at 20–40 turns would be several times the model's context.
@@ -157,9 +157,11 @@ export const FAMILIES: { [name: string]: Family } = {
     scenario: 'support-desk',
     like: 'WebShop / tau-bench',
     metric: 'success',
-    options: () => ({ prompt: 'compact', noisySkip: '0.7' }),
+    options: () => ({ prompt: 'compact', noisySkip: '0.8' }),
     budget: (quick) => {
-      const episode = { context: 'window:2', maxTokensPerTurn: 64, maxTurns: 8 };
+      // The step-level MDP: each step sees the prompt and the state card (the newest result of each
+      // tool), not the transcript of JSON results, which outgrows the model's context in a few turns.
+      const episode = { context: 'card', maxTokensPerTurn: 64, maxTurns: 8 };
       if (quick) return quickBudget({ ...episode, maxTurns: 4 }, 768);
       return {
         episode,
