@@ -142,7 +142,7 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   // The queue first: an unreachable Redis fails before anything is computed or written. Its --resume
   // is the run's: a rollout cut short by the stop is continued from what its workers committed.
   const queue = flags.queue
-    ? await queueFromFlags({ ...flags, queue: flags.queue }, flags.scenario, (line) => log(`\n${line}`))
+    ? await queueFromFlags({ ...flags, queue: flags.queue }, (line) => log(`\n${line}`))
     : undefined;
   const info = await initBackend(flags.backend);
   log(`backend: ${info.name} (${info.reason})`);
