@@ -5,6 +5,7 @@ import { builtinScenarios } from '../../scenarios/index.ts';
 import { contextSetting } from '../env/context.ts';
 import { loadScenario } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
+import { MAX_TRAIN_THREADS } from '../rollout/worker-count.ts';
 import { terminalText } from './terminal-text.ts';
 
 export { EXIT_FAILED, EXIT_USAGE } from './exit-codes.ts';
@@ -130,6 +131,14 @@ export function contextMode(value: string): string {
     throw new InvalidArgumentError((err as Error).message);
   }
   return value;
+}
+
+/** `--train-threads`: a positive integer, at most MAX_TRAIN_THREADS (beyond, a usage error; past the cores, capped). */
+export function trainThreadCount(value: string): number {
+  const n = positiveInt(value);
+  if (n > MAX_TRAIN_THREADS)
+    throw new InvalidArgumentError(`expected at most ${MAX_TRAIN_THREADS} (more are capped at the cores anyway)`);
+  return n;
 }
 
 /** The help of `--train-threads` (sft, train, start). */

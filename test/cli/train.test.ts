@@ -39,6 +39,18 @@ const errors: Array<[string, string[], RegExp, number]> = [
     2,
   ],
   [
+    '5000 training threads (a usage error, refused before anything loads)',
+    ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--train-threads', '5000'],
+    /option '--train-threads <n>' argument '5000' is invalid. expected at most 256 \(more are capped at the cores anyway\)/,
+    2,
+  ],
+  [
+    'a billion training threads on sft',
+    ['sft', '--scenario', 'calculator', '--out', 'OUT', '--train-threads', '1e9'],
+    /option '--train-threads <n>' argument '1e9' is invalid. expected at most 256/,
+    2,
+  ],
+  [
     'an unknown scenario',
     ['train', '--scenario', 'nope', '--algo', 'grpo', '--out', 'OUT'],
     /unknown scenario "nope"/,

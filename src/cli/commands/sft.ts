@@ -22,6 +22,7 @@ import {
   printJson,
   scenarioFromFlags,
   TRAIN_THREADS_HELP,
+  trainThreadCount,
 } from '../common.ts';
 
 interface SftFlags {
@@ -105,7 +106,7 @@ export function register(program: Command): void {
       0,
     )
     .option('--backend <name>', 'tensorflow-gpu | tensorflow | webgpu | wasm | cpu (default: the best that loads)')
-    .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
+    .option('--train-threads <n>', TRAIN_THREADS_HELP, trainThreadCount)
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--option <key=value>', 'a scenario option (repeatable), e.g. --option problems=multistep', keyValue, [])
     .option('--json', 'print the result as JSON on the last stdout line')

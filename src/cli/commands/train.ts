@@ -27,6 +27,7 @@ import {
   printJson,
   scenarioFromFlags,
   TRAIN_THREADS_HELP,
+  trainThreadCount,
 } from '../common.ts';
 import { type QueueFlags, queueFlagOptions, queueFromFlags, queueSummary } from '../queue.ts';
 
@@ -283,7 +284,7 @@ export function register(program: Command): void {
     .option('--context <mode>', CONTEXT_HELP, contextMode)
     .option('--vocab <n>', 'warm start: tokenizer vocabulary', positiveInt, 768)
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, webgpu, wasm or cpu')
-    .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
+    .option('--train-threads <n>', TRAIN_THREADS_HELP, trainThreadCount)
     .option(
       '--no-replica',
       'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of each rollout)',
