@@ -8,7 +8,7 @@ import { TrainingError } from '../../rl/errors.ts';
 import { formatPaperTable, paperTableJson, runPaper } from '../../app/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { contextSetting } from '../../env/context.ts';
-import { CONTEXT_HELP, contextMode, integer, positiveInt, TRAIN_THREADS_HELP, trainThreadCount } from '../common.ts';
+import { CONTEXT_HELP, contextMode, integer, TRAIN_THREADS_HELP, trainThreadCount } from '../common.ts';
 import { START_SCENARIO_OPTIONS } from '../../app/start.ts';
 import { FAMILIES, FAMILY_NAMES, type Family } from '../../app/families.ts';
 import { InvalidArgumentError } from 'commander';
