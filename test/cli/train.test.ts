@@ -77,3 +77,35 @@ test.serial('agent-r1 train: an SFT warm start, then GRPO with a replica and 2 t
   t.true(best.model.parameterCount() > 0);
   best.model.dispose();
 });
+
+test.serial(
+  'agent-r1 sft refuses demonstrations longer than --context-length, saying how many and the length that holds them',
+  async (t) => {
+    const out = join(await mkdtemp(join(tmpdir(), 'sft-cli-')), 'ckpt');
+    const r = cli([
+      'sft',
+      '--scenario',
+      'calculator',
+      '--episodes',
+      '6',
+      '--steps',
+      '1',
+      '--context-length',
+      '64',
+      '--out',
+      out,
+    ]);
+    t.is(r.code, 2, r.stderr);
+    t.regex(
+      r.stderr,
+      /^error: 6 of 6 training sequences are longer than --context-length 64 \(the longest: (\d+) tokens, \d+ over\); cut, they would lose their last actions: pass --context-length \1 \(or more\)$/m,
+    );
+    const longest = /pass --context-length (\d+)/.exec(r.stderr)![1]!;
+    const fits = cli([
+      'sft',
+      ...['--scenario', 'calculator', '--episodes', '6', '--steps', '1', '--eval-episodes', '0'],
+      ...['--context-length', longest, '--d-model', '16', '--layers', '1', '--out', out],
+    ]);
+    t.is(fits.code, 0, fits.stderr);
+  },
+);

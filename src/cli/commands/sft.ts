@@ -8,8 +8,10 @@ import { assertWritableDir } from '../../core/writable-dir.ts';
 import { initBackend, type BackendInfo } from '../../policy/tfjs/backend.ts';
 import { trainReplicas, type TrainThreads } from '../../rl/train-threads.ts';
 import { runSft } from '../../app/run-sft.ts';
+import { SftContextError } from '../../policy/tfjs/sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
 import { contextSetting } from '../../env/context.ts';
+import { UsageError } from '../../core/errors.ts';
 import {
   checkSplit,
   CONTEXT_HELP,
@@ -186,6 +188,13 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
         );
     },
     onEvalRecord: (done) => bar.update(done),
+  }).catch((err: unknown) => {
+    if (!(err instanceof SftContextError)) throw err;
+    const { sequences, of, longest, contextLength } = err.cut;
+    throw new UsageError(
+      `${sequences} of ${of} training sequences are longer than --context-length ${contextLength} (the longest: ${longest} ` +
+        `tokens, ${longest - contextLength} over); cut, they would lose their last actions: pass --context-length ${longest} (or more)`,
+    );
   });
   if (barOn) bar.stop();
   const { policy, ...summary } = result;
