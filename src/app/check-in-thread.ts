@@ -8,10 +8,14 @@ import type { CheckOptions, CheckResult, Findings, ScenarioProblem } from './che
  * `scenario check` with a watchdog: checkScenarioDir runs in a worker thread that says it is alive
  * while its event loop turns. Scenario code that never yields (a busy loop in a tool, the ToolEnv,
  * a policy or tasks()) stops it saying so, and no timeout inside that thread can fire; past the
- * deadline (one episode's timeout) the thread is terminated and the part it was in is a `hang`
- * problem. A policy that hung is left out and the check runs again for the rest; a hang anywhere
- * else (loading the module, tasks) ends the check with what it had found.
+ * deadline the thread is terminated and the part it was in is a `hang` problem. The deadline of a
+ * policy's episodes is one episode's timeout; loading the module (compiling TypeScript, building a
+ * world), tasks() and the world machine get `setupTimeoutMs` (SETUP_DEADLINE_MS by default). A policy that hung is left out and the
+ * check runs again for the rest; a hang anywhere else ends the check with what it had found.
  */
+
+/** The least time loading a scenario (a compile, a world built in its factory), tasks() and the world machine may hold the thread. */
+export const SETUP_DEADLINE_MS = 60_000;
 
 /** What the check thread is given (workers/check.ts). */
 export interface CheckTask {
@@ -27,18 +31,19 @@ export type CheckMessage = { type: 'alive'; thread: number } | { type: 'phase'; 
 export type CheckFindings = Omit<CheckResult, 'scenario'>;
 
 export async function checkScenarioDirInThread(dir: string, options: CheckOptions = {}): Promise<CheckFindings> {
-  const deadlineMs = options.episodeTimeoutMs ?? 10_000;
+  const episodeMs = options.episodeTimeoutMs ?? 10_000;
+  const deadlines = { setup: Math.max(options.setupTimeoutMs ?? SETUP_DEADLINE_MS, episodeMs), episode: episodeMs };
   const skip = [...(options.skip ?? [])];
   const hangs: ScenarioProblem[] = [];
   for (;;) {
-    const run = await runOnce(dir, { ...options, skip }, deadlineMs);
+    const run = await runOnce(dir, { ...options, skip }, deadlines);
     if (!('stalledAt' in run)) return { ...run, problems: [...hangs, ...run.problems] };
     const where = run.stalledAt;
     hangs.push({
       kind: 'hang',
       where,
       message:
-        `${describePart(where)} kept its thread busy for over ${deadlineMs} ms without yielding: scenario code ` +
+        `${describePart(where)} kept its thread busy for over ${deadlineOf(where, deadlines)} ms without yielding: scenario code ` +
         'that never returns (a loop in a tool, the ToolEnv, a policy or tasks()); the check stopped it there',
     });
     // A policy that hangs is left out, and the rest is checked; a hang elsewhere leaves nothing to go on with.
@@ -48,6 +53,11 @@ export async function checkScenarioDirInThread(dir: string, options: CheckOption
     }
     skip.push(where);
   }
+}
+
+/** Episodes (a policy's, a summarizer's fold) get an episode's timeout; setting up gets more. */
+function deadlineOf(where: string, deadlines: { setup: number; episode: number }): number {
+  return where.startsWith('policies.') || where === 'summarizer' ? deadlines.episode : deadlines.setup;
 }
 
 function describePart(where: string): string {
@@ -60,7 +70,7 @@ function describePart(where: string): string {
 async function runOnce(
   dir: string,
   options: CheckOptions,
-  deadlineMs: number,
+  deadlines: { setup: number; episode: number },
 ): Promise<CheckFindings | { stalledAt: string; found?: Findings }> {
   const { onPhase: _ignored, ...plain } = options;
   const pool = new Piscina({
@@ -75,12 +85,15 @@ async function runOnce(
   let thread: number | undefined;
   let where = 'load';
   let found: Findings | undefined;
-  const watch = watchThread(deadlineMs, () => pool.threads.find((w) => w.threadId === thread)?.terminate());
+  // The heartbeat is sized for the shorter deadline; the first part (loading) has the longer one.
+  const watch = watchThread(deadlines.episode, () => pool.threads.find((w) => w.threadId === thread)?.terminate());
+  watch.stallMs = deadlines.setup;
   port1.on('message', (m: CheckMessage) => {
     watch.heard();
     if (m.type === 'alive') thread = m.thread;
     else {
       where = m.where;
+      watch.stallMs = deadlineOf(where, deadlines);
       found = m.found;
       options.onPhase?.(m.where, m.found);
     }

@@ -51,6 +51,11 @@ export interface ScenarioProblem {
 export interface CheckOptions {
   /** The most time a policy's episode may take (ms). */
   episodeTimeoutMs?: number;
+  /**
+   * Under a watchdog (checkScenarioDirInThread): the most time loading the scenario, tasks() and the
+   * world machine may hold the thread without yielding (ms; default 60 000, at least the episode's).
+   */
+  setupTimeoutMs?: number;
   /** Seed of the tasks and episodes the check runs. */
   seed?: number;
   /** Budget overrides for the check's episodes. */

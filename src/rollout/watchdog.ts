@@ -22,6 +22,8 @@ export interface ThreadWatch {
   readonly heartbeatMs: number;
   /** Whether the thread was judged stuck (onStall was called). */
   readonly stalled: boolean;
+  /** How long the thread may be silent (ms); may change as it moves to work of another kind. */
+  stallMs: number;
   /** Call on every message from the thread: it is alive. Watching starts at the first. */
   heard(): void;
   stop(): void;
@@ -33,6 +35,7 @@ export interface ThreadWatch {
  * messages may be waiting unread, so that time is not counted as the worker's silence.
  */
 export function watchThread(stallMs: number, onStall: () => void): ThreadWatch {
+  // A heartbeat fits a quarter of the first deadline (a later one may only be longer).
   const heartbeatMs = Math.max(5, Math.min(1000, Math.floor(stallMs / 4)));
   let lastHeard: number | undefined;
   let lastTick = performance.now();
@@ -44,18 +47,20 @@ export function watchThread(stallMs: number, onStall: () => void): ThreadWatch {
     lastTick = now;
     if (lastHeard === undefined || stalled) return;
     lastHeard += blocked;
-    if (now - lastHeard > stallMs) {
+    if (now - lastHeard > watch.stallMs) {
       stalled = true;
       onStall();
     }
   }, heartbeatMs);
   timer.unref();
-  return {
+  const watch: ThreadWatch = {
     heartbeatMs,
+    stallMs,
     get stalled() {
       return stalled;
     },
     heard: () => void (lastHeard = performance.now()),
     stop: () => clearInterval(timer),
   };
+  return watch;
 }
