@@ -9,6 +9,8 @@ import { rollout } from '../../src/rollout/rollout.ts';
 import { loadRecordScenario, loadScenario } from '../../src/scenario/load.ts';
 import { UntrustedScenarioError } from '../../src/scenario/errors.ts';
 import { ViewerApp } from '../../src/view/server.ts';
+import { FolderPathError } from '../../src/mcp/errors.ts';
+import { writeFolder } from '../../src/mcp/scratch.ts';
 import { cli, repoRoot } from '../helpers/cli.ts';
 
 // A record never decides what code runs: a run directory whose records name a scenario folder (here
@@ -120,4 +122,33 @@ test.serial('the folder the user names is loaded: by its path, or by its id when
     instanceOf: UntrustedScenarioError,
     message: /; calculator is scenario calculator$/,
   });
+});
+
+test.serial("a record's task cannot make replay write outside the episode's folder (the files scenario)", async (t) => {
+  const scenario = await loadScenario('files', builtinScenarios);
+  const { records } = await rollout({
+    scenario,
+    policy: await scenario.policies.expert!({ scenario, seed: 0 }),
+    split: 'train',
+    episodes: 1,
+    seed: 0,
+  });
+  const escaped = join(scratch, 'escaped.txt');
+  const { checksum: _c, ...r } = records[0]!;
+  const meta = r.task.meta as { initial: { [path: string]: string } };
+  const initial = { ...meta.initial, [`../../../../../../..${escaped}`]: 'written by a record\n' };
+  const dir = join(scratch, 'files-run');
+  mkdirSync(dir);
+  writeFileSync(
+    join(dir, 'episodes.jsonl'),
+    `${serializeRecord(sealRecord({ ...r, task: { ...r.task, meta: { ...meta, initial } } }))}\n`,
+  );
+  const replay = cli(['replay', join(dir, 'episodes.jsonl'), '--quiet']);
+  t.is(replay.code, 1, replay.stderr);
+  t.regex(replay.stderr, /^error: the path ".*escaped\.txt" leaves the episode's folder: refused$/m);
+  t.false(existsSync(escaped));
+  await t.throwsAsync(writeFolder(join(scratch, 'w'), { '/etc/x': '' }), { instanceOf: FolderPathError });
+  await t.throwsAsync(writeFolder(join(scratch, 'w'), { 'a/../../x': '' }), { instanceOf: FolderPathError });
+  await writeFolder(join(scratch, 'w'), { 'a/b.txt': 'ok', 'c/': '' });
+  t.is(readFileSync(join(scratch, 'w', 'a', 'b.txt'), 'utf8'), 'ok');
 });
