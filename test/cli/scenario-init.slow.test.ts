@@ -161,7 +161,7 @@ test.serial(
     ]);
     t.is(rolled.code, 0, rolled.all);
     for (const flags of [[], ['--live-tools']]) {
-      const replay = agentR1(project, ['replay', 'runs/expert/episodes.jsonl', '--json', ...flags]);
+      const replay = agentR1(project, ['replay', 'runs/expert/episodes.jsonl', '--scenario', '.', '--json', ...flags]);
       t.is(replay.code, 0, replay.all);
       t.like(JSON.parse(replay.stdout.trim().split('\n').at(-1)!), { episodes: 8, verified: 8, diverged: 0 });
     }
