@@ -19,3 +19,7 @@ export default async function rollout(task) {
 export async function train(task) {
   return (await import('./entry.ts')).train(task);
 }
+
+export async function check(task) {
+  return (await import('./entry.ts')).check(task);
+}

@@ -11,7 +11,7 @@ import type {
   WorkerPolicySpec,
 } from '../src/rollout/protocol.ts';
 import { serializeRecord } from '../src/record/record.ts';
-import type { MessagePort } from 'node:worker_threads';
+import { type MessagePort, threadId } from 'node:worker_threads';
 import { RemotePolicy } from '../src/rollout/remote-policy.ts';
 import type { Scenario } from '../src/scenario/scenario.ts';
 import { referencePolicy } from '../src/scenario/reference-policy.ts';
@@ -73,9 +73,17 @@ async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, task: Rollo
 export default async function runRolloutTask(task: RolloutTask): Promise<RolloutTaskResult> {
   const metrics = { toolMs: 0 };
   const sender = new RecordSender(task.port);
+  let heartbeat: NodeJS.Timeout | undefined;
   try {
     const scenario = await scenarioFor(task.scenario);
     const policy = await policyFor(task.policy, scenario, task);
+    // Ready: from now on the main thread hears this thread's event loop turn, or terminates it.
+    if (task.heartbeatMs) {
+      const alive: WorkerMessage = { type: 'alive', thread: threadId };
+      task.port.postMessage(alive);
+      heartbeat = setInterval(() => task.port.postMessage(alive), task.heartbeatMs);
+    }
+    const started = task.started;
     const context = {
       scenario,
       policy,
@@ -83,9 +91,11 @@ export default async function runRolloutTask(task: RolloutTask): Promise<Rollout
       config: task.config,
       toolCache: toolCacheOf(scenario),
       metrics,
+      ...(started ? { onStart: (position: number) => Atomics.store(started, position, 1) } : {}),
     };
     await playEpisodes(task.items, task.concurrency, context, (record: EpisodeRecord) => sender.send(record));
   } finally {
+    clearInterval(heartbeat);
     sender.flush();
     task.port.close();
   }

@@ -8,12 +8,10 @@ import {
   type Summarizer,
   type ToolEnv,
 } from 'agent-r1-ts';
-import { mcpEnv, mcpTools, type McpIsolation, type McpServer, type McpState } from 'agent-r1-ts/mcp';
+import { mcpEnv, mcpTools, writeFolder, type McpIsolation, type McpServer, type McpState } from 'agent-r1-ts/mcp';
 import { expert, random } from './policies.ts';
 import { filesystemServer } from './server.ts';
 import { filesTasks, ROOT, SPLITS, type FilesTask } from './tasks.ts';
-import { mkdir, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
 
 export const FILES_REWARDS = {
   /** The folder ends exactly as the task asks. */
@@ -55,15 +53,9 @@ function instructions(tools: Parameters<ToolEnv['prompt']>[1]): string {
   ].join('\n');
 }
 
-/** Writes a task's starting folder. */
-async function writeTree(task: FilesTask, dir: string): Promise<void> {
-  for (const [path, text] of Object.entries(task.meta.initial)) {
-    if (path.endsWith('/')) await mkdir(join(dir, path), { recursive: true });
-    else {
-      await mkdir(dirname(join(dir, path)), { recursive: true });
-      await writeFile(join(dir, path), text);
-    }
-  }
+/** Writes a task's starting folder (never outside it: in replay the task comes from a record). */
+function writeTree(task: FilesTask, dir: string): Promise<void> {
+  return writeFolder(dir, task.meta.initial);
 }
 
 export function filesEnv(server: McpServer): ToolEnv<FilesTask, McpState> {

@@ -1,7 +1,7 @@
 import { canonicalJson } from '../core/canonical-json.ts';
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
-import { serializeRecord } from '../record/record.ts';
+import { parseRecordLine, serializeRecord } from '../record/record.ts';
 import { firstDivergence, replayRecord, type Divergence } from '../replay/replay.ts';
 import type { RolloutExecutor } from '../rollout/executor.ts';
 import { inThread } from '../rollout/in-thread.ts';
@@ -36,6 +36,8 @@ export interface DeterminismOptions {
   source?: string;
   /** The reference expert's success rate below which it is a warning (default 1: every episode). */
   expertSuccess?: number;
+  /** Told each policy's name before its episodes are played. */
+  onPolicy?: (name: string) => void;
 }
 
 export interface DeterminismReport {
@@ -76,6 +78,22 @@ export function likelyCause(field: string): string {
     'env.step or env.outcome, or state kept across episodes (module-level variables; make per-episode ' +
     'state in env.init)'
   );
+}
+
+const KEY_ORDER =
+  "a tool's result depends on the order of an object's keys: a record stores objects with their keys " +
+  'sorted, so what the tool is given back from the file (task.meta, recorded state) has another key ' +
+  'order than when it was made; build results in an order of your own (name each field, or sort the ' +
+  'keys), not by copying or iterating such an object';
+
+/** Whether two texts are the same JSON value written with the keys in another order. */
+function onlyKeyOrderDiffers(a: unknown, b: unknown): boolean {
+  if (typeof a !== 'string' || typeof b !== 'string' || a === b) return false;
+  try {
+    return canonicalJson(JSON.parse(a)) === canonicalJson(JSON.parse(b));
+  } catch {
+    return false;
+  }
 }
 
 const EFFECTS_NOT_SYNCED =
@@ -184,6 +202,7 @@ export async function checkDeterminism(
 ): Promise<DeterminismReport> {
   const report: DeterminismReport = { problems: [], warnings: [], checked: [] };
   for (const { name, factory } of policies) {
+    options.onPolicy?.(name);
     const where = `policies.${name}`;
     const problem = (kind: Finding['kind'], message: string) => report.problems.push({ kind, where, message });
     // A reference policy made by name carries its seed, so a worker thread remakes the same one.
@@ -228,9 +247,10 @@ export async function checkDeterminism(
       problem('nondeterminism', `played twice, the runs gave ${first.length} and ${second.length} episodes`);
     }
 
-    // Replayed from the records: recorded tool results fed back, then the tools run again.
+    // Replayed from the records as they are read back from a file (objects' keys sorted, as
+    // `replay` finds them): recorded tool results fed back, then the tools run again.
     let replayOk = true;
-    for (const record of first) {
+    for (const record of first.map((r) => parseRecordLine(serializeRecord(r)))) {
       const recorded = await replayRecord(record, scenario).catch((err: unknown) => errorText(err));
       const live = await replayRecord(record, scenario, { liveTools: true }).catch((err: unknown) => errorText(err));
       if (typeof recorded === 'string' || !recorded.verified) {
@@ -255,10 +275,9 @@ export async function checkDeterminism(
           problem('replay', `episode ${record.episodeId} cannot be replayed with live tools: ${live}`);
         else {
           const d = live.divergence!;
-          problem(
-            'replay',
-            `replayed with live tools, ${describe(d, 'recorded', 'replayed')}; likely cause: ${likelyCause(d.field)}`,
-          );
+          const inner = innerDifference(d.expected, d.actual);
+          const cause = onlyKeyOrderDiffers(inner.a, inner.b) ? KEY_ORDER : likelyCause(d.field);
+          problem('replay', `replayed with live tools, ${describe(d, 'recorded', 'replayed')}; likely cause: ${cause}`);
         }
         break;
       }
@@ -276,11 +295,13 @@ export async function checkDeterminism(
           `e.g. ${failed.episodeId} ended ${failed.endReason} after ${failed.turns.length} turns with outcome ${failed.outcome.reward}`,
       });
     }
+    // A pass only: what differs or diverged is a problem above, not a line with a tick.
     const where2 = inWorker ? 'here and in a fresh worker thread' : 'twice in this thread';
-    report.checked.push(
-      `${where}: ${first.length} episodes played ${where2}: ${same ? 'identical bytes' : 'they differ'}; ` +
-        `replayed (recorded tool results, live tools): ${replayOk ? 'verified' : 'diverged'}; success ${wins}/${first.length}`,
-    );
+    if (same && replayOk)
+      report.checked.push(
+        `${where}: ${first.length} episodes played ${where2}: identical bytes; ` +
+          `replayed (recorded tool results, live tools): verified; success ${wins}/${first.length}`,
+      );
   }
   return report;
 }

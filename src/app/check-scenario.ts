@@ -38,7 +38,8 @@ export type ProblemKind =
   | 'summarizer'
   | 'nondeterminism'
   | 'replay'
-  | 'expert';
+  | 'expert'
+  | 'hang';
 
 export interface ScenarioProblem {
   kind: ProblemKind;
@@ -50,6 +51,11 @@ export interface ScenarioProblem {
 export interface CheckOptions {
   /** The most time a policy's episode may take (ms). */
   episodeTimeoutMs?: number;
+  /**
+   * Under a watchdog (checkScenarioDirInThread): the most time loading the scenario, tasks() and the
+   * world machine may hold the thread without yielding (ms; default 60 000, at least the episode's).
+   */
+  setupTimeoutMs?: number;
   /** Seed of the tasks and episodes the check runs. */
   seed?: number;
   /** Budget overrides for the check's episodes. */
@@ -67,14 +73,30 @@ export interface CheckOptions {
   episodesPerSplit?: number;
   /** The reference expert's success rate below which it is a warning (default 1). */
   expertSuccess?: number;
+  /** Parts not to run (`policies.NAME`: that policy's episode and determinism check), e.g. one that hung the check. */
+  skip?: readonly string[];
+  /** Told where the check is before each part that runs scenario code, with what it found so far (a watchdog reports it). */
+  onPhase?: (where: string, found: Findings) => void;
+}
+
+/** What a check has found so far. */
+export interface Findings {
+  problems: ScenarioProblem[];
+  warnings: ScenarioProblem[];
+  /** What passed. */
+  checked: string[];
+  /** What was not checked, and why (a broken part it needs). */
+  notChecked: string[];
 }
 
 export interface CheckResult {
   problems: ScenarioProblem[];
   /** Not contract violations, but worth fixing: a reference expert that fails its own tasks. */
   warnings: ScenarioProblem[];
-  /** What was checked, for the report (e.g. `tools: 3`, `policies.expert: answered in 2 turns`). */
+  /** What was checked and passed, for the report (e.g. `tools: 3`, `policies.expert: answered in 2 turns`). */
   checked: string[];
+  /** What was not checked, and why (e.g. determinism, until the problems are fixed). */
+  notChecked: string[];
   scenario?: Scenario;
 }
 
@@ -84,7 +106,12 @@ const errorText = (err: unknown) => (err instanceof Error ? err.message : String
 export async function checkScenarioDir(dir: string, options: CheckOptions = {}): Promise<CheckResult> {
   const path = resolve(dir);
   if (!existsSync(path) || !statSync(path).isDirectory()) {
-    return { problems: [{ kind: 'load', where: dir, message: `${path} is not a folder` }], warnings: [], checked: [] };
+    return {
+      problems: [{ kind: 'load', where: dir, message: `${path} is not a folder` }],
+      warnings: [],
+      checked: [],
+      notChecked: [],
+    };
   }
   const file = scenarioEntry(path);
   if (!file) {
@@ -92,6 +119,7 @@ export async function checkScenarioDir(dir: string, options: CheckOptions = {}):
       problems: [{ kind: 'load', where: dir, message: `${path} has no index.ts (or index.js)` }],
       warnings: [],
       checked: [],
+      notChecked: [],
     };
   }
   const name = basename(file);
@@ -100,7 +128,7 @@ export async function checkScenarioDir(dir: string, options: CheckOptions = {}):
     mod = await importUserModule(file);
   } catch (err) {
     const message = `importing ${name} failed: ${errorText(err)}`;
-    return { problems: [{ kind: 'load', where: name, message }], warnings: [], checked: [] };
+    return { problems: [{ kind: 'load', where: name, message }], warnings: [], checked: [], notChecked: [] };
   }
   return checkScenarioModule(mod, { ...options, source: options.source ?? path });
 }
@@ -122,6 +150,7 @@ export async function checkScenarioModule(
       ],
       warnings: [],
       checked: [],
+      notChecked: [],
     };
   }
   let scenario: unknown = definition;
@@ -133,6 +162,7 @@ export async function checkScenarioModule(
         problems: [{ kind: 'load', where: 'default', message: `the scenario function threw: ${errorText(err)}` }],
         warnings: [],
         checked: [],
+        notChecked: [],
       };
     }
   }
@@ -147,6 +177,7 @@ export async function checkScenarioModule(
       ],
       warnings: [],
       checked: [],
+      notChecked: [],
     };
   }
   const found = scenario as Scenario;
@@ -159,6 +190,8 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
   const problems: ScenarioProblem[] = [];
   const warnings: ScenarioProblem[] = [];
   const checked: string[] = [];
+  const notChecked: string[] = [];
+  const phase = (where: string) => options.onPhase?.(where, { problems, warnings, checked, notChecked });
   const s = scenario as unknown as Record<string, unknown>;
   const problem = (kind: ProblemKind, where: string, message: string) => problems.push({ kind, where, message });
 
@@ -218,6 +251,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
 
   // The world machine starts.
   if (isMachine(s['worldMachine'])) {
+    phase('worldMachine');
     const machine = s['worldMachine'] as AnyStateMachine;
     try {
       const actor = createActor(machine);
@@ -243,6 +277,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
   let tasksDeterministic = true;
   if (typeof s['tasks'] === 'function' && Array.isArray(s['splits'])) {
     for (const split of s['splits'] as string[]) {
+      phase(`tasks(${split})`);
       try {
         const tasks = await scenario.tasks({ split, seed: options.seed ?? 0, count: 2 });
         const where = `tasks(${split})`;
@@ -267,7 +302,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
                 'Math.random or Date.now in the task source (draw from createRng(deriveSeed(split, seed)))',
             );
           }
-          checked.push(`${where}: ${tasks.length} tasks${differs ? '' : ', the same when asked again'}`);
+          if (!differs) checked.push(`${where}: ${tasks.length} tasks, the same when asked again`);
           if (typeof s['taskCount'] === 'function') {
             // a fixed split: asked for one more than it says it has, it gives exactly that many
             const n = scenario.taskCount!(split);
@@ -316,6 +351,8 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
     for (const name of names) {
       const factory = (s['policies'] as Record<string, unknown>)[name];
       const where = `policies.${name}`;
+      if (options.skip?.includes(where)) continue;
+      phase(where);
       if (typeof factory !== 'function') {
         problem(
           'bad_field',
@@ -336,7 +373,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
         continue;
       }
       if (!runnable) {
-        checked.push(`${where}: episode not run (the ToolEnv or the tasks are broken)`);
+        notChecked.push(`${where}: episode not run (the ToolEnv or the tasks are broken)`);
         continue;
       }
       const record = await runOneEpisode(episodeScenario, firstTask!, policy, options);
@@ -350,6 +387,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
       }
     }
     if (typeof s['summarizer'] === 'function' && records.length > 0) {
+      phase('summarizer');
       const trouble = summarizerProblem(scenario.summarizer!, records);
       if (trouble) problem('summarizer', 'summarizer', trouble);
       else checked.push(`summarizer: summarized the reference policies' ${records.length} episodes`);
@@ -358,7 +396,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
     const sound = problems.length === 0;
     if ((options.determinism ?? true) && finished.length > 0) {
       if (!sound || !tasksDeterministic) {
-        checked.push('determinism: not checked until the problems above are fixed');
+        notChecked.push('determinism: not checked until the problems above are fixed');
       } else {
         const report = await checkDeterminism(scenario, finished, {
           seed: options.seed ?? 0,
@@ -367,6 +405,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
           episodesPerSplit: options.episodesPerSplit,
           source: options.source,
           expertSuccess: options.expertSuccess,
+          onPolicy: (name) => phase(`policies.${name}`),
         });
         problems.push(...report.problems);
         warnings.push(...report.warnings);
@@ -374,7 +413,7 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
       }
     }
   }
-  return { problems, warnings, checked, scenario };
+  return { problems, warnings, checked, notChecked, scenario };
 }
 
 async function runOneEpisode(

@@ -22,6 +22,7 @@ import type { TrainablePolicy } from '../rl/trainable.ts';
 import { naiveRagModel, type TokenizingPolicy } from './naive-rag.ts';
 import { referencePolicy } from '../scenario/reference-policy.ts';
 import { sftWarmStart, type WarmStartOptions, type WarmStartResult } from '../rl/warm-start.ts';
+import type { ContextCut } from '../policy/tfjs/sft.ts';
 
 /**
  * The paper's comparison in miniature: Naive RAG (one retrieval, then read), Base Tool Call (the
@@ -311,6 +312,8 @@ async function runPaperWith(
         replicas,
         onStep: (s) => emit({ phase: 'sft-step', sft: s }),
       });
+  // Said, not silent: demonstrations the context cut lost their last actions.
+  const cut = 'cut' in ws ? (ws.cut as ContextCut | undefined) : undefined;
   const warmDir = join(options.outDir, 'warm-start');
   await ws.trainable.save(warmDir);
   lap('warm-start');
@@ -318,7 +321,10 @@ async function runPaperWith(
     phase: 'warm-start',
     message: options.warmStartFrom
       ? `warm start loaded from ${options.warmStartFrom}`
-      : `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}`,
+      : `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}` +
+        (cut
+          ? `; ${cut.sequences} of them cut at the context of ${cut.contextLength} tokens (the longest: ${cut.longest})`
+          : ''),
   });
   // The paper's Naive RAG: the warm-start model, its one retrieval forced to the question.
   const base = ws.trainable.policy({ temperature: 0 });

@@ -52,7 +52,8 @@ export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
     config: options.episode,
   });
   options.onPhase?.('train', { records: records.length, teacherSuccess: summary.successRate });
-  const trained = await trainSft({ ...options.train, records, seed: options.seed });
+  // A demonstration the context would cut loses its last actions: refused, with the context that holds them all.
+  const trained = await trainSft({ overContext: 'refuse', ...options.train, records, seed: options.seed });
   const sampling = options.sampling ?? {};
   let hash: string;
   if (options.out) {

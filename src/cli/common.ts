@@ -1,9 +1,11 @@
 import { InvalidArgumentError } from 'commander';
 import { UnknownNameError } from '../core/errors.ts';
+import { EPISODE_LIMITS, type EpisodeBudget } from '../core/types.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import { contextSetting } from '../env/context.ts';
 import { loadScenario } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
+import { MAX_TRAIN_THREADS } from '../rollout/worker-count.ts';
 import { terminalText } from './terminal-text.ts';
 
 export { EXIT_FAILED, EXIT_USAGE } from './exit-codes.ts';
@@ -32,11 +34,32 @@ export function integer(value: string): number {
   return n;
 }
 
+/** A parser of an episode budget flag: an integer within the bounds a queue job is held to too. */
+export function budget(name: EpisodeBudget): (value: string) => number {
+  const { min, max } = EPISODE_LIMITS[name];
+  return (value) => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < min || n > max)
+      throw new InvalidArgumentError(`expected an integer from ${min} to ${max}`);
+    return n;
+  };
+}
+
 /** Collects repeated `--option key=value` flags. */
 export function keyValue(value: string, previous: string[] = []): string[] {
   if (!/^[\w-]+=/.test(value)) throw new InvalidArgumentError('expected key=value');
   return [...previous, value];
 }
+
+/** Collects repeated flags (`--scenario DIR --scenario DIR2`). */
+export function collect(value: string, previous: string[] = []): string[] {
+  return [...previous, value];
+}
+
+/** The help of `--scenario` on the commands that read records (replay, report, export, view). */
+export const RECORD_SCENARIO_HELP =
+  "a scenario folder (or built-in name) the records were played in; a folder's code runs only when " +
+  'it is named here, never because a record names it (repeatable)';
 
 /** Loads a scenario by built-in name or folder, with the options given on the command line. */
 export function scenarioFromFlags(flags: { scenario: string; data?: string; option?: string[] }): Promise<Scenario> {
@@ -108,6 +131,14 @@ export function contextMode(value: string): string {
     throw new InvalidArgumentError((err as Error).message);
   }
   return value;
+}
+
+/** `--train-threads`: a positive integer, at most MAX_TRAIN_THREADS (beyond, a usage error; past the cores, capped). */
+export function trainThreadCount(value: string): number {
+  const n = positiveInt(value);
+  if (n > MAX_TRAIN_THREADS)
+    throw new InvalidArgumentError(`expected at most ${MAX_TRAIN_THREADS} (more are capped at the cores anyway)`);
+  return n;
 }
 
 /** The help of `--train-threads` (sft, train, start). */

@@ -58,6 +58,25 @@ export async function checkQueueFlags(
   }
 }
 
+/**
+ * The queue URL with the password from the environment variable REDIS_PASSWORD when the URL has
+ * none: a password on the command line is visible to every user of the machine (`ps`), the
+ * environment only to the process's own user.
+ */
+export function queueUrl(url: string, env: NodeJS.ProcessEnv = process.env): string {
+  const password = env.REDIS_PASSWORD;
+  if (!password) return url;
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return url; // the queue says what is wrong with it
+  }
+  if (parsed.password || !/^rediss?:$/.test(parsed.protocol)) return url;
+  parsed.password = encodeURIComponent(password);
+  return parsed.href;
+}
+
 /** What the coordinator tells about the queue, on its own line (above a progress bar). */
 function describe(event: QueueEvent): string | undefined {
   switch (event.type) {
@@ -90,13 +109,11 @@ function describe(event: QueueEvent): string | undefined {
  */
 export async function queueFromFlags(
   flags: QueueFlags & { queue: string },
-  scenarioSource: string,
   log: (line: string) => void,
 ): Promise<QueueExecutor> {
   const { QueueExecutor } = await import('../queue/queue-executor.ts');
   const executor = new QueueExecutor({
-    url: flags.queue,
-    scenarioSource,
+    url: queueUrl(flags.queue),
     chunkSize: flags.chunk,
     resume: flags.resume,
     waitForRedisMs: (flags.queueTimeout ?? 60) * 1000,

@@ -29,6 +29,38 @@ export function hostRefusal(boundHost: string, hostHeader: string | undefined): 
   return isLoopback(requested) ? undefined : `this server answers only on localhost, not "${requested}"`;
 }
 
+/** The host of an Origin header, bracketed when it is an IPv6 address (as LOOPBACK_HOSTS has it); '' when unreadable. */
+export function originHost(origin: string): string {
+  try {
+    const host = new URL(origin).hostname;
+    return host.startsWith('[') ? host : host.includes(':') ? `[${host}]` : host;
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Why a browser's request is refused, or undefined. Browsers send an Origin; scripts and trainers
+ * do not. A web page must not drive a loopback-bound server (any request of its, even the "simple"
+ * text/plain POST a browser sends without asking first): only pages of this machine may.
+ */
+export function originRefusal(boundHost: string, origin: string | undefined): string | undefined {
+  if (origin === undefined || !isLoopback(boundHost) || isLoopback(originHost(origin))) return undefined;
+  return `requests from ${origin} are not allowed (a web page may not drive this server)`;
+}
+
+/**
+ * Why a request body is refused for its Content-Type, or undefined: a body must be declared JSON
+ * (`application/json`, or a `+json` type), which a cross-site form or text/plain post cannot be.
+ * An empty body needs no type.
+ */
+export function jsonContentRefusal(contentType: string | undefined, bodyBytes: number): string | undefined {
+  if (bodyBytes === 0 && contentType === undefined) return undefined;
+  const type = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type === 'application/json' || /^application\/[\w.+-]+\+json$/.test(type)) return undefined;
+  return `the body must be JSON with "Content-Type: application/json" (got ${contentType === undefined ? 'no Content-Type' : `"${contentType}"`})`;
+}
+
 /**
  * The body, up to `limit` bytes. Past the limit the promise rejects with `tooLarge()` and the rest
  * is still read (and dropped) rather than the socket reset, so the client receives the answer.

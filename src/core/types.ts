@@ -146,6 +146,22 @@ export const DEFAULT_EPISODE_CONFIG: EpisodeConfig = {
   maxToolOutputChars: 2048,
 };
 
+/**
+ * The bounds of each episode budget (integers, inclusive): what the CLI's flags accept and what a
+ * queue job may ask of a worker. Past them an episode would not end in any useful time (a billion
+ * turns), or a timer would overflow (Node fires a setTimeout over 2^31 - 1 ms at once).
+ */
+/** The episode budgets that are numbers (the rest of EpisodeConfig is a setting: the context). */
+export type EpisodeBudget = 'maxTurns' | 'maxTokensPerTurn' | 'maxTotalTokens' | 'toolTimeoutMs' | 'maxToolOutputChars';
+
+export const EPISODE_LIMITS: { readonly [K in EpisodeBudget]: { readonly min: number; readonly max: number } } = {
+  maxTurns: { min: 1, max: 1000 },
+  maxTokensPerTurn: { min: 1, max: 65_536 },
+  maxTotalTokens: { min: 1, max: 1_048_576 },
+  toolTimeoutMs: { min: 1, max: 600_000 },
+  maxToolOutputChars: { min: 1, max: 1_048_576 },
+};
+
 export const RECORD_SCHEMA_VERSION = 1;
 
 /** One finished episode: everything replay needs, nothing that depends on timing. */

@@ -1,4 +1,4 @@
-import { closeSync, openSync, rmSync, statSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, rmSync, statSync, writeSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { systemError } from './make-dir.ts';
 
@@ -36,4 +36,25 @@ export function assertWritableDir(dir: string): void {
     fail(err);
   }
   rmSync(probe, { force: true });
+}
+
+/**
+ * Whether `bytes` bytes can be written to a new file in `dir` now (a disk that was full may have
+ * room again): a probe file is written, synced and removed. False on any error.
+ */
+export function canWrite(dir: string, bytes: number): boolean {
+  const probe = join(dir, `.agent-r1-write-probe-${process.pid}`);
+  let fd: number | undefined;
+  try {
+    fd = openSync(probe, 'w');
+    const block = Buffer.alloc(Math.min(bytes, 64 * 1024), 0x20);
+    for (let left = bytes; left > 0; left -= block.length) writeSync(fd, block, 0, Math.min(left, block.length));
+    fsyncSync(fd);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+    rmSync(probe, { force: true });
+  }
 }

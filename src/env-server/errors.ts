@@ -22,16 +22,35 @@ export class EnvProtocolError extends AgentR1Error {
     readonly code: EnvErrorCode,
     message: string,
     readonly extra: { [key: string]: unknown } = {},
+    /** The HTTP status, where the code's usual one says less (503 for a server that cannot record). */
+    private readonly httpStatus?: number,
   ) {
     super(message);
   }
 
   /** The HTTP status for the stateless endpoints (FastAPI's 422 for validation, as OpenEnv answers). */
   get status(): number {
+    if (this.httpStatus !== undefined) return this.httpStatus;
     if (this.code === 'INVALID_JSON' || this.code === 'VALIDATION_ERROR') return 422;
     if (this.code === 'CAPACITY_REACHED') return 503;
     if (this.code === 'EXECUTION_ERROR') return 409;
     return 500;
+  }
+}
+
+/**
+ * An episode's record could not be written (a full disk): the episode is not recorded, and the client
+ * that ended it is told so instead of an observation. `reason` is the system's (`ENOSPC: …`).
+ */
+export class RecordWriteError extends AgentR1Error {
+  constructor(
+    readonly episodeId: string,
+    readonly reason: string,
+  ) {
+    super(
+      `the episode ${episodeId} ended, but its record could not be written (${reason}): it is not recorded, ` +
+        'and the server takes no new episodes until it can write',
+    );
   }
 }
 

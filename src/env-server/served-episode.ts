@@ -5,7 +5,7 @@ import { historyToOpenAI } from '../openai/messages.ts';
 import type { PolicyRequest } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { ClientPolicy } from './client-policy.ts';
-import { EnvProtocolError, EpisodeAbandonedError } from './errors.ts';
+import { EnvProtocolError, EpisodeAbandonedError, RecordWriteError } from './errors.ts';
 import type { EnvObservation, EnvStepResult } from './protocol.ts';
 
 export interface ServedEpisodeOptions {
@@ -20,7 +20,10 @@ export interface ServedEpisodeOptions {
   runId: string;
   config: Partial<EpisodeConfig>;
   policy: { name: string; version: string };
-  /** Called once with the sealed record, before the client hears that the episode is over. */
+  /**
+   * Called once with the sealed record, before the client hears that the episode is over; a
+   * RecordWriteError it throws is what the client hears instead.
+   */
   onRecord(record: EpisodeRecord): void;
 }
 
@@ -45,6 +48,8 @@ export class ServedEpisode {
   steps = 0;
   /** The sealed record, once the episode is over. */
   record: EpisodeRecord | undefined;
+  /** Why the record could not be kept, when it could not. */
+  recordError: RecordWriteError | undefined;
   readonly finished: Promise<EpisodeRecord | undefined>;
   private readonly policy: ClientPolicy;
   private ready: EpisodeEvent | undefined;
@@ -72,7 +77,14 @@ export class ServedEpisode {
     }).then(
       (record) => {
         this.record = record;
-        options.onRecord(record);
+        try {
+          options.onRecord(record);
+        } catch (error) {
+          this.recordError =
+            error instanceof RecordWriteError ? error : new RecordWriteError(this.episodeId, String(error));
+          this.emit({ kind: 'failed', error: this.recordError });
+          return record;
+        }
         this.emit({ kind: 'end', record });
         return record;
       },
@@ -125,6 +137,8 @@ export class ServedEpisode {
 
   private reply(event: EpisodeEvent): EnvStepResult {
     if (event.kind === 'failed') {
+      if (event.error instanceof RecordWriteError)
+        throw new EnvProtocolError('EXECUTION_ERROR', event.error.message, { recorded: false }, 503);
       const why = event.error instanceof Error ? event.error.message : String(event.error);
       throw new EnvProtocolError('EXECUTION_ERROR', `the episode could not run: ${why}`);
     }

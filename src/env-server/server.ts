@@ -2,16 +2,19 @@ import { createHash } from 'node:crypto';
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { canonicalJson } from '../core/canonical-json.ts';
-import { ApiKeyCheck, hostRefusal, isLoopback, readBody } from '../core/http.ts';
+import { MAX_ARGUMENT_DEPTH, nestsDeeperThan } from '../core/json-depth.ts';
+import { ApiKeyCheck, hostRefusal, jsonContentRefusal, originRefusal, readBody } from '../core/http.ts';
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import { openAITools } from '../episode/drive-episode.ts';
 import { episodeConfig } from '../episode/run-episode.ts';
 import { RecordWriter } from '../record/jsonl.ts';
+import { serializeRecord } from '../record/record.ts';
+import { canWrite } from '../core/writable-dir.ts';
 import type { Scenario } from '../scenario/scenario.ts';
-import { EnvProtocolError, EnvServerStartError } from './errors.ts';
+import { EnvProtocolError, EnvServerStartError, RecordWriteError } from './errors.ts';
 import { CLIENT_MESSAGE_TYPES, envJsonSchemas, stepRequestSchema, validate, type EnvErrorCode } from './protocol.ts';
 import { EnvSession, type SessionContext } from './session.ts';
 import { TaskPicker } from './task-picker.ts';
@@ -82,6 +85,8 @@ export class EnvServer {
   private readonly writer: RecordWriter | undefined;
   private readonly recordPath: string | undefined;
   private metadata: Promise<object> | undefined;
+  /** Set when a record could not be written: no new episode starts until a write of its size succeeds. */
+  private blocked: { reason: string; bytes: number; probedAt: number } | undefined;
   private reaper: NodeJS.Timeout | undefined;
   private host = '127.0.0.1';
   private closing = false;
@@ -103,6 +108,11 @@ export class EnvServer {
     if (options.recordDir) {
       this.recordPath = join(options.recordDir, 'episodes.jsonl');
       this.writer = new RecordWriter(this.recordPath, { append: true });
+      const torn = this.writer.repaired;
+      if (torn)
+        this.log(
+          `${this.recordPath} ended in a torn line (${torn.bytes} bytes, never acknowledged): set aside in ${torn.savedTo}`,
+        );
     }
     this.ctx = {
       scenario,
@@ -110,6 +120,7 @@ export class EnvServer {
       config: options.config ?? {},
       runId: this.runId,
       onRecord: (record) => this.keep(record),
+      admit: () => this.admit(),
     };
     // The hard cap is above the soft one, so an oversized message gets an error message and the
     // session goes on; only a far larger one closes the connection (1009).
@@ -176,19 +187,53 @@ export class EnvServer {
     this.writer?.close();
   }
 
+  /**
+   * Writes an ended episode's record before its client hears that it ended (a client may read the
+   * file next, and only a written record is acknowledged). A failed write throws RecordWriteError,
+   * which that client hears instead, and stops new episodes until a write can succeed (admit).
+   */
   private keep(record: EpisodeRecord): void {
-    try {
-      // On disk when the episode ends: a client may read the file next, and a failure is this record's.
-      this.writer?.write(record);
-      this.writer?.flush();
-      this.recorded++;
-      this.options.onRecord?.(record);
-      this.log(
-        `episode ${record.episodeId} ended: ${record.endReason}, reward ${record.totalReward}${record.error ? ` (${record.error})` : ''}`,
-      );
-    } catch (err) {
-      this.log(`cannot write the record of ${record.episodeId}: ${err instanceof Error ? err.message : String(err)}`);
+    if (this.writer) {
+      try {
+        this.writer.write(record);
+        this.writer.flush();
+      } catch (err) {
+        const reason = err instanceof Error ? err.message : String(err);
+        this.blocked = { reason, bytes: serializeRecord(record).length + 1, probedAt: Date.now() };
+        this.log(`cannot write the record of ${record.episodeId}: ${reason}; no new episodes until it can write`);
+        throw new RecordWriteError(record.episodeId, reason);
+      }
+      if (this.blocked) this.unblock();
     }
+    this.recorded++;
+    this.options.onRecord?.(record);
+    this.log(
+      `episode ${record.episodeId} ended: ${record.endReason}, reward ${record.totalReward}${record.error ? ` (${record.error})` : ''}`,
+    );
+  }
+
+  /** Refuses a new episode while records cannot be written; tries a write of a record's size at most every 250 ms. */
+  private admit(): void {
+    const blocked = this.blocked;
+    if (!blocked) return;
+    if (Date.now() - blocked.probedAt >= 250 && this.recordPath) {
+      blocked.probedAt = Date.now();
+      if (canWrite(dirname(this.recordPath), blocked.bytes)) {
+        this.unblock();
+        return;
+      }
+    }
+    throw new EnvProtocolError(
+      'SESSION_ERROR',
+      `the server cannot write its records (${blocked.reason}): it takes no new episodes until it can`,
+      { recording: false },
+      503,
+    );
+  }
+
+  private unblock(): void {
+    this.blocked = undefined;
+    this.log('records can be written again: new episodes are taken');
   }
 
   private log(line: string): void {
@@ -204,6 +249,9 @@ export class EnvServer {
     try {
       const wrongHost = hostRefusal(this.host, req.headers.host);
       if (wrongHost) throw new HttpError(421, wrongHost);
+      // The same rule as /ws: a web page cannot make this server play (and record) episodes.
+      const crossSite = originRefusal(this.host, req.headers.origin);
+      if (crossSite) throw new HttpError(403, crossSite);
       if (path === '/health') {
         allow(req, 'GET');
         return sendJson(res, 200, { status: 'healthy' });
@@ -269,12 +317,22 @@ export class EnvServer {
   /** One episode for one request: OpenEnv builds a fresh environment per HTTP call and closes it after. */
   private async stateless<T>(what: string, run: (session: EnvSession) => Promise<T>): Promise<T> {
     const session = this.openSession();
+    let outcome: { value: T } | { error: unknown };
     try {
-      return await run(session);
+      outcome = { value: await run(session) };
+    } catch (error) {
+      outcome = { error };
+    }
+    // The episode ends with the request, and is answered only once its record is written.
+    let failed: RecordWriteError | undefined;
+    try {
+      failed = await session.close(`stateless POST /${what}: the episode ends with the request`);
     } finally {
-      await session.close(`stateless POST /${what}: the episode ends with the request`);
       this.sessions.delete(session);
     }
+    if ('error' in outcome) throw outcome.error;
+    if (failed) throw new EnvProtocolError('EXECUTION_ERROR', failed.message, { recorded: false }, 503);
+    return outcome.value;
   }
 
   private openSession(): EnvSession {
@@ -300,13 +358,12 @@ export class EnvServer {
     const tooLarge = () => new HttpError(413, `the request body is over the limit of ${limit} bytes`);
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > limit) throw tooLarge();
-    const raw = (await readBody(req, limit, tooLarge)).toString('utf8');
+    const body = await readBody(req, limit, tooLarge);
+    const wrongType = jsonContentRefusal(req.headers['content-type'], body.length);
+    if (wrongType) throw new HttpError(415, wrongType);
+    const raw = body.toString('utf8');
     if (raw.trim() === '' && emptyIsObject) return {};
-    try {
-      return JSON.parse(raw) as unknown;
-    } catch (err) {
-      throw new EnvProtocolError('INVALID_JSON', `Invalid JSON: ${(err as Error).message}`);
-    }
+    return parseMessage(raw);
   }
 
   private describe(): Promise<object> {
@@ -363,10 +420,8 @@ export class EnvServer {
     if (path !== '/ws') return [404, `no WebSocket at ${path}; connect to /ws`];
     const wrongHost = hostRefusal(this.host, req.headers.host);
     if (wrongHost) return [421, wrongHost];
-    // Browsers send an Origin; scripts and trainers do not. A web page must not drive a loopback server.
-    const origin = req.headers.origin;
-    if (origin !== undefined && isLoopback(this.host) && !isLoopback(originHost(origin)))
-      return [403, `WebSocket connections from ${origin} are not allowed`];
+    const crossSite = originRefusal(this.host, req.headers.origin);
+    if (crossSite) return [403, crossSite];
     const why = this.keyCheck?.refusal(req.headers.authorization);
     return why ? [401, why] : undefined;
   }
@@ -422,12 +477,7 @@ export class EnvServer {
           'VALIDATION_ERROR',
           `the message is ${raw.length} bytes, over the limit of ${this.maxMessageBytes}`,
         );
-      let message: unknown;
-      try {
-        message = JSON.parse(raw.toString('utf8'));
-      } catch (err) {
-        throw new EnvProtocolError('INVALID_JSON', `Invalid JSON: ${(err as Error).message}`);
-      }
+      const message = parseMessage(raw.toString('utf8'));
       if (!isObject(message))
         throw new EnvProtocolError('VALIDATION_ERROR', 'a message is a JSON object {"type": …, "data": {…}}');
       const type = message.type;
@@ -494,17 +544,27 @@ export class EnvServer {
   }
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
+/** The deepest a request body or message may nest: tool-call arguments at their limit, and the envelope around them. */
+const MAX_MESSAGE_DEPTH = MAX_ARGUMENT_DEPTH + 8;
+
+/** A body or message as JSON: INVALID_JSON when it is not, VALIDATION_ERROR when it nests too deep to validate. */
+function parseMessage(text: string): unknown {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new EnvProtocolError('INVALID_JSON', `Invalid JSON: ${(err as Error).message}`);
+  }
+  if (nestsDeeperThan(value, MAX_MESSAGE_DEPTH))
+    throw new EnvProtocolError(
+      'VALIDATION_ERROR',
+      `the message nests deeper than ${MAX_MESSAGE_DEPTH} levels (tool-call arguments may nest ${MAX_ARGUMENT_DEPTH})`,
+    );
+  return value;
 }
 
-function originHost(origin: string): string {
-  try {
-    const host = new URL(origin).hostname;
-    return host.startsWith('[') ? host : host.includes(':') ? `[${host}]` : host;
-  } catch {
-    return '';
-  }
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
 function errorMessage(code: EnvErrorCode, message: string, extra: { [key: string]: unknown } = {}) {

@@ -3,7 +3,7 @@ import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import { episodeSeed } from '../episode/run-episode.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { actionOutput } from './action-text.ts';
-import { EnvProtocolError } from './errors.ts';
+import { EnvProtocolError, type RecordWriteError } from './errors.ts';
 import { actionSchema, resetArgsSchema, validate, type EnvState, type EnvStepResult } from './protocol.ts';
 import { ServedEpisode } from './served-episode.ts';
 import type { TaskPicker } from './task-picker.ts';
@@ -14,6 +14,8 @@ export interface SessionContext {
   config: Partial<EpisodeConfig>;
   runId: string;
   onRecord(record: EpisodeRecord): void;
+  /** Throws (an EnvProtocolError) when the server takes no new episode now: it cannot write records. */
+  admit(): void;
 }
 
 /**
@@ -40,6 +42,7 @@ export class EnvSession {
     await this.endEpisode('the client reset the session before the episode ended');
     // The session may have closed meanwhile (a disconnect): an episode started now would wait forever.
     this.refuseIfClosed();
+    this.ctx.admit();
     const sample = args.sample ?? 0;
     const seed = episodeSeed(runSeed, task.id, sample);
     const group = args.group ?? task.id;
@@ -110,11 +113,17 @@ export class EnvSession {
     return this.episode !== undefined && !this.episode.done;
   }
 
-  /** Ends the session; an episode under way is recorded as ended by `reason`. */
-  async close(reason: string): Promise<void> {
-    if (this.closed) return;
+  /**
+   * Ends the session; an episode under way is recorded as ended by `reason`. Resolves with the
+   * RecordWriteError when that record could not be written (the caller says so where it can).
+   */
+  async close(reason: string): Promise<RecordWriteError | undefined> {
+    if (this.closed) return undefined;
     this.closed = true;
+    const episode = this.episode;
+    if (!episode || episode.done) return undefined;
     await this.endEpisode(reason);
+    return episode.recordError;
   }
 
   private refuseIfClosed(): void {

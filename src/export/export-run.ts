@@ -1,6 +1,6 @@
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { AgentR1Error } from '../core/errors.ts';
+import { AgentR1Error, UsageError } from '../core/errors.ts';
 import { writeOutput } from '../core/write-output.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { loadRecords } from '../record/jsonl.ts';
@@ -63,6 +63,8 @@ export async function recordsToRows(
         load(r.scenario.id, r.scenario.options, r.scenario.source).then(
           (s) => openAITools(s),
           (err: unknown) => {
+            // What the user can fix with a flag (a scenario folder to name) stays a usage error.
+            if (err instanceof UsageError) throw err;
             throw new ExportError(
               `cannot load scenario "${r.scenario.id}" for its tools: ${err instanceof Error ? err.message : String(err)}`,
             );

@@ -49,3 +49,10 @@ export class McpServerMismatchError extends AgentR1Error {
 
 /** An MCP tool used without the episode state that says which server to call (mcpEnv was not the env). */
 export class McpSessionMissingError extends AgentR1Error {}
+
+/** A path of a folder's contents that would leave the folder (`..`, an absolute path): nothing is written. */
+export class FolderPathError extends AgentR1Error {
+  constructor(readonly path: string) {
+    super(`the path ${JSON.stringify(path)} leaves the episode's folder: refused`);
+  }
+}

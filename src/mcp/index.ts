@@ -9,7 +9,7 @@ export { readMcpCatalog, writeMcpCatalog, type McpCatalog } from './catalog.ts';
 export { McpConnection, type ServerInfo, type McpEndpoint } from './connection.ts';
 export { mapCallResult, type MappedResult } from './result.ts';
 export { jsonSchemaParameters } from './json-schema.ts';
-export { PathAlias, readFolder, folderChanges, applyChanges, type FolderContents } from './scratch.ts';
+export { PathAlias, readFolder, writeFolder, folderChanges, applyChanges, type FolderContents } from './scratch.ts';
 export {
   McpStartError,
   McpServerGoneError,
@@ -17,4 +17,5 @@ export {
   McpCatalogError,
   McpServerMismatchError,
   McpSessionMissingError,
+  FolderPathError,
 } from './errors.ts';

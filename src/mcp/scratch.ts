@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
+import { FolderPathError } from './errors.ts';
 
 /**
  * An episode's scratch folder: made fresh, given to its server, removed after. Its real path never
@@ -122,4 +123,27 @@ export function applyChanges(contents: FolderContents, changes: { [path: string]
     else next[path] = text;
   }
   return sortedContents(next);
+}
+
+/**
+ * Writes a folder's contents (as readFolder gives them: files, and folders with a trailing `/`) into
+ * `dir`. Every path must stay inside `dir`: the contents often come from a task, and in replay from a
+ * record, which anyone can edit, so `../../home/me/.bashrc` or an absolute path is refused
+ * (FolderPathError) before anything is written.
+ */
+export async function writeFolder(dir: string, contents: FolderContents): Promise<void> {
+  const root = resolve(dir);
+  const targets = Object.keys(contents).map((path) => {
+    const target = resolve(root, path);
+    const rel = relative(root, target);
+    if (isAbsolute(path) || rel === '' || rel.startsWith('..') || isAbsolute(rel)) throw new FolderPathError(path);
+    return { path, target };
+  });
+  for (const { path, target } of targets) {
+    if (path.endsWith('/')) await mkdir(target, { recursive: true });
+    else {
+      await mkdir(dirname(target), { recursive: true });
+      await writeFile(target, contents[path]!);
+    }
+  }
 }

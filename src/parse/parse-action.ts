@@ -1,3 +1,4 @@
+import { MAX_ARGUMENT_DEPTH, nestsDeeperThan } from '../core/json-depth.ts';
 import type { Json, ParsedAction, ToolCall } from '../core/types.ts';
 
 const TOOL_OPEN = '<tool_call>';
@@ -83,5 +84,8 @@ function parseCall(body: string): ToolCall | string {
   if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) {
     return `"arguments" of ${name} must be a JSON object`;
   }
+  // Deeper than any tool needs, and than the code that validates and records it can recurse.
+  if (nestsDeeperThan(obj, MAX_ARGUMENT_DEPTH))
+    return `"arguments" of ${name} nest deeper than ${MAX_ARGUMENT_DEPTH} levels`;
   return { name, arguments: obj as { [key: string]: Json } };
 }

@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import { QueueUnavailableError, QueueUrlError } from './errors.ts';
+import { QueueDatabaseError, QueueUnavailableError, QueueUrlError } from './errors.ts';
 
 /** The oldest Redis the queue runs on: BullMQ needs 5; results are written with XADD NOMKSTREAM (6.2). */
 export const MIN_REDIS_VERSION = [6, 2, 0] as const;
@@ -70,8 +70,11 @@ export async function connectRedis(url: string, options: ConnectOptions = {}): P
   try {
     await client.connect();
     await checkVersion(client);
+    // ioredis selects the database on connect but, refused, goes on in database 0: ask again, loudly.
+    if (settings.db) await selectDatabase(client, url, settings.db);
   } catch (err) {
     client.disconnect();
+    if (err instanceof QueueDatabaseError) throw err;
     // connect() rejects with "Connection is closed"; the socket's own error says why.
     throw new QueueUnavailableError(redactUrl(url), reasonOf(first ?? err));
   } finally {
@@ -79,6 +82,14 @@ export async function connectRedis(url: string, options: ConnectOptions = {}): P
   }
   client.on('error', () => {});
   return client;
+}
+
+async function selectDatabase(client: Redis, url: string, db: number): Promise<void> {
+  try {
+    await client.select(db);
+  } catch (err) {
+    throw new QueueDatabaseError(redactUrl(url), db, reasonOf(err));
+  }
 }
 
 async function checkVersion(client: Redis): Promise<void> {

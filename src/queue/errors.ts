@@ -20,3 +20,17 @@ export class QueueUnavailableError extends AgentR1Error {
 
 /** A run that cannot finish on the queue for a reason that is not an episode's (a worker that cannot set up). */
 export class QueueRunError extends AgentR1Error {}
+
+/** A job a worker will not play (jobs come from whoever can write to Redis): every problem, on one line. */
+export class MalformedJobError extends AgentR1Error {}
+
+/** A Redis server that refuses the database the queue URL names (`redis://…/99` on a server of 16). The CLI exits 2. */
+export class QueueDatabaseError extends UsageError {
+  constructor(
+    readonly url: string,
+    readonly db: number,
+    readonly reason: string,
+  ) {
+    super(`the queue at ${url} names database ${db}, which the Redis server refuses (${reason})`);
+  }
+}

@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { canonicalJson } from '../core/canonical-json.ts';
-import type { EpisodeConfig, Json, Task } from '../core/types.ts';
+import { MalformedJobError } from './errors.ts';
+import { EPISODE_LIMITS, type EpisodeBudget, type EpisodeConfig, type Json, type Task } from '../core/types.ts';
+import { contextSetting } from '../env/context.ts';
 import type { EpisodePlanItem } from '../rollout/plan.ts';
 
 /**
@@ -38,6 +40,33 @@ const item = z.object({
   seed: z.number().int(),
 });
 
+const budget = (name: EpisodeBudget) => z.number().int().min(EPISODE_LIMITS[name].min).max(EPISODE_LIMITS[name].max);
+
+/** A context setting as the CLI's --context takes it (whether the scenario has a card is the episode's to say). */
+const contextSchema = z
+  .string()
+  .max(100)
+  .superRefine((value, ctx) => {
+    try {
+      contextSetting({ id: '', env: { card: () => '' } }, value);
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+    }
+  });
+
+/** A job's episode budgets: every one, within the bounds the CLI accepts (nothing else). */
+const episodeConfigSchema = z.strictObject({
+  maxTurns: budget('maxTurns'),
+  maxTokensPerTurn: budget('maxTokensPerTurn'),
+  maxTotalTokens: budget('maxTotalTokens'),
+  toolTimeoutMs: budget('toolTimeoutMs'),
+  maxToolOutputChars: budget('maxToolOutputChars'),
+  context: contextSchema.optional(),
+});
+
+/** Episodes in flight at once per thread that a job may ask for. */
+export const MAX_JOB_CONCURRENCY = 1024;
+
 /** What a worker checks a job against before playing it (jobs come from whoever can write to Redis). */
 export const rolloutJobSchema = z.object({
   run: z.string().regex(/^[0-9a-f]{16,64}$/),
@@ -65,17 +94,19 @@ export const rolloutJobSchema = z.object({
     }),
   ]),
   runId: z.string(),
-  config: z.looseObject({}),
+  config: episodeConfigSchema,
   items: z.array(item).min(1),
-  concurrency: z.number().int().positive().optional(),
+  concurrency: z.number().int().positive().max(MAX_JOB_CONCURRENCY).optional(),
 });
 
 export function parseRolloutJob(data: unknown): RolloutJobData {
-  const parsed = rolloutJobSchema.parse(data);
+  const result = rolloutJobSchema.safeParse(data);
+  if (!result.success)
+    throw new MalformedJobError(result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+  const parsed = result.data;
   return {
     ...parsed,
     policy: parsed.policy as QueuePolicySpec,
-    config: parsed.config as unknown as EpisodeConfig,
     items: parsed.items.map((i) => ({ ...i, task: i.task as unknown as Task })),
   };
 }

@@ -25,7 +25,11 @@ import { openResults, type ResultEntry, readResults } from './result-log.ts';
 export interface QueueExecutorOptions {
   /** redis://HOST:PORT of the queue. */
   url: string;
-  /** How workers load the scenario: a built-in name or a folder (default: the scenario's id). */
+  /**
+   * How jobs name the scenario: a built-in name, or a folder (default: the folder the scenario was
+   * loaded from, else its id). A worker plays a folder's scenario only when it was started with that
+   * folder (`agent-r1 worker --scenario DIR`), found by this path or by the scenario's id.
+   */
   scenarioSource?: string;
   /** Episodes per job (default 16): fewer, larger jobs cost less; smaller ones balance better. */
   chunkSize?: number;
@@ -184,7 +188,7 @@ export class QueueExecutor implements RolloutExecutor {
     const client = await this.connection();
     const policy = await this.policySpec(batch.policy, batch.scenario);
     const scenario = {
-      source: this.options.scenarioSource ?? batch.scenario.id,
+      source: this.options.scenarioSource ?? batch.scenario.source ?? batch.scenario.id,
       id: batch.scenario.id,
       version: batch.scenario.version,
       options: batch.scenario.options,

@@ -7,6 +7,8 @@ import { AgentR1Error } from '../core/errors.ts';
 import type { Policy } from '../policy/policy.ts';
 import { serializeRecord } from '../record/record.ts';
 import { WorkerThreads } from '../rollout/worker-threads.ts';
+import type { RecordedScenario } from '../scenario/load.ts';
+import { isScenarioPath } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { referencePolicy } from '../scenario/reference-policy.ts';
 import { CheckpointCache, CheckpointStore } from './checkpoint-store.ts';
@@ -43,8 +45,12 @@ export interface QueueWorkerOptions {
   renewLocks?: boolean;
   /** Key prefix in Redis (default 'agent-r1'). */
   prefix?: string;
-  /** Loads a scenario by its source (a built-in name or a folder) and options. */
-  loadScenario: (source: string, options: { [key: string]: string }) => Promise<Scenario>;
+  /**
+   * The scenario a job names, from what this worker trusts: the built-in scenarios and the folders
+   * named on its own command line (loadRecordScenario). A job is data from whoever can write to
+   * Redis; it never decides which folder's code runs here.
+   */
+  loadScenario: (wanted: RecordedScenario) => Promise<Scenario>;
   /** Hears every change of the worker's status. */
   onStatus?: (status: WorkerStatus) => void;
 }
@@ -288,13 +294,14 @@ export class QueueWorker {
   private async setup(
     data: RolloutJobData,
   ): Promise<{ scenario: Scenario; policy: Policy; entry: ExecutorEntry; weights?: string }> {
-    const scenario = await this.scenario(data.scenario.source, data.scenario.options);
+    const scenario = await this.scenario(data.scenario);
     if (scenario.id !== data.scenario.id || scenario.version !== data.scenario.version) {
       throw new AgentR1Error(
         `scenario ${data.scenario.source} is ${scenario.id} ${scenario.version} here; the run has ${data.scenario.id} ${data.scenario.version}`,
       );
     }
-    const entry = this.executorFor(data.scenario.source);
+    // The threads load what this worker trusts (the folder it was given), not the job's path.
+    const entry = this.executorFor(scenario.source ?? scenario.id);
     const spec = data.policy;
     if (spec.kind === 'scripted') {
       if (!Object.hasOwn(scenario.policies, spec.name)) {
@@ -309,11 +316,17 @@ export class QueueWorker {
     return { scenario, policy, entry, weights: spec.weights };
   }
 
-  private scenario(source: string, options: { [key: string]: string }): Promise<Scenario> {
-    const key = JSON.stringify([source, Object.entries(options).sort()]);
+  private scenario(job: RolloutJobData['scenario']): Promise<Scenario> {
+    const { id, source, options } = job;
+    const key = JSON.stringify([id, source, Object.entries(options).sort()]);
     let s = this.scenarios.get(key);
     if (!s) {
-      s = this.options.loadScenario(source, options);
+      // A job names a built-in scenario by its id, a scenario of one's own by the coordinator's folder.
+      s = isScenarioPath(source)
+        ? this.options.loadScenario({ id, options, source })
+        : source === id
+          ? this.options.loadScenario({ id, options })
+          : Promise.reject(new AgentR1Error(`the job's scenario source "${source}" is neither a folder nor ${id}`));
       s.catch(() => this.scenarios.delete(key));
       this.scenarios.set(key, s);
     }

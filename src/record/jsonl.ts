@@ -1,4 +1,15 @@
-import { closeSync, createReadStream, openSync, writeSync, fsyncSync } from 'node:fs';
+import {
+  closeSync,
+  createReadStream,
+  existsSync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  openSync,
+  readSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { EpisodeRecord } from '../core/types.ts';
@@ -43,11 +54,60 @@ export async function loadRecords(path: string): Promise<{ records: EpisodeRecor
   return { records, corrupt };
 }
 
+/** A file's torn last line (a write cut short by a crash or a full disk), set aside before appending. */
+export interface TornTail {
+  /** Bytes after the last newline, now removed from the file. */
+  bytes: number;
+  /** Where they were saved. */
+  savedTo: string;
+}
+
+/**
+ * Makes a JSONL file end with a whole line before anything is appended to it: the bytes after its
+ * last newline (a line whose write was cut short) are saved to `FILE.torn-N` and cut off, so a new
+ * record does not start inside a corrupt line. Undefined when the file is absent, empty or whole.
+ */
+export function repairTornTail(path: string): TornTail | undefined {
+  if (!existsSync(path)) return undefined;
+  const fd = openSync(path, 'r+');
+  try {
+    const size = fstatSync(fd).size;
+    if (size === 0) return undefined;
+    const chunk = Buffer.allocUnsafe(64 * 1024);
+    let end = size;
+    let lastNewline = -1;
+    while (end > 0 && lastNewline < 0) {
+      const start = Math.max(0, end - chunk.length);
+      const n = readSync(fd, chunk, 0, end - start, start);
+      const at = chunk.subarray(0, n).lastIndexOf(0x0a);
+      if (at >= 0) lastNewline = start + at;
+      end = start;
+    }
+    const keep = lastNewline + 1;
+    if (keep === size) return undefined;
+    const torn = Buffer.allocUnsafe(size - keep);
+    readSync(fd, torn, 0, torn.length, keep);
+    let k = 1;
+    while (existsSync(`${path}.torn-${k}`)) k++;
+    const savedTo = `${path}.torn-${k}`;
+    writeFileSync(savedTo, torn);
+    ftruncateSync(fd, keep);
+    fsyncSync(fd);
+    return { bytes: torn.length, savedTo };
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /**
  * Appends whole lines, so that an interrupted run leaves a valid JSONL file. Lines are gathered and
  * written together (a write system call costs more than sealing a short episode): at 64 KiB, at the
  * latest 100 ms after the first waiting line, and on `flush`/`close`. A hard kill can lose the last
  * 100 ms of lines, never half of one. A failed background write is thrown by the next call.
+ *
+ * A write that fails (a full disk) takes back what it wrote of its lines: the file is cut back to
+ * its last whole line and the error thrown, so the lines after it never follow a torn one. Opened to
+ * append, a file whose last line is torn is repaired first (`repaired` says what was set aside).
  *
  * A line waits as UTF-8 bytes, not as a string: a waiting string (and the record text it is cut
  * from) would outlive young-generation GCs and be copied by each, and Node 20's Buffer.from encodes
@@ -64,6 +124,10 @@ export class RecordWriter {
   private timer: NodeJS.Timeout | undefined;
   private failure: unknown;
   private closed = false;
+  /** Bytes of whole lines in the file (undefined where that cannot be known: a pipe, a device). */
+  private size: number | undefined;
+  /** What was set aside from the end of the file before appending to it, if anything. */
+  readonly repaired: TornTail | undefined;
 
   /** `append`: add to an existing file (a server that restarts keeps its earlier records). */
   constructor(
@@ -71,7 +135,10 @@ export class RecordWriter {
     options: { append?: boolean } = {},
   ) {
     makeDir(dirname(path));
+    if (options.append) this.repaired = this.withPath(() => repairTornTail(path));
     this.fd = openSync(path, options.append ? 'a' : 'w');
+    const stat = fstatSync(this.fd);
+    this.size = stat.isFile() ? stat.size : undefined;
   }
 
   write(record: EpisodeRecord): void {
@@ -92,9 +159,25 @@ export class RecordWriter {
     if (used === 0) return;
     this.used = 0;
     this.withPath(() => {
-      // A pipe may take part of a large write; a file takes it whole.
-      for (let at = 0; at < used; ) at += writeSync(this.fd, this.bytes, at, used - at);
+      try {
+        // A pipe may take part of a large write; a file takes it whole, or fails part way (full).
+        for (let at = 0; at < used; ) at += writeSync(this.fd, this.bytes, at, used - at);
+      } catch (err) {
+        this.takeBack();
+        throw err;
+      }
     });
+    if (this.size !== undefined) this.size += used;
+  }
+
+  /** Cuts the file back to its last whole line after a failed write (best effort: the write's error is the one thrown). */
+  private takeBack(): void {
+    if (this.size === undefined) return;
+    try {
+      ftruncateSync(this.fd, this.size);
+    } catch {
+      // nothing more to do: the next open in append mode repairs the tail
+    }
   }
 
   /** Encodes a line and its newline after the waiting ones: flushed first if it does not fit. */
@@ -147,9 +230,9 @@ export class RecordWriter {
   }
 
   /** A write error (a full disk) names the file: errors of fd calls carry no path. */
-  private withPath(write: () => void): void {
+  private withPath<T>(write: () => T): T {
     try {
-      write();
+      return write();
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
       if (e.code && e.path === undefined) e.path = this.path;

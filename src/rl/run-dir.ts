@@ -43,9 +43,18 @@ export async function readLatest(outDir: string): Promise<LatestPointer | null> 
   return parsed;
 }
 
+/** Temporary checkpoint folders (`checkpoints/.tmp-step-…`) a failed or killed save left behind. */
+async function removeStaleTemps(root: string): Promise<void> {
+  if (!existsSync(root)) return;
+  for (const n of await readdir(root))
+    if (n.startsWith('.tmp-')) await rm(join(root, n), { recursive: true, force: true });
+}
+
 /**
  * Writes a checkpoint atomically: `fill` writes into a temporary directory, which is then renamed
- * into place, and only then does latest.json move to it. Keeps the newest `keep` checkpoints.
+ * into place, and only then does latest.json move to it. Keeps the newest `keep` checkpoints. A
+ * save that fails removes its temporary folder; one killed part way leaves it, and the next save
+ * (or a resume) removes it.
  */
 export async function writeCheckpoint(
   outDir: string,
@@ -59,11 +68,17 @@ export async function writeCheckpoint(
   const tmp = join(root, `.tmp-${name}-${process.pid}`);
   await rm(tmp, { recursive: true, force: true });
   makeDir(tmp);
-  await fill(tmp);
+  try {
+    await fill(tmp);
+  } catch (err) {
+    await rm(tmp, { recursive: true, force: true }).catch(() => {});
+    throw err;
+  }
   const final = join(root, name);
   await rm(final, { recursive: true, force: true });
   await rename(tmp, final);
   await writeFileAtomic(join(outDir, 'latest.json'), JSON.stringify({ step, dir: join('checkpoints', name) }));
+  await removeStaleTemps(root);
   const old = (await readdir(root)).filter((n) => /^step-\d+$/.test(n)).sort();
   for (const n of old.slice(0, Math.max(0, old.length - keep)))
     await rm(join(root, n), { recursive: true, force: true });
@@ -84,6 +99,7 @@ export async function prepareRunDir(outDir: string, configJson: unknown, resume:
         `${outDir} holds a run with another config; --resume needs the same options (see ${path})`,
       );
     }
+    await removeStaleTemps(join(outDir, 'checkpoints'));
     return;
   }
   if (resume && existsSync(join(outDir, 'latest.json')))

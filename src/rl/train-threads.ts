@@ -11,6 +11,7 @@ import {
 } from '../policy/tfjs/data-parallel.ts';
 import type { ModelConfig } from '../policy/tfjs/model-config.ts';
 import type { GPTModel } from '../policy/tfjs/model.ts';
+import { MAX_TRAIN_THREADS } from '../rollout/worker-count.ts';
 import { workerEntryUrl } from '../rollout/worker-entry.ts';
 
 /** A replica's task failed (its error, rethrown here), or replicas kept dying on one micro-batch. */
@@ -140,13 +141,25 @@ export class TrainThreads implements GradientExecutor {
 
 /**
  * The replicas for `--train-threads N` on `backend`: none for one thread, or where the backend
- * cannot load in threads (then `note` says why, to be said once).
+ * cannot load in threads; never more threads than `cores` (each replica is a model copy and a
+ * thread; past the cores they only contend, and thousands exhaust memory). The weights are the same
+ * for any number. `note` says why fewer than asked, to be said once.
  */
 export function trainReplicas(
   backend: string,
   requested: number = availableParallelism(),
+  cores: number = availableParallelism(),
 ): { replicas?: TrainThreads; threads: number; note?: string } {
-  const { threads, note } = trainThreadsFor(backend, requested);
+  if (!(Number.isInteger(requested) && requested >= 1 && requested <= MAX_TRAIN_THREADS))
+    throw new ReplicaError(`training threads must be an integer from 1 to ${MAX_TRAIN_THREADS}, got ${requested}`);
+  const capped = Math.min(requested, Math.max(1, cores));
+  const byBackend = trainThreadsFor(backend, capped);
+  const threads = byBackend.threads;
+  const note =
+    byBackend.note ??
+    (capped < requested
+      ? `training on ${capped} threads: ${requested} asked, this machine has ${cores} cores`
+      : undefined);
   return {
     threads,
     ...(note ? { note } : {}),

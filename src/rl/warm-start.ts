@@ -4,7 +4,7 @@ import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
 import type { ModelConfig } from '../policy/tfjs/model-config.ts';
-import { trainSft } from '../policy/tfjs/sft.ts';
+import { type ContextCut, trainSft } from '../policy/tfjs/sft.ts';
 import type { Chunking } from '../policy/tfjs/tokenizer.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { RolloutSummary } from '../rollout/summary.ts';
@@ -51,6 +51,8 @@ export interface WarmStartResult {
   /** Demonstrations trained on, and their share that succeeded. */
   sequences: number;
   demoSuccess: number;
+  /** Demonstrations the model's context cut (their last actions lost), when any were. */
+  cut?: ContextCut;
   steps: number;
   finalLoss: number;
   seconds: number;
@@ -107,5 +109,6 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
     finalLoss: trained.finalLoss,
     seconds: (performance.now() - t0) / 1000,
     parameters: model.parameterCount(),
+    ...(trained.cut ? { cut: trained.cut } : {}),
   };
 }

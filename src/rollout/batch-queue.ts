@@ -99,7 +99,8 @@ export class BatchQueue {
       if (typeof id === 'string') this.policy.release?.(id);
       return;
     }
-    if (type === 'records') return;
+    // Records and heartbeats are the executor's.
+    if (type === 'records' || type === 'alive') return;
     const parsed = requestSchema.safeParse(message);
     if (!parsed.success) {
       this.counters.rejected++;

@@ -15,6 +15,8 @@ export interface EpisodeContext {
   /** Accumulates the time spent inside tools. */
   metrics?: { toolMs: number };
   signal?: AbortSignal;
+  /** Told the position (in `items`) of each episode as it starts (a worker marks it for the watchdog). */
+  onStart?: (position: number) => void;
 }
 
 /**
@@ -40,7 +42,9 @@ export async function playEpisodes(
         yielded = performance.now();
       }
       if (signal?.aborted || next >= items.length) break;
-      const item = items[next++]!;
+      const position = next++;
+      const item = items[position]!;
+      context.onStart?.(position);
       const record = await runEpisode({
         scenario: context.scenario,
         task: item.task,

@@ -23,7 +23,9 @@ export type WorkerMessage =
   | { type: 'generate'; id: number; rows: GenerateRow[] }
   | { type: 'release'; episodeId: string }
   /** Finished episodes, as their sealed JSONL lines. */
-  | { type: 'records'; lines: string[] };
+  | { type: 'records'; lines: string[] }
+  /** The worker's event loop turns (sent every `heartbeatMs` once its scenario and policy are ready); its threadId. */
+  | { type: 'alive'; thread: number };
 
 export type ServerMessage =
   | { type: 'generated'; id: number; outputs: PolicyOutput[] }
@@ -61,6 +63,10 @@ export interface RolloutTask {
   /** Episodes in flight at once inside the worker. */
   concurrency: number;
   port: MessagePort;
+  /** How often the worker says it is alive; absent: never (nobody watches). */
+  heartbeatMs?: number;
+  /** One slot per item (SharedArrayBuffer): the worker sets an item's to 1 when its episode starts. */
+  started?: Int32Array;
 }
 
 export interface RolloutTaskResult {

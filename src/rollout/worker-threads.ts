@@ -16,6 +16,7 @@ import type { EpisodePlanItem } from './plan.ts';
 import type { RolloutTask, RolloutTaskResult, WorkerMessage, WorkerPolicySpec } from './protocol.ts';
 import { recordFromTrustedLine } from '../record/record.ts';
 import { errorRecord } from './error-record.ts';
+import { watchThread, WorkerStalledError } from './watchdog.ts';
 import { workerEntryUrl } from './worker-entry.ts';
 import { isScenarioPath } from '../scenario/load.ts';
 
@@ -45,6 +46,22 @@ export interface WorkerThreadsOptions {
   policyCopies?: { backend: string };
   /** Tasks a worker runs at once (default 4: episodes mostly wait, on tools or on the policy). */
   tasksPerWorker?: number;
+  /**
+   * How long a worker thread's event loop may stay blocked while it plays episodes before the thread
+   * is terminated as stuck (scenario code that never yields: a loop in a tool). Default:
+   * stallDeadlineMs(config), twice the tool timeout and 5 s, at least 15 s.
+   */
+  stallTimeoutMs?: number;
+}
+
+/**
+ * How long a worker thread may go without its event loop turning before it is judged stuck: a tool
+ * may compute synchronously for up to its timeout (which cannot be enforced while it holds the
+ * thread), so twice that, and 5 s for everything else an episode does between two awaits; at least
+ * 15 s, so that a slow machine's long generation is not taken for a hang.
+ */
+export function stallDeadlineMs(config: { toolTimeoutMs: number }): number {
+  return Math.max(15_000, 2 * config.toolTimeoutMs + 5_000);
 }
 
 /** A policy whose weights can be written as a checkpoint, so a worker can load a copy. */
@@ -106,6 +123,7 @@ export class WorkerThreads implements RolloutExecutor {
     // task's place: a run of 100000 episodes in chunks of 256 saw its fourth chunk start 70th).
     const inFlight = pLimit(workers * this.tasksPerWorker);
     const maxAttempts = this.options.maxAttempts ?? 3;
+    const stallMs = this.options.stallTimeoutMs ?? stallDeadlineMs(batch.config);
     const source = this.options.scenarioSource ?? batch.scenario.source ?? batch.scenario.id;
     const url = workerEntryUrl({ userScenario: isScenarioPath(source) });
     const pool = await this.poolFor(url);
@@ -118,13 +136,26 @@ export class WorkerThreads implements RolloutExecutor {
       emit(record);
     };
 
-    const runTask = async (part: EpisodePlanItem[], on: Piscina): Promise<{ crashed: boolean; error?: unknown }> => {
+    type TaskOutcome =
+      | { crashed: false }
+      | { crashed: true; error: unknown; stalled: false }
+      /** `suspects`: the items whose episodes had started and not finished when the thread was stopped. */
+      | { crashed: true; error: WorkerStalledError; stalled: true; suspects: EpisodePlanItem[] };
+
+    const runTask = async (part: EpisodePlanItem[], on: Piscina): Promise<TaskOutcome> => {
       const { port1, port2 } = new MessageChannel();
       queue?.attach(port1);
       const closed = new Promise<void>((resolve) => port1.once('close', () => resolve()));
+      // Not Piscina's abort, which would make the task run alone on its thread: the thread is found
+      // by the id its heartbeat gives and terminated (every task on it fails, as in a crash).
+      let thread: number | undefined;
+      const watch = watchThread(stallMs, () => on.threads.find((w) => w.threadId === thread)?.terminate());
       port1.on('message', (m: WorkerMessage) => {
-        if (m.type === 'records') for (const line of m.lines) accept(recordFromTrustedLine(line));
+        watch.heard();
+        if (m.type === 'alive') thread = m.thread;
+        else if (m.type === 'records') for (const line of m.lines) accept(recordFromTrustedLine(line));
       });
+      const started = new Int32Array(new SharedArrayBuffer(4 * part.length));
       const task: RolloutTask = {
         scenario: { source, options: batch.scenario.options },
         policy: spec,
@@ -133,6 +164,8 @@ export class WorkerThreads implements RolloutExecutor {
         items: part,
         concurrency,
         port: port2 as unknown as MessagePort,
+        heartbeatMs: watch.heartbeatMs,
+        started,
       };
       try {
         const result = (await on.run(task, { transferList: [port2 as never], signal })) as RolloutTaskResult;
@@ -140,28 +173,33 @@ export class WorkerThreads implements RolloutExecutor {
         await closed;
         return { crashed: false };
       } catch (error) {
-        return { crashed: true, error };
+        if (!watch.stalled || signal?.aborted) return { crashed: true, error, stalled: false };
+        const suspects = part.filter((item, k) => Atomics.load(started, k) === 1 && !done.has(item.index));
+        return { crashed: true, error: new WorkerStalledError(stallMs), stalled: true, suspects };
       } finally {
+        watch.stop();
         port1.close();
       }
     };
 
     // A crash fails every task in flight on that worker, not only the culprit's. An episode that has
-    // been in too many crashes is played alone, one at a time, in a pool of its own: if it crashes
-    // there, it is the culprit and is recorded as an error.
+    // been in too many crashes is played alone, in a pool of its own (one task per thread): if it
+    // crashes there, it is the culprit and is recorded as an error. A thread stuck in scenario code
+    // that never yields is terminated by the watchdog; the episodes it had under way are played alone
+    // at once (a hang repeats, and each costs a deadline), the ones it had not started again as usual.
     let quarantine: Piscina | undefined;
-    let quarantineQueue: Promise<void> = Promise.resolve();
-    const isolate = (item: EpisodePlanItem) => {
-      quarantineQueue = quarantineQueue.then(async () => {
-        quarantine ??= createPool(url, 1, 1);
+    const alone = pLimit(workers);
+    const isolate = (item: EpisodePlanItem) =>
+      alone(async () => {
+        quarantine ??= createPool(url, workers, 1);
         const outcome = await runTask([item], quarantine);
         if (!outcome.crashed || signal?.aborted) return;
         crashes++;
-        if (!done.has(item.index))
-          accept(errorRecord(batch, item, `worker crashed on every attempt: ${errorText(outcome.error)}`));
+        const why = outcome.stalled
+          ? errorText(outcome.error)
+          : `worker crashed on every attempt: ${errorText(outcome.error)}`;
+        if (!done.has(item.index)) accept(errorRecord(batch, item, why));
       });
-      return quarantineQueue;
-    };
 
     const runChunk = async (part: EpisodePlanItem[]): Promise<void> => {
       const outcome = await inFlight(() => runTask(part, pool));
@@ -169,12 +207,13 @@ export class WorkerThreads implements RolloutExecutor {
       // A copy that fails is not retried here: its caller plays the rest another way (see replica).
       if (spec.kind === 'copy') throw outcome.error;
       crashes++;
+      const suspects = new Set(outcome.stalled ? outcome.suspects.map((i) => i.index) : []);
       const retry: EpisodePlanItem[] = [];
       const isolated: Promise<void>[] = [];
       for (const item of part.filter((i) => !done.has(i.index))) {
         const n = (attempts.get(item.index) ?? 1) + 1;
         attempts.set(item.index, n);
-        if (n > maxAttempts) isolated.push(isolate(item));
+        if (n > maxAttempts || suspects.has(item.index)) isolated.push(isolate(item));
         else retry.push(item);
       }
       await Promise.all([retry.length > 0 ? runChunk(retry) : undefined, ...isolated]);

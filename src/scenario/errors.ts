@@ -20,3 +20,22 @@ export class ScenarioFolderMissingError extends UsageError {
     );
   }
 }
+
+/**
+ * A record (or a queue job) that names a scenario folder the user did not name. Its code is not
+ * run: a record is data, and whoever wrote it does not decide what runs here. A usage error.
+ */
+export class UntrustedScenarioError extends UsageError {
+  constructor(
+    readonly scenarioId: string,
+    readonly source: string,
+    /** The scenarios the user did name, and what each is (`DIR is scenario X`). */
+    readonly named: readonly string[] = [],
+  ) {
+    super(
+      `scenario ${scenarioId} comes from the folder ${source}, which you have not named: a scenario ` +
+        `folder's code runs only when you pass it (--scenario ${source}, after reading it)` +
+        (named.length > 0 ? `; ${named.join(', ')}` : ''),
+    );
+  }
+}

@@ -1,8 +1,7 @@
-import { existsSync, statSync } from 'node:fs';
+import { existsSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, resolve, sep } from 'node:path';
-import type { EpisodeRecord } from '../core/types.ts';
-import { ScenarioError, ScenarioOptionsError } from '../core/errors.ts';
-import { ScenarioFolderMissingError, UnknownScenarioError } from './errors.ts';
+import { ScenarioError, ScenarioOptionsError, UsageError } from '../core/errors.ts';
+import { ScenarioFolderMissingError, UnknownScenarioError, UntrustedScenarioError } from './errors.ts';
 import type { Scenario, ScenarioDefinition } from './scenario.ts';
 import { importUserModule, scenarioEntry } from './user-module.ts';
 
@@ -76,19 +75,71 @@ export async function loadScenario(
   throw new UnknownScenarioError(name, Object.keys(registry));
 }
 
+/** What a record (or a queue job) says about the scenario it was played in. */
+export interface RecordedScenario {
+  id: string;
+  options: { [key: string]: string };
+  /** The folder it was loaded from, as the record says (data: never loaded unless the user named it). */
+  source?: string;
+}
+
 /**
- * The scenario a record was played in: `override` when given (a folder or a built-in name: where a
- * moved folder is now), else the folder the record names, else the built-in scenario of its id.
+ * A built-in scenario by its id, from the registry only: a record's id is data, so a path-like id
+ * ("../x") is an unknown name here, never a folder.
+ */
+export async function builtinScenario(
+  id: string,
+  registry: ScenarioRegistry,
+  options: { [key: string]: string } = {},
+): Promise<Scenario> {
+  const entry = Object.hasOwn(registry, id) ? registry[id] : undefined;
+  if (!entry) throw new UnknownScenarioError(id, Object.keys(registry));
+  return instantiateScenario((await entry()).default, options);
+}
+
+/** Whether a folder the user named is the folder a record names (the same path, or the same folder through a link). */
+function sameFolder(named: string, recorded: string): boolean {
+  const [a, b] = [resolve(named), resolve(recorded)];
+  if (a === b) return true;
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The scenario a record (or a queue job) was played in, taken only from what the user trusts: the
+ * built-in scenarios, and the scenarios the user named (`named`: the `--scenario` values of the
+ * command, folders or built-in names). A record names the folder it came from, but a record is data
+ * (anyone can edit one and reseal its checksum), so that folder's code runs only when the user named
+ * it. In order: a named folder at the path the record gives; a named scenario with the record's id
+ * (a folder that moved, or a changed copy of a built-in one); the built-in scenario of that id, when
+ * the record names no folder. A record that names a folder nobody named fails with
+ * UntrustedScenarioError (or ScenarioFolderMissingError when nothing is there any more).
  */
 export async function loadRecordScenario(
-  recorded: EpisodeRecord['scenario'],
+  recorded: RecordedScenario,
   registry: ScenarioRegistry,
-  override?: string,
+  named: string | readonly string[] = [],
 ): Promise<Scenario> {
-  if (override !== undefined) return loadScenario(override, registry, recorded.options);
-  if (recorded.source !== undefined) {
-    if (!scenarioEntry(recorded.source)) throw new ScenarioFolderMissingError(recorded.id, recorded.source);
-    return loadScenarioFolder(recorded.source, recorded.options);
+  const trusted = typeof named === 'string' ? [named] : named;
+  const { source, options } = recorded;
+  if (source !== undefined) {
+    const folder = trusted.find((n) => isScenarioPath(n) && sameFolder(n, source));
+    if (folder !== undefined) return loadScenarioFolder(folder, options);
   }
-  return loadScenario(recorded.id, registry, recorded.options);
+  const others: string[] = [];
+  for (const name of trusted) {
+    const scenario = await loadScenario(name, registry, options);
+    if (scenario.id === recorded.id) return scenario;
+    others.push(`${name} is scenario ${scenario.id}`);
+  }
+  if (source === undefined) {
+    if (Object.hasOwn(registry, recorded.id) || others.length === 0)
+      return builtinScenario(recorded.id, registry, options);
+    throw new UsageError(`the records were played in scenario ${recorded.id}, but ${others.join(', ')}`);
+  }
+  if (!scenarioEntry(resolve(source))) throw new ScenarioFolderMissingError(recorded.id, source);
+  throw new UntrustedScenarioError(recorded.id, source, others);
 }

@@ -1,6 +1,7 @@
 // agent-r1-ts/view: the episode viewer and the HTML report. Both replay episodes with the scenarios
-// they are given (`scenarios`, a registry like the CLI's built-in one), a scenario folder a record
-// names (its `scenario.source`), or the one `scenario` option points at (a moved folder).
+// they are given: `scenarios`, a registry like the CLI's built-in one, and the folders the `scenario`
+// option names. A folder a record names (its `scenario.source`) is not loaded unless it is one of
+// those: a record does not decide what code runs (see loadRecordScenario).
 export { startViewer, ViewerApp } from './server.ts';
 export type { Viewer, ViewerOptions } from './server.ts';
 export { buildReport } from './report.ts';

@@ -1,4 +1,5 @@
 import { episodeMachine } from '../../machines/episode.ts';
+import { UsageError } from '../core/errors.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
 import { loadRecordScenario, type ScenarioRegistry } from '../scenario/load.ts';
@@ -18,8 +19,13 @@ export interface ReportOptions {
   replay?: boolean;
   /** The scenarios records may name, to replay episodes and draw world machines (the CLI: the built-in ones). */
   scenarios?: ScenarioRegistry;
-  /** Load every record's scenario from here (a folder or name) instead of what the records name: a moved folder. */
-  scenario?: string;
+  /**
+   * The scenario folders (or built-in names) the user trusts: a record's scenario is loaded from one
+   * of these or the registry, never from the folder the record names unless it is one of these.
+   */
+  scenario?: string | readonly string[];
+  /** Hears what the report could not do and the user can fix (a scenario folder not named), once each. */
+  onWarning?: (line: string) => void;
 }
 
 /** Best, median and worst episodes by total reward (ties broken by file order), without repeats. */
@@ -69,13 +75,18 @@ export async function buildReport(dir: string, options: ReportOptions = {}): Pro
   const { decode } = await loadTokenDecoder(info.tokenizerPath);
   const episodeGraph = machineGraph(episodeMachine);
   const examples: Html[] = [];
+  const warned = new Set<string>();
+  const warn = (line: string) => {
+    if (!warned.has(line)) options.onWarning?.(line);
+    warned.add(line);
+  };
   for (const pick of pickExamples(episodes)) {
     const record = index!.tryRead(pick.ordinal);
     if (!('turns' in record)) {
       examples.push(html`<div class="warn">${pick.label} episode: ${record.message}</div>`);
       continue;
     }
-    const { replay, worldGraph } = await replayAndWorld(record, options);
+    const { replay, worldGraph } = await replayAndWorld(record, options, warn);
     examples.push(html`<section class="example" data-example="${pick.label}"><h2>${pick.label[0]!.toUpperCase() + pick.label.slice(1)} episode: ${record.episodeId} (total reward ${fmtNumber(record.totalReward)})</h2>
       ${episodeView({ record, episodeGraph, worldGraph, replay, decode, compact: true })}</section>`);
   }
@@ -91,6 +102,7 @@ export async function buildReport(dir: string, options: ReportOptions = {}): Pro
 async function replayAndWorld(
   record: EpisodeRecord,
   options: ReportOptions,
+  warn: (line: string) => void,
 ): Promise<{ replay?: ReplayResult | { error: string }; worldGraph?: ReturnType<typeof machineGraph> }> {
   const replay = options.replay ?? true;
   try {
@@ -103,6 +115,7 @@ async function replayAndWorld(
       return { replay: { error: err instanceof Error ? err.message : String(err) }, worldGraph };
     }
   } catch (err) {
+    if (err instanceof UsageError) warn(err.message);
     return {
       replay: replay
         ? {

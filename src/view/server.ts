@@ -30,8 +30,11 @@ export interface ViewerOptions {
   port?: number;
   /** The scenarios records may name, to replay episodes and draw world machines (the CLI: the built-in ones). */
   scenarios?: ScenarioRegistry;
-  /** Load every record's scenario from here (a folder or name) instead of what the records name: a moved folder. */
-  scenario?: string;
+  /**
+   * The scenario folders (or built-in names) the user trusts: a record's scenario is loaded from one
+   * of these or the registry, never from the folder the record names unless it is one of these.
+   */
+  scenario?: string | readonly string[];
 }
 
 export interface Viewer {
@@ -74,8 +77,8 @@ export class ViewerApp {
   constructor(
     dirs: readonly string[],
     private readonly registry: ScenarioRegistry = {},
-    /** Where to load every record's scenario from instead (a moved folder). */
-    private readonly scenarioOverride?: string,
+    /** The scenario folders (or names) the user named: the only folders whose code runs here. */
+    private readonly trusted: string | readonly string[] = [],
   ) {
     if (dirs.length === 0) throw new ViewRequestError('give at least one run directory');
     const names = runNames(dirs);
@@ -142,7 +145,7 @@ export class ViewerApp {
     const key = canonicalJson(record.scenario);
     let s = this.scenarios.get(key);
     if (!s) {
-      s = loadRecordScenario(record.scenario, this.registry, this.scenarioOverride).catch((err: unknown) =>
+      s = loadRecordScenario(record.scenario, this.registry, this.trusted).catch((err: unknown) =>
         err instanceof Error ? err : new Error(String(err)),
       );
       this.scenarios.set(key, s);

@@ -1,7 +1,11 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import test from 'ava';
 import { z } from 'zod';
 import { checkScenario, checkScenarioDir, checkScenarioModule, checkTools } from '../../src/app/check-scenario.ts';
 import { innerDifference } from '../../src/app/check-determinism.ts';
+import { checkScenarioDirInThread } from '../../src/app/check-in-thread.ts';
 import { cli } from '../helpers/cli.ts';
 import { calculator } from '../../scenarios/calculator/index.ts';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
@@ -168,6 +172,12 @@ test.serial(
         /recorded tool results.*field outcome\.reward differs \(recorded: 1; replayed: 0\).*syncEffects/,
       ],
       [
+        'key-order',
+        'problems',
+        'policies.expert replay',
+        /replayed with live tools, .*field results\[0\]\.content differs.*likely cause: a tool's result depends on the order of an object's keys: a record stores objects with their keys sorted/,
+      ],
+      [
         'failing-expert',
         'warnings',
         'policies.expert expert',
@@ -188,6 +198,13 @@ test.serial(
     const json = cli(['scenario', 'check', `${FLAWED}/random-tool`, '--json']);
     t.is(json.code, 2, json.stderr);
     t.false((json.lastJson() as { ok: boolean }).ok);
+    // What failed is a ✗ line, never a ✓ one.
+    const ticks = cli(['scenario', 'check', `${FLAWED}/random-tool`]).stdout.split('\n');
+    t.true(ticks.some((l) => l.startsWith('  ✗ policies.expert [nondeterminism]')));
+    t.deepEqual(
+      ticks.filter((l) => l.startsWith('  ✓') && /policies\.expert: \d+ episodes|differ|diverged/.test(l)),
+      [],
+    );
     const human = cli(['scenario', 'check', `${FLAWED}/failing-expert`]);
     t.is(human.code, 2);
     t.regex(human.stdout, /1 warning\n {2}⚠ policies\.expert \[expert\]/);
@@ -224,4 +241,40 @@ test('innerDifference names the path of the first differing leaf', (t) => {
   });
   t.deepEqual(innerDifference({ content: 'x', data: { n: 1 } }, { content: 'y', data: { n: 2 } }).path, '.data.n');
   t.deepEqual(innerDifference(1, 2), { path: '', a: 1, b: 2 });
+});
+
+test.serial(
+  'a tool that never yields: scenario check stops that policy at its deadline (a hang problem), checks the rest, exits 2',
+  async (t) => {
+    const started = performance.now();
+    // 3 s an episode: the lazy policy's episodes, played again in a fresh worker thread (which loads
+    // the folder), finish well within theirs even on a loaded machine.
+    const result = await checkScenarioDirInThread(`${FLAWED}/busy-tool`, { episodeTimeoutMs: 3000 });
+    t.deepEqual(
+      result.problems.map((p) => `${p.where} ${p.kind}`),
+      ['policies.expert hang'],
+    );
+    t.regex(
+      result.problems[0]!.message,
+      /^an episode of policies\.expert kept its thread busy for over 3000 ms without yielding: scenario code that never returns/,
+    );
+    t.true(result.checked.includes('policies.lazy: finished (answered) in 1 turns, success false'));
+    t.true(result.checked.some((c) => /^policies\.lazy: 4 episodes played .*identical bytes/.test(c)));
+    t.true((performance.now() - started) / 1000 < 30);
+    const printed = cli(['scenario', 'check', `${FLAWED}/busy-tool`, '--timeout', '3000'], { timeout: 90_000 });
+    t.is(printed.code, 2, printed.stderr);
+    t.regex(printed.stdout, /^ {2}✗ policies\.expert \[hang\]: an episode of policies\.expert kept its thread busy/m);
+  },
+);
+
+test('a scenario whose module loops at import: the check ends with a hang at load', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-r1-busy-load-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'index.mjs'), 'const a = new Int32Array(1);\nwhile (true) Atomics.load(a, 0);\n');
+  const result = await checkScenarioDirInThread(dir, { episodeTimeoutMs: 500, setupTimeoutMs: 2000 });
+  t.deepEqual(
+    result.problems.map((p) => `${p.where} ${p.kind}`),
+    ['load hang'],
+  );
+  t.regex(result.problems[0]!.message, /^importing the scenario module kept its thread busy for over 2000 ms/);
 });

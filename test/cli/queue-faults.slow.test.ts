@@ -31,7 +31,7 @@ const runArgs = [
   ...['--scenario', FAULTY, '--policy', 'script', '--episodes', String(EPISODES), '--seed', '3', '--max-turns', '6'],
   ...Object.entries(options).flatMap(([k, v]) => ['--option', `${k}=${v}`]),
 ];
-const fast = ['--lock-duration', '1500', '--stalled-interval', '500'];
+const fast = ['--scenario', FAULTY, '--lock-duration', '1500', '--stalled-interval', '500'];
 
 let expected: string | undefined;
 /** The records of the same run on one machine (--workers 1), computed once. */
@@ -172,7 +172,9 @@ test.serial(
     t.timeout(4 * 60_000);
     const { redis, workers } = await setUp(t, true);
     const wanted = localRecords(t);
-    workers.push(spawnWorker(redis.url, 'a', ['--lock-duration', '5000', '--stalled-interval', '1000']));
+    workers.push(
+      spawnWorker(redis.url, 'a', ['--scenario', FAULTY, '--lock-duration', '5000', '--stalled-interval', '1000']),
+    );
     const out = join(tmp(), 'run');
     const args = ['rollout', ...runArgs, '--queue', redis.url, '--chunk', '4', '--out', out];
     const run = spawnCli(args);

@@ -11,44 +11,57 @@ import { calculator } from '../../scenarios/calculator/index.ts';
 import { cli, repoRoot } from '../helpers/cli.ts';
 
 // A scenario folder of one's own (the world-machine template, which imports 'agent-r1-ts' by name):
-// its records name the folder, so replay, report, the viewer and export load it with no flag.
+// its records name the folder; replay, report, the viewer and export load it when the user names it
+// (--scenario DIR), never on a record's word (test/cli/trust.test.ts).
 const FOLDER = 'scenarios/templates/world-machine';
 const scratch = mkdtempSync(join(tmpdir(), 'agent-r1-folder-'));
 const run = join(scratch, 'run');
 test.after.always(() => rmSync(scratch, { recursive: true, force: true }));
 
-test.serial('a folder scenario: rolled out, its records name the folder; replay, report and export find it', (t) => {
-  const out = cli([
-    'rollout',
-    '--scenario',
-    FOLDER,
-    '--policy',
-    'expert',
-    '--episodes',
-    '3',
-    '--workers',
-    '0',
-    '--out',
-    run,
-  ]);
-  t.is(out.code, 0, out.stderr);
-  const lines = readFileSync(join(run, 'episodes.jsonl'), 'utf8').trim().split('\n');
-  t.true(lines.every((l) => JSON.parse(l).scenario.source === resolve(repoRoot, FOLDER)));
-  const replay = cli(['replay', join(run, 'episodes.jsonl'), '--json']);
-  t.is(replay.code, 0, replay.stderr);
-  t.like(replay.lastJson(), { episodes: 3, verified: 3 });
-  const report = cli(['report', run, '--out', join(scratch, 'report.html')]);
-  t.is(report.code, 0, report.stderr);
-  const html = readFileSync(join(scratch, 'report.html'), 'utf8');
-  t.regex(html, /world machine hvac: states named/, 'the world machine is drawn');
-  t.regex(html, /replay verified/);
-  t.notRegex(html, /could not be loaded/);
-  const exported = cli(['export', run, '--format', 'messages', '--out', join(scratch, 'rows.jsonl')]);
-  t.is(exported.code, 0, exported.stderr);
-});
+test.serial(
+  'a folder scenario: rolled out, its records name the folder; replay, report and export load it when named',
+  (t) => {
+    const out = cli([
+      'rollout',
+      '--scenario',
+      FOLDER,
+      '--policy',
+      'expert',
+      '--episodes',
+      '3',
+      '--workers',
+      '0',
+      '--out',
+      run,
+    ]);
+    t.is(out.code, 0, out.stderr);
+    const lines = readFileSync(join(run, 'episodes.jsonl'), 'utf8').trim().split('\n');
+    t.true(lines.every((l) => JSON.parse(l).scenario.source === resolve(repoRoot, FOLDER)));
+    const replay = cli(['replay', join(run, 'episodes.jsonl'), '--scenario', FOLDER, '--json']);
+    t.is(replay.code, 0, replay.stderr);
+    t.like(replay.lastJson(), { episodes: 3, verified: 3 });
+    const report = cli(['report', run, '--scenario', FOLDER, '--out', join(scratch, 'report.html')]);
+    t.is(report.code, 0, report.stderr);
+    const html = readFileSync(join(scratch, 'report.html'), 'utf8');
+    t.regex(html, /world machine hvac: states named/, 'the world machine is drawn');
+    t.regex(html, /replay verified/);
+    t.notRegex(html, /could not be loaded/);
+    const exported = cli([
+      'export',
+      run,
+      '--scenario',
+      FOLDER,
+      '--format',
+      'messages',
+      '--out',
+      join(scratch, 'rows.jsonl'),
+    ]);
+    t.is(exported.code, 0, exported.stderr);
+  },
+);
 
 test.serial('the viewer draws a folder scenario world machine and shows its replay verdict', async (t) => {
-  const app = new ViewerApp([run], {});
+  const app = new ViewerApp([run], {}, [FOLDER]);
   const page = await app.handle('/run/0/episode/0', new URLSearchParams());
   t.is(page.status, 200);
   t.regex(page.body, /world machine hvac/);

@@ -79,10 +79,14 @@ test.serial(
         .every((line) => JSON.parse(line).scenario.source === project),
     );
 
-    const replay = agentR1(project, ['replay', 'runs/w0/episodes.jsonl', '--json']);
+    // The records name this folder; it runs when named (--scenario .), never on a record's word.
+    const untrusted = agentR1(project, ['replay', 'runs/w0/episodes.jsonl']);
+    t.is(untrusted.code, 2);
+    t.regex(untrusted.stderr, /which you have not named: .*\(--scenario .*thermostat, after reading it\)/);
+    const replay = agentR1(project, ['replay', 'runs/w0/episodes.jsonl', '--scenario', '.', '--json']);
     t.is(replay.code, 0, replay.all);
     t.like(JSON.parse(replay.stdout.trim().split('\n').at(-1)!), { episodes: 12, verified: 12, diverged: 0 });
-    const report = agentR1(project, ['report', 'runs/w0']);
+    const report = agentR1(project, ['report', 'runs/w0', '--scenario', '.']);
     t.is(report.code, 0, report.all);
     const html = readFileSync(join(project, 'runs/w0/report.html'), 'utf8');
     t.regex(html, /world machine hvac: states named/);
@@ -91,7 +95,7 @@ test.serial(
     // The viewer, as a user starts it; its episode page draws the world machine and the verdict.
     const viewer = spawn(
       process.execPath,
-      [join(project, 'node_modules/.bin/agent-r1'), 'view', 'runs/w0', '--port', '0'],
+      [join(project, 'node_modules/.bin/agent-r1'), 'view', 'runs/w0', '--scenario', '.', '--port', '0'],
       { cwd: project, env: userEnv },
     );
     try {
@@ -157,7 +161,7 @@ test.serial(
     ]);
     t.is(rolled.code, 0, rolled.all);
     for (const flags of [[], ['--live-tools']]) {
-      const replay = agentR1(project, ['replay', 'runs/expert/episodes.jsonl', '--json', ...flags]);
+      const replay = agentR1(project, ['replay', 'runs/expert/episodes.jsonl', '--scenario', '.', '--json', ...flags]);
       t.is(replay.code, 0, replay.all);
       t.like(JSON.parse(replay.stdout.trim().split('\n').at(-1)!), { episodes: 8, verified: 8, diverged: 0 });
     }

@@ -39,6 +39,18 @@ const errors: Array<[string, string[], RegExp, number]> = [
     2,
   ],
   [
+    '5000 training threads (a usage error, refused before anything loads)',
+    ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--train-threads', '5000'],
+    /option '--train-threads <n>' argument '5000' is invalid. expected at most 256 \(more are capped at the cores anyway\)/,
+    2,
+  ],
+  [
+    'a billion training threads on sft',
+    ['sft', '--scenario', 'calculator', '--out', 'OUT', '--train-threads', '1e9'],
+    /option '--train-threads <n>' argument '1e9' is invalid. expected at most 256/,
+    2,
+  ],
+  [
     'an unknown scenario',
     ['train', '--scenario', 'nope', '--algo', 'grpo', '--out', 'OUT'],
     /unknown scenario "nope"/,
@@ -65,3 +77,35 @@ test.serial('agent-r1 train: an SFT warm start, then GRPO with a replica and 2 t
   t.true(best.model.parameterCount() > 0);
   best.model.dispose();
 });
+
+test.serial(
+  'agent-r1 sft refuses demonstrations longer than --context-length, saying how many and the length that holds them',
+  async (t) => {
+    const out = join(await mkdtemp(join(tmpdir(), 'sft-cli-')), 'ckpt');
+    const r = cli([
+      'sft',
+      '--scenario',
+      'calculator',
+      '--episodes',
+      '6',
+      '--steps',
+      '1',
+      '--context-length',
+      '64',
+      '--out',
+      out,
+    ]);
+    t.is(r.code, 2, r.stderr);
+    t.regex(
+      r.stderr,
+      /^error: 6 of 6 training sequences are longer than --context-length 64 \(the longest: (\d+) tokens, \d+ over\); cut, they would lose their last actions: pass --context-length \1 \(or more\)$/m,
+    );
+    const longest = /pass --context-length (\d+)/.exec(r.stderr)![1]!;
+    const fits = cli([
+      'sft',
+      ...['--scenario', 'calculator', '--episodes', '6', '--steps', '1', '--eval-episodes', '0'],
+      ...['--context-length', longest, '--d-model', '16', '--layers', '1', '--out', out],
+    ]);
+    t.is(fits.code, 0, fits.stderr);
+  },
+);

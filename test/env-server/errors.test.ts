@@ -139,7 +139,8 @@ test('loopback by default: other Host names and web origins are refused; --api-k
 test('HTTP errors: unknown paths, wrong methods, bad JSON, bodies over the limit, /ws without an upgrade', async (t) => {
   const s = await serve({ maxMessageBytes: 1000 });
   const status = async (path: string, init?: RequestInit) => {
-    const res = await fetch(s.url + path, init);
+    const headers: Record<string, string> = init?.body === undefined ? {} : { 'content-type': 'application/json' };
+    const res = await fetch(s.url + path, { ...init, headers });
     return { status: res.status, body: (await res.json()) as { detail: string; code?: string } };
   };
   const missing = await status('/nope');

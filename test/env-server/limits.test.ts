@@ -23,7 +23,11 @@ test('--max-sessions: one more connection gets CAPACITY_REACHED and is closed; a
   const err = await t.throwsAsync(late.reset(), { instanceOf: EnvServerError });
   t.is(err!.code, 'CAPACITY_REACHED');
   // Stateless HTTP calls are sessions too while they run.
-  const busy = await fetch(`${s.url}/reset`, { method: 'POST', body: '{}' });
+  const busy = await fetch(`${s.url}/reset`, {
+    method: 'POST',
+    body: '{}',
+    headers: { 'content-type': 'application/json' },
+  });
   t.is(busy.status, 503);
   t.like(await busy.json(), { code: 'CAPACITY_REACHED' });
   await a.close();

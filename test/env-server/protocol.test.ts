@@ -172,7 +172,11 @@ test('HTTP: /health, /metadata, /schema, /state, and the stateless /reset and /s
   t.like((await get('/state')).body, { episode_id: null, step_count: 0 });
 
   const post = async (path: string, body: unknown) => {
-    const res = await fetch(s.url + path, { method: 'POST', body: JSON.stringify(body) });
+    const res = await fetch(s.url + path, {
+      method: 'POST',
+      body: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+    });
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
   };
   const reset = await post('/reset', { seed: 4 });

@@ -1,13 +1,19 @@
 import { Redis } from 'ioredis';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import { QueueWorker, type QueueWorkerOptions } from '../../src/queue/queue-worker.ts';
-import { loadScenario } from '../../src/scenario/load.ts';
+import { loadRecordScenario, loadScenario } from '../../src/scenario/load.ts';
 import { type RedisServer, startRedis } from './redis.ts';
 
 // In-process helpers for the queue's library tests: a Redis, queue workers, what a run left behind.
 
 export const load = (source: string, options: { [key: string]: string }) =>
   loadScenario(source, builtinScenarios, options);
+
+/** A worker's scenario loader, as `agent-r1 worker --scenario DIR…` makes it: built-ins and `named` only. */
+export const trusting =
+  (named: string[] = []): QueueWorkerOptions['loadScenario'] =>
+  (wanted) =>
+    loadRecordScenario(wanted, builtinScenarios, named);
 
 type Teardown = { teardown(fn: () => Promise<void>): void };
 
@@ -25,7 +31,7 @@ export async function workers(
   options: Partial<QueueWorkerOptions> = {},
 ): Promise<QueueWorker[]> {
   const started = await Promise.all(
-    names.map((name) => QueueWorker.start({ url, name, threads: 1, loadScenario: load, ...options })),
+    names.map((name) => QueueWorker.start({ url, name, threads: 1, loadScenario: trusting(), ...options })),
   );
   t.teardown(async () => {
     await Promise.all(started.map((w) => w.stop(1000)));

@@ -37,7 +37,7 @@ export function freePort(): Promise<number> {
   });
 }
 
-function ping(port: number): Promise<boolean> {
+function ping(port: number, password?: string): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');
     let reply = '';
@@ -45,12 +45,12 @@ function ping(port: number): Promise<boolean> {
       socket.destroy();
       resolve(false);
     });
-    socket.on('connect', () => socket.write('PING\r\n'));
+    socket.on('connect', () => socket.write(password ? `AUTH ${password}\r\nPING\r\n` : 'PING\r\n'));
     socket.on('data', (d) => {
       reply += d.toString();
-      if (reply.includes('\r\n')) {
+      if (reply.split('\r\n').length > (password ? 2 : 1)) {
         socket.end();
-        resolve(reply.startsWith('+PONG'));
+        resolve(reply.includes('+PONG'));
       }
     });
     socket.on('error', () => resolve(false));
@@ -59,9 +59,10 @@ function ping(port: number): Promise<boolean> {
 
 /**
  * Starts redis-server (Debian's package; `.ci/run` installs it) with nothing saved by snapshot and,
- * with `appendonly`, an append-only file (fsync every second, as in production).
+ * with `appendonly`, an append-only file (fsync every second, as in production); with `password`,
+ * clients must authenticate (the URL holds no password: the test gives it as it sees fit).
  */
-export async function startRedis(options: { appendonly?: boolean } = {}): Promise<RedisServer> {
+export async function startRedis(options: { appendonly?: boolean; password?: string } = {}): Promise<RedisServer> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'agent-r1-redis-'));
   let child: ChildProcess | undefined;
@@ -80,6 +81,7 @@ export async function startRedis(options: { appendonly?: boolean } = {}): Promis
     'noeviction',
     '--logfile',
     join(dir, 'redis.log'),
+    ...(options.password ? ['--requirepass', options.password] : []),
   ];
   const launch = async () => {
     const started = spawn(BINARY, args, { stdio: 'ignore' });
@@ -95,7 +97,7 @@ export async function startRedis(options: { appendonly?: boolean } = {}): Promis
     child = started;
     const deadline = Date.now() + 10_000;
     for (;;) {
-      if (await Promise.race([ping(port), failed])) return;
+      if (await Promise.race([ping(port, options.password), failed])) return;
       if (started.exitCode !== null) throw new Error(`redis-server exited with code ${started.exitCode} (see ${dir})`);
       if (Date.now() > deadline) throw new Error(`redis-server did not answer on port ${port}`);
       await new Promise((r) => setTimeout(r, 50));

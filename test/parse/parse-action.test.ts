@@ -121,3 +121,11 @@ test('never throws and always returns one of the three kinds, for any string', (
 test('a value that is not a string is invalid, not a crash', (t) => {
   t.is(parseAction(undefined as unknown as string).kind, 'invalid');
 });
+
+test('arguments nested deeper than 64 levels are invalid (a million deep included), 64 are fine', (t) => {
+  const nest = (depth: number) => `${'['.repeat(depth - 1)}1${']'.repeat(depth - 1)}`;
+  const call = (depth: number) => `<tool_call>{"name": "f", "arguments": {"x": ${nest(depth)}}}</tool_call>`;
+  t.is(parseAction(call(64)).kind, 'tool_calls');
+  for (const depth of [65, 1_000_000])
+    t.deepEqual(parseAction(call(depth)), { kind: 'invalid', error: '"arguments" of f nest deeper than 64 levels' });
+});

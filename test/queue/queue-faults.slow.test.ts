@@ -8,7 +8,7 @@ import { QueueExecutor } from '../../src/queue/queue-executor.ts';
 import { serializeRecord } from '../../src/record/record.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { workerThreads } from '../../src/rollout/worker-threads.ts';
-import { load, server, workers } from '../helpers/queue.ts';
+import { load, server, trusting, workers } from '../helpers/queue.ts';
 
 // Slow: worker threads crash and restart three times over, locally and on the queue.
 
@@ -31,7 +31,7 @@ test('an episode that kills its worker thread on every attempt is an error recor
   const local = await rollout({ ...plan, executor: pool });
   await pool.close();
   t.is(local.records.filter((r) => r.status === 'error').length, 2);
-  await workers(t, redis.url, ['w'], { threads: 1 });
+  await workers(t, redis.url, ['w'], { threads: 1, loadScenario: trusting([FAULTY]) });
   const executor = new QueueExecutor({ url: redis.url, chunkSize: 3, scenarioSource: FAULTY });
   try {
     const queued = await rollout({ ...plan, executor });

@@ -8,7 +8,7 @@ import { QueueWorker } from '../../src/queue/queue-worker.ts';
 import { resolveConfig } from '../../src/rl/config.ts';
 import { GptTrainable } from '../../src/rl/tfjs-trainable.ts';
 import { train } from '../../src/rl/trainer.ts';
-import { load } from '../helpers/queue.ts';
+import { load, trusting } from '../helpers/queue.ts';
 import { startRedis } from '../helpers/redis.ts';
 
 test('a GRPO step whose rollouts go through the queue gives the weights and records of a local one', async (t) => {
@@ -52,7 +52,7 @@ test('a GRPO step whose rollouts go through the queue gives the weights and reco
     url: redis.url,
     name: 'w',
     threads: 1,
-    loadScenario: load,
+    loadScenario: trusting(),
     cacheDir: mkdtempSync(join(tmpdir(), 'agent-r1-cache-')),
   });
   const executor = new QueueExecutor({ url: redis.url, chunkSize: 4 });

@@ -13,7 +13,7 @@ import { trainTokenizer, type Tokenizer } from '../../src/policy/tfjs/tokenizer.
 import type { TrainingSequence } from '../../src/policy/trajectory.ts';
 import { resolveConfig } from '../../src/rl/config.ts';
 import { GptTrainable } from '../../src/rl/tfjs-trainable.ts';
-import { ReplicaError, TrainThreads } from '../../src/rl/train-threads.ts';
+import { ReplicaError, TrainThreads, trainReplicas } from '../../src/rl/train-threads.ts';
 import { updateOnBatch } from '../../src/rl/update/update.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
@@ -168,4 +168,17 @@ test('training threads: wasm and cpu take the number asked for; tfjs-node and we
     note: 'training on one thread: on webgpu the GPU does the work',
   });
   t.throws(() => trainThreadsFor('wasm', 0), { instanceOf: GradientError, message: /integer ≥ 1, got 0/ });
+});
+
+test('training threads are capped at the cores (same weights, said once) and refused past 256', (t) => {
+  t.like(trainReplicas('wasm', 8, 2), {
+    threads: 2,
+    note: 'training on 2 threads: 8 asked, this machine has 2 cores',
+  });
+  const one = trainReplicas('wasm', 1, 64);
+  t.deepEqual(one, { threads: 1 });
+  t.throws(() => trainReplicas('wasm', 5000, 64), {
+    instanceOf: ReplicaError,
+    message: 'training threads must be an integer from 1 to 256, got 5000',
+  });
 });

@@ -7,7 +7,7 @@ import test from 'ava';
 import { calculator } from '../../scenarios/calculator/index.ts';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 import { referencePolicy } from '../../src/scenario/reference-policy.ts';
-import { workerThreads, type WorkerThreadsOptions } from '../../src/rollout/worker-threads.ts';
+import { stallDeadlineMs, workerThreads, type WorkerThreadsOptions } from '../../src/rollout/worker-threads.ts';
 import { rollout, type RolloutOptions } from '../../src/rollout/rollout.ts';
 import { serializeRecord } from '../../src/record/record.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
@@ -163,3 +163,38 @@ test('a hanging tool times out without holding up the other episodes', async (t)
   // The seven others finished while the hanging one waited out its timeout.
   t.is(finishedBeforeHang, 7);
 });
+
+test.serial(
+  'a tool that never yields: its thread is terminated past the deadline, that episode is an error that says so, the run goes on',
+  async (t) => {
+    const scripts = [
+      ['<answer>ok</answer>'],
+      [call('echo', { text: 'a' }), call('spin'), '<answer>ok</answer>'],
+      [call('echo', { text: 'b' }), '<answer>ok</answer>'],
+      ['<answer>ok</answer>'],
+    ];
+    const scenario = await faulty(scripts);
+    const policy = await scenario.policies.script!({ scenario, seed: 0 });
+    const options = { scenario, policy, split: 'train', episodes: 8, seed: 3 };
+    const started = performance.now();
+    const result = await inWorkers(options, { workers: 1, scenarioSource: FAULTY, stallTimeoutMs: 1000 });
+    const seconds = (performance.now() - started) / 1000;
+    t.is(result.records.length, 8);
+    const stuck = result.records.filter((r) => r.status === 'error');
+    t.deepEqual(
+      stuck.map((r) => r.task.id),
+      ['f-1', 'f-5'],
+    );
+    t.is(
+      stuck[0]!.error,
+      'its worker thread was busy for over 1 s without yielding (scenario code that never returns, e.g. a loop in a tool) and was terminated',
+    );
+    t.true(result.records.filter((r) => r.status === 'ok').every((r) => r.outcome.success));
+    t.true(result.throughput.crashes >= 1);
+    // One deadline for the pool's thread, then one for each stuck episode played alone (in parallel up
+    // to the pool's size), and no more.
+    t.true(seconds < 20, `${seconds.toFixed(1)} s`);
+    t.is(stallDeadlineMs({ toolTimeoutMs: 5000 }), 15_000);
+    t.is(stallDeadlineMs({ toolTimeoutMs: 20_000 }), 45_000);
+  },
+);

@@ -11,6 +11,7 @@ import { rollout } from '../../src/rollout/rollout.ts';
 import { checkScenarioDir } from '../../src/app/check-scenario.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { machineToMermaid, replaceDiagramBlocks } from '../../src/scenario/diagram.ts';
+import { cli } from '../helpers/cli.ts';
 
 test('the diagram has every state and every transition of the machine', (t) => {
   for (const machine of [orderMachine, episodeMachine]) {
@@ -133,3 +134,19 @@ test("the guide's example is a working scenario in under 100 lines", async (t) =
   for (const r of records)
     t.true((await replayRecord(parseRecordLine(serializeRecord(r)), tiny)).verified, r.episodeId);
 });
+
+test.serial(
+  'agent-r1 scenario diagram: a world machine as Mermaid; none is a usage error that says what to draw instead',
+  (t) => {
+    const drawn = cli(['scenario', 'diagram', 'support-desk']);
+    t.is(drawn.code, 0, drawn.stderr);
+    t.regex(drawn.stdout, /^stateDiagram-v2/);
+    const none = cli(['scenario', 'diagram', 'scenarios/templates/minimal']);
+    t.is(none.code, 2);
+    t.is(
+      none.stderr,
+      'error: scenario crates has no world machine: its episodes run on the episode machine alone (--episode draws that)\n',
+    );
+    t.is(cli(['scenario', 'diagram']).code, 2);
+  },
+);

@@ -126,15 +126,16 @@ test.serial('CLI: replay --live-tools re-runs the calls and reports drift at the
   ]);
   t.is(run.code, 0, run.stderr);
   const file = join(out, 'episodes.jsonl');
-  const same = cli(['replay', file, '--live-tools', '--json']);
+  // The fixture is a folder of its own: replay runs its code because it is named here.
+  const same = cli(['replay', file, '--scenario', fixture, '--live-tools', '--json']);
   t.like(same.lastJson(), { episodes: 2, verified: 2 }, same.stderr);
   writeFileSync(join(source, 'notes.txt'), 'buy eggs\n');
-  const drift = cli(['replay', file, '--live-tools', '--quiet']);
+  const drift = cli(['replay', file, '--scenario', fixture, '--live-tools', '--quiet']);
   t.is(drift.code, 1);
   t.regex(
     drift.stdout,
     /DIVERGED read-0#0 at turn 0, call 2 \(read_text_file\), field results\n\s+expected: .*buy milk.*\n\s+actual: .*buy eggs/,
   );
-  const recorded = cli(['replay', file, '--json']);
+  const recorded = cli(['replay', file, '--scenario', fixture, '--json']);
   t.like(recorded.lastJson(), { episodes: 2, verified: 2 }, 'the recorded results still verify');
 });

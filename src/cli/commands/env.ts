@@ -10,6 +10,7 @@ import {
 } from '../../env-server/server.ts';
 import { contextSetting } from '../../env/context.ts';
 import {
+  budget,
   CONTEXT_HELP,
   contextMode,
   keyValue,
@@ -75,9 +76,17 @@ export function register(program: Command): void {
       positiveInt,
       DEFAULT_MAX_MESSAGE_BYTES,
     )
-    .option('--max-turns <n>', "turns per episode (default: the scenario's)", positiveInt)
-    .option('--max-tokens-per-turn <n>', "tokens one action may take (default: the scenario's)", positiveInt)
-    .option('--max-total-tokens <n>', "action + observation tokens per episode (default: the scenario's)", positiveInt)
+    .option('--max-turns <n>', "turns per episode (default: the scenario's)", budget('maxTurns'))
+    .option(
+      '--max-tokens-per-turn <n>',
+      "tokens one action may take (default: the scenario's)",
+      budget('maxTokensPerTurn'),
+    )
+    .option(
+      '--max-total-tokens <n>',
+      "action + observation tokens per episode (default: the scenario's)",
+      budget('maxTotalTokens'),
+    )
     .option('--context <mode>', `${CONTEXT_HELP}; each observation's messages are what the step is shown`, contextMode)
     .option('--quiet', 'no session log on stderr')
     .option('--json', 'print {url, ws, scenario, records, runId} as one stdout line once listening')

@@ -2,12 +2,12 @@ import { Option, type Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { EXPORT_FORMATS, exportRun, type ExportFormat } from '../../export/export-run.ts';
 import { loadRecordScenario } from '../../scenario/load.ts';
-import { printJson } from '../common.ts';
+import { collect, printJson, RECORD_SCENARIO_HELP } from '../common.ts';
 
 interface ExportFlags {
   format: ExportFormat;
   out: string;
-  scenario?: string;
+  scenario: string[];
   json?: boolean;
 }
 
@@ -22,10 +22,7 @@ export function register(program: Command): void {
       new Option('--format <format>', 'messages (JSONL) or parquet').choices(EXPORT_FORMATS).makeOptionMandatory(),
     )
     .requiredOption('--out <file>', 'the file to write')
-    .option(
-      '--scenario <name>',
-      'load this scenario (name or folder) for the tools instead of the one the records name (a moved folder)',
-    )
+    .option('--scenario <dir>', RECORD_SCENARIO_HELP, collect, [])
     .option('--json', 'print {rows, out, bytes} as the last stdout line')
     .action(async (run: string, flags: ExportFlags) => {
       const result = await exportRun({
@@ -33,7 +30,7 @@ export function register(program: Command): void {
         format: flags.format,
         out: flags.out,
         loadScenario: (id, options, source) =>
-          loadRecordScenario({ id, version: '', options, source }, builtinScenarios, flags.scenario),
+          loadRecordScenario({ id, options, source }, builtinScenarios, flags.scenario),
       });
       if (flags.json) printJson(result);
       else process.stdout.write(`exported ${result.rows} episodes to ${result.out} (${result.bytes} bytes)\n`);

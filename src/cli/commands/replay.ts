@@ -7,12 +7,12 @@ import { loadRecordScenario } from '../../scenario/load.ts';
 import type { Scenario } from '../../scenario/scenario.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import { NoRecordsError } from '../../core/errors.ts';
-import { EXIT_FAILED, printJson } from '../common.ts';
+import { collect, EXIT_FAILED, printJson, RECORD_SCENARIO_HELP } from '../common.ts';
 import { terminalText } from '../terminal-text.ts';
 
 interface ReplayFlags {
   episode?: string;
-  scenario?: string;
+  scenario: string[];
   liveTools?: boolean;
   json?: boolean;
   quiet?: boolean;
@@ -57,7 +57,7 @@ export function register(program: Command): void {
     .argument('<file>', 'an episodes.jsonl file')
     .option('--episode <id>', 'only this episode')
     .option('--live-tools', 're-execute the tools for real and report drift')
-    .option('--scenario <dir>', "load the records' scenario from this folder (one that moved since the run)")
+    .option('--scenario <dir>', RECORD_SCENARIO_HELP, collect, [])
     .option('--quiet', 'one verdict line per episode instead of the turn-by-turn view')
     .option('--json', 'print {episodes, verified, diverged, corrupt} as the last stdout line')
     .action(async (file: string, flags: ReplayFlags) => {

@@ -2,11 +2,13 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { writeOutput } from '../../core/write-output.ts';
+import { collect, RECORD_SCENARIO_HELP } from '../common.ts';
+import { terminalLine } from '../terminal-text.ts';
 
 interface ReportFlags {
   out?: string;
   replay: boolean;
-  scenario?: string;
+  scenario: string[];
 }
 
 export function register(program: Command): void {
@@ -18,7 +20,7 @@ export function register(program: Command): void {
     .argument('<dir>', 'run directory')
     .option('--out <file>', 'output file (default DIR/report.html)')
     .option('--no-replay', 'do not replay the example episodes')
-    .option('--scenario <dir>', "load the records' scenario from this folder (one that moved since the run)")
+    .option('--scenario <dir>', RECORD_SCENARIO_HELP, collect, [])
     .action(async (dir: string, flags: ReportFlags) => {
       const out = flags.out ?? join(dir, 'report.html');
       const { buildReport } = await import('../../view/report.ts');
@@ -26,6 +28,7 @@ export function register(program: Command): void {
         replay: flags.replay,
         scenarios: builtinScenarios,
         scenario: flags.scenario,
+        onWarning: (line) => process.stderr.write(`warning: ${terminalLine(line)}\n`),
       });
       writeOutput(out, report);
       process.stdout.write(`report: ${out} (${(Buffer.byteLength(report) / 1024).toFixed(0)} KiB)\n`);

@@ -12,6 +12,7 @@ import { writeOutput } from '../../core/write-output.ts';
 import { assertWritableDir } from '../../core/writable-dir.ts';
 import { contextSetting } from '../../env/context.ts';
 import {
+  budget,
   checkSplit,
   CONTEXT_HELP,
   contextMode,
@@ -90,9 +91,17 @@ export function rolloutOptions(command: Command, policyRequired: boolean, defaul
     .option('--max-batch <b>', 'most episodes in one policy batch (model policies)', positiveInt, 32)
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--option <key=value>', 'a scenario option (repeatable), e.g. --option size=large', keyValue, [])
-    .option('--max-turns <n>', "turns per episode (default: the scenario's)", positiveInt)
-    .option('--max-tokens-per-turn <n>', "tokens one action may take (default: the scenario's)", positiveInt)
-    .option('--max-total-tokens <n>', "action + observation tokens per episode (default: the scenario's)", positiveInt)
+    .option('--max-turns <n>', "turns per episode (default: the scenario's)", budget('maxTurns'))
+    .option(
+      '--max-tokens-per-turn <n>',
+      "tokens one action may take (default: the scenario's)",
+      budget('maxTokensPerTurn'),
+    )
+    .option(
+      '--max-total-tokens <n>',
+      "action + observation tokens per episode (default: the scenario's)",
+      budget('maxTotalTokens'),
+    )
     .option('--context <mode>', CONTEXT_HELP, contextMode)
     .option(
       '--temperature <x>',
@@ -125,9 +134,7 @@ export async function runRolloutCommand(
   await checkQueueFlags(flags, policy, scenario, flags.policy);
   // Connected before the output is opened: an unreachable queue leaves no file behind.
   const queue = flags.queue
-    ? await queueFromFlags({ ...flags, queue: flags.queue }, flags.scenario, (line) =>
-        process.stderr.write(`\n${line}\n`),
-      )
+    ? await queueFromFlags({ ...flags, queue: flags.queue }, (line) => process.stderr.write(`\n${line}\n`))
     : undefined;
   const writer = flags.out ? new RecordWriter(join(flags.out, 'episodes.jsonl')) : undefined;
   const bar = new cliProgress.SingleBar(

@@ -1,8 +1,8 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { episodeMachine } from '../../../machines/episode.ts';
 import { builtinScenarios } from '../../../scenarios/index.ts';
-import { AgentR1Error } from '../../core/errors.ts';
-import { checkScenarioDir } from '../../app/check-scenario.ts';
+import { UsageError } from '../../core/errors.ts';
+import { checkScenarioDirInThread } from '../../app/check-in-thread.ts';
 import { initScenarioProject, TEMPLATES, type Template } from '../../app/scenario-init.ts';
 import { machineToMermaid } from '../../scenario/diagram.ts';
 import { loadScenario } from '../../scenario/load.ts';
@@ -35,7 +35,12 @@ export function register(program: Command): void {
       'load DIR/index.ts and name every problem: missing or ill-typed exports, invalid tool schemas, a world machine that does not start, a reference policy that cannot finish an episode, tasks or episodes that differ when run twice, records that do not replay; and warn when the expert fails its own tasks',
     )
     .argument('<dir>', 'the scenario folder (with an index.ts whose default export is the scenario)')
-    .option('--timeout <ms>', 'the most time one policy episode may take', positiveInt, 10_000)
+    .option(
+      '--timeout <ms>',
+      "the most time one policy episode may take, and scenario code may hold the check's thread without yielding",
+      positiveInt,
+      10_000,
+    )
     .option('--seed <n>', 'seed of the tasks and episodes the check runs', integer, 0)
     .option('--episodes <n>', 'episodes per split each policy plays twice and replays', positiveInt, 2)
     .option(
@@ -44,11 +49,12 @@ export function register(program: Command): void {
       rate,
       1,
     )
-    .option('--json', 'print {ok, problems, warnings, checked} as JSON on the last line')
+    .option('--json', 'print {ok, problems, warnings, checked, notChecked} as JSON on the last line')
     .exitOverride()
     .showHelpAfterError()
     .action(async (dir: string, flags: CheckFlags) => {
-      const { problems, warnings, checked } = await checkScenarioDir(dir, {
+      // In a thread of its own, under a watchdog: scenario code that never yields cannot hang the check.
+      const { problems, warnings, checked, notChecked } = await checkScenarioDirInThread(dir, {
         episodeTimeoutMs: flags.timeout,
         seed: flags.seed,
         episodesPerSplit: flags.episodes,
@@ -56,7 +62,7 @@ export function register(program: Command): void {
       });
       const ok = problems.length === 0 && warnings.length === 0;
       if (flags.json) {
-        printJson({ dir, ok, problems, warnings, checked });
+        printJson({ dir, ok, problems, warnings, checked, notChecked });
       } else {
         const out = process.stdout;
         const count = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
@@ -68,6 +74,7 @@ export function register(program: Command): void {
         for (const p of problems) out.write(`  ✗ ${p.where} [${p.kind}]: ${p.message}\n`);
         for (const w of warnings) out.write(`  ⚠ ${w.where} [${w.kind}]: ${w.message}\n`);
         for (const c of checked) out.write(`  ✓ ${c}\n`);
+        for (const c of notChecked) out.write(`  - ${c}\n`);
       }
       // A policy that hung is still pending: exit now rather than wait on it.
       process.exit(ok ? 0 : EXIT_USAGE);
@@ -115,9 +122,13 @@ export function register(program: Command): void {
     .showHelpAfterError()
     .action(async (name: string | undefined, flags: { episode?: boolean }) => {
       if (flags.episode) return void process.stdout.write(machineToMermaid(episodeMachine));
-      if (!name) throw new AgentR1Error('name a scenario (or a folder), or pass --episode');
+      if (!name) throw new UsageError('name a scenario (or a folder), or pass --episode');
       const s = await loadScenario(name, builtinScenarios);
-      if (!s.worldMachine) throw new AgentR1Error(`scenario ${s.id} has no world machine`);
+      // Asked for what the scenario does not have: a usage error, like an unknown name.
+      if (!s.worldMachine)
+        throw new UsageError(
+          `scenario ${s.id} has no world machine: its episodes run on the episode machine alone (--episode draws that)`,
+        );
       process.stdout.write(machineToMermaid(s.worldMachine));
     });
 }

@@ -8,8 +8,10 @@ import { assertWritableDir } from '../../core/writable-dir.ts';
 import { initBackend, type BackendInfo } from '../../policy/tfjs/backend.ts';
 import { trainReplicas, type TrainThreads } from '../../rl/train-threads.ts';
 import { runSft } from '../../app/run-sft.ts';
+import { SftContextError } from '../../policy/tfjs/sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
 import { contextSetting } from '../../env/context.ts';
+import { UsageError } from '../../core/errors.ts';
 import {
   checkSplit,
   CONTEXT_HELP,
@@ -22,6 +24,7 @@ import {
   printJson,
   scenarioFromFlags,
   TRAIN_THREADS_HELP,
+  trainThreadCount,
 } from '../common.ts';
 
 interface SftFlags {
@@ -105,7 +108,7 @@ export function register(program: Command): void {
       0,
     )
     .option('--backend <name>', 'tensorflow-gpu | tensorflow | webgpu | wasm | cpu (default: the best that loads)')
-    .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
+    .option('--train-threads <n>', TRAIN_THREADS_HELP, trainThreadCount)
     .option('--data <path>', 'dataset file, for the dataset scenarios')
     .option('--option <key=value>', 'a scenario option (repeatable), e.g. --option problems=multistep', keyValue, [])
     .option('--json', 'print the result as JSON on the last stdout line')
@@ -185,6 +188,13 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
         );
     },
     onEvalRecord: (done) => bar.update(done),
+  }).catch((err: unknown) => {
+    if (!(err instanceof SftContextError)) throw err;
+    const { sequences, of, longest, contextLength } = err.cut;
+    throw new UsageError(
+      `${sequences} of ${of} training sequences are longer than --context-length ${contextLength} (the longest: ${longest} ` +
+        `tokens, ${longest - contextLength} over); cut, they would lose their last actions: pass --context-length ${longest} (or more)`,
+    );
   });
   if (barOn) bar.stop();
   const { policy, ...summary } = result;

@@ -8,7 +8,7 @@ import { TrainingError } from '../../rl/errors.ts';
 import { formatPaperTable, paperTableJson, runPaper } from '../../app/paper.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { contextSetting } from '../../env/context.ts';
-import { CONTEXT_HELP, contextMode, integer, positiveInt, TRAIN_THREADS_HELP } from '../common.ts';
+import { CONTEXT_HELP, contextMode, integer, TRAIN_THREADS_HELP, trainThreadCount } from '../common.ts';
 import { START_SCENARIO_OPTIONS } from '../../app/start.ts';
 import { FAMILIES, FAMILY_NAMES, type Family } from '../../app/families.ts';
 import { InvalidArgumentError } from 'commander';
@@ -54,7 +54,7 @@ export function register(program: Command): void {
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, webgpu, wasm or cpu')
     .option('--json', 'end with the table as one JSON line: {"methods": [{method, test, ood}], "seconds": {…}}')
-    .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
+    .option('--train-threads <n>', TRAIN_THREADS_HELP, trainThreadCount)
     .option('--context <mode>', CONTEXT_HELP, contextMode)
     .option(
       '--no-replica',

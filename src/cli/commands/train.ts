@@ -27,6 +27,7 @@ import {
   printJson,
   scenarioFromFlags,
   TRAIN_THREADS_HELP,
+  trainThreadCount,
 } from '../common.ts';
 import { type QueueFlags, queueFlagOptions, queueFromFlags, queueSummary } from '../queue.ts';
 
@@ -142,7 +143,7 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   // The queue first: an unreachable Redis fails before anything is computed or written. Its --resume
   // is the run's: a rollout cut short by the stop is continued from what its workers committed.
   const queue = flags.queue
-    ? await queueFromFlags({ ...flags, queue: flags.queue }, flags.scenario, (line) => log(`\n${line}`))
+    ? await queueFromFlags({ ...flags, queue: flags.queue }, (line) => log(`\n${line}`))
     : undefined;
   const info = await initBackend(flags.backend);
   log(`backend: ${info.name} (${info.reason})`);
@@ -283,7 +284,7 @@ export function register(program: Command): void {
     .option('--context <mode>', CONTEXT_HELP, contextMode)
     .option('--vocab <n>', 'warm start: tokenizer vocabulary', positiveInt, 768)
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, webgpu, wasm or cpu')
-    .option('--train-threads <n>', TRAIN_THREADS_HELP, positiveInt)
+    .option('--train-threads <n>', TRAIN_THREADS_HELP, trainThreadCount)
     .option(
       '--no-replica',
       'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of each rollout)',

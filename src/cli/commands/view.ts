@@ -1,11 +1,11 @@
 import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
-import { integer } from '../common.ts';
+import { collect, integer, RECORD_SCENARIO_HELP } from '../common.ts';
 
 interface ViewFlags {
   port: number;
   host: string;
-  scenario?: string;
+  scenario: string[];
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -24,7 +24,7 @@ export function register(program: Command): void {
       'address to bind (default 127.0.0.1; anything else exposes your runs to the network)',
       '127.0.0.1',
     )
-    .option('--scenario <dir>', "load the records' scenario from this folder (one that moved since the run)")
+    .option('--scenario <dir>', RECORD_SCENARIO_HELP, collect, [])
     .action(async (dirs: string[], flags: ViewFlags) => {
       if (!LOOPBACK.has(flags.host)) {
         process.stderr.write(

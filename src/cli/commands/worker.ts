@@ -4,8 +4,9 @@ import { builtinScenarios } from '../../../scenarios/index.ts';
 import { UsageError } from '../../core/errors.ts';
 import { QueueWorker, type WorkerStatus } from '../../queue/queue-worker.ts';
 import { canUseReplica } from '../../rollout/replica.ts';
-import { loadScenario } from '../../scenario/load.ts';
-import { nonNegativeNumber, positiveInt } from '../common.ts';
+import { loadRecordScenario } from '../../scenario/load.ts';
+import { collect, nonNegativeNumber, positiveInt } from '../common.ts';
+import { queueUrl } from '../queue.ts';
 
 interface WorkerFlags {
   queue: string;
@@ -17,6 +18,7 @@ interface WorkerFlags {
   lockDuration: number;
   stalledInterval: number;
   grace: number;
+  scenario: string[];
 }
 
 /** One status line: what the worker is doing and has done. */
@@ -67,7 +69,13 @@ export function register(program: Command): void {
   program
     .command('worker')
     .description('take rollout jobs from a queue (rollout, eval or train --queue) and play them on this machine')
-    .requiredOption('--queue <url>', 'the queue: redis://HOST:PORT')
+    .requiredOption('--queue <url>', 'the queue: redis://HOST:PORT (the password: in the URL, or REDIS_PASSWORD)')
+    .option(
+      '--scenario <dir>',
+      "a scenario folder this worker may play (besides the built-in ones); a job's own folder is never loaded (repeatable)",
+      collect,
+      [],
+    )
     .option('--concurrency <n>', 'jobs played at once', positiveInt, 2)
     .option('--threads <n>', 'worker threads that play episodes', positiveInt, availableParallelism())
     .option('--name <name>', "this worker's name in jobs and the coordinator's counts (default: HOST-PID)")
@@ -92,7 +100,7 @@ export function register(program: Command): void {
       }
       const printStatus = statusPrinter();
       const worker = await QueueWorker.start({
-        url: flags.queue,
+        url: queueUrl(flags.queue),
         name: flags.name,
         concurrency: flags.concurrency,
         threads: flags.threads,
@@ -100,7 +108,7 @@ export function register(program: Command): void {
         cacheDir: flags.cache,
         lockDurationMs: flags.lockDuration,
         stalledIntervalMs: flags.stalledInterval,
-        loadScenario: (source, options) => loadScenario(source, builtinScenarios, options),
+        loadScenario: (wanted) => loadRecordScenario(wanted, builtinScenarios, flags.scenario),
         onStatus: printStatus,
       });
       let signals = 0;

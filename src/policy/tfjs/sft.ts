@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { AgentR1Error } from '../../core/errors.ts';
+import { AgentR1Error, UsageError } from '../../core/errors.ts';
 import { createRng } from '../../core/rng.ts';
 import type { EpisodeRecord } from '../../core/types.ts';
 import type { PolicyEncoding } from '../policy.ts';
@@ -18,6 +18,29 @@ import { trainTokenizer, type Chunking, type Tokenizer } from './tokenizer.ts';
  * tokens only (prompt, tool responses and template tokens have mask 0).
  */
 export class SftError extends AgentR1Error {}
+
+/** What the model's context cut off the training sequences: how many, of how many, and the longest. */
+export interface ContextCut {
+  sequences: number;
+  of: number;
+  /** The longest sequence, in tokens: the context that would hold every one. */
+  longest: number;
+  contextLength: number;
+}
+
+/**
+ * Training sequences longer than the model's context, refused (`overContext: 'refuse'`): cut, they
+ * would lose their last actions (the answer), and the model would learn episodes that never end.
+ */
+export class SftContextError extends UsageError {
+  constructor(readonly cut: ContextCut) {
+    super(
+      `${cut.sequences} of ${cut.of} training sequences are longer than the context of ${cut.contextLength} tokens ` +
+        `(the longest: ${cut.longest} tokens, ${cut.longest - cut.contextLength} over); cut, they would lose their last ` +
+        `actions: give the model a context of at least ${cut.longest} tokens`,
+    );
+  }
+}
 
 /**
  * Token sequences from records, built exactly as live play builds the history (recordTokens): the
@@ -89,6 +112,11 @@ export interface SftOptions {
   /** Imitate only the records that succeeded (default true). */
   onlySuccessful?: boolean;
   /**
+   * Sequences longer than the model's context: cut to it (default; the result says how many), or
+   * refused with an SftContextError before training (what `agent-r1 sft` does).
+   */
+  overContext?: 'cut' | 'refuse';
+  /**
    * Sequences per micro-batch (default 1): each step's batch is cut into micro-batches whose
    * gradients are summed in order, whatever computes them, so the weights do not depend on `replicas`.
    */
@@ -109,6 +137,8 @@ export interface SftResult {
   sequences: number;
   trainTokens: number;
   seconds: number;
+  /** Sequences the context cut (absent when none was). */
+  cut?: ContextCut;
 }
 
 /** One SFT micro-batch, as sent to a replica: its sequences, and the step's count of agent tokens. */
@@ -154,12 +184,24 @@ export async function trainSft(options: SftOptions): Promise<SftResult> {
   if (options.model?.dModel && !options.model.dMlp) config.dMlp = 4 * config.dModel;
   const encoding = chatEncoding(tokenizer);
   const onlySuccessful = options.onlySuccessful ?? true;
-  const sequences = sequencesFromRecords(options.records, encoding, {
-    contextLength: config.contextLength,
-    onlySuccessful,
-  });
-  if (sequences.length === 0)
+  const whole = sequencesFromRecords(options.records, encoding, { onlySuccessful });
+  const over = whole.filter((q) => q.tokens.length > config.contextLength);
+  const cut: ContextCut | undefined =
+    over.length === 0
+      ? undefined
+      : {
+          sequences: over.length,
+          of: whole.length,
+          longest: Math.max(...over.map((q) => q.tokens.length)),
+          contextLength: config.contextLength,
+        };
+  if (cut && options.overContext === 'refuse') throw new SftContextError(cut);
+  const sequences = cut ? cutToContext(whole, config.contextLength) : whole;
+  if (sequences.length === 0) {
+    // Every one was cut before its first action: the context is the cause, and says what would hold them.
+    if (cut) throw new SftContextError(cut);
     throw new SftError(`no ${onlySuccessful ? 'successful ' : ''}records with agent tokens to train on`);
+  }
   const batchSize = Math.max(1, options.batchSize ?? 8);
   const microBatch = options.microBatch ?? 1;
   if (!(Number.isInteger(microBatch) && microBatch >= 1))
@@ -226,5 +268,17 @@ export async function trainSft(options: SftOptions): Promise<SftResult> {
     sequences: sequences.length,
     trainTokens,
     seconds: (performance.now() - start) / 1000,
+    ...(cut ? { cut } : {}),
   };
+}
+
+/** Sequences cut to the context; those with no agent token left are dropped. */
+function cutToContext(sequences: readonly TokenSequence[], contextLength: number): TokenSequence[] {
+  return sequences
+    .map((q) =>
+      q.tokens.length > contextLength
+        ? { tokens: q.tokens.slice(0, contextLength), mask: q.mask.slice(0, contextLength) }
+        : q,
+    )
+    .filter((q) => q.mask.some((m) => m === 1));
 }

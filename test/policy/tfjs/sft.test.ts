@@ -1,7 +1,13 @@
 import test from 'ava';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
 import { chatEncoding } from '../../../src/policy/tfjs/chat-template.ts';
-import { recordTexts, sequencesFromRecords, SftError, trainSft } from '../../../src/policy/tfjs/sft.ts';
+import {
+  recordTexts,
+  SftContextError,
+  SftError,
+  sequencesFromRecords,
+  trainSft,
+} from '../../../src/policy/tfjs/sft.ts';
 import { runSft } from '../../../src/app/run-sft.ts';
 import { trainTokenizer } from '../../../src/policy/tfjs/tokenizer.ts';
 import { loadScenario } from '../../../src/scenario/load.ts';
@@ -72,4 +78,35 @@ test('SFT on the calculator (100 expert episodes, 150 steps, d32 × 1 layer with
   t.true(result.tailLoss < 0.2, `tail loss ${result.tailLoss}`);
   t.true(result.eval!.successRate > 0.5, `dev success ${result.eval!.successRate}`);
   t.regex(result.hash, /^[0-9a-f]{64}$/);
+});
+
+test('sequences longer than the context: cut and counted by default, refused with the context that holds them all', async (t) => {
+  const scenario = await loadScenario('calculator', builtinScenarios);
+  const expert = await resolvePolicy('expert', scenario, 0);
+  const { records } = await rollout({ scenario, policy: expert, split: 'train', episodes: 6, seed: 3 });
+  const tok = trainTokenizer(recordTexts(records), { vocabSize: 600 });
+  const lengths = sequencesFromRecords(records, chatEncoding(tok)).map((q) => q.tokens.length);
+  const longest = Math.max(...lengths);
+  // A context between the shortest and the longest sequence: some are cut, not all.
+  const contextLength = Math.min(...lengths) + 1;
+  const over = lengths.filter((n) => n > contextLength).length;
+  t.true(over > 0 && over < lengths.length, `${lengths}`);
+  const small = { records, tokenizer: tok, steps: 1, model: { dModel: 16, nLayers: 1, nHeads: 2, contextLength } };
+  const cut = await trainSft(small);
+  t.deepEqual(cut.cut, { sequences: over, of: 6, longest, contextLength });
+  const refused = await t.throwsAsync(() => trainSft({ ...small, overContext: 'refuse' }), {
+    instanceOf: SftContextError,
+  });
+  t.is(
+    refused!.message,
+    `${over} of 6 training sequences are longer than the context of ${contextLength} tokens (the longest: ${longest} tokens, ` +
+      `${longest - contextLength} over); cut, they would lose their last actions: give the model a context of at least ${longest} tokens`,
+  );
+  // A context shorter than every prompt leaves no agent token at all: the context is named as the cause.
+  await t.throwsAsync(() => trainSft({ ...small, model: { ...small.model, contextLength: 32 } }), {
+    instanceOf: SftContextError,
+    message: /^6 of 6 training sequences are longer than the context of 32 tokens/,
+  });
+  const fits = await trainSft({ ...small, model: { ...small.model, contextLength: longest } });
+  t.is(fits.cut, undefined);
 });

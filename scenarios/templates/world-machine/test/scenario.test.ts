@@ -9,7 +9,7 @@ test('scenario check finds no problems', async () => {
   assert.deepEqual(warnings, []);
 });
 
-test('the expert brings the room to its target, and every episode replays', async () => {
+test('the expert succeeds on the dev split, and every episode replays', async () => {
   const policy = await scenario.policies.expert!({ scenario, seed: 0 });
   const { records, summary } = await rollout({ scenario, policy, split: 'dev', episodes: 20, seed: 1 });
   assert.ok(summary.successRate >= 0.95, `success rate ${summary.successRate}`);
