@@ -44,9 +44,10 @@ function resultWords(turn: TurnRecord): string {
 }
 
 /**
- * The state card: where the agent stands, what it carries, where the key, the door and the exit are
- * from here, what lies next to it, and what its last action did — what an agent keeps in mind
- * instead of the transcript (the step-level MDP's `card` context).
+ * The state card: where the agent stands, what it carries, where its next goal lies from here (the
+ * key, then the door, then the exit), what lies next to it, and what its last action did — what an
+ * agent keeps in mind instead of the transcript (the step-level MDP's `card` context). Short on
+ * purpose: a 20–40-step episode trains on it at every step.
  */
 export function gridCard(state: GridState, history: readonly TurnRecord[]): string {
   const v = view(state);
@@ -66,13 +67,16 @@ export function gridCard(state: GridState, history: readonly TurnRecord[]): stri
           : NEIGHBOUR[cell];
     return `${d} ${what ?? 'floor'}`;
   });
+  const [goal, where] = !v.has_key
+    ? ['the key', layout.key]
+    : !v.door_open
+      ? ['the door', layout.door]
+      : ['the exit', layout.goal];
   const last = history.at(-1);
   return [
-    `Position (x, y): ${here.x}, ${here.y}. Key: ${v.has_key ? 'carried' : `at ${layout.key.x}, ${layout.key.y} (${offset(here, layout.key)})`}. ` +
-      `Door: ${v.door_open ? 'open' : 'locked'} at ${layout.door.x}, ${layout.door.y} (${offset(here, layout.door)}). ` +
-      `Exit: at ${layout.goal.x}, ${layout.goal.y} (${offset(here, layout.goal)}).`,
-    `Around you: ${next.join(', ')}.`,
-    `Turns so far: ${history.length}.${last ? ` Last: ${actionWords(last)} → ${resultWords(last)}.` : ''}`,
+    `At ${here.x}, ${here.y}; key ${v.has_key ? 'carried' : 'not carried'}; door ${v.door_open ? 'open' : 'locked'}. Next: ${goal}, ${offset(here, where)}.`,
+    `Around: ${next.join(', ')}.`,
+    ...(last ? [`Last: ${actionWords(last)} → ${resultWords(last)}.`] : []),
   ].join('\n');
 }
 
@@ -83,9 +87,8 @@ const INSTRUCTIONS =
   'You explore a grid dungeon with tools. Each turn, call one tool. The game ends when you reach the exit or fall into a pit.';
 
 const DARK_INSTRUCTIONS = [
-  INSTRUCTIONS,
-  'Tools: move(direction), pick_up(), unlock(direction), look(); a direction is north, east, south or west.',
-  'Call one with <tool_call>{"name": "move", "arguments": {"direction": "east"}}</tool_call>.',
+  'Each turn call one tool: move(direction), pick_up(), unlock(direction) or look(); directions: north, east, south, west.',
+  'E.g. <tool_call>{"name": "move", "arguments": {"direction": "east"}}</tool_call>',
 ].join('\n');
 
 function render(result: ToolResult): string {

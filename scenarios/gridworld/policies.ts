@@ -13,7 +13,7 @@ export function currentView(task: Task, messages: readonly Message[]): WorldView
   const layout = layoutOf(task);
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i]!;
-    const card = /^Position \(x, y\): (\d+), (\d+)\. Key: (carried|at )[^\n]*Door: (open|locked)/.exec(m.content);
+    const card = /^At (\d+), (\d+); key (carried|not carried); door (open|locked)\./.exec(m.content);
     if (card)
       return {
         position: { x: Number(card[1]), y: Number(card[2]) },

@@ -38,11 +38,11 @@ const at = (p: { x: number; y: number }) => `(${p.x}, ${p.y})`;
 
 export function question(layout: Layout): string {
   if (layout.sight !== undefined) {
+    // Short: the step-level agent reads it again at each of its 20–40 steps.
     return [
-      `You are in a dark, slippery dungeon of ${layout.width} × ${layout.height} cells; (0, 0) is the top-left corner, x grows east, y grows south.`,
-      `You start at ${at(layout.start)}. Pick up the key at ${at(layout.key)}, unlock the door at ${at(layout.door)} from a cell next to it`,
-      `(the lock is stiff and may need several tries), then reach the exit at ${at(layout.goal)}. Moves slip sideways with probability ${layout.slip}.`,
-      `Falling into a pit ends the game; walls block. You see only ${layout.sight} cells around you (look shows them).`,
+      `A dark dungeon, ${layout.width} × ${layout.height}; x grows east, y south. You are at ${at(layout.start)}.`,
+      `Get the key at ${at(layout.key)}, unlock the door at ${at(layout.door)} from next to it (a stiff lock: retry),`,
+      `reach the exit at ${at(layout.goal)}. Pits end the game; moves slip (${layout.slip}); you see ${layout.sight} cells around.`,
     ].join(' ');
   }
   return [

@@ -117,7 +117,7 @@ export const FAMILIES: { [name: string]: Family } = {
     scenario: 'gridworld',
     like: 'ALFWorld',
     metric: 'success',
-    options: () => ({ size: 'large', noisyStuck: '0.7', noisyPits: '0.7' }),
+    options: () => ({ size: 'large', noisyStuck: '0.7', noisyPits: '0.3' }),
     budget: (quick) => {
       // The step-level MDP: each step sees the prompt and the state card, never the transcript,
       // which at 20–40 turns would be several times the model's context.
@@ -129,23 +129,23 @@ export const FAMILIES: { [name: string]: Family } = {
         warmStart: {
           demoPolicy: 'noisy-expert',
           episodes: 200,
-          steps: 600,
+          steps: 500,
           batchSize: 8,
           lr: 6e-3,
           vocabSize: 512,
           model: { dModel: 64, nLayers: 2, contextLength: 512, copyHead: true },
         },
         rl: {
-          steps: 12,
+          steps: 20,
           tasksPerStep: 4,
           group: 8,
           minibatch: 32,
-          lr: 3e-4,
+          lr: 1e-3,
           klMode: 'none',
           klCoef: 0,
-          evalEvery: 6,
+          evalEvery: 5,
           evalEpisodes: 32,
-          checkpointEvery: 6,
+          checkpointEvery: 5,
         },
         evalEpisodes: { test: 100, ood: 50 },
       };

@@ -448,6 +448,6 @@ test("a step-level episode shows each step's context, collapsed where it only gr
   const card = await run('card');
   const carded = view(card);
   t.is((carded.match(/data-context="new"/g) ?? []).length, card.turns.length - 1);
-  t.true(carded.includes('Position (x, y)'));
+  t.true(carded.includes('key not carried; door locked. Next: the key'));
   t.false(view(records[0]!).includes('data-context'), 'a concatenated episode shows no contexts');
 });
