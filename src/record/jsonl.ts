@@ -142,9 +142,21 @@ export class RecordWriter {
   }
 
   write(record: EpisodeRecord): void {
+    this.writeLine(serializeRecord(record));
+  }
+
+  /**
+   * Appends a sealed record's line, given without its newline: as text, or as its UTF-8 bytes (as a
+   * worker thread sent them: see FinishedEpisode, whose `line` this takes). Nothing is checked but
+   * that it is one line.
+   */
+  writeLine(line: string | Uint8Array): void {
     this.throwFailure();
     if (this.closed) throw new Error(`RecordWriter: ${this.path} is closed`);
-    this.append(serializeRecord(record));
+    if (typeof line === 'string' ? line.includes('\n') : line.includes(0x0a))
+      throw new RangeError(`RecordWriter: ${this.path}: a record's line cannot hold a newline`);
+    if (typeof line === 'string') this.append(line);
+    else this.appendBytes(line);
     if (this.used >= RecordWriter.FLUSH_BYTES) this.flush();
     // Not unref'd: a script that never closes its writer still gets its last lines, 100 ms late.
     else this.timer ??= setTimeout(() => this.flushInBackground(), RecordWriter.FLUSH_MS);
@@ -193,6 +205,17 @@ export class RecordWriter {
     }
     room[written] = 0x0a;
     this.used += written + 1;
+  }
+
+  /** Copies a line's bytes and its newline after the waiting ones: flushed first if they do not fit. */
+  private appendBytes(line: Uint8Array): void {
+    if (this.used + line.length + 1 > this.bytes.length) {
+      this.flush();
+      if (this.bytes.length < line.length + 1) this.bytes = Buffer.allocUnsafe(line.length + 1);
+    }
+    this.bytes.set(line, this.used);
+    this.bytes[this.used + line.length] = 0x0a;
+    this.used += line.length + 1;
   }
 
   close(): void {
