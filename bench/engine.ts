@@ -89,7 +89,7 @@ async function engine(
       steps += episode.digest.turns;
     },
   });
-  writer.close();
+  await writer.end();
   const ms = performance.now() - start;
   return { ms, steps, mainMs: performance.eventLoopUtilization(busy).active };
 }

@@ -113,8 +113,10 @@ const encoder = new TextEncoder();
 /**
  * Sends finished records to the main thread, a few at a time: their sealed lines as UTF-8 bytes in
  * one transferred buffer, and each record's digest (what the run's summary and progress need), so
- * the main thread writes the bytes as they are and never parses a line. One message per short
- * episode would cost the main thread more than the episode cost here.
+ * the main thread writes the bytes as they are and never parses a line. A message goes when 64
+ * records wait, or 20 ms after the first: each wakes the main thread, and one per short episode
+ * would cost it more than the episode cost here (a crash loses nothing waiting: its episodes are
+ * played again).
  */
 class RecordSender {
   /** The waiting lines' bytes (reused: each message gets a copy of exactly its lines). */
@@ -141,7 +143,7 @@ class RecordSender {
     this.ends.push(this.used);
     this.digests.push(this.summary.digest(record));
     if (this.ends.length >= 64) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), 5);
+    else this.timer ??= setTimeout(() => this.flush(), 20);
   }
 
   flush(): void {

@@ -95,6 +95,17 @@ test("a line's UTF-8 bytes (as a worker thread sends them) are written as they a
   t.true(readFileSync(mixed).equals(readFileSync(fromRecords)));
 });
 
+test('end() writes the waiting lines and closes, syncing off this thread: the file close() makes', async (t) => {
+  const [closed, ended] = [file(), file()];
+  const writers = [new RecordWriter(closed), new RecordWriter(ended)];
+  for (const r of records) for (const w of writers) w.write(r);
+  writers[0]!.close();
+  await writers[1]!.end();
+  t.true(readFileSync(ended).equals(readFileSync(closed)));
+  t.throws(() => writers[1]!.write(records[0]!), { message: /is closed/ });
+  await t.notThrowsAsync(writers[1]!.end());
+});
+
 test('a line with a newline in it is refused, as text or as bytes, and the file keeps only whole lines', (t) => {
   const path = file();
   const writer = new RecordWriter(path);

@@ -233,7 +233,7 @@ export async function runRolloutCommand(
     throw err;
   } finally {
     bar.stop();
-    writer?.close();
+    await writer?.end();
     await executor?.close();
     process.off('SIGINT', onSigint);
   }
