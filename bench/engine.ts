@@ -13,6 +13,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
+import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Command } from 'commander';
@@ -57,17 +58,22 @@ const calculatorCase = cases.find((c) => c.source === 'calculator') ?? {
   scenario: await benchScenario('calculator'),
 };
 
-/** One rollout with every record written to a file and let go, as the CLI does. */
+/**
+ * One rollout with every record written to a file and let go, as the CLI does (each line as it
+ * came: from a worker, its bytes, never parsed here). `mainMs`: the time this thread's event loop
+ * was busy meanwhile (performance.eventLoopUtilization), the coordinator's own work beside the workers.
+ */
 async function engine(
   c: Case,
   episodes: number,
   executor?: RolloutExecutor,
   concurrency?: number,
   seed = 1,
-): Promise<{ ms: number; steps: number }> {
+): Promise<{ ms: number; steps: number; mainMs: number }> {
   const policy = await c.scenario.policies.expert!({ scenario: c.scenario, seed: 0 });
   const writer = new RecordWriter(join(scratch, 'episodes.jsonl'));
   let steps = 0;
+  const busy = performance.eventLoopUtilization();
   const start = performance.now();
   await rollout({
     scenario: c.scenario,
@@ -78,13 +84,14 @@ async function engine(
     executor,
     concurrency,
     keepRecords: false,
-    onRecord: (record) => {
-      writer.write(record);
-      steps += record.turns.length;
+    onEpisode: (episode) => {
+      writer.writeLine(episode.line);
+      steps += episode.digest.turns;
     },
   });
-  writer.close();
-  return { ms: performance.now() - start, steps };
+  await writer.end();
+  const ms = performance.now() - start;
+  return { ms, steps, mainMs: performance.eventLoopUtilization(busy).active };
 }
 
 /**
@@ -207,25 +214,29 @@ async function repeat(run: () => Promise<number> | number): Promise<Spread> {
 async function overheadRounds(c: Case) {
   const usPerStep = (r: { ms: number; steps: number }) => (r.ms * 1000) / r.steps;
   const plainLoopRun = async () => usPerStep(await plainLoop(c.scenario, c.overheadEpisodes));
-  const rounds = async (engineRun: () => Promise<number>) => {
+  const rounds = async (engineRun: () => ReturnType<typeof engine>) => {
     for (const loop of [plainLoopRun, engineRun]) for (let i = 0; i < 2; i++) await loop();
     const plain: number[] = [];
     const engine: number[] = [];
+    const main: number[] = [];
     for (let i = 0; i < flags.runs; i++) {
       plain.push(await plainLoopRun());
-      engine.push(await engineRun());
+      const run = await engineRun();
+      engine.push(usPerStep(run));
+      main.push((run.mainMs * 1000) / run.steps);
     }
-    return { plain, engine, overhead: spread(engine.map((x, i) => x - plain[i]!)) };
+    return { plain, engine, main, overhead: spread(engine.map((x, i) => x - plain[i]!)) };
   };
-  const inProcess = await rounds(async () => usPerStep(await engine(c, c.overheadEpisodes, undefined, 1)));
+  const inProcess = await rounds(() => engine(c, c.overheadEpisodes, undefined, 1));
   const pool = workerThreads({ workers: 1, scenarioSource: c.source });
   try {
-    const oneWorker = await rounds(async () => usPerStep(await engine(c, c.overheadEpisodes, pool, 1)));
+    const oneWorker = await rounds(() => engine(c, c.overheadEpisodes, pool, 1));
     return {
       plain: spread([...inProcess.plain, ...oneWorker.plain]),
       inProcess: spread(inProcess.engine),
       oneWorker: spread(oneWorker.engine),
       overhead: { inProcess: inProcess.overhead, oneWorker: oneWorker.overhead },
+      oneWorkerMain: spread(oneWorker.main),
     };
   } finally {
     await pool.close();
@@ -262,6 +273,9 @@ for (const c of cases) {
     // Median of the rounds' differences; the spread alongside.
     overheadUsPerStep: { inProcess: rounds.overhead.inProcess.median, oneWorker: rounds.overhead.oneWorker.median },
     overheadSpread: rounds.overhead,
+    // The main thread's busy time per step through one worker (median; spread alongside).
+    mainThreadUsPerStep: rounds.oneWorkerMain.median,
+    mainThreadSpread: rounds.oneWorkerMain,
     stepsPerSecond: { one, two },
     speedup: two.median / one.median,
     speedupRange: { min: two.min / one.max, max: two.max / one.min },
@@ -301,6 +315,9 @@ if (flags.json) {
         `${s(r.plainStepsPerSecond.one)} | ${s(r.plainStepsPerSecond.two)} | ×${f(r.plainSpeedup, 2)} |`,
     ),
     '',
+    ...results.map(
+      (r) => `main thread's busy time through 1 worker, ${r.scenario}: ${s(r.mainThreadSpread, 1)} µs/step`,
+    ),
     `worker start-up (first episode on a fresh thread, less the episode): ${s(workerStartupMs)} ms`,
     `agent-r1 rollout --scenario calculator --episodes 1, end to end: ${s(cliMs)} ms`,
   ];

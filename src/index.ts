@@ -33,6 +33,7 @@ export {
   CorruptRecordError,
   MalformedAnswerError,
   ScenarioError,
+  SummarizerError,
   ScenarioOptionsError,
   UsageError,
 } from './core/errors.ts';
@@ -79,12 +80,18 @@ export { driveEpisode, samplerSeed, worldSeed, type EpisodeDrivers } from './epi
 export { rollout, type RolloutOptions, type RolloutResult, type ThroughputSummary } from './rollout/rollout.ts';
 export { planEpisodes, runIdOf, type PlanOptions, type EpisodePlanItem } from './rollout/plan.ts';
 export type { RolloutExecutor, EpisodeBatch, ExecutorReport } from './rollout/executor.ts';
+export { FinishedEpisode, lineOf, type EpisodeDigest, type Finished } from './rollout/finished-episode.ts';
 export { inThread, type InThreadOptions } from './rollout/in-thread.ts';
 export { workerThreads, WorkerThreads, canRunInWorkers, type WorkerThreadsOptions } from './rollout/worker-threads.ts';
 export { Replica, canUseReplica, type ReplicaOptions } from './rollout/replica.ts';
 export { BatchQueue, type BatchQueueOptions, type BatchQueueStats } from './rollout/batch-queue.ts';
 export { playEpisodes, type EpisodeContext } from './rollout/play-episodes.ts';
-export { summarizeRecords, rolloutSummarizer, type RolloutSummary } from './rollout/summary.ts';
+export {
+  summarizeRecords,
+  rolloutSummarizer,
+  type RolloutSummary,
+  type RolloutSummarizer,
+} from './rollout/summary.ts';
 export { sealRecord, serializeRecord, parseRecordLine, recordChecksum, episodeRecordSchema } from './record/record.ts';
 export { readRecords, loadRecords, RecordWriter, type RecordLine } from './record/jsonl.ts';
 export {

@@ -11,12 +11,16 @@ import type {
   WorkerPolicySpec,
 } from '../src/rollout/protocol.ts';
 import { serializeRecord } from '../src/record/record.ts';
+import type { EpisodeDigest } from '../src/rollout/finished-episode.ts';
+import { type RolloutSummarizer, rolloutSummarizer } from '../src/rollout/summary.ts';
 import { type MessagePort, threadId } from 'node:worker_threads';
 import { RemotePolicy } from '../src/rollout/remote-policy.ts';
 import type { Scenario } from '../src/scenario/scenario.ts';
 import { referencePolicy } from '../src/scenario/reference-policy.ts';
 import { toolCacheOf } from '../src/tools/runner.ts';
 import { scenarioFor } from './scenario-cache.ts';
+
+const errorText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /** The model a copy spec names, loaded once per weights (the last one is kept for the next task). */
 let copy: { weights: string; load: Promise<import('../src/policy/tfjs/checkpoint.ts').Checkpoint> } | undefined;
@@ -72,10 +76,11 @@ async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, task: Rollo
  */
 export default async function runRolloutTask(task: RolloutTask): Promise<RolloutTaskResult> {
   const metrics = { toolMs: 0 };
-  const sender = new RecordSender(task.port);
+  let sender: RecordSender | undefined;
   let heartbeat: NodeJS.Timeout | undefined;
   try {
     const scenario = await scenarioFor(task.scenario);
+    sender = new RecordSender(task.port, rolloutSummarizer(scenario));
     const policy = await policyFor(task.policy, scenario, task);
     // Ready: from now on the main thread hears this thread's event loop turn, or terminates it.
     if (task.heartbeatMs) {
@@ -93,38 +98,78 @@ export default async function runRolloutTask(task: RolloutTask): Promise<Rollout
       metrics,
       ...(started ? { onStart: (position: number) => Atomics.store(started, position, 1) } : {}),
     };
-    await playEpisodes(task.items, task.concurrency, context, (record: EpisodeRecord) => sender.send(record));
+    const records = sender;
+    await playEpisodes(task.items, task.concurrency, context, (record: EpisodeRecord) => records.send(record));
   } finally {
     clearInterval(heartbeat);
-    sender.flush();
+    sender?.flush();
     task.port.close();
   }
   return { episodes: task.items.length, toolMs: metrics.toolMs };
 }
 
+const encoder = new TextEncoder();
+
 /**
- * Sends finished records to the main thread as their JSONL lines, a few at a time: a line is cheap
- * to post and the main thread writes it as it is; one message per short episode would cost the main
- * thread more than the episode cost here.
+ * Sends finished records to the main thread, a few at a time: their sealed lines as UTF-8 bytes in
+ * one transferred buffer, and each record's digest (what the run's summary and progress need), so
+ * the main thread writes the bytes as they are and never parses a line. A message goes when 64
+ * records wait, or 20 ms after the first: each wakes the main thread, and one per short episode
+ * would cost it more than the episode cost here (a crash loses nothing waiting: its episodes are
+ * played again).
  */
 class RecordSender {
-  private lines: string[] = [];
+  /** The waiting lines' bytes (reused: each message gets a copy of exactly its lines). */
+  private bytes = new Uint8Array(64 * 1024);
+  private used = 0;
+  private ends: number[] = [];
+  private digests: EpisodeDigest[] = [];
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly port: MessagePort) {}
+  constructor(
+    private readonly port: MessagePort,
+    private readonly summary: RolloutSummarizer,
+  ) {}
 
   send(record: EpisodeRecord): void {
-    this.lines.push(serializeRecord(record));
-    if (this.lines.length >= 64) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), 5);
+    const line = serializeRecord(record);
+    // UTF-8 takes at most 3 bytes for each UTF-16 unit.
+    if (this.used + 3 * line.length > this.bytes.length) {
+      const grown = new Uint8Array(Math.max(2 * this.bytes.length, this.used + 3 * line.length));
+      grown.set(this.bytes.subarray(0, this.used));
+      this.bytes = grown;
+    }
+    this.used += encoder.encodeInto(line, this.bytes.subarray(this.used)).written;
+    this.ends.push(this.used);
+    this.digests.push(this.summary.digest(record));
+    if (this.ends.length >= 64) this.flush();
+    else this.timer ??= setTimeout(() => this.flush(), 20);
   }
 
   flush(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
-    if (this.lines.length === 0) return;
-    const message: WorkerMessage = { type: 'records', lines: this.lines };
-    this.port.postMessage(message);
-    this.lines = [];
+    if (this.ends.length === 0) return;
+    const bytes = this.bytes.slice(0, this.used);
+    const message: WorkerMessage = { type: 'records', bytes, ends: this.ends, digests: this.digests };
+    try {
+      this.port.postMessage(message, [bytes.buffer]);
+    } catch (err) {
+      // A scenario summarizer's digest that cannot cross threads: said in its place, for the main
+      // thread to raise as the summarizer's error (the records themselves are plain JSON).
+      for (const digest of this.digests) {
+        try {
+          structuredClone(digest.own);
+        } catch (cloneError) {
+          delete digest.own;
+          digest.ownError = `its digest cannot be sent to another thread (${errorText(cloneError)})`;
+        }
+      }
+      if (this.digests.every((d) => d.ownError === undefined)) throw err;
+      this.port.postMessage(message, [bytes.buffer]);
+    }
+    this.used = 0;
+    this.ends = [];
+    this.digests = [];
   }
 }

@@ -81,15 +81,15 @@ export function filesEnv(server: McpServer): ToolEnv<FilesTask, McpState> {
 }
 
 /** Success rate per task kind (find-move, rename, append). */
-function summarizer(): Summarizer {
+function summarizer(): Summarizer<{ [key: string]: unknown }, { kind: string; success: boolean }> {
   const kinds = new Map<string, { n: number; success: number }>();
   return {
-    add(record: EpisodeRecord) {
-      const kind = record.task.type ?? 'unknown';
+    digest: (record: EpisodeRecord) => ({ kind: record.task.type ?? 'unknown', success: record.outcome.success }),
+    add({ kind, success }) {
       let sums = kinds.get(kind);
       if (!sums) kinds.set(kind, (sums = { n: 0, success: 0 }));
       sums.n++;
-      sums.success += record.outcome.success ? 1 : 0;
+      sums.success += success ? 1 : 0;
     },
     result() {
       const byKind: { [kind: string]: { n: number; success: number } } = {};

@@ -9,13 +9,15 @@ import { gridMachine } from './world-machine.ts';
 const METRICS = { escapedRate: 'escaped', fellRate: 'fell', keyRate: 'key', doorRate: 'door', meanMoves: 'moves' };
 
 /** Per episode: how often it escaped, fell, got the key, opened the door; how many moves it made. */
-function summarizer(): Summarizer {
+function summarizer(): Summarizer<{ [name: string]: number }, number[]> {
   let n = 0;
   const sums = Object.fromEntries(Object.keys(METRICS).map((name) => [name, 0]));
   return {
-    add(record: EpisodeRecord) {
+    // The episode's metrics, in METRICS's order.
+    digest: (record: EpisodeRecord) => Object.values(METRICS).map((metric) => record.outcome.metrics?.[metric] ?? 0),
+    add(values) {
       n++;
-      for (const [name, metric] of Object.entries(METRICS)) sums[name]! += record.outcome.metrics?.[metric] ?? 0;
+      Object.keys(METRICS).forEach((name, i) => (sums[name]! += values[i]!));
     },
     result: () => Object.fromEntries(Object.entries(sums).map(([name, sum]) => [name, sum / Math.max(1, n)])),
   };

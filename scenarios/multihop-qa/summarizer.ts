@@ -19,6 +19,9 @@ export type QaSummary = {
   byType: { [type: string]: QaTypeStats };
 };
 
+/** What the summary takes from one record (taken where the record is played: see Summarizer.digest). */
+export type QaDigest = { type: string; em: number; f1: number; recall: number; turns: number; reward: number };
+
 /** Running sums of one group of records. */
 class QaSums {
   n = 0;
@@ -28,13 +31,13 @@ class QaSums {
   turns = 0;
   reward = 0;
 
-  add(record: EpisodeRecord): void {
+  add(d: QaDigest): void {
     this.n++;
-    this.em += record.outcome.metrics?.em ?? 0;
-    this.f1 += record.outcome.metrics?.f1 ?? 0;
-    this.recall += record.outcome.metrics?.recall ?? 0;
-    this.turns += record.turns.length;
-    this.reward += record.totalReward;
+    this.em += d.em;
+    this.f1 += d.f1;
+    this.recall += d.recall;
+    this.turns += d.turns;
+    this.reward += d.reward;
   }
 
   stats(): QaTypeStats {
@@ -45,16 +48,23 @@ class QaSums {
 }
 
 /** EM, F1 and gold-document recall over all records and per question type (records without a type count as "other"). */
-export function qaSummarizer(): Summarizer<QaSummary> {
+export function qaSummarizer(): Summarizer<QaSummary, QaDigest> {
   const all = new QaSums();
   const byType = new Map<string, QaSums>();
   return {
-    add(record) {
-      all.add(record);
-      const type = record.task.type ?? 'other';
-      let sums = byType.get(type);
-      if (!sums) byType.set(type, (sums = new QaSums()));
-      sums.add(record);
+    digest: (record: EpisodeRecord): QaDigest => ({
+      type: record.task.type ?? 'other',
+      em: record.outcome.metrics?.em ?? 0,
+      f1: record.outcome.metrics?.f1 ?? 0,
+      recall: record.outcome.metrics?.recall ?? 0,
+      turns: record.turns.length,
+      reward: record.totalReward,
+    }),
+    add(d) {
+      all.add(d);
+      let sums = byType.get(d.type);
+      if (!sums) byType.set(d.type, (sums = new QaSums()));
+      sums.add(d);
     },
     result() {
       const types: { [type: string]: QaTypeStats } = {};

@@ -6,24 +6,31 @@ import { generateTasks, SPLITS } from './tasks.ts';
 import { supportDeskTools } from './tools.ts';
 import type { DeskState } from './world.ts';
 
+/** What the summary takes from one record (see Summarizer.digest). */
+type DeskDigest = { type: string; success: boolean; violations: number; identifiedFirst: number };
+
 /** Per request type: episodes, success rate and rule violations per episode. */
-function summarizer(): Summarizer {
+function summarizer(): Summarizer<{ [key: string]: unknown }, DeskDigest> {
   let n = 0;
   let violations = 0;
   let identifiedFirst = 0;
   const types = new Map<string, { n: number; success: number; violations: number }>();
   return {
-    add(record: EpisodeRecord) {
-      const v = record.outcome.metrics?.['violations'] ?? 0;
+    digest: (record: EpisodeRecord): DeskDigest => ({
+      type: record.task.type ?? 'unknown',
+      success: record.outcome.success,
+      violations: record.outcome.metrics?.['violations'] ?? 0,
+      identifiedFirst: record.outcome.metrics?.['identified_first'] ?? 0,
+    }),
+    add(d) {
       n++;
-      violations += v;
-      identifiedFirst += record.outcome.metrics?.['identified_first'] ?? 0;
-      const type = record.task.type ?? 'unknown';
-      let sums = types.get(type);
-      if (!sums) types.set(type, (sums = { n: 0, success: 0, violations: 0 }));
+      violations += d.violations;
+      identifiedFirst += d.identifiedFirst;
+      let sums = types.get(d.type);
+      if (!sums) types.set(d.type, (sums = { n: 0, success: 0, violations: 0 }));
       sums.n++;
-      sums.success += record.outcome.success ? 1 : 0;
-      sums.violations += v;
+      sums.success += d.success ? 1 : 0;
+      sums.violations += d.violations;
     },
     result() {
       const byType: { [type: string]: { n: number; success: number; violations: number } } = {};

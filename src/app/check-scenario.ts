@@ -217,7 +217,11 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
   }
   const optional: Array<[string, string, (v: unknown) => boolean]> = [
     ['episode', 'an object of episode budgets', (v) => isRecord(v)],
-    ['summarizer', 'a function () → { add(record), result() }', (v) => typeof v === 'function'],
+    [
+      'summarizer',
+      'a function () → { add(record), result() } (and optionally digest(record))',
+      (v) => typeof v === 'function',
+    ],
     ['taskCount', 'a function (split) → how many tasks the split has', (v) => typeof v === 'function'],
     ['worldMachine', 'an XState machine (setup(...).createMachine(...))', isMachine],
   ];
@@ -466,10 +470,25 @@ function summarizerProblem(
   }
   if (!isRecord(fold) || typeof fold['add'] !== 'function' || typeof fold['result'] !== 'function')
     return `summarizer() must return { add(record), result() }, got ${describe(fold)}`;
+  const digest = fold['digest'];
+  if (digest !== undefined && typeof digest !== 'function')
+    return `the summarizer's digest must be a function (record) → what add needs, got ${describe(digest)}`;
   let result: unknown;
   try {
-    for (const record of records) (fold['add'] as (r: EpisodeRecord) => void)(record);
-    result = (fold['result'] as () => unknown)();
+    for (const record of records) {
+      let input: unknown = record;
+      if (typeof digest === 'function') {
+        // As a worker thread sends it to the main thread.
+        const taken = digest.call(fold, record);
+        try {
+          input = structuredClone(taken);
+        } catch (err) {
+          return `the summarizer's digest must return plain data (numbers, strings, objects, arrays) that can be sent between threads: ${errorText(err)}`;
+        }
+      }
+      (fold['add'] as (input: unknown) => void).call(fold, input);
+    }
+    result = (fold['result'] as () => unknown).call(fold);
   } catch (err) {
     return `the summarizer threw: ${errorText(err)}`;
   }

@@ -82,6 +82,18 @@ function preview(value: unknown): string {
 /** A scenario that does not satisfy the scenario contract. */
 export class ScenarioError extends AgentR1Error {}
 
+/** A scenario's summarizer that threw on a record (in `digest` or `add`): the run's summary cannot be made. */
+export class SummarizerError extends ScenarioError {
+  constructor(
+    readonly scenario: string,
+    /** The episode whose record it threw on. */
+    readonly index: number,
+    readonly reason: string,
+  ) {
+    super(`scenario ${scenario}: its summarizer threw on episode ${index}: ${reason}`);
+  }
+}
+
 /** Options that do not go together (e.g. a sampling temperature for a scripted policy). The CLI exits 2. */
 export class UsageError extends AgentR1Error {}
 

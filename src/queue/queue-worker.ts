@@ -2,10 +2,9 @@ import { homedir, hostname, availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { EpisodeRecord } from '../core/types.ts';
 import { AgentR1Error } from '../core/errors.ts';
 import type { Policy } from '../policy/policy.ts';
-import { serializeRecord } from '../record/record.ts';
+import { type Finished, lineOf } from '../rollout/finished-episode.ts';
 import { WorkerThreads } from '../rollout/worker-threads.ts';
 import type { RecordedScenario } from '../scenario/load.ts';
 import { isScenarioPath } from '../scenario/load.ts';
@@ -238,10 +237,10 @@ export class QueueWorker {
     signal?.addEventListener('abort', onAbort, { once: true });
     let closed = false;
     const writes: Promise<unknown>[] = [];
-    const emit = (record: EpisodeRecord) => {
-      const line = serializeRecord(record);
+    const emit = (finished: Finished) => {
+      const line = lineOf(finished);
       writes.push(
-        appendRecord(this.redis, keys, { index: record.index, worker: this.name, job: jobId, line }).then((open) => {
+        appendRecord(this.redis, keys, { index: finished.index, worker: this.name, job: jobId, line }).then((open) => {
           if (!open) {
             closed = true;
             stop.abort();

@@ -1,8 +1,11 @@
-import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
+import type { EpisodeConfig } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import type { BatchQueueStats } from './batch-queue.ts';
+import type { Finished } from './finished-episode.ts';
 import type { EpisodePlanItem } from './plan.ts';
+
+export type { Finished };
 
 /** Planned episodes of one run, ready to be played. */
 export interface EpisodeBatch {
@@ -32,9 +35,11 @@ export interface ExecutorReport {
  * possibly more than once (a rerun after a crash); `rollout` orders them, drops repeats, and owns
  * the run's plan and summary. After `signal` aborts, an executor starts no new episode and returns.
  * Records depend only on the plan, never on the executor: that is what makes them replayable.
+ * `emit` may throw (a scenario summarizer that fails): the executor then stops and `play` rejects
+ * with that error.
  */
 export interface RolloutExecutor {
-  play(batch: EpisodeBatch, emit: (record: EpisodeRecord) => void, signal?: AbortSignal): Promise<ExecutorReport>;
+  play(batch: EpisodeBatch, emit: (finished: Finished) => void, signal?: AbortSignal): Promise<ExecutorReport>;
   /** Frees threads and pools; the executor cannot be used afterwards. */
   close(): Promise<void>;
 }

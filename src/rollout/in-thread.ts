@@ -1,9 +1,8 @@
 import type { BatchPolicy, Policy } from '../policy/policy.ts';
 import { toolCacheOf } from '../tools/runner.ts';
 import { BatchQueue } from './batch-queue.ts';
-import type { EpisodeBatch, ExecutorReport, RolloutExecutor } from './executor.ts';
+import type { EpisodeBatch, ExecutorReport, Finished, RolloutExecutor } from './executor.ts';
 import { playEpisodes } from './play-episodes.ts';
-import type { EpisodeRecord } from '../core/types.ts';
 
 export interface InThreadOptions {
   /** Most rows in one `actBatch` call of a batch policy (default 64). */
@@ -20,11 +19,7 @@ export function isBatchPolicy(policy: Policy): policy is BatchPolicy {
  */
 export function inThread(options: InThreadOptions = {}): RolloutExecutor {
   return {
-    async play(
-      batch: EpisodeBatch,
-      emit: (record: EpisodeRecord) => void,
-      signal?: AbortSignal,
-    ): Promise<ExecutorReport> {
+    async play(batch: EpisodeBatch, emit: (finished: Finished) => void, signal?: AbortSignal): Promise<ExecutorReport> {
       const queue = isBatchPolicy(batch.policy)
         ? new BatchQueue(batch.policy, { maxBatch: options.maxBatch ?? 64, maxWaitMs: 0 })
         : undefined;

@@ -22,7 +22,7 @@ export interface EpisodeContext {
 /**
  * The one episode loop, on the main thread and in every worker: `concurrency` lanes each take the
  * next item in plan order and play it; `emit` hears each record as it finishes (in any order).
- * After an abort no new episode starts.
+ * After an abort, or an emit that throws (which rejects the loop), no new episode starts.
  */
 export async function playEpisodes(
   items: readonly EpisodePlanItem[],
@@ -33,15 +33,17 @@ export async function playEpisodes(
   const { signal } = context;
   let next = 0;
   let yielded = performance.now();
+  // A lane that fails (an emit that throws) stops the others from starting more episodes.
+  let failed = false;
   const lane = async () => {
-    while (next < items.length && !signal?.aborted) {
+    while (next < items.length && !signal?.aborted && !failed) {
       // Scripted episodes can run entirely on microtasks: yield at least every millisecond, so that
       // signals and I/O get a turn (yielding after every episode cost more than a short episode).
       if (performance.now() - yielded >= 1) {
         await new Promise((resolve) => setImmediate(resolve));
         yielded = performance.now();
       }
-      if (signal?.aborted || next >= items.length) break;
+      if (signal?.aborted || failed || next >= items.length) break;
       const position = next++;
       const item = items[position]!;
       context.onStart?.(position);
@@ -59,7 +61,12 @@ export async function playEpisodes(
         metrics: context.metrics,
         signal,
       });
-      emit(record);
+      try {
+        emit(record);
+      } catch (err) {
+        failed = true;
+        throw err;
+      }
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, lane));

@@ -1,6 +1,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import { z } from 'zod';
 import type { EpisodeConfig, Json, PolicyOutput } from '../core/types.ts';
+import type { EpisodeDigest } from './finished-episode.ts';
 import type { EpisodePlanItem } from './plan.ts';
 
 /**
@@ -22,8 +23,11 @@ export type GenerateRow = z.infer<typeof generateRowSchema>;
 export type WorkerMessage =
   | { type: 'generate'; id: number; rows: GenerateRow[] }
   | { type: 'release'; episodeId: string }
-  /** Finished episodes, as their sealed JSONL lines. */
-  | { type: 'records'; lines: string[] }
+  /**
+   * Finished episodes: their sealed JSONL lines as UTF-8 bytes end to end (`bytes`, transferred; line
+   * i ends at `ends[i]`, no newlines) and the digest of each, which is all the main thread folds.
+   */
+  | { type: 'records'; bytes: Uint8Array; ends: number[]; digests: EpisodeDigest[] }
   /** The worker's event loop turns (sent every `heartbeatMs` once its scenario and policy are ready); its threadId. */
   | { type: 'alive'; thread: number };
 

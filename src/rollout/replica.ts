@@ -1,5 +1,4 @@
-import type { EpisodeRecord } from '../core/types.ts';
-import type { EpisodeBatch, ExecutorReport, RolloutExecutor } from './executor.ts';
+import type { EpisodeBatch, ExecutorReport, Finished, RolloutExecutor } from './executor.ts';
 import { inThread } from './in-thread.ts';
 import { WorkerThreads } from './worker-threads.ts';
 
@@ -41,19 +40,22 @@ export class Replica implements RolloutExecutor {
     });
   }
 
-  async play(
-    batch: EpisodeBatch,
-    emit: (record: EpisodeRecord) => void,
-    signal?: AbortSignal,
-  ): Promise<ExecutorReport> {
+  async play(batch: EpisodeBatch, emit: (finished: Finished) => void, signal?: AbortSignal): Promise<ExecutorReport> {
     const split = Math.ceil(batch.items.length / 2);
     const theirs = batch.items.slice(split);
     const done = new Set<number>();
+    // An emit that threw failed the copy's play: that is the run's error, not the copy's.
+    let emitFailure: { error: unknown } | undefined;
     const remote = this.there.play(
       { ...batch, items: theirs },
-      (record) => {
-        done.add(record.index);
-        emit(record);
+      (finished) => {
+        done.add(finished.index);
+        try {
+          emit(finished);
+        } catch (error) {
+          emitFailure = { error };
+          throw error;
+        }
       },
       signal,
     );
@@ -63,6 +65,7 @@ export class Replica implements RolloutExecutor {
       const report = await remote;
       return { threads: 2, toolMs: local.toolMs + report.toolMs, crashes: report.crashes, batching: local.batching };
     } catch (err) {
+      if (emitFailure) throw emitFailure.error;
       if (signal?.aborted) return { ...local, threads: 2 };
       this.failures++;
       this.options.onFallback?.(err instanceof Error ? err : new Error(String(err)));

@@ -1,6 +1,7 @@
 import type { EpisodeRecord } from '../core/types.ts';
 import type { BatchQueueStats } from './batch-queue.ts';
 import type { ExecutorReport, RolloutExecutor } from './executor.ts';
+import { FinishedEpisode } from './finished-episode.ts';
 import { inThread } from './in-thread.ts';
 import { planEpisodes, type PlanOptions } from './plan.ts';
 import { episodeConfig } from '../episode/run-episode.ts';
@@ -13,6 +14,12 @@ export interface RolloutOptions extends PlanOptions {
   concurrency?: number;
   /** Called with each finished record, in episode order. */
   onRecord?: (record: EpisodeRecord) => void;
+  /**
+   * Called with each finished episode, in episode order (before onRecord): its sealed line and its
+   * digest, all a writer and a progress bar need. A record played in a worker thread is then never
+   * parsed on this thread, unless onRecord, keepRecords or the scenario's summarizer asks for it.
+   */
+  onEpisode?: (episode: FinishedEpisode) => void;
   /**
    * Whether the result keeps the records (default true). With false, each record is let go once it
    * is handed to onRecord and summarized: a run of any length then needs memory only for the
@@ -64,27 +71,30 @@ export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
   const kept: EpisodeRecord[] = [];
   const summarizer = rolloutSummarizer(options.scenario);
   // Records that arrived ahead of an unfinished one wait here; `arrived` tells a rerun's duplicate.
-  const waiting: Array<EpisodeRecord | undefined> = new Array(plan.length);
+  const waiting: Array<FinishedEpisode | undefined> = new Array(plan.length);
   const arrived = new Uint8Array(plan.length);
   let emitted = 0;
   let done = 0;
   let tokens = 0;
   let steps = 0;
   const handOn = (at: number) => {
-    const record = waiting[at]!;
+    const episode = waiting[at]!;
     waiting[at] = undefined;
-    options.onRecord?.(record);
-    summarizer.add(record);
-    steps += record.turns.length;
-    if (keep) kept.push(record);
+    options.onEpisode?.(episode);
+    if (options.onRecord) options.onRecord(episode.record);
+    summarizer.add(episode);
+    steps += episode.digest.turns;
+    if (keep) kept.push(episode.record);
   };
-  const emit = (record: EpisodeRecord) => {
-    const at = record.index - offset;
+  const emit = (finished: EpisodeRecord | FinishedEpisode) => {
+    const at = finished.index - offset;
     if (!(at >= 0 && at < plan.length) || arrived[at]) return;
+    const episode =
+      finished instanceof FinishedEpisode ? finished : FinishedEpisode.of(finished, summarizer.digest(finished));
     arrived[at] = 1;
-    waiting[at] = record;
+    waiting[at] = episode;
     done++;
-    for (const turn of record.turns) tokens += turn.tokens?.length ?? 0;
+    tokens += episode.digest.tokens;
     while (emitted < plan.length && arrived[emitted]) handOn(emitted++);
     options.onProgress?.({ done, tokens });
   };

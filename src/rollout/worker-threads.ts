@@ -4,17 +4,17 @@ import { join } from 'node:path';
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import pLimit from 'p-limit';
 import { Piscina } from 'piscina';
-import type { EpisodeRecord, Json } from '../core/types.ts';
+import type { Json } from '../core/types.ts';
 import { AgentR1Error } from '../core/errors.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { referencePolicySpec } from '../scenario/reference-policy.ts';
 import { BatchQueue } from './batch-queue.ts';
-import type { EpisodeBatch, ExecutorReport, RolloutExecutor } from './executor.ts';
+import type { EpisodeBatch, ExecutorReport, Finished, RolloutExecutor } from './executor.ts';
+import { FinishedEpisode } from './finished-episode.ts';
 import { isBatchPolicy } from './in-thread.ts';
 import type { EpisodePlanItem } from './plan.ts';
 import type { RolloutTask, RolloutTaskResult, WorkerMessage, WorkerPolicySpec } from './protocol.ts';
-import { recordFromTrustedLine } from '../record/record.ts';
 import { errorRecord } from './error-record.ts';
 import { watchThread, WorkerStalledError } from './watchdog.ts';
 import { workerEntryUrl } from './worker-entry.ts';
@@ -97,11 +97,7 @@ export class WorkerThreads implements RolloutExecutor {
     this.tasksPerWorker = options.tasksPerWorker ?? TASKS_PER_WORKER;
   }
 
-  async play(
-    batch: EpisodeBatch,
-    emit: (record: EpisodeRecord) => void,
-    signal?: AbortSignal,
-  ): Promise<ExecutorReport> {
+  async play(batch: EpisodeBatch, emit: (finished: Finished) => void, signal?: AbortSignal): Promise<ExecutorReport> {
     const spec = await this.policySpec(batch.policy, batch.scenario);
     const maxBatch = this.options.maxBatch ?? (spec.kind === 'copy' ? 64 : 32);
     const queue =
@@ -131,9 +127,19 @@ export class WorkerThreads implements RolloutExecutor {
     const attempts = new Map<number, number>();
     let toolMs = 0;
     let crashes = 0;
-    const accept = (record: EpisodeRecord) => {
-      done.add(record.index);
-      emit(record);
+    // An emit that throws (a scenario summarizer that fails) ends the run with its error: no task
+    // starts, the threads of those in flight are terminated, and play rejects.
+    let failure: { error: unknown } | undefined;
+    const terminators = new Set<() => void>();
+    const accept = (finished: Finished) => {
+      if (failure) return;
+      done.add(finished.index);
+      try {
+        emit(finished);
+      } catch (error) {
+        failure = { error };
+        for (const terminate of terminators) terminate();
+      }
     };
 
     type TaskOutcome =
@@ -149,11 +155,21 @@ export class WorkerThreads implements RolloutExecutor {
       // Not Piscina's abort, which would make the task run alone on its thread: the thread is found
       // by the id its heartbeat gives and terminated (every task on it fails, as in a crash).
       let thread: number | undefined;
-      const watch = watchThread(stallMs, () => on.threads.find((w) => w.threadId === thread)?.terminate());
+      const terminate = () => void on.threads.find((w) => w.threadId === thread)?.terminate();
+      const watch = watchThread(stallMs, terminate);
+      terminators.add(terminate);
       port1.on('message', (m: WorkerMessage) => {
         watch.heard();
         if (m.type === 'alive') thread = m.thread;
-        else if (m.type === 'records') for (const line of m.lines) accept(recordFromTrustedLine(line));
+        else if (m.type === 'records') {
+          // The lines' bytes as the worker encoded them, passed on unparsed (see FinishedEpisode).
+          let start = 0;
+          for (let i = 0; i < m.digests.length; i++) {
+            const end = m.ends[i]!;
+            accept(FinishedEpisode.sealed(m.bytes.subarray(start, end), m.digests[i]!));
+            start = end;
+          }
+        }
       });
       const started = new Int32Array(new SharedArrayBuffer(4 * part.length));
       const task: RolloutTask = {
@@ -177,6 +193,7 @@ export class WorkerThreads implements RolloutExecutor {
         const suspects = part.filter((item, k) => Atomics.load(started, k) === 1 && !done.has(item.index));
         return { crashed: true, error: new WorkerStalledError(stallMs), stalled: true, suspects };
       } finally {
+        terminators.delete(terminate);
         watch.stop();
         port1.close();
       }
@@ -191,9 +208,10 @@ export class WorkerThreads implements RolloutExecutor {
     const alone = pLimit(workers);
     const isolate = (item: EpisodePlanItem) =>
       alone(async () => {
+        if (failure) return;
         quarantine ??= createPool(url, workers, 1);
         const outcome = await runTask([item], quarantine);
-        if (!outcome.crashed || signal?.aborted) return;
+        if (!outcome.crashed || signal?.aborted || failure) return;
         crashes++;
         const why = outcome.stalled
           ? errorText(outcome.error)
@@ -202,8 +220,8 @@ export class WorkerThreads implements RolloutExecutor {
       });
 
     const runChunk = async (part: EpisodePlanItem[]): Promise<void> => {
-      const outcome = await inFlight(() => runTask(part, pool));
-      if (!outcome.crashed || signal?.aborted) return;
+      const outcome = await inFlight(() => (failure ? { crashed: false as const } : runTask(part, pool)));
+      if (!outcome.crashed || signal?.aborted || failure) return;
       // A copy that fails is not retried here: its caller plays the rest another way (see replica).
       if (spec.kind === 'copy') throw outcome.error;
       crashes++;
@@ -227,6 +245,7 @@ export class WorkerThreads implements RolloutExecutor {
       queue?.close();
       await quarantine?.destroy();
     }
+    if (failure) throw failure.error;
     return { threads: workers, toolMs, crashes, ...(queue ? { batching: queue.stats() } : {}) };
   }
 

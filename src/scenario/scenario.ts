@@ -41,7 +41,7 @@ export interface Scenario<TTask extends Task = Task, TState = any> {
    * Extra eval metrics (e.g. per question type): a new fold for each summary, given the records one
    * at a time in episode order, so a run of millions of episodes is summarized without holding it.
    */
-  summarizer?(): Summarizer;
+  summarizer?(): Summarizer<{ [key: string]: unknown }, any>;
   /**
    * The folder a scenario of one's own was loaded from (an absolute path), set by `loadScenario`;
    * records carry it, so replay, the viewer and export find the scenario again. Absent for built-ins.
@@ -49,9 +49,21 @@ export interface Scenario<TTask extends Task = Task, TState = any> {
   source?: string;
 }
 
-/** A fold over a run's records: `add` each record in episode order, then read `result()`. */
-export interface Summarizer<TResult extends { [key: string]: unknown } = { [key: string]: unknown }> {
-  add(record: EpisodeRecord): void;
+/**
+ * A fold over a run's records: `add` each record in episode order, then read `result()`.
+ *
+ * With `digest`, `add` is given `digest(record)` instead of the record: the few values the fold
+ * needs, taken from each record where it was played. A worker thread's records then reach the fold
+ * without being parsed again on the main thread (without `digest` they are). `digest` must be a pure
+ * function of the record and return data that survives structuredClone (numbers, strings, plain
+ * objects and arrays); `scenario check` tries it.
+ */
+export interface Summarizer<
+  TResult extends { [key: string]: unknown } = { [key: string]: unknown },
+  TInput = EpisodeRecord,
+> {
+  digest?(record: EpisodeRecord): TInput;
+  add(input: TInput): void;
   result(): TResult;
 }
 

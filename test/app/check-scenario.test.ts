@@ -112,6 +112,21 @@ test("a summarizer is run over the reference policies' episodes: one that throws
   );
   t.regex((await check(() => ({ add() {}, result: () => 3 })))[0]!.message, /result\(\) must be an object of metrics/);
   t.deepEqual(await check(() => ({ add() {}, result: () => ({ n: 1 }) })), []);
+  // A digest is taken as a worker thread takes it: its result must cross threads.
+  const sums = () => {
+    let turns = 0;
+    return {
+      digest: (r: { turns: unknown[] }) => r.turns.length,
+      add: (n: number) => (turns += n),
+      result: () => ({ turns }),
+    };
+  };
+  t.deepEqual(await check(sums), []);
+  t.regex((await check(() => ({ ...sums(), digest: 3 })))[0]!.message, /digest must be a function/);
+  t.regex(
+    (await check(() => ({ ...sums(), digest: () => ({ later: () => 0 }) })))[0]!.message,
+    /digest must return plain data .* can be sent between threads: .*could not be cloned/,
+  );
   // Written for the old contract: told what replaced it.
   const old = await check(undefined, { summarize: () => ({}) });
   t.like(old[0], { kind: 'bad_field', where: 'summarize' });

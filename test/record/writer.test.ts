@@ -78,6 +78,44 @@ test('text beyond ASCII is written as UTF-8, byte for byte: short lines, many, a
   t.true(back.every((answer, i) => answer === texts[i]));
 });
 
+test("a line's UTF-8 bytes (as a worker thread sends them) are written as they are: the same file as from the records", (t) => {
+  const texts = ['Café', 'a — b 東京', `${'x'.repeat(70_000)}é`];
+  for (let i = 0; i < 300; i++) texts.push('東🧭é'.repeat(i % 97));
+  const written = texts.map((text, i) => ({ ...records[i % records.length]!, answer: text }));
+  const [fromRecords, fromBytes, mixed] = [file(), file(), file()];
+  const writers = [new RecordWriter(fromRecords), new RecordWriter(fromBytes), new RecordWriter(mixed)];
+  const encoder = new TextEncoder();
+  written.forEach((r, i) => {
+    writers[0]!.write(r);
+    writers[1]!.writeLine(encoder.encode(serializeRecord(r)));
+    writers[2]!.writeLine(i % 2 ? serializeRecord(r) : encoder.encode(serializeRecord(r)));
+  });
+  for (const w of writers) w.close();
+  t.true(readFileSync(fromBytes).equals(readFileSync(fromRecords)));
+  t.true(readFileSync(mixed).equals(readFileSync(fromRecords)));
+});
+
+test('end() writes the waiting lines and closes, syncing off this thread: the file close() makes', async (t) => {
+  const [closed, ended] = [file(), file()];
+  const writers = [new RecordWriter(closed), new RecordWriter(ended)];
+  for (const r of records) for (const w of writers) w.write(r);
+  writers[0]!.close();
+  await writers[1]!.end();
+  t.true(readFileSync(ended).equals(readFileSync(closed)));
+  t.throws(() => writers[1]!.write(records[0]!), { message: /is closed/ });
+  await t.notThrowsAsync(writers[1]!.end());
+});
+
+test('a line with a newline in it is refused, as text or as bytes, and the file keeps only whole lines', (t) => {
+  const path = file();
+  const writer = new RecordWriter(path);
+  writer.write(records[0]!);
+  t.throws(() => writer.writeLine('{"a":1}\n{"b":2}'), { instanceOf: RangeError, message: /cannot hold a newline/ });
+  t.throws(() => writer.writeLine(new TextEncoder().encode('{"a":1}\n')), { message: /cannot hold a newline/ });
+  writer.close();
+  t.deepEqual(lines(path), [serializeRecord(records[0]!)]);
+});
+
 test('appending keeps the lines already in the file', (t) => {
   const path = file();
   const first = new RecordWriter(path);

@@ -27,7 +27,7 @@ function scrambling(drop?: number): RolloutExecutor {
   return {
     async play(batch, emit, signal) {
       const records: EpisodeRecord[] = [];
-      const report = await played.play(batch, (r) => records.push(r), signal);
+      const report = await played.play(batch, (r) => records.push(r as EpisodeRecord), signal);
       const order = [...records].sort((a, b) => ((a.index * 7) % 11) - ((b.index * 7) % 11) || b.index - a.index);
       for (const r of [...order, ...order.slice(0, 5)]) if (r.index !== drop) emit(r);
       return report;

@@ -14,6 +14,8 @@ import { replayRecord } from '../../src/replay/replay.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
+import { SummarizerError } from '../../src/core/errors.ts';
+import type { FinishedEpisode } from '../../src/rollout/finished-episode.ts';
 
 const FAULTY = fileURLToPath(new URL('../fixtures/faulty', import.meta.url));
 const calc = calculator as unknown as Scenario;
@@ -79,6 +81,94 @@ async function faulty(scripts: string[][], options: { [key: string]: string } = 
   const markers = mkdtempSync(join(tmpdir(), 'agent-r1-markers-'));
   return loadScenario(FAULTY, builtinScenarios, { markers, scripts: JSON.stringify(scripts), ...options });
 }
+
+/** Counts the calls of JSON.parse on a record's line in this thread while `run` runs. */
+async function recordParses<T>(run: () => Promise<T>): Promise<{ result: T; parses: number }> {
+  const parse = JSON.parse;
+  let parses = 0;
+  JSON.parse = (text: string, reviver?: Parameters<typeof JSON.parse>[1]) => {
+    if (typeof text === 'string' && text.includes('"checksum":"')) parses++;
+    return parse(text, reviver);
+  };
+  try {
+    return { result: await run(), parses };
+  } finally {
+    JSON.parse = parse;
+  }
+}
+
+// Serial (AVA runs these before the others), so that no other test's parsing is counted.
+test.serial(
+  "through workers each record's line arrives as bytes and is handed on unparsed, with the lines and summary of a run in this thread",
+  async (t) => {
+    const scenario = createMultihopQaScenario();
+    const policy = await referencePolicy(scenario, 'noisy-expert', 7);
+    const options = { scenario, policy, split: 'train', episodes: 40, seed: 11, keepRecords: false };
+    const play = async (workers: number) => {
+      const lines: string[] = [];
+      let asBytes = 0;
+      const onEpisode = (e: FinishedEpisode) => {
+        if (e.line instanceof Uint8Array) asBytes++;
+        lines.push(e.text);
+      };
+      const run = () =>
+        workers === 0
+          ? rollout({ ...options, onEpisode })
+          : inWorkers({ ...options, onEpisode }, { workers, scenarioSource: 'multihop-qa' });
+      const { result, parses } = await recordParses(run);
+      return { lines, asBytes, summary: result.summary, parses };
+    };
+    const here = await play(0);
+    t.is(here.lines.length, 40);
+    for (const workers of [1, 2]) {
+      const there = await play(workers);
+      t.is(there.asBytes, 40, `${workers} workers`);
+      t.is(there.parses, 0, 'no record line parsed on this thread');
+      t.deepEqual(there.lines, here.lines);
+      // The scenario's own metrics (em, f1, by question type) folded from the workers' digests, to the bit.
+      t.deepEqual(there.summary, here.summary);
+    }
+  },
+);
+
+test('a scenario summarizer without a digest is given the records, parsed from their lines, in episode order: the same summary', async (t) => {
+  const scripts = [[call('echo', { text: 'a' }), '<answer>ok</answer>'], ['<answer>ok</answer>']];
+  const summaries = [];
+  for (const summarizer of ['digest', 'record']) {
+    const scenario = await faulty(scripts, { summarizer });
+    const policy = await scenario.policies.script!({ scenario, seed: 0 });
+    const options = { scenario, policy, split: 'train', episodes: 12, seed: 3, keepRecords: false };
+    summaries.push((await rollout(options)).summary);
+    summaries.push((await inWorkers(options, { workers: 2, scenarioSource: FAULTY })).summary);
+  }
+  t.like(summaries[0], { turns: 18, order: [...Array(12).keys()].map((i) => `f-${i}`).join(',') });
+  for (const summary of summaries.slice(1)) t.deepEqual(summary, summaries[0]);
+});
+
+test('a scenario summarizer that throws fails the run with a SummarizerError naming the episode, in this thread and in workers', async (t) => {
+  const scenario = await faulty([['<answer>ok</answer>']], { summarizer: 'throws' });
+  const policy = await scenario.policies.script!({ scenario, seed: 0 });
+  const options = { scenario, policy, split: 'train', episodes: 12, seed: 3 };
+  const message = 'scenario faulty: its summarizer threw on episode 2: no summary for f-2';
+  await t.throwsAsync(rollout(options), { instanceOf: SummarizerError, message });
+  const executor = workerThreads({ workers: 2, scenarioSource: FAULTY });
+  try {
+    await t.throwsAsync(rollout({ ...options, executor }), { instanceOf: SummarizerError, message });
+    // The pool plays on afterwards.
+    const ok = await faulty([['<answer>ok</answer>']], { summarizer: 'digest' });
+    const { summary } = await rollout({ ...options, scenario: ok, executor });
+    t.is(summary.episodes, 12);
+  } finally {
+    await executor.close();
+  }
+  // A digest that cannot be sent between threads is the summarizer's error too.
+  const uncloneable = await faulty([['<answer>ok</answer>']], { summarizer: 'uncloneable' });
+  const err = await t.throwsAsync(
+    inWorkers({ ...options, scenario: uncloneable }, { workers: 1, scenarioSource: FAULTY }),
+    { instanceOf: SummarizerError },
+  );
+  t.regex(err!.message, /summarizer threw on episode 2: its digest cannot be sent to another thread/);
+});
 
 for (const [how, toolName] of [
   ['process.exit', 'exit'],

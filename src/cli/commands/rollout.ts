@@ -6,7 +6,7 @@ import { resolvePolicy } from '../../app/resolve-policy.ts';
 import { rollout, type ThroughputSummary } from '../../rollout/rollout.ts';
 import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../record/jsonl.ts';
-import type { EpisodeRecord } from '../../core/types.ts';
+import type { FinishedEpisode } from '../../rollout/finished-episode.ts';
 import { OutputExistsError } from '../../core/errors.ts';
 import { writeOutput } from '../../core/write-output.ts';
 import { assertWritableDir } from '../../core/writable-dir.ts';
@@ -153,11 +153,12 @@ export async function runRolloutCommand(
   let count = 0;
   let tokens = 0;
   bar.start(flags.episodes, 0, { reward: '-', tps: '0', workers: 'no worker yet' });
-  const onRecord = (record: EpisodeRecord) => {
-    writer?.write(record);
-    rewardSum += record.totalReward;
+  // Each episode's line is written as it came (from a worker thread: its bytes, never parsed here).
+  const onEpisode = (episode: FinishedEpisode) => {
+    writer?.writeLine(episode.line);
+    rewardSum += episode.digest.totalReward;
     count++;
-    tokens += record.turns.reduce((n, t) => n + (t.tokens?.length ?? 0), 0);
+    tokens += episode.digest.tokens;
     const tps = (tokens / (performance.now() - started)) * 1000;
     bar.update(count, {
       reward: (rewardSum / count).toFixed(3),
@@ -182,7 +183,7 @@ export async function runRolloutCommand(
     seed: flags.seed,
     group: flags.group,
     signal: controller.signal,
-    onRecord,
+    onEpisode,
   };
   // External (network) policies run in this thread: their time is waiting, not compute.
   const { workers, reason } = capWorkers(flags.workers, flags.episodes);
@@ -232,7 +233,7 @@ export async function runRolloutCommand(
     throw err;
   } finally {
     bar.stop();
-    writer?.close();
+    await writer?.end();
     await executor?.close();
     process.off('SIGINT', onSigint);
   }
