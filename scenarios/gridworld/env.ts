@@ -12,10 +12,8 @@ import {
   type ToolEnv,
   type TurnRecord,
 } from 'agent-r1-ts';
-import { add, cellAt, DIRECTIONS, type Point } from './layout.ts';
+import { surroundings, type Point } from './layout.ts';
 import { applyGridEffect, createGridState, layoutOf, view, type GridEffect, type GridState } from './world.ts';
-
-const NEIGHBOUR: { [cell: string]: string } = { '#': 'wall', O: 'pit', G: 'exit', '.': 'floor' };
 
 /** Where a point lies from `from`, in moves: "3 east, 1 north" ("here" when it is the same cell). */
 export function offset(from: Point, to: Point): string {
@@ -53,20 +51,6 @@ export function gridCard(state: GridState, history: readonly TurnRecord[]): stri
   const v = view(state);
   const { layout } = state;
   const here = { x: v.position[0], y: v.position[1] };
-  const next = DIRECTIONS.map((d) => {
-    const cell = cellAt(layout, add(here, d));
-    const what =
-      cell === 'D'
-        ? v.door_open
-          ? 'open door'
-          : 'locked door'
-        : cell === 'K'
-          ? v.has_key
-            ? 'floor'
-            : 'key'
-          : NEIGHBOUR[cell];
-    return `${d} ${what ?? 'floor'}`;
-  });
   const [goal, where] = !v.has_key
     ? ['the key', layout.key]
     : !v.door_open
@@ -75,7 +59,7 @@ export function gridCard(state: GridState, history: readonly TurnRecord[]): stri
   const last = history.at(-1);
   return [
     `At ${here.x}, ${here.y}; key ${v.has_key ? 'carried' : 'not carried'}; door ${v.door_open ? 'open' : 'locked'}. Next: ${goal}, ${offset(here, where)}.`,
-    `Around: ${next.join(', ')}.`,
+    `Around: ${surroundings(layout, here, v.has_key, v.door_open)}.`,
     ...(last ? [`Last: ${actionWords(last)} → ${resultWords(last)}.`] : []),
   ].join('\n');
 }

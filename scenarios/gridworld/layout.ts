@@ -198,3 +198,23 @@ export function renderMap(layout: Layout, at: Point, hasKey: boolean, doorOpen: 
     )
     .join('\n');
 }
+
+const NEIGHBOUR: { [cell: string]: string } = { '#': 'wall', O: 'pit', G: 'exit', '.': 'floor' };
+
+/** What lies next to `at` in each direction: "north floor, east pit, south wall, west key". */
+export function surroundings(layout: Layout, at: Point, hasKey: boolean, doorOpen: boolean): string {
+  return DIRECTIONS.map((d) => {
+    const cell = cellAt(layout, add(at, d));
+    const what =
+      cell === 'D'
+        ? doorOpen
+          ? 'open door'
+          : 'locked door'
+        : cell === 'K'
+          ? hasKey
+            ? 'floor'
+            : 'key'
+          : NEIGHBOUR[cell];
+    return `${d} ${what ?? 'floor'}`;
+  }).join(', ');
+}

@@ -1,5 +1,5 @@
 import { ScenarioError, createRng, deriveSeed, type Json, type Task } from 'agent-r1-ts';
-import { randomLargeLayout, randomLayout, renderMap, type Layout } from './layout.ts';
+import { randomLargeLayout, randomLayout, renderMap, surroundings, type Layout } from './layout.ts';
 import { successProbability } from './planner.ts';
 
 export const SPLITS = ['train', 'dev', 'test'] as const;
@@ -40,7 +40,8 @@ export function question(layout: Layout): string {
   if (layout.sight !== undefined) {
     // Short: the step-level agent reads it again at each of its 20–40 steps.
     return [
-      `A dark dungeon, ${layout.width} × ${layout.height}; x grows east, y south. You are at ${at(layout.start)}.`,
+      `A dark dungeon, ${layout.width} × ${layout.height}; x grows east, y south. You are at ${at(layout.start)}`,
+      `(around you: ${surroundings(layout, layout.start, false, false)}).`,
       `Get the key at ${at(layout.key)}, unlock the door at ${at(layout.door)} from next to it (a stiff lock: retry),`,
       `reach the exit at ${at(layout.goal)}. Pits end the game; moves slip (${layout.slip}); you see ${layout.sight} cells around.`,
     ].join(' ');

@@ -21,7 +21,7 @@ import { train, type EvalMetrics, type StepMetrics } from '../rl/trainer.ts';
 import type { TrainablePolicy } from '../rl/trainable.ts';
 import { naiveRagModel, type TokenizingPolicy } from './naive-rag.ts';
 import { referencePolicy } from '../scenario/reference-policy.ts';
-import { sftWarmStart, type WarmStartOptions, type WarmStartResult } from '../rl/warm-start.ts';
+import { sequencesWords, sftWarmStart, type WarmStartOptions, type WarmStartResult } from '../rl/warm-start.ts';
 import type { ContextCut } from '../policy/tfjs/sft.ts';
 
 /**
@@ -321,7 +321,7 @@ async function runPaperWith(
     phase: 'warm-start',
     message: options.warmStartFrom
       ? `warm start loaded from ${options.warmStartFrom}`
-      : `warm start: ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}` +
+      : `warm start: ${ws.demonstrations} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% correct)${sequencesWords(ws)}, ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}` +
         (cut
           ? `; ${cut.sequences} of them cut at the context of ${cut.contextLength} tokens (the longest: ${cut.longest})`
           : ''),
@@ -426,6 +426,7 @@ async function runPaperWith(
     curves,
     rewards,
     warmStart: {
+      demonstrations: ws.demonstrations,
       sequences: ws.sequences,
       demoSuccess: ws.demoSuccess,
       steps: ws.steps,
@@ -446,7 +447,10 @@ async function runPaperWith(
 async function loadWarmStart(
   dir: string,
 ): Promise<
-  Pick<WarmStartResult, 'trainable' | 'sequences' | 'demoSuccess' | 'steps' | 'finalLoss' | 'seconds' | 'parameters'>
+  Pick<
+    WarmStartResult,
+    'trainable' | 'demonstrations' | 'sequences' | 'demoSuccess' | 'steps' | 'finalLoss' | 'seconds' | 'parameters'
+  >
 > {
   const trainable = await GptTrainable.fromCheckpoint(dir, { id: 'rl' });
   let recorded: Partial<PaperResult['warmStart']> = {};
@@ -457,6 +461,7 @@ async function loadWarmStart(
   }
   return {
     trainable,
+    demonstrations: recorded.demonstrations ?? recorded.sequences ?? 0,
     sequences: recorded.sequences ?? 0,
     demoSuccess: recorded.demoSuccess ?? 0,
     steps: recorded.steps ?? 0,

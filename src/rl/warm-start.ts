@@ -48,9 +48,11 @@ export interface WarmStartOptions {
 export interface WarmStartResult {
   trainable: GptTrainable;
   demos: RolloutSummary;
-  /** Demonstrations trained on, and their share that succeeded. */
-  sequences: number;
+  /** Demonstrations (episodes) trained on, and their share that succeeded. */
+  demonstrations: number;
   demoSuccess: number;
+  /** Training sequences: one per demonstration, or one per step of a step-level one. */
+  sequences: number;
   /** Demonstrations the model's context cut (their last actions lost), when any were. */
   cut?: ContextCut;
   steps: number;
@@ -103,6 +105,7 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
       },
     }),
     demos: summary,
+    demonstrations: used.length,
     sequences: trained.sequences,
     demoSuccess,
     steps: options.steps,
@@ -111,4 +114,9 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
     parameters: model.parameterCount(),
     ...(trained.cut ? { cut: trained.cut } : {}),
   };
+}
+
+/** For step-level demonstrations, the sequences they make (one per step): ", 8231 sequences (one per step)". */
+export function sequencesWords(ws: { demonstrations: number; sequences: number }): string {
+  return ws.sequences > ws.demonstrations ? `, ${ws.sequences} sequences (one per step)` : '';
 }

@@ -6,6 +6,7 @@ import { builtinScenarios } from '../../../scenarios/index.ts';
 import { initBackend } from '../../policy/tfjs/backend.ts';
 import { TrainingError } from '../../rl/errors.ts';
 import { formatPaperTable, paperTableJson, runPaper } from '../../app/paper.ts';
+import { sequencesWords } from '../../rl/warm-start.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { contextSetting } from '../../env/context.ts';
 import { CONTEXT_HELP, contextMode, integer, TRAIN_THREADS_HELP, trainThreadCount } from '../common.ts';
@@ -136,8 +137,8 @@ export function register(program: Command): void {
         formatPaperTable(result.scores, family.metric),
         '',
         `${family.metric === 'em' ? 'EM and F1' : 'Success'} in %, greedy decoding; ${episodes.join(' and ')} episodes.`,
-        `warm start: ${result.warmStart.sequences} noisy-expert demonstrations (${(100 * result.warmStart.demoSuccess).toFixed(0)}% correct; ` +
-          `${habits}), ` +
+        `warm start: ${result.warmStart.demonstrations} noisy-expert demonstrations (${(100 * result.warmStart.demoSuccess).toFixed(0)}% correct; ` +
+          `${habits})${sequencesWords(result.warmStart)}, ` +
           `${result.warmStart.steps} SFT steps, ${result.warmStart.parameters} parameters`,
         `GRPO training reward per step: ${rewards.map((r) => r.toFixed(3)).join(' ')}`,
         `mean reward, first half → second half: ${avg(rewards.slice(0, half)).toFixed(3)} → ${avg(rewards.slice(half)).toFixed(3)}`,

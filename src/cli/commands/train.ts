@@ -15,7 +15,7 @@ import { readLatest } from '../../rl/run-dir.ts';
 import { canUseReplica, Replica } from '../../rollout/replica.ts';
 import { GptTrainable } from '../../rl/tfjs-trainable.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
-import { sftWarmStart } from '../../rl/warm-start.ts';
+import { sequencesWords, sftWarmStart } from '../../rl/warm-start.ts';
 import { contextSetting } from '../../env/context.ts';
 import type { EpisodeConfig } from '../../core/types.ts';
 import {
@@ -133,7 +133,7 @@ async function initialModel(
   bar.stop();
   await ws.trainable.save(warm);
   log(
-    `warm start: ${ws.parameters} parameters, ${ws.sequences} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% successful), loss ${ws.finalLoss.toFixed(3)}, ${ws.seconds.toFixed(0)} s → ${warm}`,
+    `warm start: ${ws.parameters} parameters, ${ws.demonstrations} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% successful)${sequencesWords(ws)}, loss ${ws.finalLoss.toFixed(3)}, ${ws.seconds.toFixed(0)} s → ${warm}`,
   );
   return { model: ws.trainable, init: `warm-start:${flags.demoPolicy}` };
 }
