@@ -34,6 +34,7 @@ export {
   MalformedAnswerError,
   ScenarioError,
   SummarizerError,
+  TaskDrawMismatchError,
   ScenarioOptionsError,
   UsageError,
 } from './core/errors.ts';

@@ -1,9 +1,12 @@
-import type { EpisodeRecord } from '../src/core/types.ts';
+import { LRUCache } from 'lru-cache';
+import { canonicalJson } from '../src/core/canonical-json.ts';
+import type { EpisodeRecord, Task } from '../src/core/types.ts';
 import { AgentR1Error } from '../src/core/errors.ts';
 import type { Policy } from '../src/policy/policy.ts';
 import { BatchQueue } from '../src/rollout/batch-queue.ts';
 import { playEpisodes } from '../src/rollout/play-episodes.ts';
 import type {
+  DrawMismatch,
   RolloutTask,
   RolloutTaskResult,
   ServerMessage,
@@ -14,6 +17,7 @@ import { serializeRecord } from '../src/record/record.ts';
 import type { EpisodeDigest } from '../src/rollout/finished-episode.ts';
 import { type RolloutSummarizer, rolloutSummarizer } from '../src/rollout/summary.ts';
 import { type MessagePort, threadId } from 'node:worker_threads';
+import type { EpisodePlanItem } from '../src/rollout/plan.ts';
 import { RemotePolicy } from '../src/rollout/remote-policy.ts';
 import type { Scenario } from '../src/scenario/scenario.ts';
 import { referencePolicy } from '../src/scenario/reference-policy.ts';
@@ -69,6 +73,35 @@ async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, task: Rollo
   return remote;
 }
 
+/** The task lists this thread drew lately, by scenario and draw: a run's chunks share one draw. */
+const draws = new LRUCache<string, Promise<Task[]>>({ max: 4 });
+
+/**
+ * The task's plan items, with their tasks: sent, or drawn here and checked against their ids (the
+ * first that differs is returned instead: the main thread fails the run with it).
+ */
+async function planItems(
+  task: RolloutTask,
+  scenario: Scenario,
+): Promise<{ items: EpisodePlanItem[] } | { mismatch: DrawMismatch }> {
+  const { episodes } = task;
+  if (!('drawn' in episodes)) return { items: episodes.items };
+  const key = canonicalJson({ scenario: task.scenario, draw: episodes.drawn });
+  let tasks = draws.get(key);
+  if (!tasks) {
+    tasks = Promise.resolve(scenario.tasks(episodes.drawn));
+    draws.set(key, tasks);
+  }
+  const drawn = await tasks;
+  const items: EpisodePlanItem[] = [];
+  for (const { taskId, ...item } of episodes.items) {
+    const found = drawn[item.slot];
+    if (found?.id !== taskId) return { mismatch: { index: item.index, got: found?.id ?? null } };
+    items.push({ ...item, task: found });
+  }
+  return { items };
+}
+
 /**
  * A Piscina task: play a share of a run's episodes with the one episode loop (playEpisodes).
  * Finished episodes go back over the task's port within milliseconds, so a crash loses only the
@@ -88,6 +121,9 @@ export default async function runRolloutTask(task: RolloutTask): Promise<Rollout
       task.port.postMessage(alive);
       heartbeat = setInterval(() => task.port.postMessage(alive), task.heartbeatMs);
     }
+    const planned = await planItems(task, scenario);
+    if ('mismatch' in planned) return { episodes: 0, toolMs: 0, drawMismatch: planned.mismatch };
+    const { items } = planned;
     const started = task.started;
     const context = {
       scenario,
@@ -99,13 +135,13 @@ export default async function runRolloutTask(task: RolloutTask): Promise<Rollout
       ...(started ? { onStart: (position: number) => Atomics.store(started, position, 1) } : {}),
     };
     const records = sender;
-    await playEpisodes(task.items, task.concurrency, context, (record: EpisodeRecord) => records.send(record));
+    await playEpisodes(items, task.concurrency, context, (record: EpisodeRecord) => records.send(record));
   } finally {
     clearInterval(heartbeat);
     sender?.flush();
     task.port.close();
   }
-  return { episodes: task.items.length, toolMs: metrics.toolMs };
+  return { episodes: task.episodes.items.length, toolMs: metrics.toolMs };
 }
 
 const encoder = new TextEncoder();

@@ -435,5 +435,16 @@ export function sampleTasks(pool: readonly QaTask[], seed: number, count: number
   for (let i = 0; out.length < count && queues.some((q) => i < q.length); i++) {
     for (const q of queues) if (i < q.length && out.length < count) out.push(q[i]!);
   }
-  return out.map((t) => structuredClone(t));
+  // The pool's own objects, frozen (once) so that no episode can change another's task: a copy per
+  // draw cost the coordinator more than the rest of the draw.
+  return out.map(deepFreeze);
+}
+
+/** Freezes an object and everything in it; an object already frozen is taken as frozen through. */
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
 }

@@ -94,6 +94,24 @@ export class SummarizerError extends ScenarioError {
   }
 }
 
+/** A scenario whose tasks() gave a worker thread other tasks than the main thread for the same draw. */
+export class TaskDrawMismatchError extends ScenarioError {
+  constructor(
+    readonly scenario: string,
+    readonly draw: { split: string; seed: number; count: number },
+    /** The episode whose task differed, and the task ids the main thread and the worker drew there. */
+    readonly index: number,
+    readonly expected: string,
+    readonly got: string | null,
+  ) {
+    super(
+      `scenario ${scenario}: tasks({ split: ${draw.split}, seed: ${draw.seed}, count: ${draw.count} }) drew ` +
+        `${got === null ? 'no task' : `task ${got}`} for episode ${index} in a worker thread, and ${expected} in the ` +
+        "main thread: a scenario's tasks must be a function of its query alone",
+    );
+  }
+}
+
 /** Options that do not go together (e.g. a sampling temperature for a scripted policy). The CLI exits 2. */
 export class UsageError extends AgentR1Error {}
 

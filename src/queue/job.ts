@@ -36,6 +36,7 @@ export interface RolloutJobData {
 const item = z.object({
   index: z.number().int().nonnegative(),
   task: z.looseObject({ id: z.string() }),
+  slot: z.number().int().nonnegative(),
   sample: z.number().int().nonnegative(),
   seed: z.number().int(),
 });

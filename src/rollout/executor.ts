@@ -3,7 +3,7 @@ import type { Policy } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import type { BatchQueueStats } from './batch-queue.ts';
 import type { Finished } from './finished-episode.ts';
-import type { EpisodePlanItem } from './plan.ts';
+import type { EpisodePlanItem, TaskDraw } from './plan.ts';
 
 export type { Finished };
 
@@ -14,6 +14,11 @@ export interface EpisodeBatch {
   runId: string;
   config: EpisodeConfig;
   items: readonly EpisodePlanItem[];
+  /**
+   * Where the items' tasks came from scenario.tasks: the call that drew them. An executor in another
+   * thread may draw them there instead of being sent them (each item's `slot` says which).
+   */
+  draw?: TaskDraw;
   /** Episodes in flight at once in each thread (each executor has its default). */
   concurrency?: number;
 }

@@ -25,16 +25,32 @@ export interface PlanOptions {
 export interface EpisodePlanItem {
   index: number;
   task: Task;
+  /** The task's place in the run's task list. */
+  slot: number;
   sample: number;
   seed: number;
 }
 
+/** The arguments of the scenario.tasks call that gave a run its task list. */
+export interface TaskDraw {
+  split: string;
+  seed: number;
+  count: number;
+}
+
+export interface EpisodePlan {
+  runId: string;
+  plan: EpisodePlanItem[];
+  /** Where the tasks came from scenario.tasks (not from options.tasks): the call that drew them. */
+  draw?: TaskDraw;
+}
+
 /** Which task and seed every episode of a run gets. Depends only on the options, never on timing. */
-export async function planEpisodes(options: PlanOptions): Promise<{ runId: string; plan: EpisodePlanItem[] }> {
+export async function planEpisodes(options: PlanOptions): Promise<EpisodePlan> {
   const group = Math.max(1, options.group ?? 1);
   const taskCount = Math.ceil(options.episodes / group);
-  const tasks =
-    options.tasks ?? (await options.scenario.tasks({ split: options.split, seed: options.seed, count: taskCount }));
+  const draw = options.tasks ? undefined : { split: options.split, seed: options.seed, count: taskCount };
+  const tasks = options.tasks ?? (await options.scenario.tasks(draw!));
   if (tasks.length === 0) {
     throw new RangeError(`scenario ${options.scenario.id} has no tasks in split "${options.split}"`);
   }
@@ -47,11 +63,12 @@ export async function planEpisodes(options: PlanOptions): Promise<{ runId: strin
     plan.push({
       index: (options.indexOffset ?? 0) + i,
       task,
+      slot: slot % tasks.length,
       sample,
       seed: episodeSeed(options.seed, task.id, sample),
     });
   }
-  return { runId: runIdOf(options), plan };
+  return { runId: runIdOf(options), plan, ...(draw ? { draw } : {}) };
 }
 
 /** A run id derived from what determines the run, so equal runs have equal ids (and equal bytes). */

@@ -2,7 +2,7 @@ import type { MessagePort } from 'node:worker_threads';
 import { z } from 'zod';
 import type { EpisodeConfig, Json, PolicyOutput } from '../core/types.ts';
 import type { EpisodeDigest } from './finished-episode.ts';
-import type { EpisodePlanItem } from './plan.ts';
+import type { EpisodePlanItem, TaskDraw } from './plan.ts';
 
 /**
  * Messages between rollout workers and the main thread. One MessageChannel per Piscina task: the
@@ -63,7 +63,12 @@ export interface RolloutTask {
   policy: WorkerPolicySpec;
   runId: string;
   config: EpisodeConfig;
-  items: EpisodePlanItem[];
+  /**
+   * The episodes to play: plan items with their tasks, or (`drawn`) with each task named by its
+   * place in the run's draw and its id, which the worker draws itself: a run's tasks are then never
+   * copied to it, and a scenario whose draw differs in the worker is caught by the ids.
+   */
+  episodes: { items: EpisodePlanItem[] } | { drawn: TaskDraw; items: DrawnPlanItem[] };
   /** Episodes in flight at once inside the worker. */
   concurrency: number;
   port: MessagePort;
@@ -73,7 +78,18 @@ export interface RolloutTask {
   started?: Int32Array;
 }
 
+/** A plan item whose task is the `slot`-th of the run's draw (see RolloutTask.episodes). */
+export type DrawnPlanItem = Omit<EpisodePlanItem, 'task'> & { taskId: string };
+
+/** The first episode whose task the worker drew differently (`got`: its task id there, null for none). */
+export interface DrawMismatch {
+  index: number;
+  got: string | null;
+}
+
 export interface RolloutTaskResult {
   episodes: number;
   toolMs: number;
+  /** Set when the worker's draw differed from the main thread's: it played nothing. */
+  drawMismatch?: DrawMismatch;
 }

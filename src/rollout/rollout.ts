@@ -63,7 +63,7 @@ export interface RolloutResult {
  */
 export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
   const started = performance.now();
-  const { runId, plan } = await planEpisodes(options);
+  const { runId, plan, draw } = await planEpisodes(options);
   const config = episodeConfig(options.scenario, options.config);
   const executor = options.executor ?? inThread();
   const offset = plan[0]?.index ?? 0;
@@ -104,6 +104,7 @@ export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
     runId,
     config,
     items: plan,
+    ...(draw ? { draw } : {}),
     concurrency: options.concurrency,
   };
   let report: ExecutorReport;

@@ -5,7 +5,7 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import pLimit from 'p-limit';
 import { Piscina } from 'piscina';
 import type { Json } from '../core/types.ts';
-import { AgentR1Error } from '../core/errors.ts';
+import { AgentR1Error, TaskDrawMismatchError } from '../core/errors.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { referencePolicySpec } from '../scenario/reference-policy.ts';
@@ -177,7 +177,18 @@ export class WorkerThreads implements RolloutExecutor {
         policy: spec,
         runId: batch.runId,
         config: batch.config,
-        items: part,
+        episodes: batch.draw
+          ? {
+              drawn: batch.draw,
+              items: part.map(({ index, slot, sample, seed, task }) => ({
+                index,
+                slot,
+                sample,
+                seed,
+                taskId: task.id,
+              })),
+            }
+          : { items: part },
         concurrency,
         port: port2 as unknown as MessagePort,
         heartbeatMs: watch.heartbeatMs,
@@ -186,6 +197,11 @@ export class WorkerThreads implements RolloutExecutor {
       try {
         const result = (await on.run(task, { transferList: [port2 as never], signal })) as RolloutTaskResult;
         toolMs += result.toolMs;
+        if (result.drawMismatch && batch.draw) {
+          const { index, got } = result.drawMismatch;
+          const expected = part.find((item) => item.index === index)!.task.id;
+          failure ??= { error: new TaskDrawMismatchError(batch.scenario.id, batch.draw, index, expected, got) };
+        }
         await closed;
         return { crashed: false };
       } catch (error) {

@@ -1,36 +1,13 @@
-import type { Scenario } from '../../src/scenario/scenario.ts';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import test from 'ava';
-import { calculator } from '../../scenarios/calculator/index.ts';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 import { referencePolicy } from '../../src/scenario/reference-policy.ts';
-import { stallDeadlineMs, workerThreads, type WorkerThreadsOptions } from '../../src/rollout/worker-threads.ts';
+import { stallDeadlineMs, workerThreads } from '../../src/rollout/worker-threads.ts';
 import { rollout, type RolloutOptions } from '../../src/rollout/rollout.ts';
-import { serializeRecord } from '../../src/record/record.ts';
-import { replayRecord } from '../../src/replay/replay.ts';
-import { loadScenario } from '../../src/scenario/load.ts';
-import { builtinScenarios } from '../../scenarios/index.ts';
-import type { EpisodeRecord } from '../../src/core/types.ts';
-import { SummarizerError } from '../../src/core/errors.ts';
+import { SummarizerError, TaskDrawMismatchError } from '../../src/core/errors.ts';
 import type { FinishedEpisode } from '../../src/rollout/finished-episode.ts';
+import { bytes, calc, call, FAULTY, faulty, inWorkers } from '../helpers/worker-threads.ts';
 
-const FAULTY = fileURLToPath(new URL('../fixtures/faulty', import.meta.url));
-const calc = calculator as unknown as Scenario;
-const bytes = (records: EpisodeRecord[]) => records.map(serializeRecord).join('\n');
-/** A rollout on its own worker pool, closed afterwards. */
-async function inWorkers(options: RolloutOptions, executorOptions: WorkerThreadsOptions) {
-  const executor = workerThreads(executorOptions);
-  try {
-    return await rollout({ ...options, executor });
-  } finally {
-    await executor.close();
-  }
-}
-const call = (name: string, args: object = {}) => `<tool_call>${JSON.stringify({ name, arguments: args })}</tool_call>`;
-
+// The slower ones (a long run, the crash recoveries, a summarizer given records) are in worker-threads.slow.test.ts.
 test('scripted policy: byte-identical records with 1, 2 and 4 workers, and in one thread', async (t) => {
   const policy = await calc.policies.random!({ scenario: calc, seed: 0 });
   const options = { scenario: calc, policy, split: 'train', episodes: 48, seed: 11 };
@@ -41,46 +18,6 @@ test('scripted policy: byte-identical records with 1, 2 and 4 workers, and in on
     t.is(bytes(records), single, `${workers} workers`);
   }
 });
-
-test('a long scripted run in workers without kept records: every record handed on once, in order, summarized', async (t) => {
-  const policy = await calc.policies.expert!({ scenario: calc, seed: 0 });
-  let handedOn = 0;
-  let mostWaiting = 0;
-  const { records, summary } = await inWorkers(
-    {
-      scenario: calc,
-      policy,
-      split: 'train',
-      episodes: 6000,
-      seed: 2,
-      keepRecords: false,
-      onRecord: (r) => t.is(r.index, handedOn++),
-      onProgress: ({ done }) => (mostWaiting = Math.max(mostWaiting, done - handedOn)),
-    },
-    { workers: 2 },
-  );
-  t.deepEqual([records.length, handedOn, summary.episodes, summary.successRate], [0, 6000, 6000, 1]);
-  // How many arrived ahead of an unfinished one depends on timing (about 600-2700 here, in chunks of
-  // 256 started in plan order; whole quarters of the run before), so it is shown, not asserted.
-  t.log(`at most ${mostWaiting} records waited at once`);
-});
-
-test('a reference policy that draws from its seed acts the same in workers as in this thread', async (t) => {
-  // The noisy expert picks each episode's mistakes from its own seed; workers must make it with the same one.
-  const scenario = createMultihopQaScenario();
-  const policy = await referencePolicy(scenario, 'noisy-expert', 7);
-  const options = { scenario, policy, split: 'train', episodes: 40, seed: 11 };
-  const single = (await rollout(options)).records;
-  t.true(new Set(single.map((r) => r.outcome.success)).size === 2, 'some episodes err, some do not');
-  t.is(bytes((await inWorkers(options, { workers: 2, scenarioSource: 'multihop-qa' })).records), bytes(single));
-  const other = (await rollout({ ...options, policy: await referencePolicy(scenario, 'noisy-expert', 8) })).records;
-  t.not(bytes(other), bytes(single), 'the policy seed matters');
-});
-
-async function faulty(scripts: string[][], options: { [key: string]: string } = {}) {
-  const markers = mkdtempSync(join(tmpdir(), 'agent-r1-markers-'));
-  return loadScenario(FAULTY, builtinScenarios, { markers, scripts: JSON.stringify(scripts), ...options });
-}
 
 /** Counts the calls of JSON.parse on a record's line in this thread while `run` runs. */
 async function recordParses<T>(run: () => Promise<T>): Promise<{ result: T; parses: number }> {
@@ -131,20 +68,6 @@ test.serial(
   },
 );
 
-test('a scenario summarizer without a digest is given the records, parsed from their lines, in episode order: the same summary', async (t) => {
-  const scripts = [[call('echo', { text: 'a' }), '<answer>ok</answer>'], ['<answer>ok</answer>']];
-  const summaries = [];
-  for (const summarizer of ['digest', 'record']) {
-    const scenario = await faulty(scripts, { summarizer });
-    const policy = await scenario.policies.script!({ scenario, seed: 0 });
-    const options = { scenario, policy, split: 'train', episodes: 12, seed: 3, keepRecords: false };
-    summaries.push((await rollout(options)).summary);
-    summaries.push((await inWorkers(options, { workers: 2, scenarioSource: FAULTY })).summary);
-  }
-  t.like(summaries[0], { turns: 18, order: [...Array(12).keys()].map((i) => `f-${i}`).join(',') });
-  for (const summary of summaries.slice(1)) t.deepEqual(summary, summaries[0]);
-});
-
 test('a scenario summarizer that throws fails the run with a SummarizerError naming the episode, in this thread and in workers', async (t) => {
   const scenario = await faulty([['<answer>ok</answer>']], { summarizer: 'throws' });
   const policy = await scenario.policies.script!({ scenario, seed: 0 });
@@ -170,31 +93,34 @@ test('a scenario summarizer that throws fails the run with a SummarizerError nam
   t.regex(err!.message, /summarizer threw on episode 2: its digest cannot be sent to another thread/);
 });
 
-for (const [how, toolName] of [
-  ['process.exit', 'exit'],
-  ['an uncaught error', 'throw-later'],
-] as const) {
-  test(`a worker that dies by ${how} loses nothing: its episodes rerun from their seeds and all verify`, async (t) => {
-    const scripts = Array.from({ length: 12 }, (_, i) =>
-      i === 5
-        ? [call('echo', { text: 'a' }), call(toolName, { marker: 'm' }), '<answer>ok</answer>']
-        : [call('echo', { text: String(i) }), '<answer>ok</answer>'],
-    );
-    const scenario = await faulty(scripts);
-    const policy = await scenario.policies.script!({ scenario, seed: 0 });
-    const options = { scenario, policy, split: 'train', episodes: 12, seed: 3 };
-    const result = await inWorkers(options, { workers: 2, scenarioSource: FAULTY });
-    t.is(result.records.length, 12);
+test("workers draw a run's tasks themselves (none is sent) and refuse a scenario whose draw differs there", async (t) => {
+  const scripts = [['<answer>ok</answer>']];
+  const options = { split: 'train', episodes: 6, seed: 3 };
+  const steady = await faulty(scripts);
+  const unsteady = await faulty(scripts, { ids: 'thread' });
+  const policy = await steady.policies.script!({ scenario: steady, seed: 0 });
+  const executor = workerThreads({ workers: 1, scenarioSource: FAULTY });
+  try {
+    const here = await rollout({ ...options, scenario: steady, policy });
+    const there = await rollout({ ...options, scenario: steady, policy, executor });
+    t.is(bytes(there.records), bytes(here.records));
+
+    const err = await t.throwsAsync(rollout({ ...options, scenario: unsteady, policy, executor }), {
+      instanceOf: TaskDrawMismatchError,
+    });
+    t.like(err, { scenario: 'faulty', index: 0, expected: 'f-0@0' });
+    t.regex(err!.message, /drew task f-0@\d+ for episode 0 in a worker thread, and f-0@0 in the main thread/);
+    // Tasks handed to the run (a trainer's batch) are sent as they are: nothing to draw, nothing to differ.
+    const tasks = await unsteady.tasks({ split: 'train', seed: 3, count: 6 });
+    const sent = await rollout({ ...options, scenario: unsteady, policy, tasks, executor });
     t.deepEqual(
-      result.records.map((r) => r.index),
-      [...Array(12).keys()],
+      sent.records.map((r) => r.task.id),
+      tasks.map((task) => task.id),
     );
-    t.true(result.throughput.crashes >= 1);
-    t.true(result.records.every((r) => r.status === 'ok' && r.outcome.success));
-    t.is(result.records[5]!.turns[1]!.observation, 'survived');
-    for (const record of result.records) t.true((await replayRecord(record, scenario)).verified);
-  });
-}
+  } finally {
+    await executor.close();
+  }
+});
 
 test('an episode whose worker dies on every attempt is recorded as an error; the episodes beside it finish', async (t) => {
   const scripts = [
