@@ -7,10 +7,12 @@
  */
 import * as tf from '@tensorflow/tfjs';
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { createRng } from '../../src/core/rng.ts';
+import { resolveConfig, type TrainConfig } from '../../src/rl/config.ts';
 import type { Task } from '../../src/core/types.ts';
 import type { ToolEnv } from '../../src/env/tool-env.ts';
 import type { Policy } from '../../src/policy/policy.ts';
@@ -235,3 +237,24 @@ export function toyScenario(options: { failEvery?: number } = {}): Scenario<ToyT
     episode: { maxTurns: 3, maxTokensPerTurn: 4, maxTotalTokens: 16 },
   };
 }
+
+/** A scratch folder for a training run. */
+export const tmp = () => mkdtemp(join(tmpdir(), 'agent-r1-train-'));
+
+/** The toy scenario's training config (GRPO, seed 7, 10 steps), with overrides. */
+export const toyConfig = (over: Partial<TrainConfig> = {}): TrainConfig =>
+  resolveConfig({
+    algo: 'grpo',
+    seed: 7,
+    steps: 10,
+    tasksPerStep: 8,
+    group: 4,
+    minibatch: 32,
+    epochs: 1,
+    lr: 1,
+    evalEvery: 5,
+    evalEpisodes: 32,
+    checkpointEvery: 5,
+    taskPool: 64,
+    ...over,
+  });

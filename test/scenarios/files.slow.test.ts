@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -7,10 +7,10 @@ import { filesScenario } from '../../scenarios/files/index.ts';
 import { expert } from '../../scenarios/files/policies.ts';
 import { checkScenarioDir } from '../../src/app/check-scenario.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
-import { cliArgs, repoRoot } from '../helpers/cli.ts';
+import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
 
 // The files scenario's slower checks (npm run test:slow): every isolation mode, Ctrl-C on the CLI,
-// scenario check of the scenario and of the mcp template.
+// scenario check of the scenario and of the mcp template, replay --live-tools and its drift report.
 
 const scratch = mkdtempSync(join(tmpdir(), 'agent-r1-files-slow-'));
 test.after.always(() => rmSync(scratch, { recursive: true, force: true }));
@@ -99,4 +99,40 @@ test('scenario check is green for files and for the mcp template: episodes repea
       `${dir}: ${checked.join('\n')}`,
     );
   }
+});
+
+test.serial('CLI: replay --live-tools re-runs the calls and reports drift at the first call that differs', (t) => {
+  const source = join(scratch, 'source');
+  const out = join(scratch, 'drift');
+  const fixture = new URL('../fixtures/mcp/drift', import.meta.url).pathname;
+  rmSync(source, { recursive: true, force: true });
+  mkdirSync(source, { recursive: true });
+  writeFileSync(join(source, 'notes.txt'), 'buy milk\n');
+  const run = cli([
+    'rollout',
+    '--scenario',
+    fixture,
+    '--option',
+    `source=${source}`,
+    '--policy',
+    'reader',
+    '--episodes',
+    '2',
+    '--out',
+    out,
+  ]);
+  t.is(run.code, 0, run.stderr);
+  const file = join(out, 'episodes.jsonl');
+  // The fixture is a folder of its own: replay runs its code because it is named here.
+  const same = cli(['replay', file, '--scenario', fixture, '--live-tools', '--json']);
+  t.like(same.lastJson(), { episodes: 2, verified: 2 }, same.stderr);
+  writeFileSync(join(source, 'notes.txt'), 'buy eggs\n');
+  const drift = cli(['replay', file, '--scenario', fixture, '--live-tools', '--quiet']);
+  t.is(drift.code, 1);
+  t.regex(
+    drift.stdout,
+    /DIVERGED read-0#0 at turn 0, call 2 \(read_text_file\), field results\n\s+expected: .*buy milk.*\n\s+actual: .*buy eggs/,
+  );
+  const recorded = cli(['replay', file, '--scenario', fixture, '--json']);
+  t.like(recorded.lastJson(), { episodes: 2, verified: 2 }, 'the recorded results still verify');
 });
