@@ -157,7 +157,7 @@ export const FAMILIES: { [name: string]: Family } = {
     scenario: 'support-desk',
     like: 'WebShop / tau-bench',
     metric: 'success',
-    options: () => ({ prompt: 'compact', noisySkip: '0.8' }),
+    options: () => ({ prompt: 'compact', noisySkip: '0.6' }),
     budget: (quick) => {
       // The step-level MDP: each step sees the prompt and the state card (the newest result of each
       // tool), not the transcript of JSON results, which outgrows the model's context in a few turns.
@@ -169,23 +169,23 @@ export const FAMILIES: { [name: string]: Family } = {
         warmStart: {
           demoPolicy: 'noisy-expert',
           episodes: 400,
-          steps: 600,
+          steps: 400,
           batchSize: 8,
           lr: 6e-3,
           vocabSize: 768,
           model: { dModel: 64, nLayers: 2, contextLength: 768, copyHead: true },
         },
         rl: {
-          steps: 12,
+          steps: 16,
           tasksPerStep: 8,
           group: 8,
           minibatch: 64,
-          lr: 3e-4,
+          lr: 1e-3,
           klMode: 'none',
           klCoef: 0,
-          evalEvery: 6,
+          evalEvery: 4,
           evalEpisodes: 64,
-          checkpointEvery: 6,
+          checkpointEvery: 4,
         },
         evalEpisodes: { test: 200, ood: 0 },
       };
