@@ -173,7 +173,7 @@ export const FAMILIES: { [name: string]: Family } = {
           batchSize: 8,
           lr: 6e-3,
           vocabSize: 768,
-          model: { dModel: 64, nLayers: 2, contextLength: 768, copyHead: true },
+          model: { dModel: 64, nLayers: 2, contextLength: 1024, copyHead: true },
         },
         rl: {
           steps: 16,
