@@ -96,7 +96,7 @@ export const FAMILIES: { [name: string]: Family } = {
           model: { dModel: 64, nLayers: 2, contextLength: 512, copyHead: true },
         },
         rl: {
-          steps: 30,
+          steps: 60,
           tasksPerStep: 8,
           group: 8,
           minibatch: 64,
