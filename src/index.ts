@@ -27,6 +27,7 @@ export type {
 export { DEFAULT_EPISODE_CONFIG, RECORD_SCHEMA_VERSION } from './core/types.ts';
 export { createRng, deriveSeed, type Rng } from './core/rng.ts';
 export { canonicalJson } from './core/canonical-json.ts';
+export { deepFreeze } from './core/deep-freeze.ts';
 export {
   AgentR1Error,
   UnknownNameError,

@@ -1,4 +1,4 @@
-import { createRng, deriveSeed, normalizeAnswer, type Rng } from 'agent-r1-ts';
+import { createRng, deepFreeze, deriveSeed, normalizeAnswer, type Rng } from 'agent-r1-ts';
 import type { QaTask } from './env.ts';
 import type { Book, City, Company, Country, Entity, Film, Person, World } from './world.ts';
 
@@ -438,13 +438,4 @@ export function sampleTasks(pool: readonly QaTask[], seed: number, count: number
   // The pool's own objects, frozen (once) so that no episode can change another's task: a copy per
   // draw cost the coordinator more than the rest of the draw.
   return out.map(deepFreeze);
-}
-
-/** Freezes an object and everything in it; an object already frozen is taken as frozen through. */
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const inner of Object.values(value)) deepFreeze(inner);
-  }
-  return value;
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { tool } from 'agent-r1-ts';
-import { DEFAULT_TOP_K, MAX_TOP_K, type SearchCorpus } from './search.ts';
+import { DEFAULT_TOP_K, MAX_TOP_K, type SearchCorpus, type SearchHit } from './search.ts';
 
 /** The per-episode state the QA ToolEnv creates: the corpus this task searches. */
 export interface QaState {
@@ -41,9 +41,10 @@ export function createSearchTool(maxK: number = MAX_TOP_K) {
       const state = ctx.state as QaState | undefined;
       if (!state?.corpus) throw new Error('no corpus for this episode (the QA env did not initialise it)');
       const k = args.k ?? DEFAULT_TOP_K;
-      // copies: the cached hits must not be shared with records that others may hold on to
-      const results = state.corpus.search(args.query, k).map((h) => ({ id: h.id, title: h.title, text: h.text }));
-      return { query: args.query, k, results };
+      // The corpus' cached hits themselves, frozen (a write throws), so no record can change
+      // another's, and their JSON is written once for every record that holds them (Json has no
+      // readonly arrays, hence the cast).
+      return { query: args.query, k, results: state.corpus.search(args.query, k) as SearchHit[] };
     },
   });
 }

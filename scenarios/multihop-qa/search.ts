@@ -1,5 +1,6 @@
 import MiniSearch from 'minisearch';
 import { LRUCache } from 'lru-cache';
+import { deepFreeze } from 'agent-r1-ts';
 
 /** One searchable document (an encyclopedia entry, a dataset paragraph). */
 export interface QaDocument {
@@ -21,8 +22,8 @@ export interface SearchCorpus {
   readonly id: string;
   readonly size: number;
   document(id: string): QaDocument | undefined;
-  /** The top-k documents for the query, best first (BM25+, title boosted). */
-  search(query: string, k: number): SearchHit[];
+  /** The top-k documents for the query, best first (BM25+, title boosted); frozen, shared by every caller. */
+  search(query: string, k: number): readonly SearchHit[];
 }
 
 export const DEFAULT_TOP_K = 3;
@@ -36,7 +37,7 @@ const TITLE_BOOST = 2;
  * Results of every corpus, shared: lru-cache's `context` is not part of the key, so the key carries
  * everything the result depends on (corpus content id, k, the query text).
  */
-const resultCache = new LRUCache<string, SearchHit[]>({ max: 50_000 });
+const resultCache = new LRUCache<string, readonly SearchHit[]>({ max: 50_000 });
 
 export function searchCacheKey(corpusId: string, query: string, k: number): string {
   return `${corpusId}\u0000${k}\u0000${query}`;
@@ -73,7 +74,7 @@ export function createCorpus(id: string, documents: readonly QaDocument[]): Sear
           const doc = byId.get(String(r.id))!;
           return { id: doc.id, title: doc.title, text: doc.text };
         });
-      resultCache.set(key, hits);
+      resultCache.set(key, deepFreeze(hits));
       return hits;
     },
   };

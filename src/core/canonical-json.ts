@@ -5,44 +5,96 @@
  * written directly, without building the copy.
  */
 export function canonicalJson(value: unknown): string {
-  return write(value) ?? 'null';
+  const parts: string[] = [];
+  return write(value, parts) ? parts.join('') : 'null';
 }
 
-function write(value: unknown): string | undefined {
+/**
+ * The JSON of frozen objects already written. Values shared by many records (a pool's tasks, cached
+ * tool results: see deepFreeze) are then serialized once, not once per record. Only an object frozen
+ * through is remembered: one with a mutable object inside could change under its entry. (Plain data
+ * is assumed: a getter's value is taken as fixed.)
+ */
+const frozenJson = new WeakMap<object, string>();
+/** Whether the object being written, so far, holds a mutable object (or one with toJSON). */
+let holdsMutable = false;
+
+/**
+ * Appends the JSON of `value` to `parts`; false (nothing appended) where JSON drops the value.
+ * Pieces are joined once at the end: a string built by `+=` is a rope of thousands of small
+ * strings, and flattening it (to hash or write it) cost more than writing it.
+ */
+function write(value: unknown, parts: string[]): boolean {
   switch (typeof value) {
     case 'string':
-      return JSON.stringify(value);
+      parts.push(JSON.stringify(value));
+      return true;
     case 'number':
       // A finite number's JSON is its string form (-0 included: both write 0).
-      return Number.isFinite(value) ? `${value}` : 'null';
+      parts.push(Number.isFinite(value) ? `${value}` : 'null');
+      return true;
     case 'boolean':
-      return value ? 'true' : 'false';
+      parts.push(value ? 'true' : 'false');
+      return true;
     case 'object': {
-      if (value === null) return 'null';
-      if (Array.isArray(value)) {
-        let out = '[';
-        for (let i = 0; i < value.length; i++) out += (i ? ',' : '') + (write(value[i]) ?? 'null');
-        return out + ']';
+      if (value === null) {
+        parts.push('null');
+        return true;
       }
-      const withJson = value as { toJSON?: () => unknown };
-      if (typeof withJson.toJSON === 'function') return write(withJson.toJSON());
-      // Written directly (no [key, json] pairs): records hold thousands of small objects.
-      const keys = sortedKeys(value);
-      let out = '{';
-      let first = true;
-      for (let i = 0; i < keys.length; i++) {
-        const v = write((value as Record<string, unknown>)[keys[i]!]);
-        if (v === undefined) continue;
-        out += (first ? '' : ',') + quoteKey(keys[i]!) + ':' + v;
-        first = false;
+      const frozen = Object.isFrozen(value);
+      if (frozen) {
+        const known = frozenJson.get(value);
+        if (known !== undefined) {
+          parts.push(known);
+          return true;
+        }
       }
-      return out + '}';
+      const outer = holdsMutable;
+      holdsMutable = !frozen;
+      const from = parts.length;
+      const written = writeObject(value, parts);
+      if (!holdsMutable && written) {
+        const json = parts.length === from + 1 ? parts[from]! : parts.splice(from).join('');
+        parts.length = from;
+        parts.push(json);
+        frozenJson.set(value, json);
+      }
+      holdsMutable ||= outer;
+      return written;
     }
     case 'bigint':
       throw new TypeError('canonicalJson: a bigint is not JSON');
     default:
-      return undefined; // undefined, functions, symbols: dropped, as JSON.stringify does
+      return false; // undefined, functions, symbols: dropped, as JSON.stringify does
   }
+}
+
+function writeObject(value: object, parts: string[]): boolean {
+  if (Array.isArray(value)) {
+    parts.push('[');
+    for (let i = 0; i < value.length; i++) {
+      if (i) parts.push(',');
+      if (!write(value[i], parts)) parts.push('null');
+    }
+    parts.push(']');
+    return true;
+  }
+  const withJson = value as { toJSON?: () => unknown };
+  if (typeof withJson.toJSON === 'function') {
+    holdsMutable = true; // what toJSON returns may change (a Date's time can be set when frozen)
+    return write(withJson.toJSON(), parts);
+  }
+  const keys = sortedKeys(value);
+  parts.push('{');
+  let first = true;
+  for (let i = 0; i < keys.length; i++) {
+    const mark = parts.length;
+    parts.push(first ? quoteKey(keys[i]!) : ',' + quoteKey(keys[i]!), ':');
+    if (write((value as Record<string, unknown>)[keys[i]!], parts)) first = false;
+    else parts.length = mark;
+  }
+  parts.push('}');
+  return true;
 }
 
 /**
@@ -76,9 +128,10 @@ function quoteKey(key: string): string {
 /** An object's fields in canonical order, each as [key, canonical JSON of its value] (undefined ones dropped). */
 export function canonicalFields(value: object): Array<[key: string, json: string]> {
   const fields: Array<[string, string]> = [];
+  const parts: string[] = [];
   for (const key of sortedKeys(value)) {
-    const v = write((value as Record<string, unknown>)[key]);
-    if (v !== undefined) fields.push([key, v]);
+    if (write((value as Record<string, unknown>)[key], parts)) fields.push([key, parts.join('')]);
+    parts.length = 0;
   }
   return fields;
 }

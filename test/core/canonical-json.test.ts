@@ -1,6 +1,7 @@
 import test from 'ava';
 import fc from 'fast-check';
 import { canonicalJson } from '../../src/core/canonical-json.ts';
+import { deepFreeze } from '../../src/core/deep-freeze.ts';
 
 test('keys are sorted at every depth, whatever order the object was built in', (t) => {
   t.is(canonicalJson({ b: 1, a: { d: [1, { z: 0, y: 1 }], c: null } }), '{"a":{"c":null,"d":[1,{"y":1,"z":0}]},"b":1}');
@@ -52,7 +53,7 @@ function reference(value: unknown): string {
   return out(sorted(value)) ?? 'null';
 }
 
-test('matches JSON.stringify of a key-sorted copy for any value: long key lists, odd keys, dates, boxed values, sparse arrays', (t) => {
+test('matches JSON.stringify of a key-sorted copy for any value, frozen or not: long key lists, odd keys, dates, boxed values, sparse arrays', (t) => {
   const anything = fc.anything({
     withBoxedValues: true,
     withNullPrototype: true,
@@ -63,8 +64,35 @@ test('matches JSON.stringify of a key-sorted copy for any value: long key lists,
     maxKeys: 24,
   });
   fc.assert(
-    fc.property(anything, (v) => canonicalJson(v) === reference(v)),
+    fc.property(anything, (v) => {
+      if (canonicalJson(v) !== reference(v)) return false;
+      deepFreeze(v); // written, then remembered, then taken from memory
+      return canonicalJson(v) === reference(v) && canonicalJson(v) === reference(v);
+    }),
     { numRuns: 3000 },
   );
   t.pass();
+});
+
+test('a frozen value written again gives its JSON as it is now: a mutable object inside a frozen one is written anew', (t) => {
+  const inner = { n: 1 };
+  const shell = Object.freeze({ inner, list: Object.freeze([1, 2]) });
+  t.is(canonicalJson(shell), '{"inner":{"n":1},"list":[1,2]}');
+  inner.n = 2;
+  t.is(canonicalJson(shell), '{"inner":{"n":2},"list":[1,2]}');
+  const date = Object.freeze(new Date(0));
+  const holder = Object.freeze({ at: date });
+  t.is(canonicalJson(holder), '{"at":"1970-01-01T00:00:00.000Z"}');
+  date.setTime(1000); // freezing a Date does not fix its time
+  t.is(canonicalJson(holder), '{"at":"1970-01-01T00:00:01.000Z"}');
+});
+
+test('a value frozen through (deepFreeze) is written the same inside any record, and inside mutable objects', (t) => {
+  const shared = deepFreeze({ b: [{ y: 1, x: 'é"' }], a: null });
+  const first = canonicalJson({ z: shared, k: [shared] });
+  t.is(first, '{"k":[{"a":null,"b":[{"x":"é\\"","y":1}]}],"z":{"a":null,"b":[{"x":"é\\"","y":1}]}}');
+  t.is(canonicalJson({ k: [shared], z: shared }), first);
+  t.throws(() => {
+    (shared.b[0] as { y: number }).y = 2;
+  }, { instanceOf: TypeError });
 });
