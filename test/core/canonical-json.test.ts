@@ -92,7 +92,10 @@ test('a value frozen through (deepFreeze) is written the same inside any record,
   const first = canonicalJson({ z: shared, k: [shared] });
   t.is(first, '{"k":[{"a":null,"b":[{"x":"é\\"","y":1}]}],"z":{"a":null,"b":[{"x":"é\\"","y":1}]}}');
   t.is(canonicalJson({ k: [shared], z: shared }), first);
-  t.throws(() => {
-    (shared.b[0] as { y: number }).y = 2;
-  }, { instanceOf: TypeError });
+  t.throws(
+    () => {
+      (shared.b[0] as { y: number }).y = 2;
+    },
+    { instanceOf: TypeError },
+  );
 });
