@@ -1,7 +1,7 @@
 import { createRng, deriveSeed, type Json, type Message, type Task, type Policy } from 'agent-r1-ts';
 import { DIRECTIONS, type Layout } from './layout.ts';
 import { plan, type PlanAction, type WorldView } from './planner.ts';
-import { LARGE_MAX_TURNS, MAX_TURNS } from './tasks.ts';
+import { turnsOf } from './tasks.ts';
 import { layoutOf } from './world.ts';
 
 const call = (name: string, args: { [key: string]: Json }) => ({
@@ -40,9 +40,6 @@ export function currentView(task: Task, messages: readonly Message[]): WorldView
   }
   return { position: layout.start, hasKey: false, doorOpen: false };
 }
-
-/** The turn budget a task's layout was screened against. */
-const turnsOf = (layout: Layout) => (layout.sight === undefined ? MAX_TURNS : LARGE_MAX_TURNS);
 
 function toCall(action: PlanAction) {
   switch (action.kind) {

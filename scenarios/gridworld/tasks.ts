@@ -1,6 +1,6 @@
 import { ScenarioError, createRng, deriveSeed, type Json, type Task } from 'agent-r1-ts';
 import { randomLargeLayout, randomLayout, renderMap, surroundings, type Layout } from './layout.ts';
-import { successProbability } from './planner.ts';
+import { plan, successProbability } from './planner.ts';
 
 export const SPLITS = ['train', 'dev', 'test'] as const;
 /** The turn budget of an episode; layouts are screened against it. */
@@ -16,6 +16,9 @@ export const LARGE_MAX_TURNS = 60;
 export const LARGE_MIN_SOLVABILITY = 0.9;
 
 export type GridSize = 'small' | 'large';
+
+/** The turn budget a layout was screened against (the large dungeon's are dark: they have a sight). */
+export const turnsOf = (layout: Layout) => (layout.sight === undefined ? MAX_TURNS : LARGE_MAX_TURNS);
 
 /** The layout of task `n` of a split: the first random layout, from the task's own seed, that optimal play can escape. */
 export function layoutFor(
@@ -36,12 +39,18 @@ export function layoutFor(
 
 const at = (p: { x: number; y: number }) => `(${p.x}, ${p.y})`;
 
+/** The first move of the best route from the start (the state card's way, for the step before any card). */
+function firstMove(layout: Layout): string {
+  const { action } = plan(layout, { position: layout.start, hasKey: false, doorOpen: false }, turnsOf(layout));
+  return action.kind === 'move' ? action.direction : action.kind;
+}
+
 export function question(layout: Layout): string {
   if (layout.sight !== undefined) {
     // Short: the step-level agent reads it again at each of its 20–40 steps.
     return [
       `A dark dungeon, ${layout.width} × ${layout.height}; x grows east, y south. You are at ${at(layout.start)}`,
-      `(around you: ${surroundings(layout, layout.start, false, false)}).`,
+      `(around you: ${surroundings(layout, layout.start, false, false)}; way ${firstMove(layout)}).`,
       `Get the key at ${at(layout.key)}, unlock the door at ${at(layout.door)} from next to it (a stiff lock: retry),`,
       `reach the exit at ${at(layout.goal)}. Pits end the game; moves slip (${layout.slip}); you see ${layout.sight} cells around.`,
     ].join(' ');

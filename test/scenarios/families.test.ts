@@ -94,6 +94,19 @@ test('the large dark gridworld: 15 × 9 dungeons (stacked 9 × 15 ones held out 
   const turns = records.filter((r) => r.outcome.success).map((r) => r.turns.length);
   const meanTurns = turns.reduce((a, b) => a + b, 0) / turns.length;
   t.true(meanTurns >= 20 && meanTurns <= 40, `mean turns ${meanTurns}`);
+  // The card's way (and the question's, before the first card) is the best route's next move:
+  // the expert, which plans on the map the dark hides, moves that way at every step.
+  const moveOf = (turn: (typeof records)[number]['turns'][number]) =>
+    turn.action.kind === 'tool_calls' && turn.action.calls[0]!.name === 'move'
+      ? turn.action.calls[0]!.arguments['direction']
+      : undefined;
+  for (const r of records) {
+    t.is(/; way (\w+)\)/.exec(r.task.question)?.[1], moveOf(r.turns[0]!) ?? 'pick_up', r.task.id);
+    for (let i = 1; i < r.turns.length; i++) {
+      const card = r.turns[i]!.context?.messages.at(-1)?.content ?? '';
+      t.is(/; way (north|east|south|west)\./.exec(card)?.[1], moveOf(r.turns[i]!), `${r.task.id} turn ${i}: ${card}`);
+    }
+  }
   // look shows the cells within sight only: 5 lines of 5
   const look = records[0]!.turns.find((x) => x.results[0]?.name === 'look');
   if (look) t.is((look.results[0]!.data as { map: string }).map.split('\n').length, 5);
