@@ -14,6 +14,7 @@ import {
 import { digestDb, TODAY } from './db.ts';
 import { ACTING_TOOLS, IDENTIFY_TOOLS, RULES } from './tools.ts';
 import { applyEffect, createDeskState, disposeDeskState, type DeskEffect, type DeskState } from './world.ts';
+import { RETURN_WINDOW_DAYS } from './order-machine.ts';
 
 /** Process reward for identifying the customer before reading or changing anything. */
 export const IDENTIFY_REWARD = 0.1;
@@ -96,7 +97,20 @@ export function compactSystemPrompt(tools: readonly OpenAITool[]): string {
   ].join('\n');
 }
 
-/** The desk's ToolEnv, with the full system prompt or the compact one. */
+/**
+ * The policy in one line and the tools by signature: half the compact prompt, for a
+ * model trained from scratch on demonstrations (the `prompt=terse` option), which learns the rules
+ * from what the demonstrations do and reads the prompt again at every step of the step-level MDP.
+ */
+export function terseSystemPrompt(tools: readonly OpenAITool[]): string {
+  return [
+    `Store support, today ${TODAY}. Identify the customer first; only their orders. Cancel or change the address only while pending or processed; return items only from a delivered order, within ${RETURN_WINDOW_DAYS} days, once. Else decline.`,
+    `Tools: ${tools.map(signature).join(', ')}.`,
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call> or <answer>...</answer>.',
+  ].join('\n');
+}
+
+/** The desk's ToolEnv, with one of its system prompts. */
 export function deskEnv(prompt: (tools: readonly OpenAITool[]) => string): ToolEnv<Task, DeskState> {
   return {
     ...supportDeskEnv,

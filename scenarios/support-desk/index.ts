@@ -1,7 +1,7 @@
 import { defineScenario, type EpisodeRecord, type Scenario, type Summarizer, type Task } from 'agent-r1-ts';
-import { compactSystemPrompt, deskEnv, supportDeskEnv } from './env.ts';
+import { compactSystemPrompt, deskEnv, supportDeskEnv, terseSystemPrompt } from './env.ts';
 import { orderMachine } from './order-machine.ts';
-import { DEFAULT_NOISY_SKIP, expert, noisyExpert, reckless } from './policies.ts';
+import { DEFAULT_NOISY_SKIP, DESK_NOISY_KINDS, type DeskNoisyKind, expert, noisyExpert, reckless } from './policies.ts';
 import { generateTasks, SPLITS } from './tasks.ts';
 import { supportDeskTools } from './tools.ts';
 import type { DeskState } from './world.ts';
@@ -62,26 +62,37 @@ export const supportDesk: Scenario<Task, DeskState> = {
   summarizer,
 };
 
+const PROMPTS = { full: undefined, compact: compactSystemPrompt, terse: terseSystemPrompt };
+
 /**
  * Options: `prompt=compact` names the tools by their signatures instead of their JSON schemas (for a
- * small model that reads the prompt at every step); `noisySkip` (default 0.7) is the share of the
- * `noisy-expert`'s episodes that go wrong (it acts before identifying the customer, or it answers
- * before making the change). Given either, the scenario offers the noisy expert.
+ * small model that reads the prompt at every step), `prompt=terse` also puts the policy in one line
+ * (for a model trained from scratch); `noisySkip` (default 0.7) is the share of the `noisy-expert`'s
+ * episodes that go wrong, `noisyKind` how: `no-identify` (it acts before identifying the customer),
+ * `early` (it answers before making the change) or `both` (half each, the default). Given any, the
+ * scenario offers the noisy expert.
  */
 export default defineScenario((options: { [key: string]: string }): Scenario<Task, DeskState> => {
-  const { prompt = 'full', noisySkip, ...rest } = options;
+  const { prompt = 'full', noisySkip, noisyKind = 'both', ...rest } = options;
   const unknown = Object.keys(rest);
-  if (unknown.length > 0) throw new Error(`support-desk: unknown option ${unknown[0]}; valid: prompt, noisySkip`);
-  if (prompt !== 'full' && prompt !== 'compact')
-    throw new Error(`support-desk: prompt must be full or compact, got "${prompt}"`);
+  if (unknown.length > 0)
+    throw new Error(`support-desk: unknown option ${unknown[0]}; valid: prompt, noisySkip, noisyKind`);
+  if (!Object.hasOwn(PROMPTS, prompt))
+    throw new Error(`support-desk: prompt must be full, compact or terse, got "${prompt}"`);
+  if (!(DESK_NOISY_KINDS as readonly string[]).includes(noisyKind))
+    throw new Error(`support-desk: noisyKind must be ${DESK_NOISY_KINDS.join(', ')}, got "${noisyKind}"`);
   if (Object.keys(options).length === 0) return supportDesk;
   const rate = noisySkip === undefined ? DEFAULT_NOISY_SKIP : Number(noisySkip);
   if (noisySkip !== undefined && (noisySkip.trim() === '' || !(rate >= 0 && rate <= 1)))
     throw new Error(`support-desk: noisySkip must be in [0, 1], got "${noisySkip}"`);
+  const systemPrompt = PROMPTS[prompt as keyof typeof PROMPTS];
   return {
     ...supportDesk,
     options,
-    env: prompt === 'compact' ? deskEnv(compactSystemPrompt) : supportDeskEnv,
-    policies: { ...supportDesk.policies, 'noisy-expert': ({ seed }) => noisyExpert(seed, rate) },
+    env: systemPrompt ? deskEnv(systemPrompt) : supportDeskEnv,
+    policies: {
+      ...supportDesk.policies,
+      'noisy-expert': ({ seed }) => noisyExpert(seed, rate, noisyKind as DeskNoisyKind),
+    },
   };
 });

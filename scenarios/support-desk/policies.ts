@@ -120,25 +120,37 @@ export const DEFAULT_NOISY_SKIP = 0.7;
 
 export type DeskNoisyMode = 'clean' | 'no-identify' | 'early';
 
+/** Which errors the noisy expert makes: either, half each (the default), or only one of them. */
+export type DeskNoisyKind = 'both' | Exclude<DeskNoisyMode, 'clean'>;
+export const DESK_NOISY_KINDS: readonly DeskNoisyKind[] = ['both', 'no-identify', 'early'];
+
 /** The noisy expert's mode for one episode: a pure function of (policy seed, episode id). */
-export function deskNoisyMode(seed: number, episodeId: string, rate: number): DeskNoisyMode {
+export function deskNoisyMode(
+  seed: number,
+  episodeId: string,
+  rate: number,
+  kind: DeskNoisyKind = 'both',
+): DeskNoisyMode {
   const rng = createRng(deriveSeed('noisy-expert', seed, episodeId));
   if (rng.next() >= rate) return 'clean';
+  if (kind !== 'both') return kind;
   return rng.next() < 0.5 ? 'no-identify' : 'early';
 }
 
 /**
  * The noisy expert errs the way a weak agent does, in a share `rate` of its episodes (drawn per
- * episode, so records replay), half each way: it breaks the first rule (acts without identifying
- * the customer: its reads and writes are refused) or it answers early (reads the order, then tells
- * the customer it is handled without making the change). The rest are expert episodes.
+ * episode, so records replay), of the `kind` asked (by default half each way): it breaks the first
+ * rule (acts without identifying the customer: its reads and writes are refused) or it answers
+ * early (reads the order, then tells the customer it is handled without making the change). The
+ * rest are expert episodes.
  */
-export function noisyExpert(seed: number, rate = DEFAULT_NOISY_SKIP): Policy {
+export function noisyExpert(seed: number, rate = DEFAULT_NOISY_SKIP, kind: DeskNoisyKind = 'both'): Policy {
   return {
     id: 'noisy-expert',
-    version: `support-desk-noisy-expert-1:${rate}`,
+    // The version of the default kind is the one records have always carried.
+    version: `support-desk-noisy-expert-1:${rate}${kind === 'both' ? '' : `:${kind}`}`,
     act: async ({ task, messages, episodeId }) => {
-      const mode = deskNoisyMode(seed, episodeId, rate);
+      const mode = deskNoisyMode(seed, episodeId, rate, kind);
       const expertMove = expertAction(task, messages);
       if (mode === 'clean') return expertMove;
       const req = requestOf(task);

@@ -157,7 +157,7 @@ export const FAMILIES: { [name: string]: Family } = {
     scenario: 'support-desk',
     like: 'WebShop / tau-bench',
     metric: 'success',
-    options: () => ({ prompt: 'compact', noisySkip: '0.6' }),
+    options: () => ({ prompt: 'terse', noisySkip: '0.6', noisyKind: 'no-identify' }),
     budget: (quick) => {
       // The step-level MDP: each step sees the prompt and the state card (the newest result of each
       // tool), not the transcript of JSON results, which outgrows the model's context in a few turns.
@@ -168,12 +168,12 @@ export const FAMILIES: { [name: string]: Family } = {
         select: 'best-dev',
         warmStart: {
           demoPolicy: 'noisy-expert',
-          episodes: 400,
-          steps: 400,
+          episodes: 600,
+          steps: 800,
           batchSize: 8,
           lr: 6e-3,
           vocabSize: 768,
-          model: { dModel: 64, nLayers: 2, contextLength: 1024, copyHead: true },
+          model: { dModel: 64, nLayers: 2, contextLength: 768, copyHead: true },
         },
         rl: {
           steps: 16,

@@ -68,6 +68,13 @@ test('the noisy experts err at their declared rates', async (t) => {
   const modes = Array.from({ length: n }, (_, i) => deskNoisyMode(5, `ep-${i}`, 0.7));
   t.true(fits(modes.filter((m) => m !== 'clean').length, n, 0.7));
   t.true(fits(modes.filter((m) => m === 'early').length, n, 0.35));
+  // or only one way (noisyKind): the same episodes err, all of them that way
+  const oneWay = Array.from({ length: n }, (_, i) => deskNoisyMode(5, `ep-${i}`, 0.7, 'no-identify'));
+  t.deepEqual(
+    oneWay.map((m) => m === 'clean'),
+    modes.map((m) => m === 'clean'),
+  );
+  t.true(oneWay.every((m) => m === 'clean' || m === 'no-identify'));
 });
 
 test('the large dark gridworld: 15 × 9 dungeons (stacked 9 × 15 ones held out as ood), the map hidden', async (t) => {
@@ -98,7 +105,7 @@ test('the large dark gridworld: 15 × 9 dungeons (stacked 9 × 15 ones held out 
   // the expert, which plans on the map the dark hides, moves that way at every step.
   const moveOf = (turn: (typeof records)[number]['turns'][number]) =>
     turn.action.kind === 'tool_calls' && turn.action.calls[0]!.name === 'move'
-      ? turn.action.calls[0]!.arguments['direction']
+      ? String(turn.action.calls[0]!.arguments['direction'])
       : undefined;
   for (const r of records) {
     t.is(/; way (\w+)\)/.exec(r.task.question)?.[1], moveOf(r.turns[0]!) ?? 'pick_up', r.task.id);
@@ -120,7 +127,8 @@ test('scenario options: unknown names and bad values are refused, and a plain sc
     ['calculator', { noisyEarly: '0.5' }, /noisyEarly needs problems=multistep/],
     ['gridworld', { size: 'huge' }, /size must be small or large/],
     ['gridworld', { size: 'large', noisyPits: 'x' }, /noisyPits must be in \[0, 1\]/],
-    ['support-desk', { prompt: 'tiny' }, /prompt must be full or compact/],
+    ['support-desk', { prompt: 'tiny' }, /prompt must be full, compact or terse/],
+    ['support-desk', { noisyKind: 'late' }, /noisyKind must be both, no-identify, early/],
   ] as const) {
     const err = await t.throwsAsync(load(name, options), { instanceOf: ScenarioOptionsError });
     t.regex(err!.message, message);

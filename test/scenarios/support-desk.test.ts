@@ -14,6 +14,9 @@ import { VIOLATION_PENALTY } from '../../scenarios/support-desk/env.ts';
 import { orderMachine } from '../../scenarios/support-desk/order-machine.ts';
 import { expertAction } from '../../scenarios/support-desk/policies.ts';
 import { generateTasks } from '../../scenarios/support-desk/tasks.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
+import { loadScenario } from '../../src/scenario/load.ts';
+import { toOpenAITool } from '../../src/tools/tool.ts';
 import { createDeskState, disposeDeskState, type DeskState } from '../../scenarios/support-desk/world.ts';
 
 const scenario = supportDesk;
@@ -299,4 +302,23 @@ test('support-desk records replay exactly, with the writes re-applied from the r
   (turn.results[0]!.data as any).effects[0].order_id = '#W1000';
   const result = await replayRecord(tampered, scenario);
   t.false(result.verified);
+});
+
+test('prompt=terse: the policy in a line and every tool by its signature, about half the compact prompt; noisyKind=no-identify errs only that way', async (t) => {
+  const load = (options: { [key: string]: string }) => loadScenario('support-desk', builtinScenarios, options);
+  const [terse, compact] = await Promise.all([load({ prompt: 'terse' }), load({ prompt: 'compact' })]);
+  const task = generateTasks('dev', 1, 1)[0]!;
+  const system = (s: typeof terse) => s.env.prompt(task, s.tools.map(toOpenAITool))[0]!.content;
+  for (const tool of scenario.tools) t.true(system(terse).includes(`${tool.name}(`), tool.name);
+  t.regex(system(terse), /Identify the customer first/);
+  t.true(system(terse).length * 1.8 < system(compact).length, `${system(terse).length} vs ${system(compact).length}`);
+
+  const noisy = await load({ prompt: 'terse', noisySkip: '0.6', noisyKind: 'no-identify' });
+  const policy = await noisy.policies['noisy-expert']!({ scenario: noisy, seed: 3 });
+  const { records } = await rollout({ scenario: noisy, policy, split: 'dev', episodes: 60, seed: 2 });
+  const identified = records.filter((r) => r.turns[0]!.text.includes('find_customer'));
+  // Every erring episode skips identification, so every one that identifies is an expert episode.
+  t.true(identified.length > 10 && identified.length < 40, `${identified.length} of 60 identify`);
+  t.true(identified.every((r) => r.outcome.success));
+  t.true(records.some((r) => !r.outcome.success));
 });
