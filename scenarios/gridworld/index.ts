@@ -44,16 +44,17 @@ export const gridworld: Scenario<Task, GridState> = {
 /**
  * Options: `size=large` is the long-horizon, partially observed dungeon (15 × 9, dark: the agent
  * sees two cells around it; episodes of 20–40 turns; an ood split of stacked rooms, a layout family
- * training never shows) with a `noisy-expert` whose habits come at the rates `noisyStuck` and
- * `noisyPits` (default 0.5 each): giving up at a stuck lock, walking into pits.
+ * training never shows) with a `noisy-expert` whose habits come at the rates `noisyStuck`,
+ * `noisyPits` (default 0.5 each) and `noisyDoor` (default 0): giving up at a stuck lock, walking into
+ * pits, giving up at the locked door without trying the key.
  */
 export default defineScenario((options: { [key: string]: string }): Scenario<Task, GridState> => {
-  const { size = 'small', noisyStuck, noisyPits, ...rest } = options;
+  const { size = 'small', noisyStuck, noisyPits, noisyDoor, ...rest } = options;
   const unknown = Object.keys(rest);
   if (unknown.length > 0)
-    throw new Error(`gridworld: unknown option ${unknown[0]}; valid: size, noisyStuck, noisyPits`);
+    throw new Error(`gridworld: unknown option ${unknown[0]}; valid: size, noisyStuck, noisyPits, noisyDoor`);
   if (size === 'small') {
-    if (noisyStuck !== undefined || noisyPits !== undefined)
+    if (noisyStuck !== undefined || noisyPits !== undefined || noisyDoor !== undefined)
       throw new Error('gridworld: the noisy expert needs size=large');
     return gridworld;
   }
@@ -61,6 +62,7 @@ export default defineScenario((options: { [key: string]: string }): Scenario<Tas
   const rates = {
     quitWhenStuck: rate('noisyStuck', noisyStuck, DEFAULT_NOISY_GRID_RATES.quitWhenStuck),
     ignorePits: rate('noisyPits', noisyPits, DEFAULT_NOISY_GRID_RATES.ignorePits),
+    quitAtDoor: rate('noisyDoor', noisyDoor, DEFAULT_NOISY_GRID_RATES.quitAtDoor),
   };
   return {
     ...gridworld,

@@ -66,17 +66,25 @@ export interface NoisyGridRates {
   quitWhenStuck: number;
   /** Plans as if pits were floor: it walks into one whenever its path crosses it. */
   ignorePits: number;
+  /** Gives up at the locked door, key in hand, without trying to unlock it (answers early). */
+  quitAtDoor: number;
 }
 
 export const DEFAULT_NOISY_GRID_RATES: Readonly<NoisyGridRates> = Object.freeze({
   quitWhenStuck: 0.5,
   ignorePits: 0.5,
+  quitAtDoor: 0,
 });
 
 /** The noisy expert's habits for one episode: a pure function of (policy seed, episode id). */
 export function noisyHabits(seed: number, episodeId: string, rates: NoisyGridRates) {
   const rng = createRng(deriveSeed('noisy-expert', seed, episodeId));
-  return { quitWhenStuck: rng.next() < rates.quitWhenStuck, ignorePits: rng.next() < rates.ignorePits };
+  // Drawn in this order, the third last: the first two habits of an episode are as they always were.
+  return {
+    quitWhenStuck: rng.next() < rates.quitWhenStuck,
+    ignorePits: rng.next() < rates.ignorePits,
+    quitAtDoor: rng.next() < rates.quitAtDoor,
+  };
 }
 
 /**
@@ -87,7 +95,8 @@ export function noisyHabits(seed: number, episodeId: string, rates: NoisyGridRat
 export function noisyExpert(seed: number, rates: NoisyGridRates = DEFAULT_NOISY_GRID_RATES): Policy {
   return {
     id: 'noisy-expert',
-    version: `gridworld-noisy-expert-1:${rates.quitWhenStuck},${rates.ignorePits}`,
+    // The version of a noisy expert without the newer habit is the one its records have always carried.
+    version: `gridworld-noisy-expert-1:${rates.quitWhenStuck},${rates.ignorePits}${rates.quitAtDoor ? `,${rates.quitAtDoor}` : ''}`,
     act: async ({ task, messages, turn, episodeId }) => {
       const habits = noisyHabits(seed, episodeId, rates);
       const last = messages.at(-1)?.content ?? '';
@@ -99,6 +108,7 @@ export function noisyExpert(seed: number, rates: NoisyGridRates = DEFAULT_NOISY_
         currentView(task, messages),
         turnsOf(layout) - turn,
       );
+      if (habits.quitAtDoor && action.kind === 'unlock') return { text: '<answer>The door is locked.</answer>' };
       return toCall(action);
     },
   };

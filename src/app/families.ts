@@ -117,7 +117,7 @@ export const FAMILIES: { [name: string]: Family } = {
     scenario: 'gridworld',
     like: 'ALFWorld',
     metric: 'success',
-    options: () => ({ size: 'large', noisyStuck: '0.7', noisyPits: '0' }),
+    options: () => ({ size: 'large', noisyStuck: '0', noisyPits: '0', noisyDoor: '0.7' }),
     budget: (quick) => {
       // The step-level MDP: each step sees the prompt and the state card, never the transcript,
       // which at 20–40 turns would be several times the model's context.
@@ -169,14 +169,14 @@ export const FAMILIES: { [name: string]: Family } = {
         warmStart: {
           demoPolicy: 'noisy-expert',
           episodes: 600,
-          steps: 800,
+          steps: 1200,
           batchSize: 8,
           lr: 6e-3,
           vocabSize: 768,
           model: { dModel: 64, nLayers: 2, contextLength: 768, copyHead: true },
         },
         rl: {
-          steps: 16,
+          steps: 20,
           tasksPerStep: 8,
           group: 8,
           minibatch: 64,

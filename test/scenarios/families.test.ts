@@ -60,10 +60,11 @@ test('the noisy experts err at their declared rates', async (t) => {
   t.true(records.every((r) => r.status === 'ok'));
   // gridworld: each habit on its own
   const habits = Array.from({ length: n }, (_, i) =>
-    noisyHabits(5, `ep-${i}`, { quitWhenStuck: 0.5, ignorePits: 0.3 }),
+    noisyHabits(5, `ep-${i}`, { quitWhenStuck: 0.5, ignorePits: 0.3, quitAtDoor: 0.7 }),
   );
   t.true(fits(habits.filter((h) => h.quitWhenStuck).length, n, 0.5));
   t.true(fits(habits.filter((h) => h.ignorePits).length, n, 0.3));
+  t.true(fits(habits.filter((h) => h.quitAtDoor).length, n, 0.7));
   // support desk: the share that errs, half each way
   const modes = Array.from({ length: n }, (_, i) => deskNoisyMode(5, `ep-${i}`, 0.7));
   t.true(fits(modes.filter((m) => m !== 'clean').length, n, 0.7));
@@ -127,6 +128,7 @@ test('scenario options: unknown names and bad values are refused, and a plain sc
     ['calculator', { noisyEarly: '0.5' }, /noisyEarly needs problems=multistep/],
     ['gridworld', { size: 'huge' }, /size must be small or large/],
     ['gridworld', { size: 'large', noisyPits: 'x' }, /noisyPits must be in \[0, 1\]/],
+    ['gridworld', { noisyDoor: '0.5' }, /the noisy expert needs size=large/],
     ['support-desk', { prompt: 'tiny' }, /prompt must be full, compact or terse/],
     ['support-desk', { noisyKind: 'late' }, /noisyKind must be both, no-identify, early/],
   ] as const) {
@@ -138,4 +140,22 @@ test('scenario options: unknown names and bad values are refused, and a plain sc
     instanceOf: ScenarioOptionsError,
   });
   t.regex(err!.message, /scenario plain takes no options \(got size\)/);
+});
+
+test('the large gridworld noisy expert with noisyDoor=1 gives up at the locked door, key in hand, and never unlocks', async (t) => {
+  const grid = await load('gridworld', { size: 'large', noisyStuck: '0', noisyPits: '0', noisyDoor: '1' });
+  const policy = await grid.policies['noisy-expert']!({ scenario: grid, seed: 1 });
+  const { records } = await rollout({
+    scenario: grid,
+    policy,
+    split: 'dev',
+    episodes: 12,
+    seed: 1,
+    config: { context: 'card' },
+  });
+  t.true(records.every((r) => !r.outcome.success));
+  t.true(records.every((r) => r.turns.every((x) => !x.text.includes('"unlock"'))));
+  const quit = records.filter((r) => r.answer === 'The door is locked.');
+  t.true(quit.length >= 8, `${quit.length} of 12 reach the door`);
+  t.true(quit.every((r) => r.outcome.metrics?.['key'] === 1 && r.outcome.metrics?.['door'] === 0));
 });
