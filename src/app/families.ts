@@ -169,14 +169,14 @@ export const FAMILIES: { [name: string]: Family } = {
         warmStart: {
           demoPolicy: 'noisy-expert',
           episodes: 600,
-          steps: 1200,
+          steps: 800,
           batchSize: 8,
           lr: 6e-3,
           vocabSize: 768,
           model: { dModel: 64, nLayers: 2, contextLength: 768, copyHead: true },
         },
         rl: {
-          steps: 20,
+          steps: 16,
           tasksPerStep: 8,
           group: 8,
           minibatch: 64,
