@@ -45,9 +45,9 @@ function resultWords(turn: TurnRecord): string {
 
 /**
  * The state card: where the agent stands, what it carries, where its next goal lies from here (the
- * key, then the door, then the exit), what lies next to it, and what its last action did — what an
- * agent keeps in mind instead of the transcript (the step-level MDP's `card` context). Short on
- * purpose: a 20–40-step episode trains on it at every step.
+ * key, then the door, then the exit) and the way there, what lies next to it, and what its last
+ * action did — what an agent keeps in mind instead of the transcript (the step-level MDP's `card`
+ * context). Short on purpose: a 20–40-step episode trains on it at every step.
  */
 export function gridCard(state: GridState, history: readonly TurnRecord[]): string {
   const v = view(state);
