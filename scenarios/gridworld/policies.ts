@@ -89,8 +89,8 @@ export function noisyHabits(seed: number, episodeId: string, rates: NoisyGridRat
 
 /**
  * The noisy expert errs the way a weak agent does, with habits drawn per episode (so records
- * replay): it may give up at a lock that sticks (the door then never opens), and it may plan as if
- * pits were floor. Otherwise it is the expert.
+ * replay): it may give up at a lock that sticks (the door then never opens), give up at the door
+ * without trying the key, and plan as if pits were floor. Otherwise it is the expert.
  */
 export function noisyExpert(seed: number, rates: NoisyGridRates = DEFAULT_NOISY_GRID_RATES): Policy {
   return {
