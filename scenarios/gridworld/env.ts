@@ -13,7 +13,7 @@ import {
   type TurnRecord,
 } from 'agent-r1-ts';
 import { surroundings, type Point } from './layout.ts';
-import { plan } from './planner.ts';
+import { wayFrom } from './planner.ts';
 import { turnsOf } from './tasks.ts';
 import { applyGridEffect, createGridState, layoutOf, view, type GridEffect, type GridState } from './world.ts';
 
@@ -59,15 +59,14 @@ export function gridCard(state: GridState, history: readonly TurnRecord[]): stri
       ? ['the door', layout.door]
       : ['the exit', layout.goal];
   const last = history.at(-1);
-  // The way: the first move of the best route there, as a compass the dungeon lends (the plan of
-  // the scripted expert, whose map the dark hides): walls two cells off decide a route, and no
-  // card of a cell's neighbours shows them.
-  const best = plan(
+  // The way comes from the scripted expert's plan on the map the dark hides: walls two cells off
+  // decide a route, and no card of a cell's neighbours shows them.
+  const move = wayFrom(
     layout,
     { position: here, hasKey: v.has_key, doorOpen: v.door_open },
     turnsOf(layout) - history.length,
   );
-  const way = best.action.kind === 'move' ? `; way ${best.action.direction}` : '';
+  const way = move ? `; way ${move}` : '';
   return [
     `At ${here.x}, ${here.y}; key ${v.has_key ? 'carried' : 'not carried'}; door ${v.door_open ? 'open' : 'locked'}. Next: ${goal}, ${offset(here, where)}${way}.`,
     `Around: ${surroundings(layout, here, v.has_key, v.door_open)}.`,

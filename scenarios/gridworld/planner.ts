@@ -172,3 +172,12 @@ export function successProbability(layout: Layout, turns: number): number {
   const start = model.indexOf.get(index(layout, { position: layout.start, hasKey: false, doorOpen: false }))!;
   return values(layout, turns, 1)[turns]![start]!;
 }
+
+/**
+ * The way: the first move of the best route from s (the state card names it, a compass the dungeon
+ * lends); undefined where the best action is not a move (pick up the key, unlock the door).
+ */
+export function wayFrom(layout: Layout, s: WorldView, turnsLeft: number): Direction | undefined {
+  const { action } = plan(layout, s, turnsLeft);
+  return action.kind === 'move' ? action.direction : undefined;
+}

@@ -1,6 +1,6 @@
 import { ScenarioError, createRng, deriveSeed, type Json, type Task } from 'agent-r1-ts';
 import { randomLargeLayout, randomLayout, renderMap, surroundings, type Layout } from './layout.ts';
-import { plan, successProbability } from './planner.ts';
+import { successProbability, wayFrom } from './planner.ts';
 
 export const SPLITS = ['train', 'dev', 'test'] as const;
 /** The turn budget of an episode; layouts are screened against it. */
@@ -39,10 +39,9 @@ export function layoutFor(
 
 const at = (p: { x: number; y: number }) => `(${p.x}, ${p.y})`;
 
-/** The first move of the best route from the start (the state card's way, for the step before any card). */
+/** The state card's way, for the step before any card (at the start, the one other action is picking up the key). */
 function firstMove(layout: Layout): string {
-  const { action } = plan(layout, { position: layout.start, hasKey: false, doorOpen: false }, turnsOf(layout));
-  return action.kind === 'move' ? action.direction : action.kind;
+  return wayFrom(layout, { position: layout.start, hasKey: false, doorOpen: false }, turnsOf(layout)) ?? 'pick_up';
 }
 
 export function question(layout: Layout): string {

@@ -54,8 +54,7 @@ function write(value: unknown, parts: string[]): boolean {
       const from = parts.length;
       const written = writeObject(value, parts);
       if (!holdsMutable && written) {
-        const json = parts.length === from + 1 ? parts[from]! : parts.splice(from).join('');
-        parts.length = from;
+        const json = parts.splice(from).join('');
         parts.push(json);
         frozenJson.set(value, json);
       }

@@ -129,6 +129,7 @@ test('scenario options: unknown names and bad values are refused, and a plain sc
     ['gridworld', { size: 'huge' }, /size must be small or large/],
     ['gridworld', { size: 'large', noisyPits: 'x' }, /noisyPits must be in \[0, 1\]/],
     ['gridworld', { noisyDoor: '0.5' }, /the noisy expert needs size=large/],
+    ['gridworld', { size: 'large', noisyDoor: '2' }, /noisyDoor must be in \[0, 1\]/],
     ['support-desk', { prompt: 'tiny' }, /prompt must be full, compact or terse/],
     ['support-desk', { noisyKind: 'late' }, /noisyKind must be both, no-identify, early/],
   ] as const) {
