@@ -17,7 +17,10 @@ export type Db = Database.Database;
 export const TODAY = '2026-03-01';
 export const TODAY_DAY = dayNumber(TODAY);
 const WORLD_SEED = 20260301;
-const CUSTOMERS = 60;
+/** The world's customers by default; a larger world (the `customers` option) starts with the same ones. */
+export const DEFAULT_CUSTOMERS = 60;
+/** Each customer's first + last name is unique: 20 × 20 names. */
+export const MAX_CUSTOMERS = 400;
 
 export function dayNumber(isoDate: string): number {
   return Math.round(Date.parse(`${isoDate}T00:00:00Z`) / 86_400_000);
@@ -162,7 +165,7 @@ function weighted<T>(rng: Rng, items: Array<[T, number]>): T {
   return items[items.length - 1]![0];
 }
 
-function generate(db: Db): void {
+function generate(db: Db, customers: number): void {
   const rng = createRng(WORLD_SEED);
   db.exec(SCHEMA);
   const insertCustomer = db.prepare('INSERT INTO customers VALUES (?, ?, ?, ?, ?, ?, ?)');
@@ -176,7 +179,7 @@ function generate(db: Db): void {
   let orderNo = 1000;
   let paymentNo = 1;
   let itemNo = 1;
-  for (let c = 0; c < CUSTOMERS; c++) {
+  for (let c = 0; c < customers; c++) {
     let first: string, last: string;
     do {
       first = rng.pick(FIRST);
@@ -229,22 +232,24 @@ function generate(db: Db): void {
   }
 }
 
-let image: Buffer | undefined;
+const images = new Map<number, Buffer>();
 
-/** The serialized base database (generated on first use, then shared). */
-export function baseImage(): Buffer {
+/** The serialized base database of a world of `customers` (generated on first use, then shared). */
+export function baseImage(customers = DEFAULT_CUSTOMERS): Buffer {
+  let image = images.get(customers);
   if (!image) {
     const db = new Database(':memory:');
-    generate(db);
+    generate(db, customers);
     image = db.serialize();
     db.close();
+    images.set(customers, image);
   }
   return image;
 }
 
 /** A private in-memory copy of the base database. */
-export function openCopy(): Db {
-  const db = new Database(baseImage());
+export function openCopy(customers = DEFAULT_CUSTOMERS): Db {
+  const db = new Database(baseImage(customers));
   db.pragma('foreign_keys = ON');
   return db;
 }

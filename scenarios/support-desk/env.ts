@@ -110,14 +110,20 @@ export function terseSystemPrompt(tools: readonly OpenAITool[]): string {
   ].join('\n');
 }
 
-/** The desk's ToolEnv, with one of its system prompts. */
-export function deskEnv(prompt: (tools: readonly OpenAITool[]) => string): ToolEnv<Task, DeskState> {
+/** The desk's ToolEnv, with one of its system prompts (the full one by default), in a world of `customers`. */
+export function deskEnv(
+  prompt: ((tools: readonly OpenAITool[]) => string) | undefined,
+  customers: number,
+): ToolEnv<Task, DeskState> {
   return {
     ...supportDeskEnv,
-    prompt: (task, tools): Message[] => [
-      { role: 'system', content: prompt(tools) },
-      { role: 'user', content: task.question },
-    ],
+    init: () => createDeskState(customers),
+    ...(prompt && {
+      prompt: (task, tools): Message[] => [
+        { role: 'system', content: prompt(tools) },
+        { role: 'user', content: task.question },
+      ],
+    }),
   };
 }
 

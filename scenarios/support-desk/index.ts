@@ -2,6 +2,7 @@ import { defineScenario, type EpisodeRecord, type Scenario, type Summarizer, typ
 import { compactSystemPrompt, deskEnv, supportDeskEnv, terseSystemPrompt } from './env.ts';
 import { orderMachine } from './order-machine.ts';
 import { DEFAULT_NOISY_SKIP, DESK_NOISY_KINDS, type DeskNoisyKind, expert, noisyExpert, reckless } from './policies.ts';
+import { DEFAULT_CUSTOMERS, MAX_CUSTOMERS } from './db.ts';
 import { generateTasks, SPLITS } from './tasks.ts';
 import { supportDeskTools } from './tools.ts';
 import type { DeskState } from './world.ts';
@@ -67,29 +68,34 @@ const PROMPTS = { full: undefined, compact: compactSystemPrompt, terse: terseSys
 /**
  * Options: `prompt=compact` names the tools by their signatures instead of their JSON schemas (for a
  * small model that reads the prompt at every step), `prompt=terse` also puts the policy in one line
- * (for a model trained from scratch); `noisySkip` (default 0.7) is the share of the `noisy-expert`'s
- * episodes that go wrong, `noisyKind` how: `no-identify` (it acts before identifying the customer),
- * `early` (it answers before making the change) or `both` (half each, the default). Given any, the
- * scenario offers the noisy expert.
+ * (for a model trained from scratch); `customers` (default 60) sizes the world: a larger one has
+ * the same first customers and more of each split's, so a model cannot learn the train split's
+ * names, addresses and item ids by heart; `noisySkip` (default 0.7) is the share of the
+ * `noisy-expert`'s episodes that go wrong, `noisyKind` how: `no-identify` (it acts before
+ * identifying the customer), `early` (it answers before making the change) or `both` (half each, the
+ * default). Given any, the scenario offers the noisy expert.
  */
 export default defineScenario((options: { [key: string]: string }): Scenario<Task, DeskState> => {
-  const { prompt = 'full', noisySkip, noisyKind = 'both', ...rest } = options;
+  const { prompt = 'full', customers: customersOption, noisySkip, noisyKind = 'both', ...rest } = options;
   const unknown = Object.keys(rest);
   if (unknown.length > 0)
-    throw new Error(`support-desk: unknown option ${unknown[0]}; valid: prompt, noisySkip, noisyKind`);
+    throw new Error(`support-desk: unknown option ${unknown[0]}; valid: prompt, customers, noisySkip, noisyKind`);
   if (!Object.hasOwn(PROMPTS, prompt))
     throw new Error(`support-desk: prompt must be full, compact or terse, got "${prompt}"`);
   if (!(DESK_NOISY_KINDS as readonly string[]).includes(noisyKind))
     throw new Error(`support-desk: noisyKind must be ${DESK_NOISY_KINDS.join(', ')}, got "${noisyKind}"`);
+  const customers = customersOption === undefined ? DEFAULT_CUSTOMERS : Number(customersOption);
+  if (!/^\d+$/.test(customersOption ?? '60') || customers < 5 || customers > MAX_CUSTOMERS)
+    throw new Error(`support-desk: customers must be an integer from 5 to ${MAX_CUSTOMERS}, got "${customersOption}"`);
   if (Object.keys(options).length === 0) return supportDesk;
   const rate = noisySkip === undefined ? DEFAULT_NOISY_SKIP : Number(noisySkip);
   if (noisySkip !== undefined && (noisySkip.trim() === '' || !(rate >= 0 && rate <= 1)))
     throw new Error(`support-desk: noisySkip must be in [0, 1], got "${noisySkip}"`);
-  const systemPrompt = PROMPTS[prompt as keyof typeof PROMPTS];
   return {
     ...supportDesk,
     options,
-    env: systemPrompt ? deskEnv(systemPrompt) : supportDeskEnv,
+    tasks: ({ split, seed, count }) => generateTasks(split, seed, count, customers),
+    env: deskEnv(PROMPTS[prompt as keyof typeof PROMPTS], customers),
     policies: {
       ...supportDesk.policies,
       'noisy-expert': ({ seed }) => noisyExpert(seed, rate, noisyKind as DeskNoisyKind),

@@ -1,5 +1,5 @@
 import { createRng, deriveSeed, ScenarioError, type Json, type Task } from 'agent-r1-ts';
-import { digestDb, getItems, getOrder, openCopy, TODAY_DAY, dayNumber, type Db, type OrderRow } from './db.ts';
+import { DEFAULT_CUSTOMERS, digestDb, getItems, getOrder, openCopy, TODAY_DAY, dayNumber, type Db, type OrderRow } from './db.ts';
 import { RETURN_WINDOW_DAYS } from './order-machine.ts';
 import { applyEffect, createDeskState, disposeDeskState, type DeskEffect } from './world.ts';
 
@@ -110,8 +110,8 @@ export function expectedEffect(req: DeskRequest, allowed: boolean, db: Db): Desk
   }
 }
 
-function expectedState(effect: DeskEffect | null): { expected: Json; digest: string } {
-  const state = createDeskState();
+function expectedState(effect: DeskEffect | null, customers: number): { expected: Json; digest: string } {
+  const state = createDeskState(customers);
   try {
     if (effect) {
       applyEffect(state, {
@@ -136,13 +136,16 @@ function expectedState(effect: DeskEffect | null): { expected: Json; digest: str
 
 const digestCache = new Map<string, { expected: Json; digest: string }>();
 
-/** `count` tasks of `split`, a seeded sample of the split's requests (repeating, with new variants, past the end). */
-export function generateTasks(split: string, seed: number, count: number): Task[] {
+/**
+ * `count` tasks of `split`, a seeded sample of the split's requests (repeating, with new variants,
+ * past the end), in a world of `customers`.
+ */
+export function generateTasks(split: string, seed: number, count: number, customers = DEFAULT_CUSTOMERS): Task[] {
   if (!(SPLITS as readonly string[]).includes(split))
     throw new ScenarioError(`support-desk has no split "${split}"; valid: ${SPLITS.join(', ')}`);
   if (!Number.isInteger(count) || count < 0)
     throw new ScenarioError(`task count must be a non-negative integer, got ${count}`);
-  const db = openCopy();
+  const db = openCopy(customers);
   try {
     const pool = candidates(db, split as Split);
     const rng = createRng(deriveSeed('support-desk', split, seed));
@@ -179,9 +182,9 @@ export function generateTasks(split: string, seed: number, count: number): Task[
         req.address = { street: v.pick(NEW_STREETS), city, zip };
       }
       const effect = expectedEffect(req, allowed, db);
-      const key = JSON.stringify(effect);
+      const key = `${customers} ${JSON.stringify(effect)}`;
       let exp = digestCache.get(key);
-      if (!exp) digestCache.set(key, (exp = expectedState(effect)));
+      if (!exp) digestCache.set(key, (exp = expectedState(effect, customers)));
       tasks.push({
         id: `support-${split}-${index}${round ? `-r${round}-s${seed}` : ''}`,
         split,

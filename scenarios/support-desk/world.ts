@@ -3,6 +3,7 @@ import type { EffectLog } from 'agent-r1-ts';
 import {
   cancelOrder,
   changeAddress,
+  DEFAULT_CUSTOMERS,
   getOrder,
   openCopy,
   returnItems,
@@ -30,8 +31,8 @@ export type DeskEffect =
   | { op: 'return'; order_id: string; item_ids: string[] }
   | { op: 'address'; order_id: string; street: string; city: string; zip: string };
 
-export function createDeskState(): DeskState {
-  return { db: openCopy(), identified: null, orders: new Map(), applied: 0 };
+export function createDeskState(customers = DEFAULT_CUSTOMERS): DeskState {
+  return { db: openCopy(customers), identified: null, orders: new Map(), applied: 0 };
 }
 
 export function disposeDeskState(state: DeskState): void {

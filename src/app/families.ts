@@ -157,7 +157,7 @@ export const FAMILIES: { [name: string]: Family } = {
     scenario: 'support-desk',
     like: 'WebShop / tau-bench',
     metric: 'success',
-    options: () => ({ prompt: 'terse', noisySkip: '0.6', noisyKind: 'no-identify' }),
+    options: () => ({ prompt: 'terse', customers: '200', noisySkip: '0.7', noisyKind: 'no-identify' }),
     budget: (quick) => {
       // The step-level MDP: each step sees the prompt and the state card (the newest result of each
       // tool), not the transcript of JSON results, which outgrows the model's context in a few turns.

@@ -1,6 +1,7 @@
 import test from 'ava';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import { checkScenario } from '../../src/app/check-scenario.ts';
+import { FAMILIES } from '../../src/app/families.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
 
 // The task families' slower check (the rest are in families.test.ts).
@@ -12,7 +13,7 @@ test('the harder calculator and the large gridworld keep scenario check green (d
     ['calculator', { problems: 'multistep' }, {}],
     ['gridworld', { size: 'large' }, { context: 'card' }],
     ['gridworld', { size: 'large' }, {}],
-    ['support-desk', { prompt: 'compact', noisySkip: '0.7' }, { context: 'card' }],
+    ['support-desk', FAMILIES['support-desk']!.options(false, 1), { context: 'card' }],
   ] as const) {
     const scenario = await load(name, options);
     const { problems, warnings } = await checkScenario(scenario, { episodesPerSplit: 1, config });

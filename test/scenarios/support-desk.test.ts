@@ -322,3 +322,28 @@ test('prompt=terse: the policy in a line and every tool by its signature, about 
   t.true(identified.every((r) => r.outcome.success));
   t.true(records.some((r) => !r.outcome.success));
 });
+
+test('customers=N: a larger world keeps the first customers, has more of each split, and plays in its own world', async (t) => {
+  const load = (options: { [key: string]: string }) => loadScenario('support-desk', builtinScenarios, options);
+  for (const bad of ['abc', '4', '401', '2.5', ''])
+    await t.throwsAsync(load({ customers: bad }), { message: /customers must be an integer from 5 to 400/ });
+  const small = openCopy();
+  const large = openCopy(150);
+  const rows = (db: typeof small, where: string) => db.prepare(`SELECT * FROM customers ${where} ORDER BY id`).all();
+  t.deepEqual(rows(large, "WHERE id <= 'C060'"), rows(small, ''));
+  t.is((large.prepare('SELECT COUNT(*) AS n FROM customers').get() as { n: number }).n, 150);
+  small.close();
+  large.close();
+
+  const scenario = await load({ customers: '150' });
+  const tasks = await scenario.tasks({ split: 'dev', seed: 1, count: 400 });
+  const distinct = new Set(tasks.map((x) => x.id.replace(/-r\d+-s\d+$/, '')));
+  t.true(distinct.size > 2 * new Set(generateTasks('dev', 1, 400).map((x) => x.id.replace(/-r\d+-s\d+$/, ''))).size);
+  // Requests of customers only the larger world has, solved by the expert in that world.
+  const newcomers = tasks.filter((x) => Number(String((x.meta!['request'] as any).order_id).slice(2)) > 1300);
+  t.true(newcomers.length > 20);
+  const policy = await scenario.policies.expert!({ scenario, seed: 0 });
+  const { records } = await rollout({ scenario, policy, split: 'dev', episodes: 40, seed: 1, onRecord: sink });
+  t.true(records.every((r) => r.outcome.success));
+  t.true(records.some((r) => Number(/#W(\d+)/.exec(r.task.question)![1]) > 1300));
+});
