@@ -1,5 +1,15 @@
 import { createRng, deriveSeed, ScenarioError, type Json, type Task } from 'agent-r1-ts';
-import { DEFAULT_CUSTOMERS, digestDb, getItems, getOrder, openCopy, TODAY_DAY, dayNumber, type Db, type OrderRow } from './db.ts';
+import {
+  DEFAULT_CUSTOMERS,
+  digestDb,
+  getItems,
+  getOrder,
+  openCopy,
+  TODAY_DAY,
+  dayNumber,
+  type Db,
+  type OrderRow,
+} from './db.ts';
 import { RETURN_WINDOW_DAYS } from './order-machine.ts';
 import { applyEffect, createDeskState, disposeDeskState, type DeskEffect } from './world.ts';
 
