@@ -16,6 +16,7 @@ import { rollout } from '../../src/rollout/rollout.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import { server, trusting, workers } from '../helpers/queue.ts';
+import { until } from '../helpers/queue-worker.ts';
 import { startRedis } from '../helpers/redis.ts';
 
 // A queue job never decides what code runs: whoever can write to Redis can add jobs, so a worker
@@ -110,6 +111,8 @@ test('a job whose budgets are out of bounds fails at once and frees its slot', a
   } finally {
     await executor.close();
   }
+  // The records reach the coordinator before the worker has closed the job's books.
+  await until(() => worker!.status().jobsDone === 1, 10_000, 'the worker to count the played job');
   t.like(worker!.status(), { jobsDone: 1, jobsFailed: 1, jobs: [] });
 });
 
