@@ -69,7 +69,7 @@ const PROMPTS = { full: undefined, compact: compactSystemPrompt, terse: terseSys
  * Options: `prompt=compact` names the tools by their signatures instead of their JSON schemas (for a
  * small model that reads the prompt at every step), `prompt=terse` also puts the policy in one line
  * (for a model trained from scratch); `customers` (default 60) sizes the world: a larger one has
- * the same first customers and more of each split's, so a model cannot learn the train split's
+ * the same first customers and more in each split, so a model cannot learn the train split's
  * names, addresses and item ids by heart; `noisySkip` (default 0.7) is the share of the
  * `noisy-expert`'s episodes that go wrong, `noisyKind` how: `no-identify` (it acts before
  * identifying the customer), `early` (it answers before making the change) or `both` (half each, the
@@ -85,7 +85,7 @@ export default defineScenario((options: { [key: string]: string }): Scenario<Tas
   if (!(DESK_NOISY_KINDS as readonly string[]).includes(noisyKind))
     throw new Error(`support-desk: noisyKind must be ${DESK_NOISY_KINDS.join(', ')}, got "${noisyKind}"`);
   const customers = customersOption === undefined ? DEFAULT_CUSTOMERS : Number(customersOption);
-  if (!/^\d+$/.test(customersOption ?? '60') || customers < 5 || customers > MAX_CUSTOMERS)
+  if ((customersOption !== undefined && !/^\d+$/.test(customersOption)) || customers < 5 || customers > MAX_CUSTOMERS)
     throw new Error(`support-desk: customers must be an integer from 5 to ${MAX_CUSTOMERS}, got "${customersOption}"`);
   if (Object.keys(options).length === 0) return supportDesk;
   const rate = noisySkip === undefined ? DEFAULT_NOISY_SKIP : Number(noisySkip);
