@@ -19,8 +19,6 @@ export const TODAY_DAY = dayNumber(TODAY);
 const WORLD_SEED = 20260301;
 /** The world's customers by default; a larger world (the `customers` option) starts with the same ones. */
 export const DEFAULT_CUSTOMERS = 60;
-/** Each customer's first + last name is unique: 20 × 20 names. */
-export const MAX_CUSTOMERS = 400;
 
 export function dayNumber(isoDate: string): number {
   return Math.round(Date.parse(`${isoDate}T00:00:00Z`) / 86_400_000);
@@ -93,6 +91,8 @@ const LAST = [
   'Okafor',
   'Petrov',
 ];
+/** Each customer's first + last name is unique, so the world holds at most one per pair. */
+export const MAX_CUSTOMERS = FIRST.length * LAST.length;
 const CITIES: Array<[string, string]> = [
   ['Springfield', '62701'],
   ['Riverton', '82501'],

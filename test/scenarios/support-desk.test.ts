@@ -9,7 +9,7 @@ import { rollout } from '../../src/rollout/rollout.ts';
 import { runEpisode } from '../../src/episode/run-episode.ts';
 import { ToolRunner } from '../../src/tools/runner.ts';
 import { supportDesk } from '../../scenarios/support-desk/index.ts';
-import { digestDb, getOrder, openCopy } from '../../scenarios/support-desk/db.ts';
+import { digestDb, getOrder, MAX_CUSTOMERS, openCopy } from '../../scenarios/support-desk/db.ts';
 import { VIOLATION_PENALTY } from '../../scenarios/support-desk/env.ts';
 import { orderMachine } from '../../scenarios/support-desk/order-machine.ts';
 import { expertAction } from '../../scenarios/support-desk/policies.ts';
@@ -325,8 +325,14 @@ test('prompt=terse: the policy in a line and every tool by its signature, about 
 
 test('customers=N: a larger world keeps the first customers, has more of each split, and plays in its own world', async (t) => {
   const load = (options: { [key: string]: string }) => loadScenario('support-desk', builtinScenarios, options);
-  for (const bad of ['abc', '4', '401', '2.5', ''])
-    await t.throwsAsync(load({ customers: bad }), { message: /customers must be an integer from 5 to 400/ });
+  for (const bad of ['abc', '4', '321', '2.5', ''])
+    await t.throwsAsync(load({ customers: bad }), { message: /customers must be an integer from 5 to 320/ });
+  // The largest world: one customer per first + last name pair (its generation once looped forever
+  // past the last pair).
+  const largest = openCopy(MAX_CUSTOMERS);
+  const names = largest.prepare("SELECT COUNT(DISTINCT first_name || ' ' || last_name) AS n FROM customers").get();
+  t.deepEqual(names, { n: MAX_CUSTOMERS });
+  largest.close();
   const small = openCopy();
   const large = openCopy(150);
   const rows = (db: typeof small, where: string) => db.prepare(`SELECT * FROM customers ${where} ORDER BY id`).all();
