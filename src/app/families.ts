@@ -171,7 +171,10 @@ export const FAMILIES: { [name: string]: Family } = {
           episodes: 600,
           steps: 800,
           batchSize: 8,
-          lr: 6e-3,
+          // At 6e-3 one seed's model never learned where a copied name or email starts (its first
+          // token came from the vocabulary: "gami.kowalski79" for "sami.kowalski79"), so its
+          // identifications all failed and RL had nothing to reinforce.
+          lr: 1.2e-2,
           vocabSize: 768,
           model: { dModel: 64, nLayers: 2, contextLength: 768, copyHead: true },
         },
@@ -183,6 +186,10 @@ export const FAMILIES: { [name: string]: Family } = {
           lr: 1e-3,
           klMode: 'none',
           klCoef: 0,
+          // Dr. GRPO's advantage (reward − group mean, not divided by the group's std): half the
+          // tasks are declines every sample gets right, where only the small process rewards differ,
+          // and divided by their small std they outweighed the successes elsewhere.
+          normByStd: false,
           evalEvery: 4,
           evalEpisodes: 64,
           checkpointEvery: 4,
