@@ -93,3 +93,18 @@ test.serial(
     t.is(cli(['scenario', 'check', `${FLAWED}/failing-expert`, '--expert-success', '0']).code, 0);
   },
 );
+
+test('the built-in scenarios and the world-machine template pass the check', async (t) => {
+  for (const dir of ['scenarios/support-desk', 'scenarios/gridworld', 'scenarios/templates/world-machine']) {
+    const { problems, checked } = await checkScenarioDir(dir);
+    t.deepEqual(problems, [], dir);
+    t.true(
+      checked.some((c) => c.startsWith('worldMachine: starts')),
+      dir,
+    );
+    t.true(
+      checked.some((c) => c.startsWith('policies.expert: finished')),
+      dir,
+    );
+  }
+});

@@ -45,21 +45,6 @@ test('scenario check names every defect of the broken fixture', async (t) => {
   t.true(checked.some((c) => c.startsWith('policies.expert: finished')));
 });
 
-test('the built-in scenarios and the world-machine template pass the check', async (t) => {
-  for (const dir of ['scenarios/support-desk', 'scenarios/gridworld', 'scenarios/templates/world-machine']) {
-    const { problems, checked } = await checkScenarioDir(dir);
-    t.deepEqual(problems, [], dir);
-    t.true(
-      checked.some((c) => c.startsWith('worldMachine: starts')),
-      dir,
-    );
-    t.true(
-      checked.some((c) => c.startsWith('policies.expert: finished')),
-      dir,
-    );
-  }
-});
-
 test('a fixed split whose taskCount disagrees with tasks() is a problem; multihop-qa agrees', async (t) => {
   const qa = createMultihopQaScenario({ size: 'tiny', seed: '3' });
   t.deepEqual(

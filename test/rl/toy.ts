@@ -258,3 +258,12 @@ export const toyConfig = (over: Partial<TrainConfig> = {}): TrainConfig =>
     taskPool: 64,
     ...over,
   });
+
+/** A run's metrics rows without their wall-clock times, for comparing two runs. */
+export const withoutTime = (rows: unknown[]) => rows.map((r) => ({ ...(r as object), time: undefined }));
+
+export const readJsonl = async (p: string) =>
+  (await readFile(p, 'utf8'))
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));

@@ -81,3 +81,41 @@ for (const [how, toolName] of [
     for (const record of result.records) t.true((await replayRecord(record, scenario)).verified);
   });
 }
+
+test('scripted policy: byte-identical records with 1, 2 and 4 workers, and in one thread', async (t) => {
+  const policy = await calc.policies.random!({ scenario: calc, seed: 0 });
+  const options = { scenario: calc, policy, split: 'train', episodes: 48, seed: 11 };
+  const single = bytes((await rollout(options)).records);
+  for (const workers of [1, 2, 4]) {
+    const { records } = await inWorkers(options, { workers });
+    t.is(records.length, 48);
+    t.is(bytes(records), single, `${workers} workers`);
+  }
+});
+
+test('an episode whose worker dies on every attempt is recorded as an error; the episodes beside it finish', async (t) => {
+  const scripts = [
+    [call('exit', { marker: 'a', always: true })],
+    [call('echo', { text: 'x' }), '<answer>ok</answer>'],
+    ['<answer>ok</answer>'],
+  ];
+  const scenario = await faulty(scripts);
+  const policy = await scenario.policies.script!({ scenario, seed: 0 });
+  const options = { scenario, policy, split: 'train', episodes: 9, seed: 3 };
+  const result = await inWorkers(options, { workers: 2, scenarioSource: FAULTY, maxAttempts: 2 });
+  t.is(result.records.length, 9);
+  const crashed = result.records.filter((r) => r.status === 'error');
+  // Only the three episodes that really kill their worker (the tasks playing script 0: f-0, f-3,
+  // f-6), however often their neighbours were caught in the same crashes.
+  t.deepEqual(
+    crashed.map((r) => r.task.id),
+    ['f-0', 'f-3', 'f-6'],
+  );
+  t.regex(crashed[0]!.error!, /worker crashed on every attempt/);
+  t.is(crashed[0]!.endReason, 'error');
+  t.true(
+    result.records
+      .filter((r) => !['f-0', 'f-3', 'f-6'].includes(r.task.id))
+      .every((r) => r.status === 'ok' && r.outcome.success),
+  );
+});

@@ -136,3 +136,28 @@ test.serial('CLI: replay --live-tools re-runs the calls and reports drift at the
   const recorded = cli(['replay', file, '--scenario', fixture, '--json']);
   t.like(recorded.lastJson(), { episodes: 2, verified: 2 }, 'the recorded results still verify');
 });
+
+test.serial('CLI: rollout of 20, replay with no server verifies all 20; --workers 2 gives the same bytes', (t) => {
+  const runs = ['0', '2'].map((workers) => {
+    const out = join(scratch, `w${workers}`);
+    const r = cli([
+      'rollout',
+      '--scenario',
+      'files',
+      '--policy',
+      'expert',
+      '--episodes',
+      '20',
+      '--workers',
+      workers,
+      '--out',
+      out,
+    ]);
+    t.is(r.code, 0, r.stderr);
+    return readFileSync(join(out, 'episodes.jsonl'), 'utf8');
+  });
+  t.is(runs[0], runs[1]);
+  const replay = cli(['replay', join(scratch, 'w2', 'episodes.jsonl'), '--json']);
+  t.is(replay.code, 0, replay.stderr);
+  t.like(replay.lastJson(), { episodes: 20, verified: 20, diverged: 0, corrupt: 0 });
+});

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -7,7 +7,6 @@ import { filesScenario, filesEnv } from '../../scenarios/files/index.ts';
 import { expert } from '../../scenarios/files/policies.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
-import { cli } from '../helpers/cli.ts';
 
 const scratch = mkdtempSync(join(tmpdir(), 'agent-r1-files-'));
 test.after.always(() => rmSync(scratch, { recursive: true, force: true }));
@@ -77,29 +76,4 @@ test('roots: a warm server moved to the next episode folder refuses the old one'
     await scenario.env.dispose!(second);
     await server.close();
   }
-});
-
-test.serial('CLI: rollout of 20, replay with no server verifies all 20; --workers 2 gives the same bytes', (t) => {
-  const runs = ['0', '2'].map((workers) => {
-    const out = join(scratch, `w${workers}`);
-    const r = cli([
-      'rollout',
-      '--scenario',
-      'files',
-      '--policy',
-      'expert',
-      '--episodes',
-      '20',
-      '--workers',
-      workers,
-      '--out',
-      out,
-    ]);
-    t.is(r.code, 0, r.stderr);
-    return readFileSync(join(out, 'episodes.jsonl'), 'utf8');
-  });
-  t.is(runs[0], runs[1]);
-  const replay = cli(['replay', join(scratch, 'w2', 'episodes.jsonl'), '--json']);
-  t.is(replay.code, 0, replay.stderr);
-  t.like(replay.lastJson(), { episodes: 20, verified: 20, diverged: 0, corrupt: 0 });
 });
