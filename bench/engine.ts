@@ -126,12 +126,12 @@ async function bundlePlainThread(): Promise<string> {
 const PLAIN_THREAD = await bundlePlainThread();
 
 /**
- * The plain loop on `threads` worker threads, each playing every threads-th episode of a run (new
- * episodes, as the engine's scaling rows play), after a warm-up run; steps/s over the wall time of
- * the play alone: each thread has made the run's plan before the clock starts (the engine makes it
- * once, in the coordinator, and its rows count it).
+ * The plain loop on `threads` worker threads, each playing every threads-th episode of a run, after a
+ * warm-up run of other episodes; steps/s over the wall time of the play alone: each thread has made
+ * the run's plan before the clock starts (the engine makes it once, in the coordinator, and its rows
+ * count it). The seeds are the engine's for the same repeat (see scalingRepeat).
  */
-async function plainStepsPerSecond(c: Case, threads: number, seed: number): Promise<number> {
+async function plainStepsPerSecond(c: Case, threads: number, seeds: ScalingSeeds): Promise<number> {
   const workers = Array.from({ length: threads }, () => new Worker(PLAIN_THREAD));
   const ask = <T>(w: Worker, message: PlainThreadMessage) =>
     new Promise<T>((resolve, reject) => {
@@ -149,8 +149,8 @@ async function plainStepsPerSecond(c: Case, threads: number, seed: number): Prom
     return { ms: performance.now() - start, steps: steps.reduce((a, b) => a + b, 0) };
   };
   try {
-    await play(c.scalingEpisodes, seed + 1000); // threads started, worlds built, code compiled
-    const { ms, steps } = await play(c.scalingEpisodes, seed);
+    await play(c.scalingEpisodes, seeds.warmUp); // threads started, worlds built, code compiled
+    const { ms, steps } = await play(c.scalingEpisodes, seeds.timed);
     return (steps / ms) * 1000;
   } finally {
     await Promise.all(workers.map((w) => w.terminate()));
@@ -202,6 +202,38 @@ async function repeat(run: () => Promise<number> | number): Promise<Spread> {
   return spread(xs);
 }
 
+/** The seeds of one scaling repeat: its warm-up run's and its timed run's. */
+interface ScalingSeeds {
+  warmUp: number;
+  timed: number;
+}
+
+/**
+ * One repeat of the scaling rows: the engine on 1 and 2 fresh workers and the plain loop on 1 and 2
+ * fresh threads, back to back, each warmed up on the same episodes and timed on the same new ones.
+ * The same seeds matter: every thread's search cache keeps what the warm-up found, and how much of
+ * the timed run it holds depends on the two runs' tasks (with other seeds per row, the rows measured
+ * other work). Back to back, the machine's drift over minutes falls on all four alike.
+ */
+async function scalingRepeat(c: Case, seeds: ScalingSeeds) {
+  const engineStepsPerSecond = async (workers: number) => {
+    const executor = workerThreads({ workers, scenarioSource: c.source });
+    try {
+      await engine(c, c.scalingEpisodes, executor, undefined, seeds.warmUp); // threads started, worlds built, code compiled
+      const r = await engine(c, c.scalingEpisodes, executor, undefined, seeds.timed);
+      return (r.steps / r.ms) * 1000;
+    } finally {
+      await executor.close();
+    }
+  };
+  return {
+    one: await engineStepsPerSecond(1),
+    two: await engineStepsPerSecond(2),
+    plainOne: await plainStepsPerSecond(c, 1, seeds),
+    plainTwo: await plainStepsPerSecond(c, 2, seeds),
+  };
+}
+
 /**
  * The overhead rows. The engine is timed in rounds, each a plain-loop run and an engine run back to
  * back, and its overhead is the difference within a round (this machine's speed drifts over
@@ -247,24 +279,10 @@ const loadBefore = loadavg();
 const results = [];
 for (const c of cases) {
   const rounds = await overheadRounds(c);
-  // Scaling: every timed run plays new episodes (a new seed), so no tool cache holds their results
-  // and each thread does the whole work of its share.
-  let runSeed = 100;
-  const stepsPerSecond = async (workers: number) => {
-    const executor = workerThreads({ workers, scenarioSource: c.source });
-    try {
-      await engine(c, c.scalingEpisodes, executor, undefined, runSeed++); // threads started, worlds built, code compiled
-      const r = await engine(c, c.scalingEpisodes, executor, undefined, runSeed++);
-      return (r.steps / r.ms) * 1000;
-    } finally {
-      await executor.close();
-    }
-  };
-  const one = await repeat(() => stepsPerSecond(1));
-  const two = await repeat(() => stepsPerSecond(2));
-  // The ceiling: the plain loop's own scaling on the same number of threads and episodes.
-  const plainOne = await repeat(() => plainStepsPerSecond(c, 1, runSeed++));
-  const plainTwo = await repeat(() => plainStepsPerSecond(c, 2, runSeed++));
+  const scaling: Array<Record<'one' | 'two' | 'plainOne' | 'plainTwo', number>> = [];
+  for (let i = 0; i < flags.runs; i++) scaling.push(await scalingRepeat(c, { warmUp: 1000 + i, timed: 100 + i }));
+  const pick = (key: keyof (typeof scaling)[number]) => spread(scaling.map((r) => r[key]));
+  const [one, two, plainOne, plainTwo] = [pick('one'), pick('two'), pick('plainOne'), pick('plainTwo')];
   results.push({
     scenario: c.name,
     plainUsPerStep: rounds.plain,
@@ -281,6 +299,8 @@ for (const c of cases) {
     speedupRange: { min: two.min / one.max, max: two.max / one.min },
     plainStepsPerSecond: { one: plainOne, two: plainTwo },
     plainSpeedup: plainTwo.median / plainOne.median,
+    // Each repeat's engine speedup over the plain loop's in the same repeat (same seeds, minutes apart at most).
+    speedupVsPlain: spread(scaling.map((r) => r.two / r.one / (r.plainTwo / r.plainOne))),
   });
 }
 const workerStartupMs = await repeat(() => workerStartup(calculatorCase));
@@ -317,6 +337,9 @@ if (flags.json) {
     '',
     ...results.map(
       (r) => `main thread's busy time through 1 worker, ${r.scenario}: ${s(r.mainThreadSpread, 1)} µs/step`,
+    ),
+    ...results.map(
+      (r) => `engine's 2-worker speedup ÷ the plain loop's, repeat by repeat, ${r.scenario}: ${s(r.speedupVsPlain, 2)}`,
     ),
     `worker start-up (first episode on a fresh thread, less the episode): ${s(workerStartupMs)} ms`,
     `agent-r1 rollout --scenario calculator --episodes 1, end to end: ${s(cliMs)} ms`,
