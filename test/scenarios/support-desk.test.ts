@@ -1,4 +1,6 @@
+import { createHash } from 'node:crypto';
 import test from 'ava';
+import Database from 'better-sqlite3';
 import { createActor } from 'xstate';
 import { createRng } from '../../src/core/rng.ts';
 import type { EpisodeRecord, Json, Message, Task } from '../../src/core/types.ts';
@@ -9,7 +11,17 @@ import { rollout } from '../../src/rollout/rollout.ts';
 import { runEpisode } from '../../src/episode/run-episode.ts';
 import { ToolRunner } from '../../src/tools/runner.ts';
 import { supportDesk } from '../../scenarios/support-desk/index.ts';
-import { digestDb, getOrder, MAX_CUSTOMERS, openCopy } from '../../scenarios/support-desk/db.ts';
+import {
+  baseImage,
+  cancelOrder,
+  changeAddress,
+  digestDb,
+  dumpDb,
+  getOrder,
+  MAX_CUSTOMERS,
+  openCopy,
+} from '../../scenarios/support-desk/db.ts';
+import { canonicalJson } from '../../src/core/canonical-json.ts';
 import { VIOLATION_PENALTY } from '../../scenarios/support-desk/env.ts';
 import { orderMachine } from '../../scenarios/support-desk/order-machine.ts';
 import { expertAction } from '../../scenarios/support-desk/policies.ts';
@@ -81,6 +93,43 @@ test('the database is generated deterministically and each copy is private', (t)
   t.true((b.prepare("SELECT COUNT(*) AS n FROM orders WHERE status != 'cancelled'").get() as { n: number }).n > 0);
   a.close();
   b.close();
+});
+
+test('the digest reads only written tables, and equals the whole dump’s digest after any write', (t) => {
+  const whole = (db: ReturnType<typeof openCopy>) =>
+    createHash('sha256')
+      .update(canonicalJson(dumpDb(db)))
+      .digest('hex');
+  const base = openCopy(200);
+  t.is(digestDb(base), whole(base));
+  const writes: Array<[string, (db: ReturnType<typeof openCopy>) => unknown]> = [
+    ['nothing', () => {}],
+    ['a cancel (orders, refunds)', (db) => cancelOrder(db, '#W1000', 'no longer needed')],
+    ['an address (orders)', (db) => changeAddress(db, '#W1001', { street: '1 Elm St', city: 'Oslo', zip: '01234' })],
+    ['a customer edited in SQL', (db) => db.prepare("UPDATE customers SET email = 'x@y.z' WHERE rowid = 1").run()],
+    ['a payment method deleted', (db) => db.prepare('DELETE FROM payment_methods WHERE rowid = 1').run()],
+    [
+      'an item inserted and deleted',
+      (db) =>
+        db.exec(
+          "INSERT INTO order_items SELECT 'I99999', order_id, product, price_cents, returned FROM order_items LIMIT 1; DELETE FROM order_items WHERE id = 'I99999';",
+        ),
+    ],
+  ];
+  for (const [what, write] of writes) {
+    const db = openCopy(200);
+    db.pragma('foreign_keys = OFF');
+    write(db);
+    t.is(digestDb(db), whole(db), what);
+    db.close();
+  }
+  // A database not opened as a copy of a base is read whole.
+  const bare = new Database(baseImage(200));
+  bare.prepare("UPDATE orders SET status = 'cancelled'").run();
+  t.is(digestDb(bare), whole(bare));
+  t.not(digestDb(bare), digestDb(base));
+  bare.close();
+  base.close();
 });
 
 test('tasks are seeded, split by customer, and name the expected final state', (t) => {
