@@ -296,13 +296,17 @@ export function openCopy(customers = DEFAULT_CUSTOMERS): Db {
 /** Every row of every table, ordered by key: the database state that outcomes compare. */
 export function dumpDb(db: Db): { [table: string]: Json[] } {
   const out: { [table: string]: Json[] } = {};
-  for (const [table, key] of TABLES) out[table] = db.prepare(`SELECT * FROM ${table} ORDER BY ${key}`).all() as Json[];
+  for (const [table] of TABLES) out[table] = tableRows(db, table);
   return out;
 }
 
-function tableJson(db: Db, table: string): string {
+function tableRows(db: Db, table: string): Json[] {
   const key = TABLES.find(([name]) => name === table)![1];
-  return canonicalJson(db.prepare(`SELECT * FROM ${table} ORDER BY ${key}`).all());
+  return db.prepare(`SELECT * FROM ${table} ORDER BY ${key}`).all() as Json[];
+}
+
+function tableJson(db: Db, table: string): string {
+  return canonicalJson(tableRows(db, table));
 }
 
 /** The tables by name, in the order canonical JSON writes an object's keys. */
