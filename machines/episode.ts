@@ -186,7 +186,7 @@ function parseOutput(config: EpisodeConfig, output: PolicyOutput): { tokenCount:
   // A policy that ignored its per-turn budget gets the action refused, not silently cut.
   const action: ParsedAction =
     tokenCount > limit
-      ? { kind: 'invalid', error: `the action is ${tokenCount} tokens, over the per-turn limit of ${limit}` }
+      ? { error: `the action is ${tokenCount} tokens, over the per-turn limit of ${limit}`, kind: 'invalid' }
       : parseAction(output.text);
   return { tokenCount, action };
 }
@@ -214,25 +214,24 @@ function endReasonAfter(
 /** The reward stage, on TRANSITIONED: the turn is finished and the budgets checked. */
 function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<EpisodeContext> {
   const { output, tokenCount, action, results, states } = context.pending;
-  const turn: TurnRecord = {
-    index: context.turns.length,
-    text: output!.text,
-    tokenCount,
-    action: action!,
-    results,
-    observation: step.observation,
-    reward: step.reward,
-    done: step.done,
-    states: [...states, 'transition', 'reward'],
-  };
-  if (output!.tokens) turn.tokens = output!.tokens;
-  if (output!.logprobs) turn.logprobs = output!.logprobs;
-  if (step.observationTokens) turn.observationTokens = step.observationTokens;
-  if (step.info) turn.info = step.info;
+  // Fields in canonical (sorted) order, so that the record is written by JSON.stringify.
+  const turn = { action: action! } as TurnRecord;
   if (context.pending.context) turn.context = context.pending.context;
+  turn.done = step.done;
+  turn.index = context.turns.length;
+  if (step.info) turn.info = step.info;
+  if (output!.logprobs) turn.logprobs = output!.logprobs;
+  turn.observation = step.observation;
+  if (step.observationTokens) turn.observationTokens = step.observationTokens;
+  turn.results = results;
+  turn.reward = step.reward;
+  turn.states = [...states, 'transition', 'reward'];
+  turn.text = output!.text;
+  turn.tokenCount = tokenCount;
+  if (output!.tokens) turn.tokens = output!.tokens;
 
-  const messages = [...context.messages, { role: 'assistant' as const, content: output!.text }];
-  if (step.observation !== null) messages.push({ role: 'tool', content: step.observation });
+  const messages: Message[] = [...context.messages, { content: output!.text, role: 'assistant' }];
+  if (step.observation !== null) messages.push({ content: step.observation, role: 'tool' });
   const tokens = context.tokens && [...context.tokens, ...(output!.tokens ?? []), ...(step.observationTokens ?? [])];
   const answer = action!.kind === 'answer' ? action!.text : context.answer;
   const totalTokens = totalTokensAfter(context, step);

@@ -2,11 +2,65 @@
  * JSON with object keys sorted, so equal values give equal bytes whatever order their fields were
  * built in. Used for record lines, checksums and cache keys. Same output as
  * `JSON.stringify` of a key-sorted copy (undefined fields dropped, non-finite numbers as null),
- * written directly, without building the copy.
+ * written directly, without building the copy. A value already in canonical order (see
+ * inCanonicalOrder: records are built so, and a canonical line parses back so) is written by
+ * JSON.stringify itself, twice as fast as the writer here.
  */
 export function canonicalJson(value: unknown): string {
+  if (typeof value === 'object' && value !== null && inCanonicalOrder(value)) return JSON.stringify(value);
   const parts: string[] = [];
   return write(value, parts) ? parts.join('') : 'null';
+}
+
+/**
+ * Whether JSON.stringify writes `value` exactly as canonicalJson does: it holds plain objects and
+ * arrays only, each object's keys already in sorted order (as JSON.stringify enumerates them), and
+ * neither a toJSON nor a bigint. Cheaper than writing it: nothing is built.
+ */
+export function inCanonicalOrder(value: object): boolean {
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!leafOrInOrder(value[i])) return false;
+    return true;
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return false; // a Date, a boxed value, a Map, a class
+  let previous: string | undefined;
+  for (const key in value) {
+    if ((previous !== undefined && !(previous < key)) || key === 'toJSON') return false;
+    if (!leafOrInOrder((value as Record<string, unknown>)[key])) return false;
+    previous = key;
+  }
+  return true;
+}
+
+const leafOrInOrder = (v: unknown) =>
+  typeof v === 'object' ? v === null || inCanonicalOrder(v) : typeof v !== 'bigint';
+
+/**
+ * A copy of `value` in canonical order (plain objects' keys inserted sorted, at every depth), or
+ * `value` itself where it already is. For what enters a record from outside (a tool's output, a
+ * ToolEnv's info), so that the record is written by JSON.stringify. Only plain objects and arrays are
+ * copied; anything else is kept as it is (and written by the canonical writer).
+ */
+export function inCanonicalOrderCopy<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || inCanonicalOrder(value)) return value;
+  return sortedCopy(value) as T;
+}
+
+function sortedCopy(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map(sortedCopy);
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return value;
+  const copy: Record<string, unknown> = proto === null ? Object.create(null) : {};
+  for (const key of Object.keys(value).sort()) {
+    const inner = sortedCopy((value as Record<string, unknown>)[key]);
+    // A "__proto__" key stays a field (assigned, it would set the copy's prototype).
+    if (key === '__proto__')
+      Object.defineProperty(copy, key, { value: inner, enumerable: true, writable: true, configurable: true });
+    else copy[key] = inner;
+  }
+  return Object.isFrozen(value) ? Object.freeze(copy) : copy;
 }
 
 /**
@@ -129,7 +183,12 @@ export function canonicalFields(value: object): Array<[key: string, json: string
   const fields: Array<[string, string]> = [];
   const parts: string[] = [];
   for (const key of sortedKeys(value)) {
-    if (write((value as Record<string, unknown>)[key], parts)) fields.push([key, parts.join('')]);
+    const field = (value as Record<string, unknown>)[key];
+    if (typeof field === 'object' && field !== null && inCanonicalOrder(field)) {
+      fields.push([key, JSON.stringify(field)]);
+      continue;
+    }
+    if (write(field, parts)) fields.push([key, parts.join('')]);
     parts.length = 0;
   }
   return fields;

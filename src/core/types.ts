@@ -138,12 +138,13 @@ export interface EpisodeConfig {
   context?: string;
 }
 
+/** Keys in canonical (sorted) order, so that a record's config is written by JSON.stringify. */
 export const DEFAULT_EPISODE_CONFIG: EpisodeConfig = {
-  maxTurns: 10,
   maxTokensPerTurn: 256,
-  maxTotalTokens: 4096,
-  toolTimeoutMs: 5000,
   maxToolOutputChars: 2048,
+  maxTotalTokens: 4096,
+  maxTurns: 10,
+  toolTimeoutMs: 5000,
 };
 
 /**

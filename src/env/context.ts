@@ -58,7 +58,7 @@ export function windowContext(turns: number): ContextHook {
 export function cardContext(env: Pick<ToolEnv<any, any>, 'card'>): ContextHook {
   return async ({ task, state, turn, prompt, history }) => [
     ...prompt,
-    { role: 'user', content: await env.card!({ task, state, turn, history }) },
+    { content: await env.card!({ task, state, turn, history }), role: 'user' },
   ];
 }
 

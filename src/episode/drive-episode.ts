@@ -4,6 +4,7 @@ import {
   type EpisodeOutput,
   type GenerateInput,
 } from '../../machines/episode.ts';
+import { inCanonicalOrder, inCanonicalOrderCopy } from '../core/canonical-json.ts';
 import { createRng, deriveSeed, type Rng } from '../core/rng.ts';
 import type {
   EpisodeConfig,
@@ -68,7 +69,9 @@ export async function driveEpisode(
   const context = contextHook(scenario, config.context);
   const state = env.init ? await env.init(task, { rng, tools: drivers.tools ?? 'live' }) : undefined;
   try {
-    const prompt = env.prompt(task, openAITools(scenario));
+    // What the scenario's code gives is put in canonical order where it is not (copied), so that the
+    // record holding it is written by JSON.stringify (see inCanonicalOrder).
+    const prompt = inCanonicalOrderCopy(env.prompt(task, openAITools(scenario)));
     const promptTokens = drivers.encode?.prompt(prompt);
     // No `{ ...object, newField }` on this path: in Node 20's V8, once optimized, it gives every object
     // a hidden class of its own, which lives until a full GC and keeps what the object points to alive
@@ -85,7 +88,7 @@ export async function driveEpisode(
         return results;
       },
       transition: async (input) => {
-        const step = await env.step({
+        const given = await env.step({
           task,
           state,
           rng,
@@ -94,6 +97,10 @@ export async function driveEpisode(
           results: input.results,
           history: input.history,
         });
+        const step =
+          typeof given?.info === 'object' && given.info !== null && !inCanonicalOrder(given.info)
+            ? Object.assign({}, given, { info: inCanonicalOrderCopy(given.info) })
+            : given;
         drivers.onStep?.({ turn: input.turn, action: input.action, results: input.results, step });
         const observationTokens =
           drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
@@ -101,14 +108,16 @@ export async function driveEpisode(
       },
       context: async (input) => {
         const { turn, previous, history } = input;
-        const messages = await context!({ task, state, turn, prompt, previous, history });
+        const messages = inCanonicalOrderCopy(await context!({ task, state, turn, prompt, previous, history }));
         // The step's ids are its messages in the policy's template, encoded anew: the ToolEnv may have
         // rewritten anything, so nothing of the history's ids is assumed to carry over.
         const tokens = Array.isArray(messages) ? drivers.encode?.prompt(messages) : undefined;
         return tokens ? { messages, tokens } : { messages };
       },
       outcome: async (input) =>
-        env.outcome({ task, state, answer: input.answer, endReason: input.endReason, history: input.history }),
+        inCanonicalOrderCopy(
+          await env.outcome({ task, state, answer: input.answer, endReason: input.endReason, history: input.history }),
+        ),
     };
     // One signal per episode, following the run's: the episode's listeners attach to it, not to the
     // run's signal, which would otherwise hold one per tool call in flight across all episodes.

@@ -1,3 +1,5 @@
+import { inCanonicalOrderCopy } from '../core/canonical-json.ts';
+import { deepFreeze } from '../core/deep-freeze.ts';
 import { deriveSeed } from '../core/rng.ts';
 import {
   DEFAULT_EPISODE_CONFIG,
@@ -38,8 +40,9 @@ export function episodeSeed(runSeed: number, taskId: string, sample: number): nu
   return deriveSeed(runSeed, taskId, sample);
 }
 
+/** The episode budgets: the defaults, the scenario's, then the run's (keys in canonical order, as records write them). */
 export function episodeConfig(scenario: Scenario, overrides?: Partial<EpisodeConfig>): EpisodeConfig {
-  return { ...DEFAULT_EPISODE_CONFIG, ...scenario.episode, ...overrides };
+  return inCanonicalOrderCopy({ ...DEFAULT_EPISODE_CONFIG, ...scenario.episode, ...overrides });
 }
 
 /** Runs one live episode (the policy acts, the tools run) and returns its sealed record. */
@@ -80,10 +83,21 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
   }
 }
 
-/** How a record names its scenario; a folder's path only where there is one, so built-in records keep their bytes. */
+const scenarioRefs = new WeakMap<Scenario, EpisodeRecord['scenario']>();
+
+/**
+ * How a record names its scenario; a folder's path only where there is one, so built-in records keep
+ * their bytes. Made once per scenario, frozen, its keys in canonical order: shared by its records.
+ */
 export function scenarioRef(scenario: Scenario): EpisodeRecord['scenario'] {
-  const { id, version, options, source } = scenario;
-  return source === undefined ? { id, version, options } : { id, version, options, source };
+  let ref = scenarioRefs.get(scenario);
+  if (!ref) {
+    const { id, version, source } = scenario;
+    const options = scenario.options && inCanonicalOrderCopy({ ...scenario.options });
+    ref = deepFreeze(source === undefined ? { id, options, version } : { id, options, source, version });
+    scenarioRefs.set(scenario, ref);
+  }
+  return ref;
 }
 
 /** Assembles and seals a record from a driven episode. Shared by live runs and replay. */

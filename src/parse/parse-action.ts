@@ -1,3 +1,4 @@
+import { inCanonicalOrderCopy } from '../core/canonical-json.ts';
 import { MAX_ARGUMENT_DEPTH, nestsDeeperThan } from '../core/json-depth.ts';
 import type { Json, ParsedAction, ToolCall } from '../core/types.ts';
 
@@ -10,6 +11,8 @@ const ANSWER_CLOSE = '</answer>';
  * Reads an action in the Hermes/Qwen format: one or more `<tool_call>{"name", "arguments"}</tool_call>`
  * spans, or one `<answer>…</answer>`. Text around the tags is allowed. Never throws: anything else is
  * `invalid`, with an error that names the problem (it becomes the agent's next observation).
+ * Objects are built with their keys in canonical order, so a record holding them is written by
+ * JSON.stringify (see inCanonicalOrder).
  */
 export function parseAction(text: string): ParsedAction {
   if (typeof text !== 'string') return invalid('the action is not text');
@@ -32,11 +35,11 @@ export function parseAction(text: string): ParsedAction {
     if (typeof call === 'string') return invalid(calls.length > 1 ? `tool call ${i + 1}: ${call}` : call);
     parsed.push(call);
   }
-  return { kind: 'tool_calls', calls: parsed };
+  return { calls: parsed, kind: 'tool_calls' };
 }
 
 function invalid(error: string): ParsedAction {
-  return { kind: 'invalid', error };
+  return { error, kind: 'invalid' };
 }
 
 /** The bodies between every open/close pair, or an error for unbalanced tags. */
@@ -72,7 +75,7 @@ function parseCall(body: string): ToolCall | string {
   }
   const { name, arguments: args } = value as { name?: unknown; arguments?: unknown };
   if (typeof name !== 'string' || name.trim() === '') return 'the tool call has no "name" (a non-empty string)';
-  if (args === undefined) return { name, arguments: {} };
+  if (args === undefined) return { arguments: {}, name };
   let obj: unknown = args;
   if (typeof args === 'string') {
     try {
@@ -87,5 +90,5 @@ function parseCall(body: string): ToolCall | string {
   // Deeper than any tool needs, and than the code that validates and records it can recurse.
   if (nestsDeeperThan(obj, MAX_ARGUMENT_DEPTH))
     return `"arguments" of ${name} nest deeper than ${MAX_ARGUMENT_DEPTH} levels`;
-  return { name, arguments: obj as { [key: string]: Json } };
+  return { arguments: inCanonicalOrderCopy(obj as { [key: string]: Json }), name };
 }

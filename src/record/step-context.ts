@@ -21,13 +21,11 @@ function commonPrefix<T>(a: readonly T[], b: readonly T[], same: (x: T, y: T) =>
  */
 export function stepContext(base: ShownContext, shown: ShownContext): StepContext {
   const keep = commonPrefix(base.messages, shown.messages, sameMessage);
-  const context: StepContext = { keep, messages: shown.messages.slice(keep) };
-  if (shown.tokens) {
-    const keepTokens = base.tokens ? commonPrefix(base.tokens, shown.tokens, (x, y) => x === y) : 0;
-    context.keepTokens = keepTokens;
-    context.tokens = shown.tokens.slice(keepTokens);
-  }
-  return context;
+  const messages = shown.messages.slice(keep);
+  if (!shown.tokens) return { keep, messages };
+  // Fields in canonical (sorted) order, as a record writes them.
+  const keepTokens = base.tokens ? commonPrefix(base.tokens, shown.tokens, (x, y) => x === y) : 0;
+  return { keep, keepTokens, messages, tokens: shown.tokens.slice(keepTokens) };
 }
 
 /** The context a stored StepContext stands for, given its base. */
@@ -39,8 +37,8 @@ export function shownFrom(base: ShownContext, context: StepContext): ShownContex
 
 /** The messages a turn adds to the history when contexts concatenate: its action and its observation. */
 export function turnMessages(turn: Pick<TurnRecord, 'text' | 'observation'>): Message[] {
-  const out: Message[] = [{ role: 'assistant', content: turn.text }];
-  if (turn.observation !== null) out.push({ role: 'tool', content: turn.observation });
+  const out: Message[] = [{ content: turn.text, role: 'assistant' }];
+  if (turn.observation !== null) out.push({ content: turn.observation, role: 'tool' });
   return out;
 }
 

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
-import { canonicalJson } from '../core/canonical-json.ts';
+import { canonicalJson, inCanonicalOrderCopy } from '../core/canonical-json.ts';
 import type { Rng } from '../core/rng.ts';
 import type { Json, Task, ToolCall, ToolErrorKind, ToolResult } from '../core/types.ts';
 import { ToolOutput, type Tool, type ToolContext } from './tool.ts';
@@ -112,26 +112,32 @@ export class ToolRunner {
     }
   }
 
+  // Results are built with their fields in canonical (sorted) order, as records write them.
   private success(name: string, { value, text }: CachedToolResult): ToolResult {
-    const result: ToolResult = { name, ok: true, content: text };
-    if (typeof value !== 'string') result.data = value;
     const max = this.options.maxOutputChars;
-    if (text.length > max) {
-      result.content = `${text.slice(0, max)}… [truncated ${text.length - max} characters]`;
-      result.truncated = true;
-    }
+    const truncated = text.length > max;
+    const result = {
+      content: truncated ? `${text.slice(0, max)}… [truncated ${text.length - max} characters]` : text,
+    } as ToolResult;
+    if (typeof value !== 'string') result.data = value;
+    result.name = name;
+    result.ok = true;
+    if (truncated) result.truncated = true;
     return result;
   }
 }
 
+/** The result's value in canonical order (a copy where the tool's is not); its text as the tool wrote it. */
 function toCached(raw: Json | ToolOutput | undefined): CachedToolResult {
-  if (raw instanceof ToolOutput) return { value: raw.data === undefined ? raw.text : raw.data, text: raw.text };
+  if (raw instanceof ToolOutput) {
+    return { value: raw.data === undefined ? raw.text : inCanonicalOrderCopy(raw.data), text: raw.text };
+  }
   const value = raw === undefined ? null : raw;
-  return { value, text: typeof value === 'string' ? value : JSON.stringify(value) };
+  return { value: inCanonicalOrderCopy(value), text: typeof value === 'string' ? value : JSON.stringify(value) };
 }
 
 function failure(name: string, kind: ToolErrorKind, message: string): ToolResult {
-  return { name, ok: false, content: message, error: { kind, message } };
+  return { content: message, error: { kind, message }, name, ok: false };
 }
 
 /**

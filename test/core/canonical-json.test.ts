@@ -1,6 +1,6 @@
 import test from 'ava';
 import fc from 'fast-check';
-import { canonicalJson } from '../../src/core/canonical-json.ts';
+import { canonicalJson, inCanonicalOrder, inCanonicalOrderCopy } from '../../src/core/canonical-json.ts';
 import { deepFreeze } from '../../src/core/deep-freeze.ts';
 
 test('keys are sorted at every depth, whatever order the object was built in', (t) => {
@@ -98,4 +98,58 @@ test('a value frozen through (deepFreeze) is written the same inside any record,
     },
     { instanceOf: TypeError },
   );
+});
+
+test('a value already in canonical order is written by JSON.stringify, with the same bytes as the writer, for any value', (t) => {
+  const anything = fc.anything({
+    withBoxedValues: true,
+    withNullPrototype: true,
+    withSparseArray: true,
+    withDate: true,
+    withMap: true,
+    withObjectString: true,
+    maxKeys: 12,
+  });
+  let fast = 0;
+  fc.assert(
+    fc.property(anything, (v) => {
+      // Put in canonical order where it can be (plain objects, non-integer keys), then written either way.
+      const ordered = inCanonicalOrderCopy(v);
+      if (typeof ordered === 'object' && ordered !== null && inCanonicalOrder(ordered)) fast++;
+      return canonicalJson(ordered) === reference(v) && canonicalJson(ordered) === canonicalJson(v);
+    }),
+    { numRuns: 3000 },
+  );
+  t.true(fast > 100, `only ${fast} values took the JSON.stringify path`);
+});
+
+test('in canonical order: plain objects with sorted keys and arrays only; anything JSON.stringify would write otherwise is not', (t) => {
+  t.true(inCanonicalOrder({ a: 1, b: { c: [1, { d: null, e: 'x' }] } }));
+  t.true(inCanonicalOrder(Object.assign(Object.create(null), { a: 1, b: 2 })));
+  t.true(inCanonicalOrder([]));
+  t.false(inCanonicalOrder({ b: 1, a: 2 }));
+  t.false(inCanonicalOrder({ a: [{ y: 1, x: 2 }] }), 'unsorted deep inside');
+  t.false(inCanonicalOrder({ '10': 1, '9': 2 }), 'integer keys enumerate in numeric order, not sorted as strings');
+  t.false(inCanonicalOrder({ a: new Date(0) }), 'a Date writes its toJSON');
+  t.false(inCanonicalOrder({ toJSON: () => 1 }));
+  t.false(inCanonicalOrder({ a: Object(1) }), 'a boxed number');
+  t.false(inCanonicalOrder({ a: 1n }), 'a bigint');
+  t.false(inCanonicalOrder(new Map()));
+  t.throws(() => canonicalJson({ a: 1n }), { instanceOf: TypeError }, 'a bigint still throws');
+});
+
+test('a canonical-order copy sorts plain objects at every depth, keeps what is in order as it is, and keeps frozen levels frozen', (t) => {
+  const inOrder = { a: 1, b: [{ c: 2 }] };
+  t.is(inCanonicalOrderCopy(inOrder), inOrder, 'nothing copied');
+  const shared = deepFreeze({ z: 1, y: { b: 2, a: 1 } });
+  const copy = inCanonicalOrderCopy({ k: shared, date: new Date(0) });
+  t.deepEqual(Object.keys(copy), ['date', 'k']);
+  t.deepEqual(Object.keys(copy.k), ['y', 'z']);
+  t.deepEqual(Object.keys(copy.k.y), ['a', 'b']);
+  t.true(Object.isFrozen(copy.k) && Object.isFrozen(copy.k.y));
+  t.true(copy.date instanceof Date, 'not a plain object: kept');
+  const proto = JSON.parse('{"__proto__": {"x": 1}, "a": 2}');
+  const copied = inCanonicalOrderCopy({ z: 0, ...proto });
+  t.is(canonicalJson(copied), '{"__proto__":{"x":1},"a":2,"z":0}', 'a "__proto__" key stays a field');
+  t.is(Object.getPrototypeOf(copied), Object.prototype);
 });
