@@ -47,20 +47,42 @@ export function inCanonicalOrderCopy<T>(value: T): T {
   return sortedCopy(value) as T;
 }
 
+/**
+ * Copies of values frozen through, by value: neither can change (a tool's shared cached output is
+ * copied once, not on every call that returns it).
+ */
+const frozenCopies = new WeakMap<object, unknown>();
+/** Whether the value being copied, so far, holds a plain object or array that is not frozen. */
+let copyHoldsMutable = false;
+
 function sortedCopy(value: unknown): unknown {
   if (typeof value !== 'object' || value === null) return value;
-  if (Array.isArray(value)) return value.map(sortedCopy);
   const proto = Object.getPrototypeOf(value);
-  if (proto !== Object.prototype && proto !== null) return value;
-  const copy: Record<string, unknown> = proto === null ? Object.create(null) : {};
-  for (const key of Object.keys(value).sort()) {
-    const inner = sortedCopy((value as Record<string, unknown>)[key]);
-    // A "__proto__" key stays a field (assigned, it would set the copy's prototype).
-    if (key === '__proto__')
-      Object.defineProperty(copy, key, { value: inner, enumerable: true, writable: true, configurable: true });
-    else copy[key] = inner;
+  const plain = Array.isArray(value) || proto === Object.prototype || proto === null;
+  if (!plain) return value; // kept as it is (a Date, a Map, a class): shared, not copied
+  const frozen = Object.isFrozen(value);
+  if (frozen) {
+    const known = frozenCopies.get(value);
+    if (known !== undefined) return known;
   }
-  return Object.isFrozen(value) ? Object.freeze(copy) : copy;
+  const outer = copyHoldsMutable;
+  copyHoldsMutable = !frozen;
+  let copy: unknown[] | Record<string, unknown>;
+  if (Array.isArray(value)) copy = value.map((v) => sortedCopy(v));
+  else {
+    copy = proto === null ? Object.create(null) : {};
+    for (const key of Object.keys(value).sort()) {
+      const inner = sortedCopy((value as Record<string, unknown>)[key]);
+      // A "__proto__" key stays a field (assigned, it would set the copy's prototype).
+      if (key === '__proto__')
+        Object.defineProperty(copy, key, { value: inner, enumerable: true, writable: true, configurable: true });
+      else (copy as Record<string, unknown>)[key] = inner;
+    }
+  }
+  if (frozen) Object.freeze(copy);
+  if (frozen && !copyHoldsMutable) frozenCopies.set(value, copy);
+  copyHoldsMutable ||= outer;
+  return copy;
 }
 
 /**

@@ -153,3 +153,15 @@ test('a canonical-order copy sorts plain objects at every depth, keeps what is i
   t.is(canonicalJson(copied), '{"__proto__":{"x":1},"a":2,"z":0}', 'a "__proto__" key stays a field');
   t.is(Object.getPrototypeOf(copied), Object.prototype);
 });
+
+test('a value frozen through is copied into canonical order once; a frozen one holding a mutable object is copied anew', (t) => {
+  const shared = deepFreeze({ results: [{ title: 'T', id: 'd1', text: 'x' }], query: 'q' });
+  const first = inCanonicalOrderCopy(shared);
+  t.is(inCanonicalOrderCopy(shared), first, 'the same copy: nothing in it can change');
+  t.is(canonicalJson(first), '{"query":"q","results":[{"id":"d1","text":"x","title":"T"}]}');
+  const inner = { b: 1, a: 1 };
+  const shell = Object.freeze({ z: inner, y: 0 });
+  t.is(canonicalJson(inCanonicalOrderCopy(shell)), '{"y":0,"z":{"a":1,"b":1}}');
+  inner.a = 2;
+  t.is(canonicalJson(inCanonicalOrderCopy(shell)), '{"y":0,"z":{"a":2,"b":1}}');
+});
