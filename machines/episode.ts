@@ -13,6 +13,7 @@ import type {
   ToolResult,
   TurnRecord,
 } from '../src/core/types.ts';
+import { inCanonicalOrderCopy } from '../src/core/canonical-json.ts';
 import { MalformedAnswerError } from '../src/core/errors.ts';
 import { parseAction } from '../src/parse/parse-action.ts';
 import { stepContext, type ShownContext } from '../src/record/step-context.ts';
@@ -214,8 +215,9 @@ function endReasonAfter(
 /** The reward stage, on TRANSITIONED: the turn is finished and the budgets checked. */
 function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<EpisodeContext> {
   const { output, tokenCount, action, results, states } = context.pending;
-  // Fields in canonical (sorted) order, so that the record is written by JSON.stringify.
-  const turn = { action: action! } as TurnRecord;
+  // Fields in canonical (sorted) order, so that the record is written by JSON.stringify (the action's
+  // tool-call arguments, as the model wrote them, copied into that order where they are not).
+  const turn = { action: inCanonicalOrderCopy(action!) } as TurnRecord;
   if (context.pending.context) turn.context = context.pending.context;
   turn.done = step.done;
   turn.index = context.turns.length;

@@ -1,4 +1,3 @@
-import { inCanonicalOrderCopy } from '../core/canonical-json.ts';
 import { MAX_ARGUMENT_DEPTH, nestsDeeperThan } from '../core/json-depth.ts';
 import type { Json, ParsedAction, ToolCall } from '../core/types.ts';
 
@@ -11,8 +10,8 @@ const ANSWER_CLOSE = '</answer>';
  * Reads an action in the Hermes/Qwen format: one or more `<tool_call>{"name", "arguments"}</tool_call>`
  * spans, or one `<answer>…</answer>`. Text around the tags is allowed. Never throws: anything else is
  * `invalid`, with an error that names the problem (it becomes the agent's next observation).
- * Objects are built with their keys in canonical order, so a record holding them is written by
- * JSON.stringify (see inCanonicalOrder).
+ * Its own objects are built with their keys in canonical order (see inCanonicalOrder); the
+ * arguments are kept as the model wrote them.
  */
 export function parseAction(text: string): ParsedAction {
   if (typeof text !== 'string') return invalid('the action is not text');
@@ -90,5 +89,5 @@ function parseCall(body: string): ToolCall | string {
   // Deeper than any tool needs, and than the code that validates and records it can recurse.
   if (nestsDeeperThan(obj, MAX_ARGUMENT_DEPTH))
     return `"arguments" of ${name} nest deeper than ${MAX_ARGUMENT_DEPTH} levels`;
-  return { arguments: inCanonicalOrderCopy(obj as { [key: string]: Json }), name };
+  return { arguments: obj as { [key: string]: Json }, name };
 }
