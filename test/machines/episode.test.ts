@@ -1,7 +1,9 @@
 import test from 'ava';
 import { createActor } from 'xstate';
 import { episodeMachine, initialSnapshot } from '../../machines/episode.ts';
+import { canonicalJson, inCanonicalOrder } from '../../src/core/canonical-json.ts';
 import { DEFAULT_EPISODE_CONFIG } from '../../src/core/types.ts';
+import { serializeRecord } from '../../src/record/record.ts';
 import { runEpisode } from '../../src/episode/run-episode.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
@@ -36,6 +38,14 @@ test('tool call then answer: the tool result is the observation, process reward 
     r.prompt.map((m) => m.role),
     ['system', 'user'],
   );
+});
+
+test('a record is built in canonical key order (arguments as the model wrote them copied), so JSON.stringify writes its line', async (t) => {
+  const r = await play([call('echo', { text: 'hi', another: { z: 1, y: 2 } }), '<answer>42</answer>']);
+  const action = r.turns[0]!.action;
+  t.true(action.kind === 'tool_calls' && JSON.stringify(action.calls[0]!.arguments) === '{"another":{"y":2,"z":1},"text":"hi"}');
+  for (const field of ['turns', 'prompt', 'config', 'scenario', 'outcome'] as const) t.true(inCanonicalOrder(r[field]), field);
+  t.is(serializeRecord(r), canonicalJson(r));
 });
 
 test('the history given to the policy holds every action and observation', async (t) => {

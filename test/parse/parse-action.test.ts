@@ -129,3 +129,9 @@ test('arguments nested deeper than 64 levels are invalid (a million deep include
   for (const depth of [65, 1_000_000])
     t.deepEqual(parseAction(call(depth)), { kind: 'invalid', error: '"arguments" of f nest deeper than 64 levels' });
 });
+
+test('arguments keep the key order the model wrote them in (the OpenAI server passes them on as they are)', (t) => {
+  const action = parseAction('<tool_call>{"name": "f", "arguments": {"b": 1, "a": {"d": 2, "c": 3}}}</tool_call>');
+  t.is(action.kind, 'tool_calls');
+  if (action.kind === 'tool_calls') t.is(JSON.stringify(action.calls[0]!.arguments), '{"b":1,"a":{"d":2,"c":3}}');
+});
