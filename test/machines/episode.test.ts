@@ -43,8 +43,12 @@ test('tool call then answer: the tool result is the observation, process reward 
 test('a record is built in canonical key order (arguments as the model wrote them copied), so JSON.stringify writes its line', async (t) => {
   const r = await play([call('echo', { text: 'hi', another: { z: 1, y: 2 } }), '<answer>42</answer>']);
   const action = r.turns[0]!.action;
-  t.true(action.kind === 'tool_calls' && JSON.stringify(action.calls[0]!.arguments) === '{"another":{"y":2,"z":1},"text":"hi"}');
-  for (const field of ['turns', 'prompt', 'config', 'scenario', 'outcome'] as const) t.true(inCanonicalOrder(r[field]), field);
+  t.true(
+    action.kind === 'tool_calls' &&
+      JSON.stringify(action.calls[0]!.arguments) === '{"another":{"y":2,"z":1},"text":"hi"}',
+  );
+  for (const field of ['turns', 'prompt', 'config', 'scenario', 'outcome'] as const)
+    t.true(inCanonicalOrder(r[field]), field);
   t.is(serializeRecord(r), canonicalJson(r));
 });
 
