@@ -4,7 +4,7 @@ import {
   type EpisodeOutput,
   type GenerateInput,
 } from '../../machines/episode.ts';
-import { inCanonicalOrder, inCanonicalOrderCopy } from '../core/canonical-json.ts';
+import { inCanonicalOrderCopy } from '../core/canonical-json.ts';
 import { createRng, deriveSeed, type Rng } from '../core/rng.ts';
 import type {
   EpisodeConfig,
@@ -97,10 +97,8 @@ export async function driveEpisode(
           results: input.results,
           history: input.history,
         });
-        const step =
-          typeof given?.info === 'object' && given.info !== null && !inCanonicalOrder(given.info)
-            ? Object.assign({}, given, { info: inCanonicalOrderCopy(given.info) })
-            : given;
+        const info = inCanonicalOrderCopy(given?.info);
+        const step = info === given?.info ? given : Object.assign({}, given, { info });
         drivers.onStep?.({ turn: input.turn, action: input.action, results: input.results, step });
         const observationTokens =
           drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
