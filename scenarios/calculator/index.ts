@@ -50,8 +50,8 @@ function judgeStep({ action, results }: Pick<StepInput, 'action' | 'results'>): 
 
 const env: ToolEnv<Task> = {
   prompt: (task, tools) => [
-    { role: 'system', content: toolsSystemPrompt(INSTRUCTIONS, tools) },
-    { role: 'user', content: task.question },
+    { content: toolsSystemPrompt(INSTRUCTIONS, tools), role: 'system' },
+    { content: task.question, role: 'user' },
   ],
   step: (input) => judgeStep(input),
   outcome: ({ task, answer }) => {

@@ -107,13 +107,14 @@ export function multistepTasks(split: string, seed: number, count: number): Task
   for (let i = 0; i < count; i++) {
     const rng = createRng(deriveSeed(fixed ? 0 : seed, 'calculator-multistep', split, i));
     const problem = multistepProblem(rng, rng.int(lo, hi));
+    // Fields in canonical (sorted) order, as records write them (see inCanonicalOrder).
     tasks.push({
-      id: fixed ? `calc-ms-${split}-${i}` : `calc-ms-${split}-${seed}-${i}`,
-      split,
-      question: problem.question,
-      type: `${problem.steps.length}-ops`,
       answer: String(problem.answer),
+      id: fixed ? `calc-ms-${split}-${i}` : `calc-ms-${split}-${seed}-${i}`,
       meta: { start: problem.start, steps: problem.steps as unknown as Json },
+      question: problem.question,
+      split,
+      type: `${problem.steps.length}-ops`,
     });
   }
   return tasks;

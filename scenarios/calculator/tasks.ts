@@ -76,13 +76,14 @@ export function calculatorTasks(split: string, seed: number, count: number): Tas
   for (let i = 0; i < count; i++) {
     const rng = createRng(deriveSeed(seed, 'calculator', split, i));
     const problem = rng.pick(templates)(rng);
+    // Fields in canonical (sorted) order, as records write them (see inCanonicalOrder).
     tasks.push({
-      id: `calc-${split}-${seed}-${i}`,
-      split,
-      question: problem.question,
-      type: problem.type,
       answer: formatNumber(evaluateArithmetic(problem.expression)),
+      id: `calc-${split}-${seed}-${i}`,
       meta: { expression: problem.expression },
+      question: problem.question,
+      split,
+      type: problem.type,
     });
   }
   return tasks;

@@ -121,8 +121,8 @@ export function qaPrompt(task: Task, tools: readonly OpenAITool[]): Message[] {
     `Tools:\n${toolLines}\n` +
     `${ACTION_HELP} Call one or more tools per turn.`;
   return [
-    { role: 'system', content: system },
-    { role: 'user', content: task.question },
+    { content: system, role: 'system' },
+    { content: task.question, role: 'user' },
   ];
 }
 
@@ -215,11 +215,15 @@ export function judgeTurn(
   if (goldFound.length > 0) rewards.goldDocument = weights.goldDocument * goldFound.length;
   if (repeated > 0) rewards.repeatedSearch = weights.repeatedSearch * repeated;
   const reward = Object.values(rewards).reduce((a, b) => a + b, 0);
+  // The info's fields in canonical (sorted) order, so that the record takes it as it is (the
+  // rewards' own order is the order they are summed in, which the reward's last bit depends on).
+  const sortedRewards: { [key: string]: number } = {};
+  for (const key of Object.keys(rewards).sort()) sortedRewards[key] = rewards[key]!;
   return {
     observation: parts.length > 0 ? parts.join('\n\n') : `No tool was called. ${ACTION_HELP}`,
     reward,
     done: false,
-    info: { searches, retrieved, goldFound, repeatedSearches: repeated, rewards },
+    info: { goldFound, repeatedSearches: repeated, retrieved, rewards: sortedRewards, searches },
   };
 }
 
@@ -278,9 +282,9 @@ export function createQaEnv(options: QaEnvOptions): ToolEnv<QaTask, QaState> {
     outcome({ task, answer, history }) {
       const { em, f1 } = answer === null ? { em: 0, f1: 0 } : qaScores(answer, acceptedAnswers(task));
       return {
+        metrics: { em, f1, recall: goldRecall(task, history) },
         reward: weights.exactMatch * em + weights.f1 * f1,
         success: em === 1,
-        metrics: { em, f1, recall: goldRecall(task, history) },
       };
     },
   };

@@ -398,21 +398,22 @@ export function worldTasks(world: World, options: { trainHops?: 2 | 3 } = {}): W
     if (ids.has(id)) continue;
     ids.add(id);
     const chain = c.gold.map((g) => world.byId.get(g)!.title);
+    // Fields in canonical (sorted) order, as records write them (see inCanonicalOrder).
     splits[split].push({
-      id,
-      split,
-      question: c.question,
-      type: c.type,
       answer: c.answer,
+      id,
       meta: {
-        template: c.template,
-        gold: c.gold,
-        queries: chain,
-        hops: c.gold.length,
         answers: [c.answer, ...(c.aliases ?? [])],
         chain,
         distractor: c.distractor,
+        gold: c.gold,
+        hops: c.gold.length,
+        queries: chain,
+        template: c.template,
       },
+      question: c.question,
+      split,
+      type: c.type,
     });
   }
   return splits;
