@@ -1,10 +1,10 @@
+// A whole training run through the CLI (an SFT warm start, then GRPO with a replica and 2 training
+// threads) is train.slow.test.ts: here, what the command refuses.
 import test from 'ava';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GptTrainable } from '../../src/rl/tfjs-trainable.ts';
 import { cli } from '../helpers/cli.ts';
-import { tinyTrainRun } from '../helpers/train-run.ts';
 
 const errors: Array<[string, string[], RegExp, number]> = [
   [
@@ -66,17 +66,6 @@ for (const [what, args, pattern, code] of errors) {
     t.regex(r.stderr, pattern);
   });
 }
-
-test.serial('agent-r1 train: an SFT warm start, then GRPO with a replica and 2 training threads', async (t) => {
-  t.timeout(5 * 60_000);
-  const out = join(await mkdtemp(join(tmpdir(), 'train-cli-')), 'run');
-  const run = tinyTrainRun(t, out, ['--train-threads', '2']);
-  t.is(run.episodes.toString().trim().split('\n').length, 16);
-  // best/ is a policy checkpoint like final/ (what bench/paper-table.ts --select best-dev loads)
-  const best = await GptTrainable.fromCheckpoint(join(out, 'best'));
-  t.true(best.model.parameterCount() > 0);
-  best.model.dispose();
-});
 
 test.serial(
   'agent-r1 sft refuses demonstrations longer than --context-length, saying how many and the length that holds them',

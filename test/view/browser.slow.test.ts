@@ -2,7 +2,8 @@
  * The viewer and the report in a real browser: headless Chromium (from npm, see helpers/chromium.ts)
  * driven by playwright-core.
  * Runs are made here with the calculator scenario (random, expert and a scripted policy whose
- * text is hostile markup); screenshots go to test-artifacts/.
+ * text is hostile markup); screenshots go to test-artifacts/. Slow (a browser, and runs made for it):
+ * `npm run test:slow`; the pages' HTML and escaping are checked without a browser in view.test.ts.
  */
 import test from 'ava';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -148,6 +149,7 @@ async function openPage(t: {
 test.serial(
   'run page → episode page: turns, calls, results and rewards equal the record; the diagram marks the path',
   async (t) => {
+    t.timeout(60_000);
     const { page, requests } = await openPage(t);
     await page.goto(`${viewer.url}/run/0`);
     t.is(await page.locator('table.episodes tbody tr').count(), records.length);
@@ -253,6 +255,7 @@ test.serial(
 );
 
 test.serial('hostile markup in generated text and tool results is shown as text and runs nothing', async (t) => {
+  t.timeout(60_000);
   const { page, dialogs, requests } = await openPage(t);
   const n = records.findIndex((r) => r.policy.id === 'hostile');
   const record = records[n]!;
@@ -294,6 +297,7 @@ test.serial('hostile markup in generated text and tool results is shown as text 
 });
 
 test.serial('filters and search return the right episodes; the group page shows GRPO advantages', async (t) => {
+  t.timeout(60_000);
   const { page } = await openPage(t);
   await page.goto(`${viewer.url}/run/0`);
   await page.selectOption('select[name=endReason]', 'answered');
@@ -359,6 +363,7 @@ test.serial('filters and search return the right episodes; the group page shows 
 test.serial(
   'the report opens from file:// with its charts, tables and examples, and asks the network for nothing',
   async (t) => {
+    t.timeout(60_000);
     const file = join(runDir, 'report.html');
     writeFileSync(file, await buildReport(runDir, { scenarios: builtinScenarios }));
     const { page, requests } = await openPage(t);
