@@ -107,7 +107,8 @@ export function multistepTasks(split: string, seed: number, count: number): Task
   for (let i = 0; i < count; i++) {
     const rng = createRng(deriveSeed(fixed ? 0 : seed, 'calculator-multistep', split, i));
     const problem = multistepProblem(rng, rng.int(lo, hi));
-    // Fields in canonical (sorted) order, as records write them (see inCanonicalOrder).
+    // Fields in canonical (sorted) order, as records write them (see inCanonicalOrder; each step's
+    // own { op, n } is not, so a record writes this task with the canonical writer).
     tasks.push({
       answer: String(problem.answer),
       id: fixed ? `calc-ms-${split}-${i}` : `calc-ms-${split}-${seed}-${i}`,
