@@ -7,7 +7,7 @@
  * JSON.stringify itself, twice as fast as the writer here.
  */
 export function canonicalJson(value: unknown): string {
-  if (typeof value === 'object' && value !== null && inCanonicalOrder(value)) return JSON.stringify(value);
+  if (stringifiesCanonically(value)) return JSON.stringify(value);
   const parts: string[] = [];
   return write(value, parts) ? parts.join('') : 'null';
 }
@@ -35,6 +35,10 @@ export function inCanonicalOrder(value: object): boolean {
 
 const leafOrInOrder = (v: unknown) =>
   typeof v === 'object' ? v === null || inCanonicalOrder(v) : typeof v !== 'bigint';
+
+/** An object or array that JSON.stringify writes as canonicalJson would. */
+const stringifiesCanonically = (value: unknown): value is object =>
+  typeof value === 'object' && value !== null && inCanonicalOrder(value);
 
 /**
  * A copy of `value` in canonical order (plain objects' keys inserted sorted, at every depth), or
@@ -206,7 +210,7 @@ export function canonicalFields(value: object): Array<[key: string, json: string
   const parts: string[] = [];
   for (const key of sortedKeys(value)) {
     const field = (value as Record<string, unknown>)[key];
-    if (typeof field === 'object' && field !== null && inCanonicalOrder(field)) {
+    if (stringifiesCanonically(field)) {
       fields.push([key, JSON.stringify(field)]);
       continue;
     }
