@@ -9,7 +9,7 @@
 export function canonicalJson(value: unknown): string {
   if (stringifiesCanonically(value)) return JSON.stringify(value);
   const parts: string[] = [];
-  return write(value, parts) ? parts.join('') : 'null';
+  return write(value, parts, true) ? parts.join('') : 'null';
 }
 
 /**
@@ -104,7 +104,7 @@ let holdsMutable = false;
  * Pieces are joined once at the end: a string built by `+=` is a rope of thousands of small
  * strings, and flattening it (to hash or write it) cost more than writing it.
  */
-function write(value: unknown, parts: string[]): boolean {
+function write(value: unknown, parts: string[], top = false): boolean {
   switch (typeof value) {
     case 'string':
       parts.push(JSON.stringify(value));
@@ -132,7 +132,9 @@ function write(value: unknown, parts: string[]): boolean {
       const outer = holdsMutable;
       holdsMutable = !frozen;
       const from = parts.length;
-      const written = writeObject(value, parts);
+      // Out of order at the top only (a record built in another order), each field that is in
+      // order is written by JSON.stringify. (Not in a frozen one, whose JSON may be remembered.)
+      const written = writeObject(value, parts, top && !frozen);
       if (!holdsMutable && written) {
         const json = parts.splice(from).join('');
         parts.push(json);
@@ -148,7 +150,7 @@ function write(value: unknown, parts: string[]): boolean {
   }
 }
 
-function writeObject(value: object, parts: string[]): boolean {
+function writeObject(value: object, parts: string[], fieldsByStringify: boolean): boolean {
   if (Array.isArray(value)) {
     parts.push('[');
     for (let i = 0; i < value.length; i++) {
@@ -169,7 +171,11 @@ function writeObject(value: object, parts: string[]): boolean {
   for (let i = 0; i < keys.length; i++) {
     const mark = parts.length;
     parts.push(first ? quoteKey(keys[i]!) : ',' + quoteKey(keys[i]!), ':');
-    if (write((value as Record<string, unknown>)[keys[i]!], parts)) first = false;
+    const field = (value as Record<string, unknown>)[keys[i]!];
+    if (fieldsByStringify && stringifiesCanonically(field)) {
+      parts.push(JSON.stringify(field));
+      first = false;
+    } else if (write(field, parts)) first = false;
     else parts.length = mark;
   }
   parts.push('}');
@@ -202,27 +208,4 @@ function quoteKey(key: string): string {
     if (quotedKeys.size < 10_000) quotedKeys.set(key, quoted);
   }
   return quoted;
-}
-
-/** An object's fields in canonical order, each as [key, canonical JSON of its value] (undefined ones dropped). */
-export function canonicalFields(value: object): Array<[key: string, json: string]> {
-  const fields: Array<[string, string]> = [];
-  const parts: string[] = [];
-  for (const key of sortedKeys(value)) {
-    const field = (value as Record<string, unknown>)[key];
-    if (stringifiesCanonically(field)) {
-      fields.push([key, JSON.stringify(field)]);
-      continue;
-    }
-    if (write(field, parts)) fields.push([key, parts.join('')]);
-    parts.length = 0;
-  }
-  return fields;
-}
-
-/** The canonical JSON object of fields already in canonical order. */
-export function joinFields(fields: ReadonlyArray<readonly [key: string, json: string]>): string {
-  let out = '{';
-  for (let i = 0; i < fields.length; i++) out += (i ? ',' : '') + quoteKey(fields[i]![0]) + ':' + fields[i]![1];
-  return out + '}';
 }

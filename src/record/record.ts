@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import { z } from 'zod';
-import { canonicalFields, canonicalJson, joinFields } from '../core/canonical-json.ts';
+import { canonicalJson } from '../core/canonical-json.ts';
 import { CorruptRecordError, RecordSchemaVersionError } from '../core/errors.ts';
 import { RECORD_SCHEMA_VERSION, type EpisodeRecord } from '../core/types.ts';
 
@@ -14,31 +14,38 @@ export function recordChecksum(record: Omit<EpisodeRecord, 'checksum'> | Episode
 const lines = new WeakMap<EpisodeRecord, string>();
 
 /**
- * Seals a record with its checksum. Its fields are serialized once, for the checksum and for the
- * line `serializeRecord` returns; a sealed record is not to be changed (copy it to make another).
+ * Seals a record with its checksum. It is serialized once, for the checksum and for the line
+ * `serializeRecord` returns; a sealed record is not to be changed (copy it to make another). A
+ * record built in canonical order (as the engine builds them) is written by JSON.stringify itself.
  */
 export function sealRecord(record: Omit<EpisodeRecord, 'checksum'>): EpisodeRecord {
   const { checksum: _ignored, ...rest } = record as EpisodeRecord;
-  const fields = canonicalFields(rest);
-  const body = joinFields(fields);
+  const body = canonicalJson(rest);
   const checksum = hash('sha256', body);
   // The line is the body with the checksum field put in its place, cut from the body that hashing
-  // has just flattened: a line built anew from the fields would be a rope of thousands of small
-  // strings, kept until the line is written (garbage collection time, and a slow write).
-  let at = 1; // past the fields that sort before "checksum", each `"key":json,`
-  let i = 0;
-  for (; i < fields.length && fields[i]![0] < 'checksum'; i++) {
-    at += JSON.stringify(fields[i]![0]).length + fields[i]![1].length + 2;
-  }
+  // has just flattened: after the fields whose keys sort before "checksum" (a record's answer).
+  const before = fieldsBefore(rest, 'checksum');
   const field = `"checksum":"${checksum}"`;
-  const line =
-    i === fields.length
-      ? `${body.slice(0, -1)}${i > 0 ? ',' : ''}${field}}`
-      : `${body.slice(0, at)}${field},${body.slice(at)}`;
+  const after = body.slice(before.length + (before.length > 1 ? 1 : 0), -1); // past the comma
+  const line = `${before}${before.length > 1 ? ',' : ''}${field}${after ? ',' : ''}${after}}`;
   const sealed = rest as EpisodeRecord; // a copy already: the caller's record is left as it was
   sealed.checksum = checksum;
   lines.set(sealed, line);
   return sealed;
+}
+
+/** How the canonical JSON of `value` begins: `{` and its fields whose keys sort before `key`. */
+function fieldsBefore(value: object, key: string): string {
+  let out = '{';
+  for (const k of Object.keys(value)
+    .filter((k) => k < key)
+    .sort()) {
+    const v = (value as Record<string, unknown>)[k];
+    // Fields that JSON leaves out (undefined, functions, symbols) are not in the body.
+    if (v === undefined || typeof v === 'function' || typeof v === 'symbol') continue;
+    out += `${out.length > 1 ? ',' : ''}${JSON.stringify(k)}:${canonicalJson(v)}`;
+  }
+  return out;
 }
 
 /** One JSONL line (no newline). Keys are sorted, so equal records are equal bytes. */
