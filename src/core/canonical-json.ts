@@ -7,9 +7,17 @@
  * JSON.stringify itself, twice as fast as the writer here.
  */
 export function canonicalJson(value: unknown): string {
+  return fieldJson(value) ?? 'null';
+}
+
+/**
+ * The canonical JSON of an object field's value, or undefined where JSON leaves the field out
+ * (undefined, a function, a symbol, or a toJSON that gives one of those).
+ */
+export function fieldJson(value: unknown): string | undefined {
   if (stringifiesCanonically(value)) return JSON.stringify(value);
   const parts: string[] = [];
-  return write(value, parts, true) ? parts.join('') : 'null';
+  return write(value, parts, true) ? parts.join('') : undefined;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import { z } from 'zod';
-import { canonicalJson } from '../core/canonical-json.ts';
+import { canonicalJson, fieldJson } from '../core/canonical-json.ts';
 import { CorruptRecordError, RecordSchemaVersionError } from '../core/errors.ts';
 import { RECORD_SCHEMA_VERSION, type EpisodeRecord } from '../core/types.ts';
 
@@ -40,10 +40,8 @@ function fieldsBefore(value: object, key: string): string {
   for (const k of Object.keys(value)
     .filter((k) => k < key)
     .sort()) {
-    const v = (value as Record<string, unknown>)[k];
-    // Fields that JSON leaves out (undefined, functions, symbols) are not in the body.
-    if (v === undefined || typeof v === 'function' || typeof v === 'symbol') continue;
-    out += `${out.length > 1 ? ',' : ''}${JSON.stringify(k)}:${canonicalJson(v)}`;
+    const json = fieldJson((value as Record<string, unknown>)[k]);
+    if (json !== undefined) out += `${out.length > 1 ? ',' : ''}${JSON.stringify(k)}:${json}`;
   }
   return out;
 }

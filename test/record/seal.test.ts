@@ -21,3 +21,16 @@ test('a sealed line is the canonical JSON of the record with its checksum, for a
   );
   t.pass();
 });
+
+test('fields JSON leaves out are left out of the sealed line, wherever they sort', (t) => {
+  const record = {
+    a: { toJSON: () => undefined },
+    b: undefined,
+    c: () => 1,
+    answer: 'x',
+    z: { toJSON: () => undefined },
+  } as unknown as Omit<EpisodeRecord, 'checksum'>;
+  const sealed = sealRecord(record);
+  t.is(serializeRecord(sealed), `{"answer":"x","checksum":"${sealed.checksum}"}`);
+  t.is(sealed.checksum, recordChecksum(record));
+});
