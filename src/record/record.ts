@@ -25,9 +25,9 @@ export function sealRecord(record: Omit<EpisodeRecord, 'checksum'>): EpisodeReco
   // The line is the body with the checksum field put in its place, cut from the body that hashing
   // has just flattened: after the fields whose keys sort before "checksum" (a record's answer).
   const before = fieldsBefore(rest, 'checksum');
-  const field = `"checksum":"${checksum}"`;
-  const after = body.slice(before.length + (before.length > 1 ? 1 : 0), -1); // past the comma
-  const line = `${before}${before.length > 1 ? ',' : ''}${field}${after ? ',' : ''}${after}}`;
+  const head = before.length > 1 ? `${before},` : before; // `{`, or `{` and those fields and a comma
+  const after = body.slice(head.length, -1);
+  const line = `${head}"checksum":"${checksum}"${after ? ',' : ''}${after}}`;
   const sealed = rest as EpisodeRecord; // a copy already: the caller's record is left as it was
   sealed.checksum = checksum;
   lines.set(sealed, line);
