@@ -14,6 +14,7 @@ import type { EpisodeBatch, ExecutorReport, Finished, RolloutExecutor } from './
 import { FinishedEpisode } from './finished-episode.ts';
 import { isBatchPolicy } from './in-thread.ts';
 import type { EpisodePlanItem } from './plan.ts';
+import { taskChunks } from './task-chunks.ts';
 import type { RolloutTask, RolloutTaskResult, WorkerMessage, WorkerPolicySpec } from './protocol.ts';
 import { errorRecord } from './error-record.ts';
 import { watchThread, WorkerStalledError } from './watchdog.ts';
@@ -24,8 +25,6 @@ const errorText = (err: unknown) => (err instanceof Error ? err.message : String
 
 /** Tasks a worker runs at once, unless told otherwise. */
 const TASKS_PER_WORKER = 4;
-/** The most episodes of a scripted policy in one task (see `play`). */
-const SCRIPTED_CHUNK = 256;
 
 export interface WorkerThreadsOptions {
   /** Worker threads (default: the CPU count). */
@@ -107,14 +106,6 @@ export class WorkerThreads implements RolloutExecutor {
     const { items } = batch;
     const workers = this.workers;
     const concurrency = batch.concurrency ?? (spec.kind === 'served' ? Math.max(1, Math.ceil(maxBatch / workers)) : 8);
-    // A model policy's episodes go in one chunk per worker (its rows batch together); scripted ones
-    // in smaller chunks, so a slow chunk does not hold back the rest, and no bigger than
-    // SCRIPTED_CHUNK: records are handed on in episode order, so those of later chunks wait for the
-    // earliest unfinished one, and fewer, smaller chunks in flight keep fewer of them waiting.
-    const chunkSize =
-      spec.kind === 'scripted'
-        ? Math.min(SCRIPTED_CHUNK, Math.max(1, Math.ceil(items.length / (workers * 4))))
-        : Math.ceil(items.length / workers);
     // Chunks start in plan order, as many at once as the pool runs (Piscina does not keep a queued
     // task's place: a run of 100000 episodes in chunks of 256 saw its fourth chunk start 70th).
     const inFlight = pLimit(workers * this.tasksPerWorker);
@@ -253,10 +244,8 @@ export class WorkerThreads implements RolloutExecutor {
       await Promise.all([retry.length > 0 ? runChunk(retry) : undefined, ...isolated]);
     };
 
-    const chunks: EpisodePlanItem[][] = [];
-    for (let i = 0; i < items.length; i += chunkSize) chunks.push(items.slice(i, i + chunkSize));
     try {
-      await Promise.all(chunks.map(runChunk));
+      await Promise.all(taskChunks(items, workers, spec.kind === 'scripted' ? 'scripted' : 'model').map(runChunk));
     } finally {
       queue?.close();
       await quarantine?.destroy();
