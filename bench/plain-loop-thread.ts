@@ -3,14 +3,14 @@
 // each thread would otherwise make in full for itself) is not part of what is meant to scale.
 import { parentPort } from 'node:worker_threads';
 import type { EpisodePlanItem, Policy, Scenario } from 'agent-r1-ts';
-import { benchScenario, planPlain, playPlain } from './plain-loop.ts';
+import { benchScenario, planPlain, plainShare, playPlain } from './plain-loop.ts';
 
 export type PlainThreadMessage =
   | { type: 'prepare'; source: string; root: string; episodes: number; seed: number; share: number; of: number }
   | { type: 'play' };
 
 const scenarios = new Map<string, Scenario>();
-let prepared: { scenario: Scenario; policy: Policy; plan: EpisodePlanItem[]; share: number; of: number } | undefined;
+let prepared: { scenario: Scenario; policy: Policy; items: EpisodePlanItem[] } | undefined;
 
 parentPort!.on('message', async (m: PlainThreadMessage) => {
   if (m.type === 'prepare') {
@@ -18,10 +18,10 @@ parentPort!.on('message', async (m: PlainThreadMessage) => {
     if (!scenario) scenarios.set(m.source, (scenario = await benchScenario(m.source, m.root)));
     const policy = await scenario.policies.expert!({ scenario, seed: 0 });
     const plan = await planPlain(scenario, policy, m.episodes, m.seed);
-    prepared = { scenario, policy, plan, share: m.share, of: m.of };
+    prepared = { scenario, policy, items: plainShare(plan, m.share, m.of) };
     parentPort!.postMessage('ready');
   } else {
-    const { scenario, policy, plan, share, of } = prepared!;
-    parentPort!.postMessage(await playPlain(scenario, policy, plan, { share, of }));
+    const { scenario, policy, items } = prepared!;
+    parentPort!.postMessage(await playPlain(scenario, policy, items));
   }
 });

@@ -20,6 +20,7 @@ import {
   type Scenario,
   type TurnRecord,
 } from 'agent-r1-ts';
+import { taskChunks } from '../src/rollout/task-chunks.ts';
 
 /** The repository (a bundled copy of this module is told it: its own URL is elsewhere). */
 export const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -60,12 +61,27 @@ export async function planPlain(
   return (await planEpisodes({ scenario, policy, split: 'train', episodes, seed })).plan;
 }
 
-/** Plays the plan's episodes `share` of `of` (every of-th, from share); returns the env steps. */
+/**
+ * The episodes thread `share` of `of` plays: those the engine's worker of the same number plays, so
+ * that both do the same work. Each thread has its own search cache, so which episodes meet on one
+ * thread decides how many searches are computed rather than found: split every other episode, the
+ * plain loop's two threads computed 1092 searches of a multihop-qa run where the engine's two workers
+ * computed 1219 (docs/benchmarks.md). The engine's pool hands a run's chunks (taskChunks) to its
+ * threads in turn: where all of them are in flight at once (multihop-qa's 1200 episodes, 8 chunks),
+ * chunk j plays on thread j mod `of` (as logged); later chunks of a longer run go to the thread that
+ * frees first, which matters less there (the calculator computes what it is asked; no cache here).
+ */
+export function plainShare(plan: readonly EpisodePlanItem[], share: number, of: number): EpisodePlanItem[] {
+  return taskChunks(plan, of, 'scripted')
+    .filter((_, j) => j % of === share)
+    .flat();
+}
+
+/** Plays the given episodes of a plan in order; returns the env steps. */
 export async function playPlain(
   scenario: Scenario,
   policy: Policy,
-  plan: readonly EpisodePlanItem[],
-  part: { share: number; of: number } = { share: 0, of: 1 },
+  items: readonly EpisodePlanItem[],
 ): Promise<number> {
   const config = episodeConfig(scenario);
   const runner = new ToolRunner(scenario.tools, {
@@ -74,8 +90,7 @@ export async function playPlain(
   });
   const tools = scenario.tools.map(toOpenAITool);
   let steps = 0;
-  for (let i = part.share; i < plan.length; i += part.of) {
-    const item = plan[i]!;
+  for (const item of items) {
     const rng = createRng(worldSeed(item.seed));
     const state = await scenario.env.init?.(item.task, { rng, tools: 'live' });
     const messages: Message[] = scenario.env.prompt(item.task, tools);
