@@ -127,9 +127,10 @@ const PLAIN_THREAD = await bundlePlainThread();
 
 /**
  * The plain loop on `threads` worker threads, each playing the episodes of a run that the engine's
- * worker of its number plays (plainShare), after a warm-up run of other episodes; steps/s over the wall time of the play alone: each thread has made
- * the run's plan before the clock starts (the engine makes it once, in the coordinator, and its rows
- * count it). The seeds are the engine's for the same repeat (see scalingRepeat).
+ * worker of its number plays (plainShare), after a warm-up run of other episodes; steps/s over the
+ * wall time of the play alone: each thread has made the run's plan before the clock starts (the
+ * engine makes it once, in the coordinator, and its rows count it). The seeds are the engine's for
+ * the same repeat (see scalingRepeat).
  */
 async function plainStepsPerSecond(c: Case, threads: number, seeds: ScalingSeeds): Promise<number> {
   const workers = Array.from({ length: threads }, () => new Worker(PLAIN_THREAD));
