@@ -3,6 +3,7 @@
 const layers = [
   ['core', '^src/core/'],
   ['tools, parsing, records', '^src/(tools|parse|record)/'],
+  ['models: file formats, architectures, Hugging Face folders', '^src/(formats|architectures|hf)/'],
   ['the ToolEnv', '^src/env/'],
   ['policies', '^src/policy/'],
   ['scenarios (the contract)', '^src/scenario/'],

@@ -1,4 +1,8 @@
-export const KERNEL_SOURCE: string;
-export const KERNEL_MODULE: string;
-export function compileKernel(): Promise<Buffer>;
-export function kernelModuleText(bytes: Buffer): string;
+export interface Kernel {
+  source: string;
+  module: string;
+  constant: string;
+}
+export const KERNELS: Kernel[];
+export function compileKernel(source: string): Promise<Buffer>;
+export function kernelModuleText(kernel: Kernel, bytes: Buffer): string;

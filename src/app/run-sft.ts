@@ -1,7 +1,7 @@
 import type { EpisodeConfig } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { modelHash, saveCheckpoint } from '../policy/tfjs/checkpoint.ts';
-import type { SamplingOptions } from '../policy/tfjs/generate.ts';
+import type { SamplingOptions } from '../architectures/generation.ts';
 import { trainSft, type SftOptions, type SftResult } from '../policy/tfjs/sft.ts';
 import { TfjsPolicy } from '../policy/tfjs/tfjs-policy.ts';
 import { rollout } from '../rollout/rollout.ts';

@@ -2,7 +2,7 @@ import { randomBytes, randomInt } from 'node:crypto';
 import type { PolicyOutput } from '../core/types.ts';
 import { parseAction } from '../parse/parse-action.ts';
 import { chatEncoding } from '../policy/tfjs/chat-template.ts';
-import type { SamplingOptions } from '../policy/tfjs/generate.ts';
+import type { SamplingOptions } from '../architectures/generation.ts';
 import type { Policy } from '../policy/policy.ts';
 import { BatchQueue, type BatchQueueStats } from '../rollout/batch-queue.ts';
 import { ChatBridge } from './chat-bridge.ts';

@@ -1,7 +1,7 @@
 import { canonicalJson } from '../core/canonical-json.ts';
 import type { PolicyOutput } from '../core/types.ts';
 import type { BatchPolicy, PolicyEncoding, PolicyRequest } from '../policy/policy.ts';
-import type { SamplingOptions } from '../policy/tfjs/generate.ts';
+import type { SamplingOptions } from '../architectures/generation.ts';
 import type { Tokenizer } from '../policy/tfjs/tokenizer.ts';
 
 /** A token policy that can be served: a BatchPolicy with its tokenizer, sampling settings and context size (TfjsPolicy is one). */

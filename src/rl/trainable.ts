@@ -1,6 +1,6 @@
 import type * as tf from '@tensorflow/tfjs';
 import type { Policy } from '../policy/policy.ts';
-import type { SamplingOptions } from '../policy/tfjs/generate.ts';
+import type { SamplingOptions } from '../architectures/generation.ts';
 
 /**
  * What the trainer needs from a model: one interface, so the loop does not depend on one model's

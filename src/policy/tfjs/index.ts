@@ -66,21 +66,24 @@ export {
 } from './checkpoint.ts';
 export { Tokenizer, trainTokenizer, SPECIAL_TOKENS, TokenizerError, type TokenizerJSON } from './tokenizer.ts';
 export { chatEncoding } from './chat-template.ts';
+export { generate, defaultDecoder, type Decoder, type GenerateOptions } from './generate.ts';
 export {
-  generate,
-  defaultDecoder,
   sampleToken,
   GenerateError,
-  type Decoder,
   type GenerateRequest,
   type GenerateResult,
-  type GenerateOptions,
   type SamplingOptions,
   type RowCache,
-} from './generate.ts';
+} from '../../architectures/generation.ts';
 export { TfjsPolicy, loadCheckpointPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
-export { KVCache } from './kv-cache.ts';
-export { KernelDecoder, KernelSession, MAX_STEP_TOKENS, type KernelRowStep } from './kernel/kernel-decoder.ts';
+export { KVCache } from '../../architectures/kv-cache.ts';
+export { KernelDecoder } from './kernel/kernel-decoder.ts';
+export {
+  KernelSession,
+  KernelError,
+  MAX_STEP_TOKENS,
+  type KernelRowStep,
+} from '../../architectures/kernel/kernel-host.ts';
 export {
   trainSft,
   sequencesFromRecords,

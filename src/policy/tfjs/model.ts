@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { createRng } from '../../core/rng.ts';
-import { COPY_EPS } from './kv-cache.ts';
+import { COPY_EPS } from './row-attention.ts';
 import { ModelError, parseModelConfig, type ModelConfig, type ModelConfigInput } from './model-config.ts';
 import { webgpuAdapter } from './webgpu.ts';
 

@@ -3,7 +3,8 @@ import type { Json, PolicyOutput } from '../../core/types.ts';
 import type { BatchPolicy, PolicyEncoding, PolicyRequest } from '../policy.ts';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.ts';
 import { chatEncoding } from './chat-template.ts';
-import { generate, type RowCache, type SamplingOptions } from './generate.ts';
+import type { RowCache, SamplingOptions } from '../../architectures/generation.ts';
+import { generate } from './generate.ts';
 import type { GPTModel } from './model.ts';
 import type { Tokenizer } from './tokenizer.ts';
 

@@ -2,7 +2,8 @@ import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
 import { GPTModel } from '../../../src/policy/tfjs/model.ts';
-import { generate, GenerateError, sampleToken } from '../../../src/policy/tfjs/generate.ts';
+import { GenerateError, sampleToken } from '../../../src/architectures/generation.ts';
+import { generate } from '../../../src/policy/tfjs/generate.ts';
 import { createRng } from '../../../src/core/rng.ts';
 
 const config = { vocabSize: 97, dModel: 32, nLayers: 2, nHeads: 4, contextLength: 96, dMlp: 64 };

@@ -1,10 +1,11 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
-import { KernelDecoder, MAX_STEP_TOKENS } from '../../../src/policy/tfjs/kernel/kernel-decoder.ts';
+import { KernelError, MAX_STEP_TOKENS } from '../../../src/architectures/kernel/kernel-host.ts';
+import { KernelDecoder } from '../../../src/policy/tfjs/kernel/kernel-decoder.ts';
 import { newCache } from '../../../src/policy/tfjs/decode.ts';
 import { generate } from '../../../src/policy/tfjs/generate.ts';
-import { DEFAULT_MODEL_CONFIG, ModelError, type ModelConfigInput } from '../../../src/policy/tfjs/model-config.ts';
+import { DEFAULT_MODEL_CONFIG, type ModelConfigInput } from '../../../src/policy/tfjs/model-config.ts';
 import { GPTModel } from '../../../src/policy/tfjs/model.ts';
 import { AdamW } from '../../../src/policy/tfjs/adamw.ts';
 import { startBudget } from '../../../src/app/start.ts';
@@ -209,35 +210,38 @@ test('the weights are copied in once per version: again only after they change, 
 test('bad steps and sessions are refused by name', async (t) => {
   const model = sharpModel(CONFIGS[2]![1]);
   const decoder = KernelDecoder.for(model);
-  t.throws(() => decoder.session([{ capacity: 4 }]), { instanceOf: ModelError, message: /prepare/ });
+  t.throws(() => decoder.session([{ capacity: 4 }]), { instanceOf: KernelError, message: /prepare/ });
   await decoder.prepare();
   const s = decoder.session([{ capacity: 4 }, { capacity: 200 }]);
-  t.throws(() => decoder.session([{ capacity: 4 }]), { instanceOf: ModelError, message: /already open/ });
-  t.throws(() => s.step([{ slot: 0, tokens: [] }]), { instanceOf: ModelError, message: /no new tokens/ });
-  t.throws(() => s.step([{ slot: 0, tokens: [1, 97] }]), { instanceOf: ModelError, message: /token id 97 is not in/ });
-  t.throws(() => s.step([{ slot: 0, tokens: [1], prevToken: -1 }]), { instanceOf: ModelError, message: /token id -1/ });
+  t.throws(() => decoder.session([{ capacity: 4 }]), { instanceOf: KernelError, message: /already open/ });
+  t.throws(() => s.step([{ slot: 0, tokens: [] }]), { instanceOf: KernelError, message: /no new tokens/ });
+  t.throws(() => s.step([{ slot: 0, tokens: [1, 97] }]), { instanceOf: KernelError, message: /token id 97 is not in/ });
+  t.throws(() => s.step([{ slot: 0, tokens: [1], prevToken: -1 }]), {
+    instanceOf: KernelError,
+    message: /token id -1/,
+  });
   t.throws(() => s.step([{ slot: 0, tokens: [1, 2, 3, 4, 5] }]), {
-    instanceOf: ModelError,
+    instanceOf: KernelError,
     message: /exceed its room/,
   });
   t.throws(() => s.step([{ slot: 1, tokens: seqOf(97, 1, 97) }]), {
-    instanceOf: ModelError,
+    instanceOf: KernelError,
     message: /exceed the context/,
   });
-  t.throws(() => s.step([{ slot: 2, tokens: [1] }]), { instanceOf: ModelError, message: /no slot 2/ });
+  t.throws(() => s.step([{ slot: 2, tokens: [1] }]), { instanceOf: KernelError, message: /no slot 2/ });
   t.throws(
     () =>
       s.step([
         { slot: 0, tokens: [1] },
         { slot: 0, tokens: [2] },
       ]),
-    { instanceOf: ModelError, message: /slot 0 twice/ },
+    { instanceOf: KernelError, message: /slot 0 twice/ },
   );
   s.close();
-  t.throws(() => s.step([{ slot: 0, tokens: [1] }]), { instanceOf: ModelError, message: /closed/ });
+  t.throws(() => s.step([{ slot: 0, tokens: [1] }]), { instanceOf: KernelError, message: /closed/ });
   const other = new GPTModel({ ...CONFIGS[2]![1], dModel: 16 }, 1);
   t.throws(() => decoder.session([{ cache: newCache(other), capacity: 4 }]), {
-    instanceOf: ModelError,
+    instanceOf: KernelError,
     message: /another model shape/,
   });
   // A refused session leaves the decoder usable.

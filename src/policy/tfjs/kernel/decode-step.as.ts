@@ -11,6 +11,9 @@
 // the row falls in), every reduction (layer norm, dot products, softmax sums) is within one row in
 // an order fixed by the row's own sizes, and there is no FMA (mul then add, each rounded).
 
+import { at, attend, ceil8, dot, expv, hsum, ptr, scores, sigmoidv, slot } from '../../../architectures/kernel/simd.as';
+export { weigh } from '../../../architectures/kernel/simd.as';
+
 // ---- the model table (i32 slots at `model`, written by the host) ----
 const M_D: i32 = 0;
 const M_H: i32 = 1;
@@ -56,38 +59,7 @@ const MODE_GELU: i32 = 3; // out = gelu(acc + b)
 const COPY_EPS: f32 = 1e-9;
 const LN_EPS: f32 = 1e-5;
 
-@inline function slot(table: usize, i: i32): i32 {
-  return load<i32>(table + (<usize>i << 2));
-}
-@inline function ptr(table: usize, i: i32): usize {
-  return <usize>load<i32>(table + (<usize>i << 2));
-}
-@inline function at(base: usize, i: i32): usize {
-  return base + (<usize>i << 2);
-}
-@inline function ceil8(n: i32): i32 {
-  return (n + 7) & ~7;
-}
-
 // ---- elementwise math (lane-wise, so every lane gives the same bits) ----
-
-/** e^x (Cephes expf: range reduction by ln 2, degree-5 polynomial, 2^n from the exponent bits); ~1 ulp. */
-@inline function expv(xin: v128): v128 {
-  let x = f32x4.min(f32x4.max(xin, f32x4.splat(-87.33654)), f32x4.splat(88.37626));
-  const fx = f32x4.floor(f32x4.add(f32x4.mul(x, f32x4.splat(1.44269504088896341)), f32x4.splat(0.5)));
-  x = f32x4.sub(x, f32x4.mul(fx, f32x4.splat(0.693359375)));
-  x = f32x4.sub(x, f32x4.mul(fx, f32x4.splat(-2.12194440e-4)));
-  let y = f32x4.splat(1.9875691500e-4);
-  y = f32x4.add(f32x4.mul(y, x), f32x4.splat(1.3981999507e-3));
-  y = f32x4.add(f32x4.mul(y, x), f32x4.splat(8.3334519073e-3));
-  y = f32x4.add(f32x4.mul(y, x), f32x4.splat(4.1665795894e-2));
-  y = f32x4.add(f32x4.mul(y, x), f32x4.splat(1.6666665459e-1));
-  y = f32x4.add(f32x4.mul(y, x), f32x4.splat(5.0000001201e-1));
-  y = f32x4.add(f32x4.add(f32x4.mul(y, f32x4.mul(x, x)), x), f32x4.splat(1.0));
-  const n = i32x4.trunc_sat_f32x4_s(fx);
-  const scale = i32x4.shl(i32x4.add(n, i32x4.splat(127)), 23);
-  return f32x4.mul(y, scale);
-}
 
 /** ln x for x > 0 (Cephes logf: mantissa in [√½, √2), degree-8 polynomial); ~1 ulp. */
 @inline function logv(xin: v128): v128 {
@@ -113,33 +85,9 @@ const LN_EPS: f32 = 1e-5;
   return f32x4.add(f32x4.add(m, y), f32x4.mul(e, f32x4.splat(0.693359375)));
 }
 
-/** 1 / (1 + e^-x). */
-@inline function sigmoidv(x: v128): v128 {
-  return f32x4.div(f32x4.splat(1.0), f32x4.add(f32x4.splat(1.0), expv(f32x4.neg(x))));
-}
-
 /** x·σ(1.702x) (model.ts gelu). */
 @inline function geluv(x: v128): v128 {
   return f32x4.mul(x, sigmoidv(f32x4.mul(x, f32x4.splat(1.702))));
-}
-
-/** Lanes summed as (l0 + l1) + (l2 + l3). */
-@inline function hsum(v: v128): f32 {
-  return (
-    f32x4.extract_lane(v, 0) +
-    f32x4.extract_lane(v, 1) +
-    (f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3))
-  );
-}
-
-/** Σ a[i]·b[i], i < n: four lanes of partial sums, then hsum, then the tail in order. */
-@inline function dot(a: usize, b: usize, n: i32): f32 {
-  let acc = f32x4.splat(0);
-  let i = 0;
-  for (; i + 4 <= n; i += 4) acc = f32x4.add(acc, f32x4.mul(v128.load(at(a, i)), v128.load(at(b, i))));
-  let s = hsum(acc);
-  for (; i < n; i++) s += load<f32>(at(a, i)) * load<f32>(at(b, i));
-  return s;
 }
 
 // ---- matmul: out[s][n] = epilogue(Σ_k x[s][k]·W[k][n]) over panels of 8 columns ----
@@ -269,109 +217,6 @@ function rotate(x: usize, d: i32, dh: i32, cs: usize, sn: usize, scale: f32, tmp
 
 @inline function scaleRow(x: usize, d: i32, scale: f32): void {
   for (let i = 0; i < d; i++) store<f32>(at(x, i), load<f32>(at(x, i)) * scale);
-}
-
-/**
- * Scores of query q (dh columns) against keys k[t] (stride d floats), t < n, into sc; returns their
- * max. Each key's dot product is four lanes of partial sums (c ascending) reduced as hsum does, then
- * the columns past the last multiple of 4 in order; keys go four at a time where dh allows.
- */
-function scores(q: usize, k: usize, d: i32, dh: i32, n: i32, sc: usize): f32 {
-  const stride = <usize>d << 2;
-  let max: f32 = -Infinity;
-  let kp = k;
-  let t = 0;
-  if ((dh & 3) == 0) {
-    // Four keys at a time: each key's four lanes of partial sums, reduced as hsum does.
-    let mx = f32x4.splat(-Infinity);
-    for (; t + 4 <= n; t += 4) {
-      let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-      for (let c = 0; c < dh; c += 4) {
-        const qv = v128.load(at(q, c));
-        const o = <usize>c << 2;
-        a0 = f32x4.add(a0, f32x4.mul(qv, v128.load(kp + o)));
-        a1 = f32x4.add(a1, f32x4.mul(qv, v128.load(kp + stride + o)));
-        a2 = f32x4.add(a2, f32x4.mul(qv, v128.load(kp + 2 * stride + o)));
-        a3 = f32x4.add(a3, f32x4.mul(qv, v128.load(kp + 3 * stride + o)));
-      }
-      const s01 = f32x4.add(f32x4.shuffle(a0, a1, 0, 4, 2, 6), f32x4.shuffle(a0, a1, 1, 5, 3, 7));
-      const s23 = f32x4.add(f32x4.shuffle(a2, a3, 0, 4, 2, 6), f32x4.shuffle(a2, a3, 1, 5, 3, 7));
-      const r = f32x4.add(f32x4.shuffle(s01, s23, 0, 1, 4, 5), f32x4.shuffle(s01, s23, 2, 3, 6, 7));
-      v128.store(at(sc, t), r);
-      mx = f32x4.max(mx, r);
-      kp += 4 * stride;
-    }
-    max = Mathf.max(
-      Mathf.max(f32x4.extract_lane(mx, 0), f32x4.extract_lane(mx, 1)),
-      Mathf.max(f32x4.extract_lane(mx, 2), f32x4.extract_lane(mx, 3)),
-    );
-  }
-  for (; t < n; t++) {
-    const s = dot(q, kp, dh);
-    store<f32>(at(sc, t), s);
-    if (s > max) max = s;
-    kp += stride;
-  }
-  return max;
-}
-
-/**
- * Softmax attention of one query q (dh columns, scaled) over keys k[t] (stride d floats), t < n,
- * into out[dh]: scores, exp(score − max), Σ, then Σ_t e_t·v[t] / Σ.
- */
-function attend(q: usize, k: usize, v: usize, d: i32, dh: i32, n: i32, sc: usize, out: usize): void {
-  const stride = <usize>d << 2;
-  const max = scores(q, k, d, dh, n, sc);
-  const mv = f32x4.splat(max);
-  let zv = f32x4.splat(0);
-  let t = 0;
-  for (; t + 4 <= n; t += 4) {
-    const e = expv(f32x4.sub(v128.load(at(sc, t)), mv));
-    v128.store(at(sc, t), e);
-    zv = f32x4.add(zv, e);
-  }
-  let z = hsum(zv);
-  if (t < n) {
-    const e = expv(f32x4.sub(v128.load(at(sc, t)), mv));
-    v128.store(at(sc, t), e);
-    for (let j = t; j < n; j++) z += load<f32>(at(sc, j));
-  }
-  const zi = f32x4.splat(z);
-  let c = 0;
-  for (; c + 16 <= dh; c += 16) {
-    let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-    let vp = at(v, c);
-    for (let j = 0; j < n; j++) {
-      const p = v128.load32_splat(at(sc, j));
-      a0 = f32x4.add(a0, f32x4.mul(p, v128.load(vp)));
-      a1 = f32x4.add(a1, f32x4.mul(p, v128.load(vp, 16)));
-      a2 = f32x4.add(a2, f32x4.mul(p, v128.load(vp, 32)));
-      a3 = f32x4.add(a3, f32x4.mul(p, v128.load(vp, 48)));
-      vp += stride;
-    }
-    v128.store(at(out, c), f32x4.div(a0, zi));
-    v128.store(at(out, c + 4), f32x4.div(a1, zi));
-    v128.store(at(out, c + 8), f32x4.div(a2, zi));
-    v128.store(at(out, c + 12), f32x4.div(a3, zi));
-  }
-  for (; c + 4 <= dh; c += 4) {
-    let a0 = f32x4.splat(0);
-    let vp = at(v, c);
-    for (let j = 0; j < n; j++) {
-      a0 = f32x4.add(a0, f32x4.mul(f32x4.splat(load<f32>(at(sc, j))), v128.load(vp)));
-      vp += stride;
-    }
-    v128.store(at(out, c), f32x4.div(a0, zi));
-  }
-  for (; c < dh; c++) {
-    let a: f32 = 0;
-    let vp = at(v, c);
-    for (let j = 0; j < n; j++) {
-      a += load<f32>(at(sc, j)) * load<f32>(vp);
-      vp += stride;
-    }
-    store<f32>(at(out, c), a / z);
-  }
 }
 
 // ---- scratch layout (one place: `scratchBytes` and `step` both use it) ----
@@ -598,29 +443,5 @@ function copyMix(logits: usize, V: i32, q: usize, ck: usize, ids: usize, d: i32,
   for (let i = 0; i < V4; i += 4) {
     const p = f32x4.add(f32x4.mul(f32x4.div(v128.load(at(logits, i)), z), g), f32x4.mul(v128.load(at(sMix, i)), ng));
     v128.store(at(logits, i), logv(f32x4.add(p, eps)));
-  }
-}
-
-/**
- * Sampling weights for R rows of logits (row stride `stride`, V used): w = exp((l − max)·invT),
- * written at `out` with the same stride. The host draws from them and sums them (in order) for the
- * normalizer.
- */
-export function weigh(logits: usize, R: i32, V: i32, stride: i32, out: usize, invT: f32): void {
-  const it = f32x4.splat(invT);
-  for (let r = 0; r < R; r++) {
-    const l = at(logits, r * stride);
-    const w = at(out, r * stride);
-    let mv = f32x4.splat(-Infinity);
-    let i = 0;
-    for (; i + 4 <= V; i += 4) mv = f32x4.max(mv, v128.load(at(l, i)));
-    let max = Mathf.max(
-      Mathf.max(f32x4.extract_lane(mv, 0), f32x4.extract_lane(mv, 1)),
-      Mathf.max(f32x4.extract_lane(mv, 2), f32x4.extract_lane(mv, 3)),
-    );
-    for (; i < V; i++) max = Mathf.max(max, load<f32>(at(l, i)));
-    const m = f32x4.splat(max);
-    // The last group may run past V into the row's padding (stride ≥ ceil8(V)): harmless lanes.
-    for (i = 0; i < V; i += 4) v128.store(at(w, i), expv(f32x4.mul(f32x4.sub(v128.load(at(l, i)), m), it)));
   }
 }

@@ -1,0 +1,15 @@
+import { AgentR1Error } from '../core/errors.ts';
+
+/**
+ * A model configuration this build cannot run: an unknown architecture, a rope scaling it does not
+ * implement, sizes past the limits. Names the file and the field.
+ */
+export class ModelConfigError extends AgentR1Error {
+  constructor(
+    readonly file: string,
+    readonly field: string | null,
+    readonly problem: string,
+  ) {
+    super(`${file}${field === null ? '' : ` (${field})`}: ${problem}`);
+  }
+}

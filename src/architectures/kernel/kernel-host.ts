@@ -1,0 +1,336 @@
+import { AgentR1Error } from '../../core/errors.ts';
+import { KVCache } from '../kv-cache.ts';
+
+/**
+ * The host side of a decode kernel (one WebAssembly SIMD call per decode step over the packed rows,
+ * every layer inside it, no read-back between layers): its instance and memory, and the sessions
+ * that hold a batch's rows. What is particular to an architecture (how its weights are laid out in
+ * the kernel's memory) is the subclass's; the rows, their KV caches and the steps are the same for
+ * every kernel.
+ *
+ * Memory: the kernel's linear memory holds the model's weights, written by the subclass when they
+ * change, then one session at a time: each row's KV cache (imported from its KVCache, exported back
+ * when the caller keeps it) and the step's scratch. Memory grows as needed and is not returned.
+ */
+
+const PAGE = 65536;
+/** Page 0 is the module's own (it declares no data, but its layout is its business). */
+export const KERNEL_BASE = PAGE;
+/** A step with more new tokens runs as several kernel calls over consecutive rows (bounds the scratch). */
+export const MAX_STEP_TOKENS = 4096;
+const ROW_INTS = 8;
+
+/** A kernel's refusal or failure: a bad step, a shape that does not match, memory it cannot have. */
+export class KernelError extends AgentR1Error {}
+
+/** What every decode kernel exports. */
+export interface KernelExports {
+  memory: WebAssembly.Memory;
+  step(
+    model: number,
+    rows: number,
+    R: number,
+    tokens: number,
+    S: number,
+    out: number,
+    scratch: number,
+    C: number,
+  ): void;
+  scratchBytes(model: number, S: number, R: number, C: number): number;
+  weigh(logits: number, R: number, V: number, stride: number, out: number, invT: number): void;
+}
+
+/** The sizes a session needs: a cache row's layout, the vocabulary, the context. */
+export interface KernelShape {
+  layers: number;
+  /** Floats per position of one layer's keys (and of its values). */
+  width: number;
+  /** Floats per position of copy keys (the GPT's copy head; 0 otherwise). */
+  copyWidth: number;
+  vocabSize: number;
+  contextLength: number;
+}
+
+/** One row of a kernel step: new tokens for the row in session slot `slot`. */
+export interface KernelRowStep {
+  slot: number;
+  tokens: readonly number[];
+  /** The token before tokens[0] (the GPT's token shift); none at the start of a sequence. */
+  prevToken?: number;
+}
+
+const modules = new Map<string, WebAssembly.Module>();
+
+/** The compiled module of a kernel's base64 bytes (compiled once per process). */
+function kernelModule(base64: string): WebAssembly.Module {
+  let m = modules.get(base64);
+  if (!m) {
+    m = new WebAssembly.Module(Uint8Array.from(Buffer.from(base64, 'base64')));
+    modules.set(base64, m);
+  }
+  return m;
+}
+
+export const ceil8 = (n: number) => (n + 7) & ~7;
+export const align16 = (n: number) => (n + 15) & ~15;
+
+export abstract class KernelHost {
+  protected readonly exports: KernelExports;
+  protected readonly modelPtr = KERNEL_BASE;
+  /** First byte after the weights: sessions start here (0: no weights yet). */
+  protected sessionBase = 0;
+  private open = false;
+
+  protected constructor(
+    wasm: string,
+    readonly shape: KernelShape,
+  ) {
+    this.exports = new WebAssembly.Instance(kernelModule(wasm), {}).exports as unknown as KernelExports;
+  }
+
+  /** The kernel's memory (views of it are valid until it grows). */
+  get memory(): WebAssembly.Memory {
+    return this.exports.memory;
+  }
+
+  /**
+   * Writes the model into memory: a table of `slots` i32 at the model pointer (the kernel's M_*
+   * slots), then each array 16-byte aligned, placed by `put(slot, floats, fill)`, which notes the
+   * array's address in the table and fills it once the memory has grown to hold them all.
+   */
+  protected writeModel(
+    slots: number,
+    lay: (table: Int32Array, put: (slot: number, floats: number, fill: (f: Float32Array) => void) => void) => void,
+  ): void {
+    const table = new Int32Array(slots);
+    let at = this.modelPtr + align16(slots * 4);
+    const place: Array<[number, number, (f: Float32Array) => void]> = [];
+    lay(table, (slot, floats, fill) => {
+      table[slot] = at;
+      place.push([at, floats, fill]);
+      at += align16(floats * 4);
+    });
+    this.ensure(at);
+    const buf = this.exports.memory.buffer;
+    new Int32Array(buf, this.modelPtr, slots).set(table);
+    for (const [start, floats, fill] of place) fill(new Float32Array(buf, start, floats));
+    this.sessionBase = align16(at);
+  }
+
+  /** Grows the memory to hold `end` bytes. */
+  ensure(end: number): void {
+    const mem = this.exports.memory;
+    if (end <= mem.buffer.byteLength) return;
+    const pages = Math.ceil((end - mem.buffer.byteLength) / PAGE);
+    try {
+      mem.grow(pages);
+    } catch (error) {
+      throw new KernelError(
+        `the decode kernel needs ${(end / 2 ** 20).toFixed(0)} MiB of WebAssembly memory, more than it can have: ` +
+          `${error instanceof Error ? error.message : String(error)} (use fewer rows per batch)`,
+      );
+    }
+  }
+
+  /**
+   * Opens a session over rows, each with an optional cache (copied in) and room for `capacity`
+   * positions in all. One session at a time: close it (synchronously, before any await) first.
+   */
+  session(rows: ReadonlyArray<{ cache?: KVCache; capacity: number }>): KernelSession {
+    if (this.sessionBase === 0) throw new KernelError('the decode kernel has no weights yet: call prepare() first');
+    if (this.open) throw new KernelError('a decode kernel session is already open on this model');
+    this.open = true;
+    try {
+      return new KernelSession(this, this.exports, this.modelPtr, this.sessionBase, rows, () => {
+        this.open = false;
+      });
+    } catch (error) {
+      this.open = false;
+      throw error;
+    }
+  }
+}
+
+/** One batch's rows in kernel memory: their caches and the steps' scratch. */
+export class KernelSession {
+  private readonly kv: number[] = [];
+  private readonly caps: number[] = [];
+  private readonly lengths: number[] = [];
+  /** Logits then sampling weights, [rows][ceil8(V)] each. */
+  private readonly outAt: number;
+  private readonly weightsAt: number;
+  private readonly end: number;
+  private closed = false;
+  /** Rows of the last step (its outputs' rows). */
+  private lastRows = 0;
+
+  constructor(
+    private readonly host: KernelHost,
+    private readonly k: KernelExports,
+    private readonly modelPtr: number,
+    base: number,
+    rows: ReadonlyArray<{ cache?: KVCache; capacity: number }>,
+    private readonly onClose: () => void,
+  ) {
+    const V = host.shape.vocabSize;
+    let at = base;
+    for (const r of rows) {
+      const cap = Math.max(1, r.capacity);
+      this.kv.push(at);
+      this.caps.push(cap);
+      this.lengths.push(0);
+      at += align16(this.rowFloats(cap) * 4 + cap * 4);
+    }
+    const outBytes = rows.length * ceil8(V) * 4;
+    this.outAt = align16(at);
+    this.weightsAt = this.outAt + align16(outBytes);
+    this.end = this.weightsAt + align16(outBytes);
+    host.ensure(this.end);
+    rows.forEach((r, i) => {
+      if (r.cache) this.importCache(i, r.cache);
+    });
+  }
+
+  private rowFloats(cap: number): number {
+    const { layers, width, copyWidth } = this.host.shape;
+    return cap * (2 * layers * width + copyWidth);
+  }
+
+  /** The cache's positions into slot i. */
+  private importCache(i: number, c: KVCache): void {
+    const { layers: L, width: w, copyWidth } = this.host.shape;
+    if (c.layers !== L || c.width !== w || c.copyWidth !== copyWidth) {
+      throw new KernelError(`row ${i}: the cache is for another model shape`);
+    }
+    const cap = this.caps[i]!;
+    if (c.length > cap) throw new KernelError(`row ${i}: its cache holds ${c.length} positions, more than ${cap}`);
+    const n = c.length;
+    const f = new Float32Array(this.k.memory.buffer, this.kv[i]!, this.rowFloats(cap));
+    for (let l = 0; l < L; l++) {
+      f.set(c.k[l]!.subarray(0, n * w), 2 * l * cap * w);
+      f.set(c.v[l]!.subarray(0, n * w), (2 * l + 1) * cap * w);
+    }
+    if (copyWidth) f.set(c.copyKeys.subarray(0, n * copyWidth), 2 * L * cap * w);
+    new Int32Array(this.k.memory.buffer, this.kv[i]! + this.rowFloats(cap) * 4, cap).set(c.ids.subarray(0, n));
+    this.lengths[i] = n;
+  }
+
+  /** Positions slot i holds. */
+  length(i: number): number {
+    return this.lengths[i]!;
+  }
+
+  /** Slot i's keys/values as a KVCache of its own (room for `extra` more positions). */
+  exportCache(i: number, extra = 0): KVCache {
+    const { layers, width, copyWidth } = this.host.shape;
+    const out = new KVCache(layers, width, this.lengths[i]! + Math.max(1, extra), copyWidth);
+    this.writeCache(i, out);
+    return out;
+  }
+
+  /** Writes slot i's positions into `c` (which grows to hold them). */
+  writeCache(i: number, c: KVCache): void {
+    const { layers: L, width: w, copyWidth } = this.host.shape;
+    const n = this.lengths[i]!;
+    const cap = this.caps[i]!;
+    c.length = 0;
+    c.reserve(n);
+    const f = new Float32Array(this.k.memory.buffer, this.kv[i]!, this.rowFloats(cap));
+    for (let l = 0; l < L; l++) {
+      c.k[l]!.set(f.subarray(2 * l * cap * w, (2 * l * cap + n) * w));
+      c.v[l]!.set(f.subarray((2 * l + 1) * cap * w, ((2 * l + 1) * cap + n) * w));
+    }
+    if (copyWidth) c.copyKeys.set(f.subarray(2 * L * cap * w, 2 * L * cap * w + n * copyWidth));
+    c.ids.set(new Int32Array(this.k.memory.buffer, this.kv[i]! + this.rowFloats(cap) * 4, n));
+    c.length = n;
+  }
+
+  /**
+   * Feeds each row's new tokens on top of its slot's positions; returns the next-token logits of
+   * each row's last new token (log-probabilities with a copy head), one array of V per row: views
+   * of the kernel's memory, valid until the next step or the session's end.
+   */
+  step(rows: readonly KernelRowStep[]): Float32Array[] {
+    if (this.closed) throw new KernelError('the decode kernel session is closed');
+    const { vocabSize: V, contextLength: C } = this.host.shape;
+    const seen = new Set<number>();
+    rows.forEach((r, i) => {
+      if (!(Number.isInteger(r.slot) && r.slot >= 0 && r.slot < this.caps.length)) {
+        throw new KernelError(`row ${i}: the session has no slot ${r.slot}`);
+      }
+      if (seen.has(r.slot)) throw new KernelError(`a step names slot ${r.slot} twice`);
+      seen.add(r.slot);
+      const n = r.tokens.length;
+      if (n === 0) throw new KernelError(`row ${i} has no new tokens`);
+      const start = this.lengths[r.slot]!;
+      if (start + n > C) throw new KernelError(`row ${i}: ${start + n} tokens exceed the context (${C})`);
+      if (start + n > this.caps[r.slot]!) {
+        throw new KernelError(`row ${i}: ${start + n} positions exceed its room (${this.caps[r.slot]})`);
+      }
+      const bad = (t: number) => !Number.isInteger(t) || t < 0 || t >= V;
+      const wrong = r.tokens.find(bad) ?? (r.prevToken !== undefined && bad(r.prevToken) ? r.prevToken : undefined);
+      if (wrong !== undefined) throw new KernelError(`row ${i}: token id ${wrong} is not in [0, ${V})`);
+    });
+    if (rows.length > this.caps.length)
+      throw new KernelError(`a step of ${rows.length} rows in a session of ${this.caps.length}`);
+    for (let from = 0; from < rows.length; ) {
+      let to = from + 1;
+      let S = rows[from]!.tokens.length;
+      while (to < rows.length && S + rows[to]!.tokens.length <= MAX_STEP_TOKENS) S += rows[to++]!.tokens.length;
+      this.run(rows.slice(from, to), S, from);
+      from = to;
+    }
+    this.lastRows = rows.length;
+    return this.views(this.outAt);
+  }
+
+  /**
+   * Sampling weights of the last step's rows at a temperature: exp((logit − max) / temperature),
+   * one array of V per row (views, like step's).
+   */
+  weights(temperature: number): Float32Array[] {
+    const V = this.host.shape.vocabSize;
+    this.k.weigh(this.outAt, this.lastRows, V, ceil8(V), this.weightsAt, temperature > 0 ? 1 / temperature : 1);
+    return this.views(this.weightsAt);
+  }
+
+  private views(at: number): Float32Array[] {
+    const V = this.host.shape.vocabSize;
+    const V8 = ceil8(V);
+    const all = new Float32Array(this.k.memory.buffer, at, this.lastRows * V8);
+    return Array.from({ length: this.lastRows }, (_, i) => all.subarray(i * V8, i * V8 + V));
+  }
+
+  private run(rows: readonly KernelRowStep[], S: number, first: number): void {
+    const R = rows.length;
+    const C = this.host.shape.contextLength;
+    const tableAt = this.end;
+    const tokensAt = tableAt + align16(R * ROW_INTS * 4);
+    const scratchAt = tokensAt + align16(S * 4);
+    this.host.ensure(scratchAt + this.k.scratchBytes(this.modelPtr, S, R, C));
+    const buf = this.k.memory.buffer;
+    const table = new Int32Array(buf, tableAt, R * ROW_INTS);
+    const tokens = new Int32Array(buf, tokensAt, S);
+    let off = 0;
+    rows.forEach((r, i) => {
+      const o = i * ROW_INTS;
+      table[o] = r.tokens.length;
+      table[o + 1] = this.lengths[r.slot]!;
+      table[o + 2] = r.prevToken ?? -1;
+      table[o + 3] = this.caps[r.slot]!;
+      table[o + 4] = this.kv[r.slot]!;
+      table[o + 5] = off;
+      tokens.set(r.tokens, off);
+      off += r.tokens.length;
+    });
+    const out = this.outAt + first * ceil8(this.host.shape.vocabSize) * 4;
+    this.k.step(this.modelPtr, tableAt, R, tokensAt, S, out, scratchAt, C);
+    for (const r of rows) this.lengths[r.slot] = this.lengths[r.slot]! + r.tokens.length;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onClose();
+  }
+}

@@ -1,0 +1,360 @@
+// AssemblyScript (compiled by bin/build-kernel.js into llama-kernel-wasm.ts; not TypeScript).
+//
+// One decode step of the Llama family (Llama 3.x, SmolLM2, Qwen2, Qwen3: ../definition.ts) over
+// packed rows, in WebAssembly SIMD: embedding, every layer (RMSNorm, the fused q/k/v projection with
+// its optional biases, Qwen3's per-head q/k RMSNorm, rotate-half rotary, append to each row's KV cache,
+// grouped-query attention, output projection, RMSNorm, SwiGLU MLP), the final norm and the vocabulary
+// head (the embedding when tied). The host (../decoder.ts) owns the memory: it writes the weights
+// once per policy version in the checkpoint's own layout ([out][in], row-major, float32), and each
+// step's rows; calls `step` once; reads the logits back.
+//
+// A row's numbers depend on that row alone, so its logits are the same bits in any batch: every
+// output of a matmul is one dot product (four lanes over k ascending, summed (l0 + l1) + (l2 + l3),
+// then the tail in order) whatever block of rows and columns it is computed in; every other
+// reduction is within one row in an order fixed by the row's own sizes; no FMA.
+
+import { at, attend, ceil8, expv, hsum, ptr, slot } from '../../kernel/simd.as';
+export { weigh } from '../../kernel/simd.as';
+
+// ---- the model table (i32 slots at `model`, written by the host) ----
+const M_D: i32 = 0; // hidden size
+const M_H: i32 = 1; // query heads
+const M_HKV: i32 = 2; // key/value heads
+const M_DH: i32 = 3; // head size
+const M_L: i32 = 4;
+const M_MLP: i32 = 5; // intermediate size
+const M_V: i32 = 6;
+const M_FLAGS: i32 = 7;
+const M_EPS: i32 = 8; // rms_norm_eps, f32 bits
+const M_EMBED: i32 = 9; // [V][d]
+const M_HEAD: i32 = 10; // [V][d] (the embedding when tied)
+const M_NORM: i32 = 11; // [d]
+const M_COS: i32 = 12; // rotary [C][dh/2]
+const M_SIN: i32 = 13;
+const M_LAYERS: i32 = 16;
+const LAYER_SLOTS: i32 = 12;
+// per layer: attn norm [d], wqkv [(H + 2Hkv)·dh][d], bqkv [(H + 2Hkv)·dh], wo [d][H·dh], bo [d],
+// q norm [dh], k norm [dh], mlp norm [d], wgu (gate then up) [2M][d], bgu [2M], wd [d][M], bd [d]
+const L_ATTN_NORM: i32 = 0;
+const L_WQKV: i32 = 1;
+const L_BQKV: i32 = 2;
+const L_WO: i32 = 3;
+const L_BO: i32 = 4;
+const L_QNORM: i32 = 5;
+const L_KNORM: i32 = 6;
+const L_MLP_NORM: i32 = 7;
+const L_WGU: i32 = 8;
+const L_BGU: i32 = 9;
+const L_WD: i32 = 10;
+const L_BD: i32 = 11;
+
+const F_QKV_BIAS: i32 = 1;
+const F_O_BIAS: i32 = 2;
+const F_MLP_BIAS: i32 = 4;
+const F_QK_NORM: i32 = 8;
+
+// ---- a row of the step (i32 slots at `rows + 32·r`), as the GPT kernel's ----
+const R_NEW: i32 = 0;
+const R_START: i32 = 1;
+const R_CAP: i32 = 3;
+const R_KV: i32 = 4; // the cache: per layer K [cap][Hkv·dh] then V [cap][Hkv·dh]; ids [cap]
+const R_TOK: i32 = 5;
+const ROW_BYTES: i32 = 32;
+
+// ---- matmul: out[s][n] = (out[s][n] +) Σ_k x[s][k]·w[n][k] (+ b[n]), w row-major [N][K] ----
+
+/** A dot product's chain finished: its lanes summed, then the tail of k (past the last multiple of 4) in order. */
+@inline function finish(acc: v128, x: usize, w: usize, K4: i32, K: i32): f32 {
+  let s = hsum(acc);
+  for (let k = K4; k < K; k++) s += load<f32>(at(x, k)) * load<f32>(at(w, k));
+  return s;
+}
+
+@inline function emit(out: usize, v: f32, bias: usize, n: i32, resid: bool): void {
+  const y = bias ? v + load<f32>(at(bias, n)) : v;
+  store<f32>(out, resid ? load<f32>(out) + y : y);
+}
+
+/**
+ * x [S][xs] (K used), w [N][K], bias [N] or 0, out [S][os]. Blocks of 4 rows × 2 columns (8 chains at
+ * once), else 1 row × 4 columns (a decode step of one row streams the weights once); each chain is
+ * the same arithmetic in every block, so a row's result does not depend on its block.
+ */
+function matmul(x: usize, xs: i32, S: i32, K: i32, w: usize, N: i32, bias: usize, out: usize, os: i32, resid: bool): void {
+  const K4 = K & ~3;
+  const wRow = <usize>K << 2;
+  const xRow = <usize>xs << 2;
+  let s = 0;
+  for (; s + 4 <= S; s += 4) {
+    const x0 = at(x, s * xs);
+    const x1 = x0 + xRow;
+    const x2 = x1 + xRow;
+    const x3 = x2 + xRow;
+    const o0 = at(out, s * os);
+    const o1 = at(o0, os);
+    const o2 = at(o1, os);
+    const o3 = at(o2, os);
+    let n = 0;
+    for (; n + 2 <= N; n += 2) {
+      const w0 = w + <usize>n * wRow;
+      const w1 = w0 + wRow;
+      let a00 = f32x4.splat(0), a01 = f32x4.splat(0), a10 = f32x4.splat(0), a11 = f32x4.splat(0);
+      let a20 = f32x4.splat(0), a21 = f32x4.splat(0), a30 = f32x4.splat(0), a31 = f32x4.splat(0);
+      for (let k = 0; k < K4; k += 4) {
+        const o = <usize>k << 2;
+        const b0 = v128.load(w0 + o), b1 = v128.load(w1 + o);
+        let c = v128.load(x0 + o);
+        a00 = f32x4.add(a00, f32x4.mul(c, b0)); a01 = f32x4.add(a01, f32x4.mul(c, b1));
+        c = v128.load(x1 + o);
+        a10 = f32x4.add(a10, f32x4.mul(c, b0)); a11 = f32x4.add(a11, f32x4.mul(c, b1));
+        c = v128.load(x2 + o);
+        a20 = f32x4.add(a20, f32x4.mul(c, b0)); a21 = f32x4.add(a21, f32x4.mul(c, b1));
+        c = v128.load(x3 + o);
+        a30 = f32x4.add(a30, f32x4.mul(c, b0)); a31 = f32x4.add(a31, f32x4.mul(c, b1));
+      }
+      emit(at(o0, n), finish(a00, x0, w0, K4, K), bias, n, resid);
+      emit(at(o0, n + 1), finish(a01, x0, w1, K4, K), bias, n + 1, resid);
+      emit(at(o1, n), finish(a10, x1, w0, K4, K), bias, n, resid);
+      emit(at(o1, n + 1), finish(a11, x1, w1, K4, K), bias, n + 1, resid);
+      emit(at(o2, n), finish(a20, x2, w0, K4, K), bias, n, resid);
+      emit(at(o2, n + 1), finish(a21, x2, w1, K4, K), bias, n + 1, resid);
+      emit(at(o3, n), finish(a30, x3, w0, K4, K), bias, n, resid);
+      emit(at(o3, n + 1), finish(a31, x3, w1, K4, K), bias, n + 1, resid);
+    }
+    for (; n < N; n++) {
+      const w0 = w + <usize>n * wRow;
+      let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+      for (let k = 0; k < K4; k += 4) {
+        const o = <usize>k << 2;
+        const b0 = v128.load(w0 + o);
+        a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + o), b0));
+        a1 = f32x4.add(a1, f32x4.mul(v128.load(x1 + o), b0));
+        a2 = f32x4.add(a2, f32x4.mul(v128.load(x2 + o), b0));
+        a3 = f32x4.add(a3, f32x4.mul(v128.load(x3 + o), b0));
+      }
+      emit(at(o0, n), finish(a0, x0, w0, K4, K), bias, n, resid);
+      emit(at(o1, n), finish(a1, x1, w0, K4, K), bias, n, resid);
+      emit(at(o2, n), finish(a2, x2, w0, K4, K), bias, n, resid);
+      emit(at(o3, n), finish(a3, x3, w0, K4, K), bias, n, resid);
+    }
+  }
+  for (; s < S; s++) {
+    const x0 = at(x, s * xs);
+    const o0 = at(out, s * os);
+    let n = 0;
+    for (; n + 4 <= N; n += 4) {
+      const w0 = w + <usize>n * wRow;
+      const w1 = w0 + wRow;
+      const w2 = w1 + wRow;
+      const w3 = w2 + wRow;
+      let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+      for (let k = 0; k < K4; k += 4) {
+        const o = <usize>k << 2;
+        const c = v128.load(x0 + o);
+        a0 = f32x4.add(a0, f32x4.mul(c, v128.load(w0 + o)));
+        a1 = f32x4.add(a1, f32x4.mul(c, v128.load(w1 + o)));
+        a2 = f32x4.add(a2, f32x4.mul(c, v128.load(w2 + o)));
+        a3 = f32x4.add(a3, f32x4.mul(c, v128.load(w3 + o)));
+      }
+      emit(at(o0, n), finish(a0, x0, w0, K4, K), bias, n, resid);
+      emit(at(o0, n + 1), finish(a1, x0, w1, K4, K), bias, n + 1, resid);
+      emit(at(o0, n + 2), finish(a2, x0, w2, K4, K), bias, n + 2, resid);
+      emit(at(o0, n + 3), finish(a3, x0, w3, K4, K), bias, n + 3, resid);
+    }
+    for (; n < N; n++) {
+      const w0 = w + <usize>n * wRow;
+      let a0 = f32x4.splat(0);
+      for (let k = 0; k < K4; k += 4) {
+        const o = <usize>k << 2;
+        a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + o), v128.load(w0 + o)));
+      }
+      emit(at(o0, n), finish(a0, x0, w0, K4, K), bias, n, resid);
+    }
+  }
+}
+
+// ---- row-wise pieces ----
+
+/** y = x · (1/√(mean(x²) + ε)) · g over n columns (Transformers' LlamaRMSNorm, in float32). */
+function rmsNorm(x: usize, y: usize, n: i32, g: usize, eps: f32): void {
+  let acc = f32x4.splat(0);
+  let i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const v = v128.load(at(x, i));
+    acc = f32x4.add(acc, f32x4.mul(v, v));
+  }
+  let ss = hsum(acc);
+  for (; i < n; i++) ss += load<f32>(at(x, i)) * load<f32>(at(x, i));
+  const inv: f32 = <f32>1.0 / Mathf.sqrt(ss / <f32>n + eps);
+  const iv = f32x4.splat(inv);
+  i = 0;
+  for (; i + 4 <= n; i += 4) v128.store(at(y, i), f32x4.mul(f32x4.mul(v128.load(at(x, i)), iv), v128.load(at(g, i))));
+  for (; i < n; i++) store<f32>(at(y, i), load<f32>(at(x, i)) * inv * load<f32>(at(g, i)));
+}
+
+/**
+ * Rotate-half rotary on one head of dh columns at x, position rows cs/sn ([dh/2]), then ·scale:
+ * x[i]·cos − x[i + h]·sin and x[i + h]·cos + x[i]·sin for i < h = dh/2 (Transformers' rotate_half).
+ */
+function rotate(x: usize, dh: i32, cs: usize, sn: usize, scale: f32): void {
+  const half = dh >> 1;
+  for (let i = 0; i < half; i++) {
+    const a = load<f32>(at(x, i));
+    const b = load<f32>(at(x, i + half));
+    const c = load<f32>(at(cs, i));
+    const s = load<f32>(at(sn, i));
+    store<f32>(at(x, i), (a * c + -b * s) * scale);
+    store<f32>(at(x, i + half), (b * c + a * s) * scale);
+  }
+}
+
+/** In place over the gate half of [gate | up] (each M wide): gate ← silu(gate) · up, silu(x) = x · σ(x). */
+function swiglu(gu: usize, M: i32): void {
+  let i = 0;
+  const one = f32x4.splat(1.0);
+  for (; i + 4 <= M; i += 4) {
+    const g = v128.load(at(gu, i));
+    const s = f32x4.div(g, f32x4.add(one, expv(f32x4.neg(g))));
+    v128.store(at(gu, i), f32x4.mul(s, v128.load(at(gu, M + i))));
+  }
+  for (; i < M; i++) {
+    const g = load<f32>(at(gu, i));
+    const s = f32x4.extract_lane(f32x4.div(f32x4.splat(g), f32x4.add(one, expv(f32x4.splat(-g)))), 0);
+    store<f32>(at(gu, i), s * load<f32>(at(gu, M + i)));
+  }
+}
+
+// ---- scratch layout (one place: `scratchBytes` and `step` both use it) ----
+
+let sX: usize = 0; // [S][ceil8(d)] residual stream
+let sH: usize = 0; // [S][ceil8(d)] normed
+let sQKV: usize = 0; // [S][ceil8((H + 2Hkv)·dh)]
+let sCtx: usize = 0; // [S][ceil8(H·dh)]
+let sMlp: usize = 0; // [S][ceil8(2M)]
+let sLast: usize = 0; // [R][ceil8(d)]
+let sScores: usize = 0; // [C + 8]
+let sEnd: usize = 0;
+
+function carve(model: usize, base: usize, S: i32, R: i32, C: i32): void {
+  const d8 = <usize>ceil8(slot(model, M_D)) << 2;
+  const dh = slot(model, M_DH);
+  let p = base;
+  sX = p; p += <usize>S * d8;
+  sH = p; p += <usize>S * d8;
+  sQKV = p; p += (<usize>S * <usize>ceil8((slot(model, M_H) + 2 * slot(model, M_HKV)) * dh)) << 2;
+  sCtx = p; p += (<usize>S * <usize>ceil8(slot(model, M_H) * dh)) << 2;
+  sMlp = p; p += (<usize>S * <usize>ceil8(2 * slot(model, M_MLP))) << 2;
+  sLast = p; p += <usize>R * d8;
+  sScores = p; p += (<usize>C + 8) << 2;
+  sEnd = p;
+}
+
+/** Bytes of scratch a step of S tokens over R rows needs (context C). */
+export function scratchBytes(model: usize, S: i32, R: i32, C: i32): i32 {
+  carve(model, 0, S, R, C);
+  return <i32>sEnd;
+}
+
+/**
+ * One incremental forward over R rows with S new tokens in all (rows table at `rows`, token ids at
+ * `tokens`): appends every new token's keys/values (and id) to its row's cache and writes each row's
+ * next-token logits at `out`, [R][ceil8(V)].
+ */
+export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, out: usize, scratch: usize, C: i32): void {
+  carve(model, scratch, S, R, C);
+  const d = slot(model, M_D);
+  const H = slot(model, M_H);
+  const Hkv = slot(model, M_HKV);
+  const dh = slot(model, M_DH);
+  const L = slot(model, M_L);
+  const M = slot(model, M_MLP);
+  const V = slot(model, M_V);
+  const flags = slot(model, M_FLAGS);
+  const eps = reinterpret<f32>(slot(model, M_EPS));
+  const d8 = ceil8(d);
+  const qw = H * dh; // query width
+  const kw = Hkv * dh; // key (and value) width: the cache's
+  const qkv8 = ceil8(qw + 2 * kw);
+  const ctx8 = ceil8(qw);
+  const m8 = ceil8(2 * M);
+  const group = H / Hkv;
+  const half = dh >> 1;
+  const cosT = ptr(model, M_COS);
+  const sinT = ptr(model, M_SIN);
+  const embed = ptr(model, M_EMBED);
+  const rowBytes = <usize>d << 2;
+  const kvBytes = <usize>kw << 2;
+
+  let s = 0;
+  for (let r = 0; r < R; r++) {
+    const row = rows + <usize>r * ROW_BYTES;
+    const n = slot(row, R_NEW);
+    const tok = at(tokens, slot(row, R_TOK));
+    for (let j = 0; j < n; j++) memory.copy(at(sX, (s + j) * d8), embed + <usize>load<i32>(at(tok, j)) * rowBytes, rowBytes);
+    s += n;
+  }
+
+  const scale: f32 = <f32>1.0 / Mathf.sqrt(<f32>dh);
+  for (let l = 0; l < L; l++) {
+    const lp = at(model, M_LAYERS + l * LAYER_SLOTS);
+    for (let i = 0; i < S; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_ATTN_NORM), eps);
+    matmul(sH, d8, S, d, ptr(lp, L_WQKV), qw + 2 * kw, flags & F_QKV_BIAS ? ptr(lp, L_BQKV) : 0, sQKV, qkv8, false);
+    s = 0;
+    for (let r = 0; r < R; r++) {
+      const row = rows + <usize>r * ROW_BYTES;
+      const n = slot(row, R_NEW);
+      const start = slot(row, R_START);
+      const cap = slot(row, R_CAP);
+      const kc = ptr(row, R_KV) + ((<usize>(2 * l) * <usize>cap * <usize>kw) << 2);
+      const vc = kc + ((<usize>cap * <usize>kw) << 2);
+      for (let j = 0; j < n; j++) {
+        const q = at(sQKV, (s + j) * qkv8);
+        const k = at(q, qw);
+        const p = start + j;
+        const cs = at(cosT, p * half);
+        const sn = at(sinT, p * half);
+        for (let h = 0; h < H; h++) {
+          const qh = at(q, h * dh);
+          if (flags & F_QK_NORM) rmsNorm(qh, qh, dh, ptr(lp, L_QNORM), eps);
+          rotate(qh, dh, cs, sn, scale);
+        }
+        for (let g = 0; g < Hkv; g++) {
+          const kh = at(k, g * dh);
+          if (flags & F_QK_NORM) rmsNorm(kh, kh, dh, ptr(lp, L_KNORM), eps);
+          rotate(kh, dh, cs, sn, 1.0);
+        }
+        memory.copy(kc + <usize>p * kvBytes, k, kvBytes);
+        memory.copy(vc + <usize>p * kvBytes, at(k, kw), kvBytes);
+      }
+      for (let j = 0; j < n; j++) {
+        const q = at(sQKV, (s + j) * qkv8);
+        const ctx = at(sCtx, (s + j) * ctx8);
+        for (let h = 0; h < H; h++) {
+          const g = h / group;
+          attend(at(q, h * dh), at(kc, g * dh), at(vc, g * dh), kw, dh, start + j + 1, sScores, at(ctx, h * dh));
+        }
+      }
+      s += n;
+    }
+    matmul(sCtx, ctx8, S, qw, ptr(lp, L_WO), d, flags & F_O_BIAS ? ptr(lp, L_BO) : 0, sX, d8, true);
+    for (let i = 0; i < S; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_MLP_NORM), eps);
+    matmul(sH, d8, S, d, ptr(lp, L_WGU), 2 * M, flags & F_MLP_BIAS ? ptr(lp, L_BGU) : 0, sMlp, m8, false);
+    for (let i = 0; i < S; i++) swiglu(at(sMlp, i * m8), M);
+    matmul(sMlp, m8, S, M, ptr(lp, L_WD), d, flags & F_MLP_BIAS ? ptr(lp, L_BD) : 0, sX, d8, true);
+  }
+
+  // Each row's last new token: the final norm, then the vocabulary head.
+  s = 0;
+  for (let r = 0; r < R; r++) {
+    const row = rows + <usize>r * ROW_BYTES;
+    const n = slot(row, R_NEW);
+    const start = slot(row, R_START);
+    const cap = slot(row, R_CAP);
+    const ids = ptr(row, R_KV) + ((<usize>(2 * L) * <usize>cap * <usize>kw) << 2);
+    const tok = at(tokens, slot(row, R_TOK));
+    for (let j = 0; j < n; j++) store<i32>(at(ids, start + j), load<i32>(at(tok, j)));
+    rmsNorm(at(sX, (s + n - 1) * d8), at(sLast, r * d8), d, ptr(model, M_NORM), eps);
+    s += n;
+  }
+  matmul(sLast, d8, R, d, ptr(model, M_HEAD), V, 0, out, ceil8(V), false);
+}

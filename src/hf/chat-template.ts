@@ -1,0 +1,137 @@
+import { Template } from '@huggingface/jinja';
+import { ChatTemplateError, HfFolderError } from './errors.ts';
+
+/** A message as a chat template reads it: OpenAI's shape (tool calls, tool call ids, names) or the plain one. */
+export interface TemplateMessage {
+  role: string;
+  content: string | null;
+  tool_calls?: ReadonlyArray<{ id?: string; type?: 'function'; function: { name: string; arguments: unknown } }>;
+  tool_call_id?: string;
+  name?: string;
+  [key: string]: unknown;
+}
+
+/** A tool as a chat template reads it: OpenAI's function-tool shape, its parameters a JSON Schema. */
+export interface TemplateTool {
+  type: 'function';
+  function: { name: string; description?: string; parameters?: unknown };
+}
+
+export interface RenderInput {
+  messages: readonly TemplateMessage[];
+  tools?: readonly TemplateTool[];
+  /** Append the assistant's turn opening (what a model generates after). */
+  addGenerationPrompt: boolean;
+  /** Further variables some templates read (e.g. `enable_thinking: false` for Qwen3). */
+  kwargs?: { [key: string]: unknown };
+}
+
+/**
+ * The date a template that reads the clock (`strftime_now`) sees: fixed, so that a prompt, and the
+ * record holding its ids, do not depend on the day an episode was played. It is the date Llama 3's
+ * own template falls back to.
+ */
+export const TEMPLATE_DATE = new Date(Date.UTC(2024, 6, 26));
+
+/** Rendered prompts longer than this are refused (a template that loops cannot fill memory). */
+const MAX_RENDERED_CHARS = 64 * 1024 * 1024;
+
+/**
+ * A model's chat template (Jinja, from tokenizer_config.json or chat_template.jinja), rendered as
+ * Transformers' `apply_chat_template(..., tokenize=False)` renders it, through @huggingface/jinja:
+ * trim_blocks and lstrip_blocks, `tojson` as Python's json.dumps with ensure_ascii off,
+ * `raise_exception` as an error, the tokenizer's special tokens as variables, and the generation
+ * prompt. The template runs in the interpreter's sandbox: it can compute text, nothing else.
+ */
+export class ChatTemplate {
+  private readonly templates = new Map<string, Template>();
+
+  /**
+   * `sources`: the template, or named templates (tokenizer_config.json's list form: `default`, and
+   * `tool_use`, which Transformers picks when tools are given).
+   */
+  constructor(
+    readonly sources: string | { readonly [name: string]: string },
+    private readonly specialTokens: { readonly [name: string]: string },
+    readonly file = 'tokenizer_config.json',
+  ) {
+    for (const [name, source] of Object.entries(typeof sources === 'string' ? { default: sources } : sources)) {
+      try {
+        this.templates.set(name, new Template(source));
+      } catch (error) {
+        throw new HfFolderError(
+          file,
+          'chat_template',
+          `${name === 'default' ? '' : `${name}: `}does not parse: ${(error as Error).message}`,
+        );
+      }
+    }
+    if (!this.templates.has('default'))
+      throw new HfFolderError(file, 'chat_template', 'has no template named "default"');
+  }
+
+  /** The template's text (the one used without tools). */
+  get source(): string {
+    return typeof this.sources === 'string' ? this.sources : this.sources.default!;
+  }
+
+  render(input: RenderInput): string {
+    const tools = input.tools && input.tools.length > 0 ? input.tools : null;
+    const template = (tools && this.templates.get('tool_use')) || this.templates.get('default')!;
+    let text: unknown;
+    try {
+      text = template.render({
+        ...this.specialTokens,
+        strftime_now: (format: string) => strftime(TEMPLATE_DATE, format),
+        ...input.kwargs,
+        messages: input.messages,
+        tools,
+        documents: null,
+        add_generation_prompt: input.addGenerationPrompt,
+      });
+    } catch (error) {
+      throw new ChatTemplateError(this.file, `failed: ${(error as Error).message}`);
+    }
+    if (typeof text !== 'string') throw new ChatTemplateError(this.file, 'rendered no text');
+    if (text.length > MAX_RENDERED_CHARS)
+      throw new ChatTemplateError(this.file, `rendered ${text.length} characters; the most is ${MAX_RENDERED_CHARS}`);
+    return text;
+  }
+}
+
+const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
+const MONTHS = [
+  'January',
+  'February',
+  'March',
+  'April',
+  'May',
+  'June',
+  'July',
+  'August',
+  'September',
+  'October',
+  'November',
+  'December',
+];
+
+/** Python's strftime for the directives chat templates use, in UTC. */
+function strftime(date: Date, format: string): string {
+  const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+  const fields: { [d: string]: () => string } = {
+    d: () => pad(date.getUTCDate()),
+    m: () => pad(date.getUTCMonth() + 1),
+    Y: () => String(date.getUTCFullYear()),
+    y: () => pad(date.getUTCFullYear() % 100),
+    b: () => MONTHS[date.getUTCMonth()]!.slice(0, 3),
+    B: () => MONTHS[date.getUTCMonth()]!,
+    a: () => DAYS[date.getUTCDay()]!.slice(0, 3),
+    A: () => DAYS[date.getUTCDay()]!,
+    H: () => pad(date.getUTCHours()),
+    M: () => pad(date.getUTCMinutes()),
+    S: () => pad(date.getUTCSeconds()),
+    j: () => pad(Math.floor((date.getTime() - Date.UTC(date.getUTCFullYear(), 0, 1)) / 86_400_000) + 1, 3),
+    '%': () => '%',
+  };
+  return String(format).replace(/%(.)/g, (whole, d: string) => fields[d]?.() ?? whole);
+}

@@ -1,0 +1,182 @@
+import { readFile, stat } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { ModelConfigError } from '../architectures/errors.ts';
+import { llamaConfigFromHf, llamaWeights, tokenIdList, type LlamaConfig } from '../architectures/llama/config.ts';
+import { LlamaModel } from '../architectures/llama/model.ts';
+import { isFloatDtype, type FloatDtype } from '../formats/dtype.ts';
+import { readSafetensorsHeader, readTensor, type TensorEntry } from '../formats/safetensors.ts';
+import { ChatTemplate } from './chat-template.ts';
+import { HfFolderError } from './errors.ts';
+import { readJsonFile } from './read-json.ts';
+import { HfTokenizer } from './tokenizer.ts';
+
+const MAX_CONFIG_BYTES = 1 << 20;
+const MAX_TOKENIZER_CONFIG_BYTES = 16 << 20;
+const MAX_TOKENIZER_BYTES = 256 << 20;
+const MAX_INDEX_BYTES = 64 << 20;
+const MAX_TEMPLATE_BYTES = 1 << 20;
+
+/** Tensors a checkpoint may hold that the model does not use (Transformers ignores them too). */
+const IGNORED_TENSOR = /\.rotary_emb\.inv_freq$/;
+
+/**
+ * A Hugging Face model folder, opened: its config, tokenizer and chat template read and checked, its
+ * weights indexed (from model.safetensors or the shards a model.safetensors.index.json names) but
+ * not read. A folder is untrusted input: every file is bounded and checked, no file outside the
+ * folder is read, and nothing in it is run (no remote code, no pickled weights; the template runs in
+ * a Jinja sandbox).
+ */
+export interface HfFolder {
+  dir: string;
+  config: LlamaConfig;
+  tokenizer: HfTokenizer;
+  /** null when the folder has no chat template (a base model). */
+  template: ChatTemplate | null;
+  /** The ids that end generation: config.json's and generation_config.json's eos_token_id. */
+  eosTokenIds: number[];
+  /** Each weight the model needs: where its bytes are. */
+  weights: Map<string, TensorEntry>;
+  /** The dtype of the matrices (a model's dtype; exports default to it). */
+  dtype: FloatDtype;
+}
+
+export async function openHfFolder(dir: string): Promise<HfFolder> {
+  const st = await stat(dir).catch(() => null);
+  if (!st?.isDirectory()) throw new HfFolderError(dir, null, st ? 'is not a folder' : 'no such folder');
+  const configFile = join(dir, 'config.json');
+  const configJson = (await readJsonFile(configFile, MAX_CONFIG_BYTES))!;
+  const config = llamaConfigFromHf(configJson, configFile);
+  const tokenizerFile = join(dir, 'tokenizer.json');
+  const tokenizerConfigFile = join(dir, 'tokenizer_config.json');
+  const tokenizerJson = (await readJsonFile(tokenizerFile, MAX_TOKENIZER_BYTES))!;
+  const tokenizerConfig =
+    (await readJsonFile(tokenizerConfigFile, MAX_TOKENIZER_CONFIG_BYTES, { optional: true })) ?? {};
+  const tokenizer = new HfTokenizer(tokenizerJson, tokenizerConfig, tokenizerFile);
+  if (tokenizer.vocabSize > config.vocabSize)
+    throw new HfFolderError(
+      tokenizerFile,
+      null,
+      `has ${tokenizer.vocabSize} tokens but the model (config.json vocab_size) has ${config.vocabSize} rows`,
+    );
+  const generation = await readJsonFile(join(dir, 'generation_config.json'), MAX_CONFIG_BYTES, { optional: true });
+  const generationEos = generation
+    ? tokenIdList(generation.eos_token_id, join(dir, 'generation_config.json'), 'eos_token_id')
+    : [];
+  const eosTokenIds = [...new Set([...config.eosTokenIds, ...generationEos])];
+  for (const id of [...eosTokenIds, ...(config.bosTokenId === null ? [] : [config.bosTokenId])]) {
+    if (id >= config.vocabSize)
+      throw new ModelConfigError(
+        configFile,
+        'eos_token_id',
+        `token id ${id} is past the vocabulary (${config.vocabSize})`,
+      );
+  }
+  const template = await chatTemplate(dir, tokenizerConfig, tokenizerConfigFile, tokenizer.specialTokens);
+  const weights = await indexWeights(dir, config);
+  return { dir, config, tokenizer, template, eosTokenIds, weights, dtype: matrixDtype(weights) };
+}
+
+/** chat_template.jinja when the folder has one (Transformers prefers it), else tokenizer_config.json's. */
+async function chatTemplate(
+  dir: string,
+  tokenizerConfig: { [key: string]: unknown },
+  configFile: string,
+  specials: { readonly [name: string]: string },
+): Promise<ChatTemplate | null> {
+  const jinjaFile = join(dir, 'chat_template.jinja');
+  const st = await stat(jinjaFile).catch(() => null);
+  if (st) {
+    if (!st.isFile() || st.size > MAX_TEMPLATE_BYTES)
+      throw new HfFolderError(jinjaFile, null, `is not a file of at most ${MAX_TEMPLATE_BYTES} bytes`);
+    return new ChatTemplate(await readFile(jinjaFile, 'utf8'), specials, jinjaFile);
+  }
+  const t = tokenizerConfig.chat_template;
+  if (t === undefined || t === null) return null;
+  if (typeof t === 'string') return new ChatTemplate(t, specials, configFile);
+  if (!Array.isArray(t)) throw new HfFolderError(configFile, 'chat_template', 'is neither a string nor a list');
+  const named: { [name: string]: string } = {};
+  for (const [i, entry] of t.entries()) {
+    const { name, template } = (entry ?? {}) as { name?: unknown; template?: unknown };
+    if (typeof name !== 'string' || typeof template !== 'string')
+      throw new HfFolderError(configFile, `chat_template[${i}]`, 'needs a string "name" and "template"');
+    named[name] = template;
+  }
+  return new ChatTemplate(named, specials, configFile);
+}
+
+/** Where each weight's bytes are, checked against the config: every weight present, shaped and typed as it needs. */
+async function indexWeights(dir: string, config: LlamaConfig): Promise<Map<string, TensorEntry>> {
+  const single = join(dir, 'model.safetensors');
+  const indexFile = join(dir, 'model.safetensors.index.json');
+  const entries: TensorEntry[] = [];
+  if (await stat(single).catch(() => null)) {
+    entries.push(...(await readSafetensorsHeader(single)).tensors);
+  } else {
+    const index = await readJsonFile(indexFile, MAX_INDEX_BYTES, { optional: true });
+    if (!index)
+      throw new HfFolderError(
+        dir,
+        null,
+        'has no model.safetensors or model.safetensors.index.json (weights are read from safetensors only: pickled .bin files can run code)',
+      );
+    const map = index.weight_map;
+    if (map === null || typeof map !== 'object' || Array.isArray(map))
+      throw new HfFolderError(indexFile, 'weight_map', 'is not an object of tensor → file');
+    const shards = new Set<string>();
+    for (const [name, file] of Object.entries(map)) {
+      // Only files beside the index: a shard name is a plain file name, never a path.
+      if (typeof file !== 'string' || file !== basename(file) || file === '..' || !file.endsWith('.safetensors'))
+        throw new HfFolderError(
+          indexFile,
+          `weight_map.${name}`,
+          `${JSON.stringify(file)} is not a .safetensors file of this folder`,
+        );
+      shards.add(file);
+    }
+    for (const shard of [...shards].sort()) {
+      const header = await readSafetensorsHeader(join(dir, shard));
+      for (const t of header.tensors) {
+        if ((map as { [k: string]: string })[t.name] !== shard)
+          throw new HfFolderError(indexFile, 'weight_map', `${shard} holds ${t.name}, which the index puts elsewhere`);
+        entries.push(t);
+      }
+    }
+    for (const [name, file] of Object.entries(map as { [k: string]: string }))
+      if (!entries.some((e) => e.name === name))
+        throw new HfFolderError(join(dir, file), name, 'is not in the file, though the index says it is');
+  }
+  const byName = new Map(entries.map((e) => [e.name, e]));
+  const wanted = llamaWeights(config);
+  const weights = new Map<string, TensorEntry>();
+  for (const { name, shape } of wanted) {
+    const e = byName.get(name);
+    if (!e) throw new HfFolderError(dir, name, 'the config needs this weight, and no safetensors file has it');
+    if (e.shape.join(',') !== shape.join(','))
+      throw new HfFolderError(e.file, name, `has shape [${e.shape}]; the config needs [${shape}]`);
+    if (!isFloatDtype(e.dtype))
+      throw new HfFolderError(
+        e.file,
+        name,
+        `is ${e.dtype}; weights are read as F32, F16 or BF16 (quantized weights are not)`,
+      );
+    weights.set(name, e);
+  }
+  for (const e of entries) {
+    if (weights.has(e.name) || IGNORED_TENSOR.test(e.name)) continue;
+    if (e.name === 'lm_head.weight' && config.tieEmbeddings) continue; // tied: the embedding is the head
+    throw new HfFolderError(e.file, e.name, `is not a weight of ${config.architecture} with this config`);
+  }
+  return weights;
+}
+
+function matrixDtype(weights: Map<string, TensorEntry>): FloatDtype {
+  const matrix = [...weights.values()].find((e) => e.shape.length === 2);
+  return (matrix?.dtype ?? 'F32') as FloatDtype;
+}
+
+/** Reads the folder's weights (float32) into a model. */
+export async function loadHfModel(folder: HfFolder, options: { contextLength?: number } = {}): Promise<LlamaModel> {
+  const weights = new Map<string, Float32Array>();
+  for (const [name, entry] of folder.weights) weights.set(name, await readTensor(entry));
+  return new LlamaModel(folder.config, weights, options);
+}

@@ -1,0 +1,98 @@
+import { Tokenizer } from '@huggingface/tokenizers';
+import { HfFolderError } from './errors.ts';
+
+/** A special token as tokenizer_config.json writes it: a string, or an AddedToken `{content, …}`. */
+type TokenValue = string | { content?: unknown } | null | undefined;
+
+/** The special tokens Transformers passes to a chat template by name (those the config sets). */
+const SPECIAL_TOKEN_KEYS = ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token'];
+
+/** One token of the vocabulary that the tokenizer adds to the model's own (tokenizer.json `added_tokens`). */
+export interface AddedToken {
+  id: number;
+  content: string;
+  special: boolean;
+}
+
+/**
+ * A Hugging Face tokenizer (tokenizer.json + tokenizer_config.json) through @huggingface/tokenizers,
+ * a JavaScript implementation of the `tokenizers` library. Text is encoded as Transformers encodes
+ * a message rendered by the chat template: special tokens written in the text are parsed as
+ * specials, and nothing is added around it (the template writes the BOS where the model wants one).
+ */
+export class HfTokenizer {
+  private readonly impl: Tokenizer;
+  /** Ids 0 … vocabSize − 1 may appear (the model's vocabulary may be larger: padding rows). */
+  readonly vocabSize: number;
+  readonly added: readonly AddedToken[];
+  /** The special tokens tokenizer_config.json names (bos_token, eos_token, …), by name. */
+  readonly specialTokens: { readonly [name: string]: string };
+
+  constructor(
+    readonly tokenizerJson: { [key: string]: unknown },
+    readonly tokenizerConfig: { [key: string]: unknown },
+    readonly file = 'tokenizer.json',
+  ) {
+    const fail = (field: string | null, problem: string) => new HfFolderError(file, field, problem);
+    const model = tokenizerJson.model as { type?: unknown; vocab?: unknown } | undefined;
+    if (model === null || typeof model !== 'object') throw fail('model', 'is missing');
+    if (model.type !== 'BPE')
+      throw fail('model.type', `${JSON.stringify(model.type)}: only BPE tokenizers are supported`);
+    if (model.vocab === null || typeof model.vocab !== 'object' || Array.isArray(model.vocab))
+      throw fail('model.vocab', 'is not an object of token → id');
+    const added = tokenizerJson.added_tokens ?? [];
+    if (!Array.isArray(added)) throw fail('added_tokens', 'is not a list');
+    this.added = added.map((t, i) => {
+      const { id, content, special } = (t ?? {}) as { id?: unknown; content?: unknown; special?: unknown };
+      if (!Number.isSafeInteger(id) || (id as number) < 0 || typeof content !== 'string')
+        throw fail(`added_tokens[${i}]`, 'needs an integer "id" and a string "content"');
+      return { id: id as number, content, special: special === true };
+    });
+    let max = -1;
+    for (const [token, id] of Object.entries(model.vocab)) {
+      if (!Number.isSafeInteger(id) || (id as number) < 0)
+        throw fail('model.vocab', `token ${JSON.stringify(token)} has id ${id}`);
+      if ((id as number) > max) max = id as number;
+    }
+    for (const t of this.added) if (t.id > max) max = t.id;
+    this.vocabSize = max + 1;
+    try {
+      this.impl = new Tokenizer(tokenizerJson, tokenizerConfig);
+    } catch (error) {
+      throw fail(null, `cannot be built into a tokenizer: ${(error as Error).message}`);
+    }
+    const specials: { [name: string]: string } = {};
+    for (const key of SPECIAL_TOKEN_KEYS) {
+      const text = tokenText(tokenizerConfig[key] as TokenValue);
+      if (text !== null) specials[key] = text;
+    }
+    this.specialTokens = specials;
+  }
+
+  /** The ids of a text, special tokens written in it parsed as specials. */
+  encode(text: string): number[] {
+    return this.impl.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  /** The text of ids, special tokens written out. */
+  decode(ids: readonly number[]): string {
+    return this.impl.decode(ids as number[], { skip_special_tokens: false, clean_up_tokenization_spaces: false });
+  }
+
+  /** A token's id, or undefined when the vocabulary has no such token. */
+  tokenId(token: string): number | undefined {
+    return this.impl.token_to_id(token);
+  }
+
+  /** A token's string (byte-level form for BPE tokens), or undefined. */
+  token(id: number): string | undefined {
+    return this.impl.id_to_token(id);
+  }
+}
+
+/** The text of a special token from tokenizer_config.json (null when it is not set). */
+export function tokenText(value: TokenValue): string | null {
+  if (typeof value === 'string') return value;
+  if (value && typeof value === 'object' && typeof value.content === 'string') return value.content;
+  return null;
+}
