@@ -49,6 +49,8 @@ export interface TransitionInput {
   action: ParsedAction;
   results: ToolResult[];
   history: readonly TurnRecord[];
+  /** The action's token ids, when the policy tokenizes (a chat template may need how the turn ended). */
+  actionTokens?: readonly number[];
 }
 
 /** A step result plus the observation's token ids, when the policy tokenizes. */
@@ -188,7 +190,7 @@ function parseOutput(config: EpisodeConfig, output: PolicyOutput): { tokenCount:
   const action: ParsedAction =
     tokenCount > limit
       ? { error: `the action is ${tokenCount} tokens, over the per-turn limit of ${limit}`, kind: 'invalid' }
-      : parseAction(output.text);
+      : parseAction(output.text, config.actionFormat);
   return { tokenCount, action };
 }
 
@@ -230,6 +232,7 @@ function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<Ep
   turn.states = [...states, 'transition', 'reward'];
   turn.text = output!.text;
   turn.tokenCount = tokenCount;
+  if (output!.tokenDrift !== undefined) turn.tokenDrift = output!.tokenDrift;
   if (output!.tokens) turn.tokens = output!.tokens;
 
   const messages: Message[] = [...context.messages, { content: output!.text, role: 'assistant' }];
@@ -455,11 +458,10 @@ async function answer(
         return { type: 'EXECUTED', results: await actors.execute({ turn, calls }, signal) };
       }
       case 'transition': {
-        const { action, results } = context.pending;
-        return {
-          type: 'TRANSITIONED',
-          step: checkStep(await actors.transition({ turn, action: action!, results, history: context.turns })),
-        };
+        const { action, results, output } = context.pending;
+        const input: TransitionInput = { turn, action: action!, results, history: context.turns };
+        if (output?.tokens) input.actionTokens = output.tokens;
+        return { type: 'TRANSITIONED', step: checkStep(await actors.transition(input)) };
       }
       case 'context': {
         const input = { turn, previous: context.messages, history: context.turns };
@@ -489,6 +491,8 @@ function checkPolicyOutput(output: PolicyOutput): PolicyOutput {
     throw new MalformedAnswerError('policy', 'an output without a string "text"', output);
   if (!isArrayOrAbsent(output.tokens) || !isArrayOrAbsent(output.logprobs))
     throw new MalformedAnswerError('policy', '"tokens" or "logprobs" that are not arrays', output);
+  if (output.tokenDrift !== undefined && !(Number.isInteger(output.tokenDrift) && output.tokenDrift >= 0))
+    throw new MalformedAnswerError('policy', 'a "tokenDrift" that is not an index', output);
   return output;
 }
 

@@ -2,7 +2,8 @@ import { LRUCache } from 'lru-cache';
 import { canonicalJson } from '../src/core/canonical-json.ts';
 import type { EpisodeRecord, Task } from '../src/core/types.ts';
 import { AgentR1Error } from '../src/core/errors.ts';
-import type { Policy } from '../src/policy/policy.ts';
+import { encodingFromSpec } from '../src/policy/encoding-spec.ts';
+import type { EncodingSpec, Policy, PolicyEncoding } from '../src/policy/policy.ts';
 import { BatchQueue } from '../src/rollout/batch-queue.ts';
 import { playEpisodes } from '../src/rollout/play-episodes.ts';
 import type {
@@ -61,16 +62,23 @@ async function loadCopy(spec: Extract<WorkerPolicySpec, { kind: 'copy' }>): Prom
 async function policyFor(spec: WorkerPolicySpec, scenario: Scenario, task: RolloutTask): Promise<Policy> {
   if (spec.kind === 'scripted') return referencePolicy(scenario, spec.name, spec.seed);
   if (spec.kind === 'copy') return loadCopy(spec);
-  const { Tokenizer } = await import('../src/policy/tfjs/tokenizer.ts');
-  const { chatEncoding } = await import('../src/policy/tfjs/chat-template.ts');
-  const remote = new RemotePolicy(
-    task.port,
-    spec.id,
-    spec.version,
-    chatEncoding(new Tokenizer(spec.tokenizer as never)),
-  );
+  const remote = new RemotePolicy(task.port, spec.id, spec.version, await encodingFor(spec.encoding));
   task.port.on('message', (m: ServerMessage) => remote.receive(m));
   return remote;
+}
+
+/** Encodings this thread built lately, by spec (a Hugging Face tokenizer takes a second to build). */
+const encodings = new LRUCache<string, Promise<PolicyEncoding>>({ max: 4 });
+
+function encodingFor(spec: EncodingSpec): Promise<PolicyEncoding> {
+  const key = canonicalJson(spec);
+  let encoding = encodings.get(key);
+  if (!encoding) {
+    encoding = encodingFromSpec(spec);
+    encodings.set(key, encoding);
+    encoding.catch(() => encodings.delete(key));
+  }
+  return encoding;
 }
 
 /** The task lists this thread drew lately, by scenario and draw: a run's chunks share one draw. */

@@ -5,7 +5,8 @@ import type { Policy } from '../policy/policy.ts';
 
 /**
  * A policy from its command-line spec: one of the scenario's reference policies by name, or
- * `ckpt:DIR` for a trained checkpoint, or `openai:MODEL@BASE_URL` for any OpenAI-compatible endpoint
+ * `ckpt:DIR` for a trained checkpoint, `hf:DIR` for a Hugging Face checkpoint folder (Llama, Qwen2,
+ * Qwen3), or `openai:MODEL@BASE_URL` for any OpenAI-compatible endpoint
  * (key from OPENAI_API_KEY; see src/openai/external-policy.ts). `temperature` replaces a checkpoint's
  * own sampling temperature (0: greedy).
  */
@@ -19,9 +20,13 @@ export async function resolvePolicy(
     const { loadCheckpointPolicy } = await import('../policy/tfjs/tfjs-policy.ts');
     return loadCheckpointPolicy(spec.slice('ckpt:'.length), { sampling: { temperature: options.temperature } });
   }
+  if (spec.startsWith('hf:')) {
+    const { loadHfPolicy } = await import('../policy/hf/hf-policy.ts');
+    return loadHfPolicy(spec.slice('hf:'.length), { sampling: { temperature: options.temperature } });
+  }
   // Scripted policies do not sample from logits, and an endpoint's temperature is its own setting.
   if (options.temperature !== undefined)
-    throw new UsageError(`a temperature applies to checkpoint policies (ckpt:DIR), not to "${spec}"`);
+    throw new UsageError(`a temperature applies to model policies (ckpt:DIR, hf:DIR), not to "${spec}"`);
   if (spec.startsWith('openai:')) {
     const { openAIPolicyFromSpec } = await import('../openai/external-policy.ts');
     return openAIPolicyFromSpec(spec);
@@ -30,6 +35,7 @@ export async function resolvePolicy(
     throw new UnknownNameError('policy', spec, [
       ...Object.keys(scenario.policies),
       'ckpt:DIR',
+      'hf:DIR',
       'openai:MODEL@BASE_URL',
     ]);
   return referencePolicy(scenario, spec, seed);

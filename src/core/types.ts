@@ -82,6 +82,11 @@ export interface PolicyOutput {
   text: string;
   tokens?: number[];
   logprobs?: number[];
+  /**
+   * Where the text re-encodes to other ids than those sampled (the first index that differs; BPE
+   * is not one-to-one): the history keeps the sampled ids, and the record says so.
+   */
+  tokenDrift?: number;
 }
 
 /** One turn of an episode record. */
@@ -90,6 +95,8 @@ export interface TurnRecord {
   text: string;
   tokens?: number[];
   logprobs?: number[];
+  /** The first index where the text's own ids differ from the sampled `tokens` (see PolicyOutput.tokenDrift). */
+  tokenDrift?: number;
   /** The number of tokens this action counted against the budgets. */
   tokenCount: number;
   action: ParsedAction;
@@ -124,7 +131,17 @@ export interface StepContext {
 }
 
 /** Budgets and limits of one episode. */
+/**
+ * How an action's text is read (src/parse/parse-action.ts): `tags` (the built-in GPT's: `<tool_call>`
+ * or `<answer>`), `hermes` (a `<tool_call>` or the turn is the answer), `llama3-json`.
+ */
+export type ActionFormat = 'tags' | 'hermes' | 'llama3-json';
+
+export const ACTION_FORMATS: readonly ActionFormat[] = ['tags', 'hermes', 'llama3-json'];
+
 export interface EpisodeConfig {
+  /** How actions are read; absent: `tags`. Set by the policy (a model's own tool-call syntax). */
+  actionFormat?: ActionFormat;
   maxTurns: number;
   maxTokensPerTurn: number;
   maxTotalTokens: number;

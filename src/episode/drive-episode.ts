@@ -71,8 +71,9 @@ export async function driveEpisode(
   try {
     // What the scenario's code gives is put in canonical order where it is not (copied), so that the
     // record holding it is written by JSON.stringify (see inCanonicalOrder).
-    const prompt = inCanonicalOrderCopy(env.prompt(task, openAITools(scenario)));
-    const promptTokens = drivers.encode?.prompt(prompt);
+    const tools = openAITools(scenario);
+    const prompt = inCanonicalOrderCopy(env.prompt(task, tools));
+    const promptTokens = drivers.encode?.prompt(prompt, tools);
     // No `{ ...object, newField }` on this path: in Node 20's V8, once optimized, it gives every object
     // a hidden class of its own, which lives until a full GC and keeps what the object points to alive
     // through every young-generation GC until then (docs/benchmarks.md, engine).
@@ -101,7 +102,9 @@ export async function driveEpisode(
         const step = info === given?.info ? given : Object.assign({}, given, { info });
         drivers.onStep?.({ turn: input.turn, action: input.action, results: input.results, step });
         const observationTokens =
-          drivers.encode && step.observation !== null ? drivers.encode.observation(step.observation) : undefined;
+          drivers.encode && step.observation !== null
+            ? drivers.encode.observation(step.observation, input.actionTokens)
+            : undefined;
         return observationTokens ? Object.assign({}, step, { observationTokens }) : step;
       },
       context: async (input) => {
@@ -109,7 +112,7 @@ export async function driveEpisode(
         const messages = inCanonicalOrderCopy(await context!({ task, state, turn, prompt, previous, history }));
         // The step's ids are its messages in the policy's template, encoded anew: the ToolEnv may have
         // rewritten anything, so nothing of the history's ids is assumed to carry over.
-        const tokens = Array.isArray(messages) ? drivers.encode?.prompt(messages) : undefined;
+        const tokens = Array.isArray(messages) ? drivers.encode?.prompt(messages, tools) : undefined;
         return tokens ? { messages, tokens } : { messages };
       },
       outcome: async (input) =>

@@ -41,14 +41,23 @@ export function episodeSeed(runSeed: number, taskId: string, sample: number): nu
 }
 
 /** The episode budgets: the defaults, the scenario's, then the run's (keys in canonical order, as records write them). */
-export function episodeConfig(scenario: Scenario, overrides?: Partial<EpisodeConfig>): EpisodeConfig {
-  return inCanonicalOrderCopy({ ...DEFAULT_EPISODE_CONFIG, ...scenario.episode, ...overrides });
+/**
+ * An episode's config: the defaults, the scenario's, the policy's action format (how its model
+ * writes tool calls) where it has one of its own, and the run's overrides.
+ */
+export function episodeConfig(
+  scenario: Scenario,
+  overrides?: Partial<EpisodeConfig>,
+  policy?: Pick<Policy, 'actionFormat'>,
+): EpisodeConfig {
+  const format = policy?.actionFormat && policy.actionFormat !== 'tags' ? { actionFormat: policy.actionFormat } : {};
+  return inCanonicalOrderCopy({ ...DEFAULT_EPISODE_CONFIG, ...scenario.episode, ...format, ...overrides });
 }
 
 /** Runs one live episode (the policy acts, the tools run) and returns its sealed record. */
 export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRecord> {
   const { scenario, task, policy, seed } = options;
-  const config = episodeConfig(scenario, options.config);
+  const config = episodeConfig(scenario, options.config, policy);
   const index = options.index ?? 0;
   const sample = options.sample ?? 0;
   const episodeId = options.episodeId ?? `${task.id}#${sample}`;

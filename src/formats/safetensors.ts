@@ -129,18 +129,28 @@ function checkEntry(name: string, value: unknown, file: string, dataStart: numbe
   return { name, dtype, shape: shape as number[], file, begin: dataStart + begin, end: dataStart + end };
 }
 
-/** A tensor's values as float32 (F32, F16 and BF16; other dtypes are refused by name). */
-export async function readTensor(entry: TensorEntry): Promise<Float32Array> {
-  if (!isFloatDtype(entry.dtype))
-    throw new ModelFileError(entry.file, entry.name, `dtype ${entry.dtype} cannot be read (only F32, F16 and BF16)`);
+/** A tensor's bytes, as the file stores them. */
+export async function readTensorBytes(entry: TensorEntry): Promise<Uint8Array> {
   const fh = await openForReading(entry.file);
   try {
     const bytes = new Uint8Array(entry.end - entry.begin);
     await readFully(fh, bytes, entry.begin, entry.file);
-    return toFloat32(bytes, entry.dtype);
+    return bytes;
   } finally {
     await fh.close();
   }
+}
+
+/** A tensor's values as float32 (F32, F16 and BF16; other dtypes are refused by name). */
+export function tensorValues(entry: TensorEntry, bytes: Uint8Array): Float32Array {
+  if (!isFloatDtype(entry.dtype))
+    throw new ModelFileError(entry.file, entry.name, `dtype ${entry.dtype} cannot be read (only F32, F16 and BF16)`);
+  return toFloat32(bytes, entry.dtype);
+}
+
+/** A tensor's values as float32, read from its file. */
+export async function readTensor(entry: TensorEntry): Promise<Float32Array> {
+  return tensorValues(entry, await readTensorBytes(entry));
 }
 
 /** One tensor to write: its values in float32, written as `dtype`. */

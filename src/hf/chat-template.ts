@@ -1,4 +1,4 @@
-import { Template } from '@huggingface/jinja';
+import { Environment, Interpreter, Template } from '@huggingface/jinja';
 import { ChatTemplateError, HfFolderError } from './errors.ts';
 
 /** A message as a chat template reads it: OpenAI's shape (tool calls, tool call ids, names) or the plain one. */
@@ -8,7 +8,8 @@ export interface TemplateMessage {
   tool_calls?: ReadonlyArray<{ id?: string; type?: 'function'; function: { name: string; arguments: unknown } }>;
   tool_call_id?: string;
   name?: string;
-  [key: string]: unknown;
+  /** Qwen3's templates read an assistant turn's reasoning from here when it is given apart. */
+  reasoning_content?: string;
 }
 
 /** A tool as a chat template reads it: OpenAI's function-tool shape, its parameters a JSON Schema. */
@@ -80,15 +81,17 @@ export class ChatTemplate {
     const template = (tools && this.templates.get('tool_use')) || this.templates.get('default')!;
     let text: unknown;
     try {
-      text = template.render({
+      const env = new Environment(globals());
+      const variables = {
         ...this.specialTokens,
-        strftime_now: (format: string) => strftime(TEMPLATE_DATE, format),
         ...input.kwargs,
         messages: input.messages,
         tools,
         documents: null,
         add_generation_prompt: input.addGenerationPrompt,
-      });
+      };
+      for (const [name, value] of Object.entries(variables)) env.set(name, value);
+      text = new Interpreter(env).run(template.parsed).value;
     } catch (error) {
       throw new ChatTemplateError(this.file, `failed: ${(error as Error).message}`);
     }
@@ -97,6 +100,39 @@ export class ChatTemplate {
       throw new ChatTemplateError(this.file, `rendered ${text.length} characters; the most is ${MAX_RENDERED_CHARS}`);
     return text;
   }
+}
+
+/** The longest list `range()` may make (a template is untrusted: it cannot ask for a billion numbers). */
+const MAX_RANGE = 1_000_000;
+
+/**
+ * What Transformers' Jinja environment gives every template (the interpreter's own globals, with
+ * `strftime_now` at TEMPLATE_DATE and `range` bounded): a parent scope, so a template's variables
+ * may shadow them.
+ */
+function globals(): Environment {
+  const env = new Environment();
+  const values: { [name: string]: unknown } = {
+    false: false,
+    true: true,
+    none: null,
+    False: false,
+    True: true,
+    None: null,
+    raise_exception: (message: unknown) => {
+      throw new Error(String(message));
+    },
+    range: (start: number, stop?: number, step = 1) => {
+      const [from, to] = stop === undefined ? [0, start] : [start, stop];
+      if (!step) throw new Error('range() step must not be zero');
+      const count = Math.max(0, Math.ceil((to - from) / step));
+      if (count > MAX_RANGE) throw new Error(`range() of ${count} numbers; the most is ${MAX_RANGE}`);
+      return Array.from({ length: count }, (_, i) => from + i * step);
+    },
+    strftime_now: (format: string) => strftime(TEMPLATE_DATE, format),
+  };
+  for (const [name, value] of Object.entries(values)) env.set(name, value);
+  return env;
 }
 
 const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];

@@ -1,10 +1,12 @@
+import { createHash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
+import { canonicalJson } from '../core/canonical-json.ts';
 import { basename, join } from 'node:path';
 import { ModelConfigError } from '../architectures/errors.ts';
 import { llamaConfigFromHf, llamaWeights, tokenIdList, type LlamaConfig } from '../architectures/llama/config.ts';
 import { LlamaModel } from '../architectures/llama/model.ts';
 import { isFloatDtype, type FloatDtype } from '../formats/dtype.ts';
-import { readSafetensorsHeader, readTensor, type TensorEntry } from '../formats/safetensors.ts';
+import { readSafetensorsHeader, readTensorBytes, tensorValues, type TensorEntry } from '../formats/safetensors.ts';
 import { ChatTemplate } from './chat-template.ts';
 import { HfFolderError } from './errors.ts';
 import { readJsonFile } from './read-json.ts';
@@ -26,7 +28,15 @@ const IGNORED_TENSOR = /\.rotary_emb\.inv_freq$/;
  * folder is read, and nothing in it is run (no remote code, no pickled weights; the template runs in
  * a Jinja sandbox).
  */
-export interface HfFolder {
+export interface HfFolder extends HfChat {
+  /** Each weight the model needs: where its bytes are. */
+  weights: Map<string, TensorEntry>;
+  /** The dtype of the matrices (a model's dtype; exports default to it). */
+  dtype: FloatDtype;
+}
+
+/** What a folder says about text: its config, tokenizer, chat template and end-of-sequence ids (no weights). */
+export interface HfChat {
   dir: string;
   config: LlamaConfig;
   tokenizer: HfTokenizer;
@@ -34,13 +44,16 @@ export interface HfFolder {
   template: ChatTemplate | null;
   /** The ids that end generation: config.json's and generation_config.json's eos_token_id. */
   eosTokenIds: number[];
-  /** Each weight the model needs: where its bytes are. */
-  weights: Map<string, TensorEntry>;
-  /** The dtype of the matrices (a model's dtype; exports default to it). */
-  dtype: FloatDtype;
 }
 
 export async function openHfFolder(dir: string): Promise<HfFolder> {
+  const chat = await openHfChat(dir);
+  const weights = await indexWeights(dir, chat.config);
+  return { ...chat, weights, dtype: matrixDtype(weights) };
+}
+
+/** A folder's config, tokenizer and template, read and checked; its weights are not looked at. */
+export async function openHfChat(dir: string): Promise<HfChat> {
   const st = await stat(dir).catch(() => null);
   if (!st?.isDirectory()) throw new HfFolderError(dir, null, st ? 'is not a folder' : 'no such folder');
   const configFile = join(dir, 'config.json');
@@ -72,8 +85,7 @@ export async function openHfFolder(dir: string): Promise<HfFolder> {
       );
   }
   const template = await chatTemplate(dir, tokenizerConfig, tokenizerConfigFile, tokenizer.specialTokens);
-  const weights = await indexWeights(dir, config);
-  return { dir, config, tokenizer, template, eosTokenIds, weights, dtype: matrixDtype(weights) };
+  return { dir, config, tokenizer, template, eosTokenIds };
 }
 
 /** chat_template.jinja when the folder has one (Transformers prefers it), else tokenizer_config.json's. */
@@ -174,9 +186,36 @@ function matrixDtype(weights: Map<string, TensorEntry>): FloatDtype {
   return (matrix?.dtype ?? 'F32') as FloatDtype;
 }
 
-/** Reads the folder's weights (float32) into a model. */
-export async function loadHfModel(folder: HfFolder, options: { contextLength?: number } = {}): Promise<LlamaModel> {
+/** The files besides the weights that decide what a folder's model does. */
+const DEFINING_FILES = [
+  'config.json',
+  'generation_config.json',
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'chat_template.jinja',
+];
+
+/**
+ * Reads the folder's weights (float32) into a model, and its content hash: sha256 over the files
+ * that decide what it does (config, generation config, tokenizer, template) and every weight's
+ * name, dtype, shape and bytes, in the architecture's order. The hash is the policy version in records.
+ */
+export async function loadHfModel(
+  folder: HfFolder,
+  options: { contextLength?: number } = {},
+): Promise<{ model: LlamaModel; hash: string }> {
+  const h = createHash('sha256');
+  for (const name of DEFINING_FILES) {
+    const bytes = await readFile(join(folder.dir, name)).catch(() => null);
+    h.update(canonicalJson([name, bytes === null ? null : bytes.length]));
+    if (bytes) h.update(bytes);
+  }
   const weights = new Map<string, Float32Array>();
-  for (const [name, entry] of folder.weights) weights.set(name, await readTensor(entry));
-  return new LlamaModel(folder.config, weights, options);
+  for (const [name, entry] of folder.weights) {
+    const bytes = await readTensorBytes(entry);
+    h.update(canonicalJson([name, entry.dtype, entry.shape]));
+    h.update(bytes);
+    weights.set(name, tensorValues(entry, bytes));
+  }
+  return { model: new LlamaModel(folder.config, weights, options), hash: h.digest('hex') };
 }

@@ -76,6 +76,7 @@ export class HfTokenizer {
 
   /** The text of ids, special tokens written out. */
   decode(ids: readonly number[]): string {
+    if (ids.length === 0) return '';
     return this.impl.decode(ids as number[], { skip_special_tokens: false, clean_up_tokenization_spaces: false });
   }
 

@@ -1,4 +1,4 @@
-import type { Message, PolicyOutput, Task } from '../core/types.ts';
+import type { ActionFormat, Json, Message, PolicyOutput, Task } from '../core/types.ts';
 import type { OpenAITool } from '../tools/tool.ts';
 
 export interface PolicyRequest {
@@ -22,9 +22,13 @@ export interface PolicyRequest {
  * the prompt and each observation are encoded once and appended, never re-encoded with the actions.
  */
 export interface PolicyEncoding {
-  prompt(messages: readonly Message[]): number[];
-  /** The tokens appended after an action: the observation in the chat template, up to the next assistant turn. */
-  observation(text: string): number[];
+  /** The prompt's ids, up to and with the assistant's turn opening (`tools`: for templates that list them). */
+  prompt(messages: readonly Message[], tools?: readonly OpenAITool[]): number[];
+  /**
+   * The tokens appended after an action: the observation in the chat template, up to the next
+   * assistant turn. `action`: the action's ids, where the template needs to know how the turn ended.
+   */
+  observation(text: string, action?: readonly number[]): number[];
   /** Tokens appended when an action produced no observation (closing the assistant turn). */
   end?(): number[];
 }
@@ -36,9 +40,19 @@ export interface Policy {
   version: string;
   act(request: PolicyRequest): Promise<PolicyOutput>;
   encode?: PolicyEncoding;
+  /** How a worker thread rebuilds `encode` (a tokenizing policy that workers can play). */
+  encodingSpec?: EncodingSpec;
+  /** How this policy's actions are read (its model's tool-call syntax); absent: `tags`. */
+  actionFormat?: ActionFormat;
   /** Called when an episode ends, so a policy can drop per-episode caches. */
   release?(episodeId: string): void;
 }
+
+/**
+ * A tokenizing policy's encoding as data, so a worker thread can rebuild it: the built-in GPT's
+ * tokenizer, or a Hugging Face folder (its tokenizer and chat template are read there).
+ */
+export type EncodingSpec = { kind: 'gpt'; tokenizer: Json } | { kind: 'hf'; dir: string };
 
 /** A policy that generates for many episodes in one call; the policy server batches requests into it. */
 export interface BatchPolicy extends Policy {

@@ -2,7 +2,14 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { MalformedJobError } from './errors.ts';
-import { EPISODE_LIMITS, type EpisodeBudget, type EpisodeConfig, type Json, type Task } from '../core/types.ts';
+import {
+  ACTION_FORMATS,
+  EPISODE_LIMITS,
+  type EpisodeBudget,
+  type EpisodeConfig,
+  type Json,
+  type Task,
+} from '../core/types.ts';
 import { contextSetting } from '../env/context.ts';
 import type { EpisodePlanItem } from '../rollout/plan.ts';
 
@@ -57,6 +64,7 @@ const contextSchema = z
 
 /** A job's episode budgets: every one, within the bounds the CLI accepts (nothing else). */
 const episodeConfigSchema = z.strictObject({
+  actionFormat: z.enum(ACTION_FORMATS).optional(),
   maxTurns: budget('maxTurns'),
   maxTokensPerTurn: budget('maxTokensPerTurn'),
   maxTotalTokens: budget('maxTotalTokens'),

@@ -2,7 +2,7 @@ import { hash } from 'node:crypto';
 import { z } from 'zod';
 import { canonicalJson, fieldJson } from '../core/canonical-json.ts';
 import { CorruptRecordError, RecordSchemaVersionError } from '../core/errors.ts';
-import { RECORD_SCHEMA_VERSION, type EpisodeRecord } from '../core/types.ts';
+import { ACTION_FORMATS, RECORD_SCHEMA_VERSION, type EpisodeRecord } from '../core/types.ts';
 
 /** sha256 of the canonical JSON of every field but the checksum. */
 export function recordChecksum(record: Omit<EpisodeRecord, 'checksum'> | EpisodeRecord): string {
@@ -119,6 +119,7 @@ export const episodeRecordSchema = z.object({
   seed: z.number().int(),
   policy: z.object({ id: z.string(), version: z.string() }),
   config: z.object({
+    actionFormat: z.enum(ACTION_FORMATS).optional(),
     maxTurns: z.number(),
     maxTokensPerTurn: z.number(),
     maxTotalTokens: z.number(),
@@ -134,6 +135,7 @@ export const episodeRecordSchema = z.object({
       text: z.string(),
       tokens: ints.optional(),
       logprobs: z.array(z.number()).optional(),
+      tokenDrift: z.number().int().nonnegative().optional(),
       tokenCount: z.number().int(),
       action,
       results: z.array(toolResult),

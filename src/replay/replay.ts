@@ -139,6 +139,7 @@ function recordedOutput(record: EpisodeRecord, turn: number): PolicyOutput {
   const out: PolicyOutput = { text: t.text };
   if (t.tokens) out.tokens = t.tokens;
   if (t.logprobs) out.logprobs = t.logprobs;
+  if (t.tokenDrift !== undefined) out.tokenDrift = t.tokenDrift;
   return out;
 }
 

@@ -80,7 +80,7 @@ export function runIdOf(options: PlanOptions): string {
     episodes: options.episodes,
     seed: options.seed,
     group: options.group ?? 1,
-    config: episodeConfig(options.scenario, options.config),
+    config: episodeConfig(options.scenario, options.config, options.policy),
   });
   return createHash('sha256').update(key).digest('hex').slice(0, 16);
 }

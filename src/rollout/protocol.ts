@@ -1,6 +1,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import { z } from 'zod';
 import type { EpisodeConfig, Json, PolicyOutput } from '../core/types.ts';
+import type { EncodingSpec } from '../policy/policy.ts';
 import type { EpisodeDigest } from './finished-episode.ts';
 import type { EpisodePlanItem, TaskDraw } from './plan.ts';
 
@@ -41,7 +42,7 @@ export type ServerMessage =
  */
 export type WorkerPolicySpec =
   | { kind: 'scripted'; name: string; seed: number }
-  | { kind: 'served'; id: string; version: string; tokenizer: Json }
+  | { kind: 'served'; id: string; version: string; encoding: EncodingSpec }
   | {
       kind: 'copy';
       id: string;

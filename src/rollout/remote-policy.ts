@@ -30,7 +30,7 @@ export class RemotePolicy implements Policy {
   act(request: PolicyRequest): Promise<PolicyOutput> {
     const row: GenerateRow = {
       episodeId: request.episodeId,
-      tokens: [...(request.tokens ?? this.encode.prompt(request.messages))],
+      tokens: [...(request.tokens ?? this.encode.prompt(request.messages, request.tools))],
       seed: request.seed,
       maxTokens: request.maxTokens,
       turn: request.turn,

@@ -64,7 +64,7 @@ export interface RolloutResult {
 export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
   const started = performance.now();
   const { runId, plan, draw } = await planEpisodes(options);
-  const config = episodeConfig(options.scenario, options.config);
+  const config = episodeConfig(options.scenario, options.config, options.policy);
   const executor = options.executor ?? inThread();
   const offset = plan[0]?.index ?? 0;
   const keep = options.keepRecords ?? true;

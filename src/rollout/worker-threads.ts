@@ -72,7 +72,7 @@ export interface CheckpointablePolicy extends Policy {
 /** Whether a policy can be played by workers (a reference policy by name, or a tokenizing batch policy). */
 export function canRunInWorkers(policy: Policy, scenario: Scenario): boolean {
   return isBatchPolicy(policy)
-    ? tokenizerOf(policy) !== undefined
+    ? policy.encodingSpec !== undefined
     : referencePolicySpec(policy, scenario) !== undefined;
 }
 
@@ -292,8 +292,8 @@ export class WorkerThreads implements RolloutExecutor {
           maxBatch,
         };
       }
-      const tokenizer = tokenizerOf(policy);
-      if (tokenizer) return { kind: 'served', id: policy.id, version: policy.version, tokenizer };
+      if (policy.encodingSpec)
+        return { kind: 'served', id: policy.id, version: policy.version, encoding: policy.encodingSpec };
     } else {
       const reference = referencePolicySpec(policy, scenario);
       if (reference) return { kind: 'scripted', ...reference };
@@ -332,11 +332,6 @@ function createPool(url: string, workers: number, tasksPerWorker: number): Pisci
   // Piscina 5.3 can raise a pool-level error when a task is aborted early; the task's own rejection reports it.
   pool.on('error', () => {});
   return pool;
-}
-
-function tokenizerOf(policy: Policy): Json | undefined {
-  const tokenizer = (policy as { tokenizer?: { toJSON?: () => unknown } }).tokenizer;
-  return tokenizer?.toJSON ? (tokenizer.toJSON() as Json) : undefined;
 }
 
 function isCheckpointable(policy: Policy): policy is CheckpointablePolicy {

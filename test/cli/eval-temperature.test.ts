@@ -62,5 +62,5 @@ test('--temperature overrides the checkpoint sampling; the records name the over
 test.serial('--temperature with a scripted policy is a usage error (exit 2)', (t) => {
   const r = cli(['eval', '--scenario', 'calculator', '--policy', 'expert', '--temperature', '0', '--episodes', '2']);
   t.is(r.code, 2);
-  t.regex(r.stderr, /a temperature applies to checkpoint policies \(ckpt:DIR\), not to "expert"/);
+  t.regex(r.stderr, /a temperature applies to model policies \(ckpt:DIR, hf:DIR\), not to "expert"/);
 });

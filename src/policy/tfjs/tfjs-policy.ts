@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { Json, PolicyOutput } from '../../core/types.ts';
-import type { BatchPolicy, PolicyEncoding, PolicyRequest } from '../policy.ts';
+import type { BatchPolicy, EncodingSpec, PolicyEncoding, PolicyRequest } from '../policy.ts';
 import { loadCheckpoint, saveCheckpoint } from './checkpoint.ts';
 import { chatEncoding } from './chat-template.ts';
 import type { RowCache, SamplingOptions } from '../../architectures/generation.ts';
@@ -50,6 +50,11 @@ export class TfjsPolicy implements BatchPolicy {
     const t = options.tokenizer;
     this.stopTokens = new Set([t.special('</tool_call>'), t.special('</answer>')]);
     this.eosTokens = new Set([t.eos, t.special('<|end|>')]);
+  }
+
+  /** Worker threads rebuild the encoding from the tokenizer. */
+  get encodingSpec(): EncodingSpec {
+    return { kind: 'gpt', tokenizer: this.tokenizer.toJSON() as unknown as Json };
   }
 
   async act(request: PolicyRequest): Promise<PolicyOutput> {
