@@ -21,6 +21,7 @@ const COMMANDS: Record<string, () => Promise<CommandModule>> = {
   export: () => import('./commands/export.ts'),
   env: () => import('./commands/env.ts'),
   worker: () => import('./commands/worker.ts'),
+  model: () => import('./commands/model.ts'),
 };
 
 const program = new Command('agent-r1')

@@ -1,0 +1,168 @@
+import { resolve } from 'node:path';
+import { generateOnKernel, type GenerateResult } from '../architectures/generation.ts';
+import { parameterCount } from '../architectures/llama/config.ts';
+import { LlamaDecoder } from '../architectures/llama/decoder.ts';
+import type { LlamaModel } from '../architectures/llama/model.ts';
+import { UsageError } from '../core/errors.ts';
+import type { FloatDtype } from '../formats/dtype.ts';
+import type { TemplateMessage, TemplateTool } from '../hf/chat-template.ts';
+import { HfFolderError } from '../hf/errors.ts';
+import { exportGguf, exportHf } from '../hf/export.ts';
+import { loadHfModel, openHfFolder, type HfFolder } from '../hf/folder.ts';
+import { actionFormatOf } from '../policy/hf/hf-policy.ts';
+import type { Checkpoint } from '../policy/tfjs/checkpoint.ts';
+
+/**
+ * A model named on the command line (`--model`): `hf:DIR`, a Hugging Face folder of the Llama
+ * family, or `ckpt:DIR`, a checkpoint this project saved (the built-in GPT's). One handle for what
+ * the `model` commands do with either: describe it, tokenize, render a conversation, generate, export.
+ */
+export interface ModelHandle {
+  spec: string;
+  info(): { [key: string]: unknown };
+  tokenize(text: string): number[];
+  /** The rendered prompt for a conversation (with the assistant's opening unless told not to). */
+  render(messages: readonly TemplateMessage[], tools: readonly TemplateTool[], generationPrompt: boolean): string;
+  /** Generates from prompt ids (greedy at temperature 0), stopping at the model's end-of-sequence ids. */
+  generate(
+    prompt: readonly number[],
+    options: { maxNewTokens: number; temperature: number; seed: number },
+  ): Promise<{
+    ids: number[];
+    logprobs: number[];
+    text: string;
+  }>;
+  vocabSize: number;
+  export(format: 'gguf' | 'hf', out: string, dtype?: FloatDtype): Promise<void>;
+}
+
+export async function openModel(spec: string): Promise<ModelHandle> {
+  if (spec.startsWith('hf:')) return hfHandle(spec, await openHfFolder(spec.slice('hf:'.length)));
+  if (spec.startsWith('ckpt:')) {
+    const { loadCheckpoint } = await import('../policy/tfjs/checkpoint.ts');
+    const { initBackend } = await import('../policy/tfjs/backend.ts');
+    await initBackend();
+    return gptHandle(spec, await loadCheckpoint(spec.slice('ckpt:'.length)));
+  }
+  throw new UsageError(`--model must be hf:DIR (a Hugging Face folder) or ckpt:DIR (a checkpoint), got "${spec}"`);
+}
+
+async function hfHandle(spec: string, folder: HfFolder): Promise<ModelHandle> {
+  let loaded: LlamaModel | undefined;
+  const model = async () => (loaded ??= (await loadHfModel(folder)).model);
+  const c = folder.config;
+  const template = () => {
+    if (!folder.template)
+      throw new HfFolderError(
+        folder.dir,
+        null,
+        'has no chat template (tokenizer_config.json chat_template or chat_template.jinja)',
+      );
+    return folder.template;
+  };
+  const eos = new Set(folder.eosTokenIds);
+  return {
+    spec,
+    vocabSize: c.vocabSize,
+    info: () => ({
+      model: spec,
+      architecture: c.architecture,
+      parameters: parameterCount(c),
+      dtype: folder.dtype,
+      hiddenSize: c.hiddenSize,
+      layers: c.numLayers,
+      heads: c.numHeads,
+      kvHeads: c.numKvHeads,
+      headDim: c.headDim,
+      intermediateSize: c.intermediateSize,
+      vocabSize: c.vocabSize,
+      tokenizerTokens: folder.tokenizer.vocabSize,
+      contextLength: c.maxPositions,
+      tiedEmbeddings: c.tieEmbeddings,
+      ropeTheta: c.ropeTheta,
+      ropeScaling: c.ropeScaling?.type ?? null,
+      qkvBias: c.qkvBias,
+      qkNorm: c.qkNorm,
+      eosTokenIds: folder.eosTokenIds,
+      template: folder.template ? folder.template.file : null,
+      toolCalls: folder.template ? actionFormatOf(folder.template) : null,
+      files: [...new Set([...folder.weights.values()].map((e) => e.file))].length,
+    }),
+    tokenize: (text) => folder.tokenizer.encode(text),
+    render: (messages, tools, generationPrompt) =>
+      template().render({ messages, tools, addGenerationPrompt: generationPrompt }),
+    generate: async (prompt, o) => {
+      const [res] = await generateOnKernel(
+        LlamaDecoder.for(await model()),
+        [{ tokens: prompt, seed: o.seed, maxTokens: o.maxNewTokens }],
+        { sampling: { temperature: o.temperature }, eosTokens: eos },
+      );
+      return { ids: res!.tokens, logprobs: res!.logprobs, text: folder.tokenizer.decode(res!.tokens) };
+    },
+    export: async (format, out, dtype) => {
+      const m = await model();
+      if (format === 'gguf') await exportGguf(folder, m, out, dtype ?? folder.dtype);
+      else await exportHf(folder, m, out, dtype ?? folder.dtype);
+    },
+  };
+}
+
+async function gptHandle(spec: string, ckpt: Checkpoint): Promise<ModelHandle> {
+  const { chatEncoding } = await import('../policy/tfjs/chat-template.ts');
+  const { generate } = await import('../policy/tfjs/generate.ts');
+  const tok = ckpt.tokenizer;
+  const c = ckpt.model.config;
+  const encoding = chatEncoding(tok);
+  const specials = tok.toJSON().specials;
+  return {
+    spec,
+    vocabSize: c.vocabSize,
+    info: () => ({
+      model: spec,
+      architecture: 'agent-r1-gpt',
+      parameters: ckpt.model.parameterCount(),
+      dtype: 'F32',
+      hiddenSize: c.dModel,
+      layers: c.nLayers,
+      heads: c.nHeads,
+      intermediateSize: c.dMlp,
+      vocabSize: c.vocabSize,
+      contextLength: c.contextLength,
+      positions: c.positions,
+      copyHead: c.copyHead,
+      template: 'agent-r1 (control tokens)',
+      toolCalls: 'tags',
+      version: ckpt.hash,
+    }),
+    tokenize: (text) => tok.encode(text),
+    // The template is ids with control tokens that no text encodes to: written here by their names.
+    render: (messages, _tools, generationPrompt) => {
+      const ids = encoding.prompt(messages.map((m) => ({ role: m.role as never, content: m.content ?? '' })));
+      if (!generationPrompt) ids.pop();
+      let text = '';
+      let run: number[] = [];
+      for (const id of [...ids, -1]) {
+        if (id >= 0 && id >= specials.length) run.push(id);
+        else {
+          text += tok.decode(run);
+          run = [];
+          if (id >= 0) text += specials[id];
+        }
+      }
+      return text;
+    },
+    generate: async (prompt, o) => {
+      const [res] = (await generate(ckpt.model, [{ tokens: prompt, seed: o.seed, maxTokens: o.maxNewTokens }], {
+        sampling: { temperature: o.temperature },
+        eosTokens: new Set([tok.eos, tok.special('<|end|>')]),
+        pad: tok.pad,
+      })) as GenerateResult[];
+      return { ids: res!.tokens, logprobs: res!.logprobs, text: tok.decode(res!.tokens) };
+    },
+    export: async () => {
+      throw new UsageError(
+        `${resolve(spec.slice('ckpt:'.length))} holds the built-in GPT, which no other engine runs (token shift, copy head): only Llama-family models export to GGUF or Hugging Face`,
+      );
+    },
+  };
+}
