@@ -111,7 +111,8 @@ export async function writeGguf(
     if (Buffer.byteLength(t.name) > MAX_NAME_BYTES)
       throw new ModelFileError(file, t.name, `a tensor name of more than ${MAX_NAME_BYTES} bytes`);
     if (names.has(t.name)) throw new ModelFileError(file, t.name, 'two tensors of one name');
-    if (t.shape.length < 1 || t.shape.length > 4) throw new ModelFileError(file, t.name, 'GGUF tensors have 1 to 4 dims');
+    if (t.shape.length < 1 || t.shape.length > 4)
+      throw new ModelFileError(file, t.name, 'GGUF tensors have 1 to 4 dims');
     names.add(t.name);
   }
   const head = new Bytes();

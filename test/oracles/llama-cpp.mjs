@@ -24,7 +24,9 @@ import { pathToFileURL } from 'node:url';
 export const LLAMA_CPP_VERSION = '3.21.1';
 
 export function oracleDir() {
-  return process.env.AGENT_R1_LLAMA_CPP_DIR ?? join(homedir(), '.cache', 'agent-r1', `node-llama-cpp-${LLAMA_CPP_VERSION}`);
+  return (
+    process.env.AGENT_R1_LLAMA_CPP_DIR ?? join(homedir(), '.cache', 'agent-r1', `node-llama-cpp-${LLAMA_CPP_VERSION}`)
+  );
 }
 
 /** The prebuilt binary package of this platform. */
