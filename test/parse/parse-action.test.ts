@@ -135,3 +135,94 @@ test('arguments keep the key order the model wrote them in (the OpenAI server pa
   t.is(action.kind, 'tool_calls');
   if (action.kind === 'tool_calls') t.is(JSON.stringify(action.calls[0]!.arguments), '{"b":1,"a":{"d":2,"c":3}}');
 });
+
+// A model's own tool-call syntax (EpisodeConfig.actionFormat): a turn without a call is the answer.
+
+const hermes: Array<[string, string, unknown]> = [
+  [
+    'a call (Qwen)',
+    '<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>',
+    { kind: 'tool_calls', calls: [{ name: 'add', arguments: { a: 1 } }] },
+  ],
+  [
+    'parallel calls after reasoning',
+    '<think>two sums</think>\n<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n<tool_call>\n{"name": "b", "arguments": {"x": "ü"}}\n</tool_call>',
+    {
+      kind: 'tool_calls',
+      calls: [
+        { name: 'a', arguments: {} },
+        { name: 'b', arguments: { x: 'ü' } },
+      ],
+    },
+  ],
+  ['plain text is the answer', '  The sum is 4.  ', { kind: 'answer', text: 'The sum is 4.' }],
+  ['the reasoning is not part of the answer', '<think>\n2+2\n</think>\n\n4', { kind: 'answer', text: '4' }],
+  ['an <answer> tag still gives its content', 'So: <answer>4</answer>', { kind: 'answer', text: '4' }],
+];
+
+for (const [name, text, expected] of hermes) {
+  test(`hermes: ${name}`, (t) => t.deepEqual(parseAction(text, 'hermes'), expected as never));
+}
+
+test('hermes: an empty turn, or one of reasoning only, is invalid; a broken call is invalid, not an answer', (t) => {
+  t.is(parseAction('   ', 'hermes').kind, 'invalid');
+  t.is(parseAction('<think>hmm</think>', 'hermes').kind, 'invalid');
+  const broken = parseAction('<tool_call>{"name": "a", "arguments": {</tool_call>', 'hermes');
+  t.like(broken, { kind: 'invalid' });
+  t.regex((broken as { error: string }).error, /invalid JSON in <tool_call>/);
+  t.like(parseAction('<tool_call>{"name": "a"}', 'hermes'), {
+    kind: 'invalid',
+    error: 'unclosed <tool_call> tag (expected </tool_call>)',
+  });
+});
+
+const llama3: Array<[string, string, unknown]> = [
+  [
+    'a call with "parameters"',
+    '{"name": "add", "parameters": {"a": 1, "b": 2}}',
+    { kind: 'tool_calls', calls: [{ name: 'add', arguments: { a: 1, b: 2 } }] },
+  ],
+  [
+    'after <|python_tag|>',
+    '<|python_tag|>{"name": "f", "arguments": {"q": "x"}}',
+    { kind: 'tool_calls', calls: [{ name: 'f', arguments: { q: 'x' } }] },
+  ],
+  [
+    'parallel calls as an array',
+    '[{"name": "a", "parameters": {}}, {"name": "b", "parameters": {"k": [1]}}]',
+    {
+      kind: 'tool_calls',
+      calls: [
+        { name: 'a', arguments: {} },
+        { name: 'b', arguments: { k: [1] } },
+      ],
+    },
+  ],
+  ['text is the answer', 'It is 4.', { kind: 'answer', text: 'It is 4.' }],
+];
+
+for (const [name, text, expected] of llama3) {
+  test(`llama3-json: ${name}`, (t) => t.deepEqual(parseAction(text, 'llama3-json'), expected as never));
+}
+
+test('llama3-json: a turn that opens like a call but is not one is invalid, and says why', (t) => {
+  t.like(parseAction('{"name": "add", "parameters": {', 'llama3-json'), { kind: 'invalid' });
+  t.like(parseAction('{"parameters": {}}', 'llama3-json'), {
+    kind: 'invalid',
+    error: 'the tool call has no "name" (a non-empty string)',
+  });
+  t.like(parseAction('[]', 'llama3-json'), { kind: 'invalid', error: 'the tool call array is empty' });
+  t.like(parseAction('[{"name": "a"}, 3]', 'llama3-json'), {
+    kind: 'invalid',
+    error: 'tool call 2: the tool call has no "name" (a non-empty string)',
+  });
+  t.like(parseAction('{"name": "a", "parameters": [1]}', 'llama3-json'), {
+    kind: 'invalid',
+    error: '"arguments" of a must be a JSON object',
+  });
+});
+
+test('the default format (tags) is unchanged: text without a tag is invalid', (t) => {
+  t.is(parseAction('The sum is 4.').kind, 'invalid');
+  t.deepEqual(parseAction('<answer>4</answer>'), { kind: 'answer', text: '4' });
+});
