@@ -87,7 +87,7 @@ export async function readSafetensorsHeader(file: string): Promise<SafetensorsHe
       tensors.push(checkEntry(name, value, file, dataStart, dataBytes));
     }
     // Byte ranges must not overlap (a crafted header could alias one tensor's bytes as another's).
-    const byStart = tensors.slice().sort((a, b) => a.begin - b.begin);
+    const byStart = tensors.slice().sort((a, b) => a.begin - b.begin || a.end - b.end); // empty ones first
     for (let i = 1; i < byStart.length; i++) {
       if (byStart[i]!.begin < byStart[i - 1]!.end)
         throw fail(`its bytes overlap those of ${byStart[i - 1]!.name}`, byStart[i]!.name);

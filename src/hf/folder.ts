@@ -197,8 +197,9 @@ const DEFINING_FILES = [
 
 /**
  * Reads the folder's weights (float32) into a model, and its content hash: sha256 over the files
- * that decide what it does (config, generation config, tokenizer, template) and every weight's
- * name, dtype, shape and bytes, in the architecture's order. The hash is the policy version in records.
+ * that decide what it does (config, generation config, tokenizer, template: JSON files by their
+ * content) and every weight's name, dtype, shape and bytes, in the architecture's order. The hash is
+ * the policy version in records.
  */
 export async function loadHfModel(
   folder: HfFolder,
@@ -207,8 +208,11 @@ export async function loadHfModel(
   const h = createHash('sha256');
   for (const name of DEFINING_FILES) {
     const bytes = await readFile(join(folder.dir, name)).catch(() => null);
-    h.update(canonicalJson([name, bytes === null ? null : bytes.length]));
-    if (bytes) h.update(bytes);
+    // A JSON file by its content (an export may write it with other spacing), a template by its bytes.
+    const content =
+      bytes && name.endsWith('.json') ? Buffer.from(canonicalJson(JSON.parse(bytes.toString('utf8')))) : bytes;
+    h.update(canonicalJson([name, content === null ? null : content.length]));
+    if (content) h.update(content);
   }
   const weights = new Map<string, Float32Array>();
   for (const [name, entry] of folder.weights) {

