@@ -1,14 +1,11 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { PolicyOutput } from '../core/types.ts';
-import { parseAction } from '../parse/parse-action.ts';
-import { chatEncoding } from '../policy/tfjs/chat-template.ts';
 import type { SamplingOptions } from '../architectures/generation.ts';
 import type { Policy } from '../policy/policy.ts';
 import { BatchQueue, type BatchQueueStats } from '../rollout/batch-queue.ts';
-import { ChatBridge } from './chat-bridge.ts';
+import { chatFormatFor, contextLengthOf, type ChatFormat, type ServedPolicy } from './chat-format.ts';
 import { OpenAIHttpError } from './errors.ts';
-import { actionToAssistant } from './messages.ts';
-import { ServingPolicy, type ServablePolicy } from './serving-policy.ts';
+import { ServingPolicy } from './serving-policy.ts';
 import {
   normalizeMessages,
   type AssistantMessage,
@@ -18,7 +15,7 @@ import {
 } from './wire.ts';
 
 export interface ChatCompletionsOptions {
-  policy: ServablePolicy;
+  policy: ServedPolicy;
   /** The model id clients ask for. */
   modelName: string;
   /** Policy-server batching: most rows in one generation batch, and how long a row waits for company. */
@@ -28,25 +25,22 @@ export interface ChatCompletionsOptions {
 
 /**
  * Chat completions for a token policy, apart from HTTP (server.ts serves them): conversations are
- * read into the policy's own chat template (ChatBridge); generation goes through the same batch
- * queue as rollouts (its direct front end), so concurrent requests are merged into batches.
+ * read into the policy's own chat template (its ChatFormat: the GPT's or a Hugging Face model's);
+ * generation goes through the same batch queue as rollouts (its direct front end), so concurrent
+ * requests are merged into batches.
  */
 export class ChatCompletions {
   private readonly serving: ServingPolicy;
   private readonly queue: BatchQueue;
   private readonly batched: Policy;
-  private readonly bridge: ChatBridge;
-  private readonly stopTokens: Set<number>;
+  private readonly format: ChatFormat;
 
   constructor(private readonly options: ChatCompletionsOptions) {
     const { policy } = options;
-    const template = chatEncoding(policy.tokenizer);
-    this.bridge = new ChatBridge(template);
+    this.format = chatFormatFor(policy);
     this.serving = new ServingPolicy(policy);
     this.queue = new BatchQueue(this.serving, { maxBatch: options.maxBatch ?? 32, maxWaitMs: options.maxWaitMs ?? 10 });
     this.batched = this.queue.direct();
-    const t = policy.tokenizer;
-    this.stopTokens = new Set([t.special('</tool_call>'), t.special('</answer>'), t.special('<|end|>'), t.eos]);
   }
 
   stats(): BatchQueueStats {
@@ -62,16 +56,17 @@ export class ChatCompletions {
     const { policy, modelName } = this.options;
     if (body.model !== modelName) throw unknownModel(body.model, modelName);
     const messages = normalizeMessages(body.messages);
-    const context = policy.model.config.contextLength;
+    const context = contextLengthOf(policy);
+    const format = this.format;
     // A token stands for at most maxTokenBytes bytes of text, so a conversation's bytes bound its tokens
     // from below: one that cannot fit is refused before any of it is tokenized (a 4 MB body would
     // otherwise hold the event loop for seconds).
     const bytes = messages.reduce((n, m) => n + Buffer.byteLength(m.content ?? ''), 0);
-    const atLeast = Math.ceil(bytes / policy.tokenizer.maxTokenBytes);
+    const atLeast = Math.ceil(bytes / format.maxTokenBytes);
     if (atLeast > context) throw contextExceeded(`at least ${atLeast}`, context);
     // Tokenizing waits for a turn of the event loop, so requests already read are answered first.
     await new Promise((resolve) => setImmediate(resolve));
-    const prompt = this.bridge.render(messages, context);
+    const prompt = format.prompt(messages, body.tools ?? [], context);
     if (prompt.length > context) throw contextExceeded(`at least ${prompt.length}`, context);
     const maxTokens = Math.min(body.max_completion_tokens ?? body.max_tokens ?? Infinity, context - prompt.length + 1);
     const rowId = `chatcmpl-${randomBytes(12).toString('hex')}`;
@@ -94,15 +89,15 @@ export class ChatCompletions {
     } finally {
       this.batched.release?.(rowId);
     }
-    let tokens = output.tokens ?? policy.tokenizer.encode(output.text);
+    let tokens = output.tokens ?? format.encode(output.text);
     let logprobs = output.logprobs ?? [];
     let text = output.text;
-    let finish: FinishReason = this.stopTokens.has(tokens.at(-1) ?? -1) ? 'stop' : 'length';
+    let finish: FinishReason = format.stopTokens.has(tokens.at(-1) ?? -1) ? 'stop' : 'length';
     const cut = cutAtStop(text, body.stop);
     if (cut !== null) {
       // The text ends before the stop string; the tokens end with the one that completed it.
       let k = 1;
-      while (k < tokens.length && policy.tokenizer.decode(tokens.slice(0, k)).length < cut + 1) k++;
+      while (k < tokens.length && format.decode(tokens.slice(0, k)).length < cut + 1) k++;
       tokens = tokens.slice(0, k);
       logprobs = logprobs.slice(0, k);
       text = text.slice(0, cut);
@@ -110,12 +105,9 @@ export class ChatCompletions {
     }
     // As with the OpenAI API, tool calls are returned as tool_calls only when the request offers tools.
     const structured = (body.tools?.length ?? 0) > 0 && body.tool_choice !== 'none';
-    const message: AssistantMessage = structured
-      ? actionToAssistant(text, (i) => `call_${rowId.slice(9, 25)}_${i}`)
-      : { role: 'assistant', content: text };
-    if (message.tool_calls && parseAction(text).kind === 'tool_calls') finish = 'tool_calls';
-    this.bridge.remember(message, tokens);
-    const tok = policy.tokenizer;
+    const { message, calls } = format.answer(text, structured, (i) => `call_${rowId.slice(9, 25)}_${i}`);
+    if (calls) finish = 'tool_calls';
+    format.remember(message, tokens);
     return {
       id: rowId,
       object: 'chat.completion',
@@ -130,9 +122,9 @@ export class ChatCompletions {
           logprobs: body.logprobs
             ? {
                 content: tokens.map((id, i) => ({
-                  token: body.return_tokens_as_token_ids ? `token_id:${id}` : tok.tokenText(id),
+                  token: body.return_tokens_as_token_ids ? `token_id:${id}` : format.tokenText(id),
                   logprob: logprobs[i] ?? 0,
-                  bytes: [...tok.bytes([id])],
+                  bytes: format.tokenBytes(id),
                   top_logprobs: [],
                 })),
                 refusal: null,

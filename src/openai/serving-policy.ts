@@ -23,7 +23,7 @@ export class ServingPolicy implements BatchPolicy {
   readonly encode?: PolicyEncoding;
   private readonly settings = new Map<string, SamplingOptions>();
 
-  constructor(readonly inner: ServablePolicy) {
+  constructor(readonly inner: BatchPolicy & { sampling: SamplingOptions }) {
     this.id = inner.id;
     this.version = inner.version;
     this.encode = inner.encode;

@@ -58,7 +58,7 @@ test.serial(
 test.serial('agent-r1 serve refuses a policy that is not a checkpoint, and bad ports', (t) => {
   const r = cli(['serve', '--policy', 'expert']);
   t.is(r.code, 2);
-  t.regex(r.stderr, /unknown policy to serve "expert"; valid: ckpt:DIR/);
+  t.regex(r.stderr, /unknown policy to serve "expert"; valid: ckpt:DIR, hf:DIR/);
   const p = cli(['serve', '--policy', 'ckpt:x', '--port', '70000']);
   t.is(p.code, 2);
   t.regex(p.stderr, /expected a port number/);

@@ -3,6 +3,7 @@ import { InvalidArgumentError } from 'commander';
 import { basename, resolve } from 'node:path';
 import { UnknownNameError } from '../../core/errors.ts';
 import { ChatServer, DEFAULT_MAX_BODY_BYTES } from '../../openai/server.ts';
+import type { ServedPolicy } from '../../openai/chat-format.ts';
 import type { ServablePolicy } from '../../openai/serving-policy.ts';
 import { nonNegativeInt, positiveInt, printJson } from '../common.ts';
 
@@ -38,7 +39,7 @@ export function register(program: Command): void {
   program
     .command('serve')
     .description('serve a trained policy behind an OpenAI-compatible API (POST /v1/chat/completions, GET /v1/models)')
-    .requiredOption('--policy <spec>', 'the policy to serve: ckpt:DIR')
+    .requiredOption('--policy <spec>', 'the policy to serve: ckpt:DIR (a checkpoint) or hf:DIR (a Hugging Face folder)')
     .option('--port <p>', 'port (0: any free port)', port, 8000)
     .option(
       '--host <host>',
@@ -50,17 +51,22 @@ export function register(program: Command): void {
         .env('AGENT_R1_API_KEY')
         .argParser(apiKey),
     )
-    .option('--model-name <name>', 'the model id clients ask for (default: the checkpoint folder name)')
+    .option('--model-name <name>', 'the model id clients ask for (default: the folder name)')
     .option('--max-batch <b>', 'most requests generated in one batch', positiveInt, 32)
     .option('--max-wait-ms <ms>', 'how long a request waits for others to batch with', nonNegativeInt, 10)
     .option('--max-body-bytes <n>', 'refuse request bodies over this size (413)', positiveInt, DEFAULT_MAX_BODY_BYTES)
     .option('--quiet', 'no request log on stderr')
     .option('--json', 'print {url, model, version} as one stdout line once listening')
     .action(async (flags: ServeFlags) => {
-      if (!flags.policy.startsWith('ckpt:')) throw new UnknownNameError('policy to serve', flags.policy, ['ckpt:DIR']);
-      const dir = flags.policy.slice('ckpt:'.length);
-      const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
-      const policy = (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
+      const kind = ['ckpt:', 'hf:'].find((p) => flags.policy.startsWith(p));
+      if (!kind) throw new UnknownNameError('policy to serve', flags.policy, ['ckpt:DIR', 'hf:DIR']);
+      const dir = flags.policy.slice(kind.length);
+      let policy: ServedPolicy;
+      if (kind === 'hf:') policy = await (await import('../../policy/hf/hf-policy.ts')).loadHfPolicy(dir);
+      else {
+        const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
+        policy = (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
+      }
       const modelName = flags.modelName ?? basename(resolve(dir));
       const server = new ChatServer({
         policy,

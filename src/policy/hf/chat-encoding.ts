@@ -1,6 +1,6 @@
 import type { Message } from '../../core/types.ts';
 import { ChatTemplateError } from '../../hf/errors.ts';
-import type { ChatTemplate, TemplateMessage } from '../../hf/chat-template.ts';
+import type { ChatTemplate, TemplateMessage, TemplateTool } from '../../hf/chat-template.ts';
 import type { HfTokenizer } from '../../hf/tokenizer.ts';
 import type { OpenAITool } from '../../tools/tool.ts';
 import type { PolicyEncoding } from '../policy.ts';
@@ -41,19 +41,57 @@ export class HfChatEncoding implements PolicyEncoding {
   }
 
   /** The rendered prompt, as text. */
-  render(messages: readonly TemplateMessage[], tools?: readonly OpenAITool[]): string {
+  render(messages: readonly TemplateMessage[], tools?: readonly TemplateTool[]): string {
     return this.template.render({ messages, tools, addGenerationPrompt: true });
   }
 
   observation(text: string, action?: readonly number[]): number[] {
-    let tail = this.tail(text);
-    const last = action?.at(-1);
-    // The sampled ids already end the turn: what the template writes after it starts past that token.
+    // When the sampled ids already end the turn, what the template writes after it starts past that token.
+    return this.encodePiece(this.tail(text), action);
+  }
+
+  /**
+   * A conversation's ids in which some assistant turns are given as the ids sampled for them: the
+   * template renders the rest (tools, the other turns, the generation prompt), each such turn is put
+   * in as its ids, never re-tokenized from its text. Stops early once past `limit` ids.
+   */
+  conversation(
+    messages: readonly TemplateMessage[],
+    tools: readonly TemplateTool[] | undefined,
+    sampled: (index: number) => readonly number[] | undefined,
+    limit = Infinity,
+  ): number[] {
+    const given = messages.map((m, i) => (m.role === 'assistant' ? sampled(i) : undefined));
+    const marks = messages.map((_, i) => `${SENTINEL}${i}Z`);
+    const text = this.render(
+      messages.map((m, i) => (given[i] ? { role: 'assistant', content: marks[i]! } : m)),
+      tools,
+    );
+    const ids: number[] = [];
+    let at = 0;
+    let after: readonly number[] | undefined;
+    for (const [i, ids_] of given.entries()) {
+      if (!ids_) continue;
+      const where = text.indexOf(marks[i]!, at);
+      if (where < 0) throw new ChatTemplateError(this.template.file, "does not write an assistant turn's content");
+      ids.push(...this.encodePiece(text.slice(at, where), after));
+      if (ids.length > limit) return ids;
+      ids.push(...ids_);
+      at = where + marks[i]!.length;
+      after = ids_;
+    }
+    ids.push(...this.encodePiece(text.slice(at), after));
+    return ids;
+  }
+
+  /** Text the template writes after an assistant turn given as ids: less the end of turn those ids hold. */
+  private encodePiece(text: string, after: readonly number[] | undefined): number[] {
+    const last = after?.at(-1);
     if (last !== undefined && last === this.turnEnd) {
       const end = this.tokenizer.decode([last]);
-      if (tail.startsWith(end)) tail = tail.slice(end.length);
+      if (text.startsWith(end)) return this.tokenizer.encode(text.slice(end.length));
     }
-    return this.tokenizer.encode(tail);
+    return this.tokenizer.encode(text);
   }
 
   /** An action's text as the model would have written it: its ids, then the end of its turn. */
