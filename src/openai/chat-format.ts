@@ -22,7 +22,11 @@ export interface ChatFormat {
   /** Remembers the ids behind an answer this server returned. */
   remember(message: AssistantMessage, tokens: readonly number[]): void;
   /** An answer's text as an assistant message: its tool calls in OpenAI's shape when `structured`. */
-  answer(text: string, structured: boolean, callId: (index: number) => string): { message: AssistantMessage; calls: boolean };
+  answer(
+    text: string,
+    structured: boolean,
+    callId: (index: number) => string,
+  ): { message: AssistantMessage; calls: boolean };
   /** Ids that end an answer (finish_reason "stop"). */
   stopTokens: ReadonlySet<number>;
   /** The most bytes of text one token stands for (a text of n bytes is at least n / this tokens). */
@@ -82,10 +86,15 @@ function hfFormat(policy: HfPolicy): ChatFormat {
     remember: (message, tokens) => remembered.set(key(message), [...tokens]),
     answer: (text, structured, callId) => {
       const action = parseAction(text, policy.actionFormat);
-      if (!structured || action.kind !== 'tool_calls') return { message: { role: 'assistant', content: text }, calls: false };
+      if (!structured || action.kind !== 'tool_calls')
+        return { message: { role: 'assistant', content: text }, calls: false };
       const rest = policy.actionFormat === 'hermes' ? text.replace(TOOL_CALL_SPAN, '').trim() : '';
       return {
-        message: { role: 'assistant', content: rest === '' ? null : rest, tool_calls: openAICalls(action.calls, callId) },
+        message: {
+          role: 'assistant',
+          content: rest === '' ? null : rest,
+          tool_calls: openAICalls(action.calls, callId),
+        },
         calls: true,
       };
     },

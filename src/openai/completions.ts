@@ -8,7 +8,6 @@ import { OpenAIHttpError } from './errors.ts';
 import { ServingPolicy } from './serving-policy.ts';
 import {
   normalizeMessages,
-  type AssistantMessage,
   type ChatCompletion,
   type ChatCompletionRequest,
   type FinishReason,
