@@ -6,12 +6,7 @@ import { BatchQueue, type BatchQueueStats } from '../rollout/batch-queue.ts';
 import { chatFormatFor, contextLengthOf, type ChatFormat, type ServedPolicy } from './chat-format.ts';
 import { OpenAIHttpError } from './errors.ts';
 import { ServingPolicy } from './serving-policy.ts';
-import {
-  normalizeMessages,
-  type ChatCompletion,
-  type ChatCompletionRequest,
-  type FinishReason,
-} from './wire.ts';
+import { normalizeMessages, type ChatCompletion, type ChatCompletionRequest, type FinishReason } from './wire.ts';
 
 export interface ChatCompletionsOptions {
   policy: ServedPolicy;
