@@ -233,3 +233,19 @@ test('with a step-level context, each observation carries what the step is shown
   t.true((await replayRecord(record!, toy())).verified);
   await s.server.close();
 });
+
+test("with a model's action format (env serve --action-format hermes), a client's plain turn is its answer and its <tool_call> a call", async (t) => {
+  const s = await serve({ scenario: calc, config: { actionFormat: 'hermes' } });
+  const env = await connectEnv(s.url);
+  await env.reset({ seed: 5, task: 0, sample: 0 });
+  const call = await env.step('<tool_call>\n{"name": "calculate", "arguments": {"expression": "2 + 2"}}\n</tool_call>');
+  t.like(call.observation.action, { kind: 'tool_calls' });
+  const answer = await env.step('<think>done</think>\n\n4');
+  t.true(answer.done);
+  t.like(answer.observation.action, { kind: 'answer', text: '4' });
+  await env.close();
+  const [record] = await s.recorded(1);
+  t.is(record!.config.actionFormat, 'hermes');
+  t.true((await replayRecord(record!, calc)).verified);
+  await s.server.close();
+});

@@ -1,4 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
+import { ACTION_FORMATS, type ActionFormat } from '../../core/types.ts';
 import { UsageError } from '../../core/errors.ts';
 import { isLoopback } from '../../core/http.ts';
 import {
@@ -35,8 +36,15 @@ interface EnvServeFlags {
   maxTokensPerTurn?: number;
   maxTotalTokens?: number;
   context?: string;
+  actionFormat?: ActionFormat;
   quiet?: boolean;
   json?: boolean;
+}
+
+function actionFormat(value: string): ActionFormat {
+  if (!(ACTION_FORMATS as readonly string[]).includes(value))
+    throw new InvalidArgumentError(`expected one of ${ACTION_FORMATS.join(', ')}`);
+  return value as ActionFormat;
 }
 
 function port(value: string): number {
@@ -88,6 +96,11 @@ export function register(program: Command): void {
       budget('maxTotalTokens'),
     )
     .option('--context <mode>', `${CONTEXT_HELP}; each observation's messages are what the step is shown`, contextMode)
+    .option(
+      '--action-format <f>',
+      "how the client's actions are read: tags (<tool_call> or <answer>; the default), hermes (a <tool_call>, or the turn is the answer: Qwen and most chat models) or llama3-json (Llama 3.x's JSON calls)",
+      actionFormat,
+    )
     .option('--quiet', 'no session log on stderr')
     .option('--json', 'print {url, ws, scenario, records, runId} as one stdout line once listening')
     .action(async (flags: EnvServeFlags) => {
@@ -100,6 +113,7 @@ export function register(program: Command): void {
           maxTokensPerTurn: flags.maxTokensPerTurn,
           maxTotalTokens: flags.maxTotalTokens,
           context: contextSetting(scenario, flags.context),
+          actionFormat: flags.actionFormat,
         }).filter(([, v]) => v !== undefined),
       );
       const recordDir = flags.record === false ? undefined : (flags.record ?? `runs/env-${scenario.id}`);
