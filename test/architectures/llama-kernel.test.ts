@@ -3,6 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateOnKernel } from '../../src/architectures/generation.ts';
+import { align16 } from '../../src/architectures/kernel/kernel-host.ts';
 import { LlamaDecoder } from '../../src/architectures/llama/decoder.ts';
 import { loadHfModel, openHfFolder } from '../../src/hf/folder.ts';
 import { referenceGenerate, writeTinyFolder, type TinyFolder } from '../helpers/hf-folder.ts';
@@ -126,4 +127,9 @@ test("a row's logits are the same bits alone and in a batch with rows of other l
     }
   };
   t.deepEqual(step([9, 8, 7], cache), step([...rows[2]!, 9, 8, 7]));
+});
+
+test('kernel memory addresses past 2 GiB (a model of a few GB) are aligned without 32-bit overflow', (t) => {
+  t.is(align16(2 ** 31 + 5), 2 ** 31 + 16);
+  t.is(align16(3 * 2 ** 30 + 16), 3 * 2 ** 30 + 16);
 });

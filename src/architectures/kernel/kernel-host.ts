@@ -72,7 +72,8 @@ function kernelModule(base64: string): WebAssembly.Module {
 }
 
 export const ceil8 = (n: number) => (n + 7) & ~7;
-export const align16 = (n: number) => (n + 15) & ~15;
+/** Addresses pass 2^31 in a model of a few GB: rounded in floating point, not with 32-bit bit operations. */
+export const align16 = (n: number) => Math.ceil(n / 16) * 16;
 
 export abstract class KernelHost {
   protected readonly exports: KernelExports;
