@@ -34,7 +34,7 @@ module.exports = {
       severity: 'error',
       from: { path: '^(src|machines)/' },
       to: {
-        path: '^src/(index|rl/index|openai/index|view/index|env-server/index|policy/tfjs/index|queue/index|mcp/index)\\.ts$',
+        path: '^src/(index|rl/index|openai/index|view/index|env-server/index|policy/tfjs/index|policy/hf/index|queue/index|mcp/index)\\.ts$',
       },
     },
     {
