@@ -6,6 +6,7 @@ import { toFloat32, fromFloat32 } from '../../src/formats/dtype.ts';
 import { readSafetensorsHeader, readTensor } from '../../src/formats/safetensors.ts';
 import { openHfFolder } from '../../src/hf/folder.ts';
 import { cli } from '../helpers/cli.ts';
+import { calculatorCheckpoint } from '../openai/fixtures.ts';
 import { writeTinyFolder } from '../helpers/hf-folder.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'agent-r1-model-cli-'));
@@ -255,3 +256,36 @@ test.serial('rollout --policy hf:DIR gives byte-identical records on 0 and 2 wor
   t.like(replay.lastJson(), { episodes: 6, verified: 6, diverged: 0, corrupt: 0 });
   t.false(existsSync(join(root, 'rollout-0', 'nope')));
 });
+
+test.serial(
+  'the model commands read a checkpoint of the built-in GPT too (ckpt:DIR), and refuse to export it',
+  async (t) => {
+    const { dir: ckpt } = await calculatorCheckpoint();
+    const spec = `ckpt:${ckpt}`;
+    const info = cli(['model', 'info', '--model', spec, '--json']);
+    t.is(info.code, 0, info.stderr);
+    t.like(info.lastJson(), { architecture: 'agent-r1-gpt', hiddenSize: 32, layers: 1, toolCalls: 'tags' });
+    const ids = cli(['model', 'tokenize', '--model', spec, '--text', 'What is 2 + 2?', '--json']).lastJson().ids;
+    t.true(ids.length > 0);
+    const render = cli(['model', 'render', '--model', spec, '--messages', messages]);
+    t.is(render.code, 0, render.stderr);
+    t.true(render.stdout.startsWith('<|system|>Be brief.<|end|><|user|>'));
+    t.true(render.stdout.endsWith('<|assistant|>'));
+    const gen = cli([
+      'model',
+      'generate',
+      '--model',
+      spec,
+      '--prompt-ids',
+      ids.join(','),
+      '--max-new-tokens',
+      '4',
+      '--json',
+    ]);
+    t.is(gen.code, 0, gen.stderr);
+    t.is(gen.lastJson().ids.length, gen.lastJson().logprobs.length);
+    const out = cli(['model', 'export', '--model', spec, '--format', 'gguf', '--out', join(root, 'gpt.gguf')]);
+    t.is(out.code, 2);
+    t.regex(out.stderr, /holds the built-in GPT, which no other engine runs/);
+  },
+);
