@@ -6,6 +6,7 @@ import type { LlamaModel } from '../architectures/llama/model.ts';
 import { UsageError } from '../core/errors.ts';
 import type { FloatDtype } from '../formats/dtype.ts';
 import type { TemplateMessage, TemplateTool } from '../hf/chat-template.ts';
+import { readHfCheckpoint } from '../hf/checkpoint.ts';
 import { HfFolderError } from '../hf/errors.ts';
 import { exportGguf, exportHf } from '../hf/export.ts';
 import { loadHfModel, openHfFolder, type HfFolder } from '../hf/folder.ts';
@@ -38,6 +39,8 @@ export interface ModelHandle {
 
 export async function openModel(spec: string): Promise<ModelHandle> {
   if (spec.startsWith('hf:')) return hfHandle(spec, await openHfFolder(spec.slice('hf:'.length)));
+  if (spec.startsWith('ckpt:') && (await readHfCheckpoint(spec.slice('ckpt:'.length))))
+    return hfHandle(spec, await openHfFolder(spec.slice('ckpt:'.length)));
   if (spec.startsWith('ckpt:')) {
     const { loadCheckpoint } = await import('../policy/tfjs/checkpoint.ts');
     const { initBackend } = await import('../policy/tfjs/backend.ts');

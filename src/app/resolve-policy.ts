@@ -17,8 +17,17 @@ export async function resolvePolicy(
   options: { temperature?: number } = {},
 ): Promise<Policy> {
   if (spec.startsWith('ckpt:')) {
+    const dir = spec.slice('ckpt:'.length);
+    const sampling = { temperature: options.temperature };
+    // A trained Hugging Face model's checkpoint is its folder plus checkpoint.json; the GPT's, model.json.
+    const { readHfCheckpoint, savedSampling } = await import('../hf/checkpoint.ts');
+    const hf = await readHfCheckpoint(dir);
+    if (hf) {
+      const { loadHfPolicy } = await import('../policy/hf/hf-policy.ts');
+      return loadHfPolicy(dir, { id: spec, saved: savedSampling(hf.meta), sampling });
+    }
     const { loadCheckpointPolicy } = await import('../policy/tfjs/tfjs-policy.ts');
-    return loadCheckpointPolicy(spec.slice('ckpt:'.length), { sampling: { temperature: options.temperature } });
+    return loadCheckpointPolicy(dir, { sampling });
   }
   if (spec.startsWith('hf:')) {
     const { loadHfPolicy } = await import('../policy/hf/hf-policy.ts');

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { basename, join } from 'node:path';
@@ -195,31 +195,56 @@ const DEFINING_FILES = [
   'chat_template.jinja',
 ];
 
+/** config.json keys that say how the weights are stored, not what the model computes. */
+const STORAGE_KEYS = new Set(['torch_dtype', 'dtype']);
+
 /**
- * Reads the folder's weights (float32) into a model, and its content hash: sha256 over the files
- * that decide what it does (config, generation config, tokenizer, template: JSON files by their
- * content) and every weight's name, dtype, shape and bytes, in the architecture's order. The hash is
- * the policy version in records.
+ * A model's content hash, the policy version in records: sha256 over the files that decide what it
+ * does (config, generation config, tokenizer, template; JSON files by their content, config.json
+ * without its storage dtype) and every weight's name, shape and float32 values, in the
+ * architecture's order. A folder and its export in another dtype of the same values hash alike.
  */
+export class ModelHasher {
+  private constructor(private readonly h: Hash) {}
+
+  /** A hasher that has read the defining files of `dir`. */
+  static async of(dir: string): Promise<ModelHasher> {
+    const h = createHash('sha256');
+    for (const name of DEFINING_FILES) {
+      const bytes = await readFile(join(dir, name)).catch(() => null);
+      let content = bytes;
+      if (bytes && name.endsWith('.json')) {
+        const json = JSON.parse(bytes.toString('utf8')) as { [key: string]: unknown };
+        if (name === 'config.json') for (const k of STORAGE_KEYS) delete json[k];
+        content = Buffer.from(canonicalJson(json));
+      }
+      h.update(canonicalJson([name, content === null ? null : content.length]));
+      if (content) h.update(content);
+    }
+    return new ModelHasher(h);
+  }
+
+  weight(name: string, shape: readonly number[], values: Float32Array): void {
+    this.h.update(canonicalJson([name, shape]));
+    this.h.update(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+  }
+
+  digest(): string {
+    return this.h.digest('hex');
+  }
+}
+
+/** Reads the folder's weights (float32) into a model, with its content hash (ModelHasher). */
 export async function loadHfModel(
   folder: HfFolder,
   options: { contextLength?: number } = {},
 ): Promise<{ model: LlamaModel; hash: string }> {
-  const h = createHash('sha256');
-  for (const name of DEFINING_FILES) {
-    const bytes = await readFile(join(folder.dir, name)).catch(() => null);
-    // A JSON file by its content (an export may write it with other spacing), a template by its bytes.
-    const content =
-      bytes && name.endsWith('.json') ? Buffer.from(canonicalJson(JSON.parse(bytes.toString('utf8')))) : bytes;
-    h.update(canonicalJson([name, content === null ? null : content.length]));
-    if (content) h.update(content);
-  }
+  const h = await ModelHasher.of(folder.dir);
   const weights = new Map<string, Float32Array>();
   for (const [name, entry] of folder.weights) {
-    const bytes = await readTensorBytes(entry);
-    h.update(canonicalJson([name, entry.dtype, entry.shape]));
-    h.update(bytes);
-    weights.set(name, tensorValues(entry, bytes));
+    const values = tensorValues(entry, await readTensorBytes(entry));
+    h.weight(name, entry.shape, values);
+    weights.set(name, values);
   }
-  return { model: new LlamaModel(folder.config, weights, options), hash: h.digest('hex') };
+  return { model: new LlamaModel(folder.config, weights, options), hash: h.digest() };
 }

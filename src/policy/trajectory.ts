@@ -79,16 +79,17 @@ export function recordTokens(record: EpisodeRecord, options: RecordTokensOptions
     if (enc) return enc.action(turn.text);
     throw new TrajectoryError(`episode ${id} turn ${turn.index} has no token ids: RL needs a policy that tokenizes`);
   };
-  const observation = (turn: TurnRecord, last: boolean): readonly number[] => {
+  const observation = (turn: TurnRecord, last: boolean, actionIds: readonly number[]): readonly number[] => {
     if (!enc) return turn.observationTokens ?? [];
     if (turn.observation === null) return last && enc.end ? enc.end() : [];
-    return ids && turn.observationTokens ? turn.observationTokens : enc.observation(turn.observation);
+    return ids && turn.observationTokens ? turn.observationTokens : enc.observation(turn.observation, actionIds);
   };
   const actions = record.turns.map((turn, i) => {
     const start = tokens.length;
-    push(action(turn), 1);
+    const actionIds = action(turn);
+    push(actionIds, 1);
     const end = tokens.length;
-    push(observation(turn, i === record.turns.length - 1), 0);
+    push(observation(turn, i === record.turns.length - 1, actionIds), 0);
     return { start, end };
   });
   return { tokens, mask, actions };

@@ -44,6 +44,8 @@ export interface TinyFolder {
   extra?: { [key: string]: unknown };
   /** Whose real tokenizer and template the folder gets (default qwen3). */
   tokenizer?: keyof typeof TOKENIZERS;
+  /** The embedding's standard deviation (default 1: peaked logits, greedy choices far from ties). */
+  embedStd?: number;
 }
 
 /**
@@ -87,7 +89,11 @@ export async function writeTinyFolder(dir: string, f: TinyFolder): Promise<void>
   const tensors = llamaWeights(parsed).map(({ name, shape }) => {
     const size = shape.reduce((a, b) => a * b, 1);
     const norm = name.endsWith('norm.weight');
-    const scale = name.endsWith('.bias') ? 0.1 : name.includes('embed_tokens') ? 1 : 2 / Math.sqrt(shape[1] ?? 1);
+    const scale = name.endsWith('.bias')
+      ? 0.1
+      : name.includes('embed_tokens')
+        ? (f.embedStd ?? 1)
+        : 2 / Math.sqrt(shape[1] ?? 1);
     const values = new Float32Array(size);
     for (let i = 0; i < size; i++) values[i] = norm ? 1 + 0.1 * rand() : scale * rand();
     return { name, dtype: f.dtype ?? 'F32', shape, values: () => values };

@@ -8,6 +8,7 @@ import { assertWritableDir } from '../../core/writable-dir.ts';
 import { initBackend, type BackendInfo } from '../../policy/tfjs/backend.ts';
 import { trainReplicas, type TrainThreads } from '../../rl/train-threads.ts';
 import { runSft } from '../../app/run-sft.ts';
+import { runHfSft } from '../../app/run-hf-sft.ts';
 import { SftContextError } from '../../policy/tfjs/sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
 import { contextSetting } from '../../env/context.ts';
@@ -30,6 +31,7 @@ import {
 interface SftFlags {
   scenario: string;
   policy: string;
+  init?: string;
   episodes: number;
   seed: number;
   out: string;
@@ -60,6 +62,12 @@ const positiveNumber = (v: string): number => {
   return n;
 };
 
+function modelInit(value: string): string {
+  if (!value.startsWith('hf:') && !value.startsWith('ckpt:'))
+    throw new InvalidArgumentError('expected hf:DIR (a Hugging Face folder) or ckpt:DIR (a checkpoint of one)');
+  return value;
+}
+
 function chunking(value: string): Chunking {
   if (!(CHUNKINGS as string[]).includes(value))
     throw new InvalidArgumentError(`expected one of ${CHUNKINGS.join(', ')}`);
@@ -75,6 +83,11 @@ export function register(program: Command): void {
     .requiredOption('--scenario <name>', 'scenario name or folder')
     .requiredOption('--out <dir>', 'checkpoint directory (written atomically)')
     .option('--policy <name>', 'reference policy to clone', 'expert')
+    .option(
+      '--init <hf:DIR>',
+      'train this Hugging Face model (hf:DIR, or ckpt:DIR of one trained here) on its own chat template instead of a new GPT (the GPT flags do not apply)',
+      modelInit,
+    )
     .option('--episodes <n>', 'training episodes to collect', positiveInt, 400)
     .option('--seed <n>', 'seed (data, init, batches)', integer, 0)
     .option('--steps <n>', 'optimizer steps', positiveInt, 900)
@@ -115,6 +128,7 @@ export function register(program: Command): void {
     .action(async (flags: SftFlags) => {
       const backend = await initBackend(flags.backend);
       process.stderr.write(`backend: ${backend.name} (${backend.reason})\n`);
+      if (flags.init) return hfSftCommand(flags, backend);
       const { replicas, note } = trainReplicas(backend.name, flags.trainThreads ?? availableParallelism());
       if (note) process.stderr.write(`${note}\n`);
       try {
@@ -204,6 +218,67 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
     process.stdout.write(
       `saved ${flags.out} (version ${result.hash.slice(0, 12)}, ${policy.model.parameterCount()} parameters, ${result.steps} steps, ` +
         `${result.seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)})\n`,
+    );
+    if (result.eval) process.stdout.write(formatSummary(result.eval) + '\n');
+  }
+}
+
+/** `sft --init hf:DIR`: a Hugging Face model cloned on its own chat template (runHfSft). */
+async function hfSftCommand(flags: SftFlags, backend: BackendInfo): Promise<void> {
+  const scenario = await scenarioFromFlags(flags);
+  checkSplit(scenario, 'train');
+  const teacher = await resolvePolicy(flags.policy, scenario, flags.seed);
+  const context = contextSetting(scenario, flags.context);
+  assertWritableDir(flags.out);
+  assertWritableDir(dirname(resolve(flags.out)));
+  if (flags.trainThreads !== undefined && flags.trainThreads > 1)
+    process.stderr.write('train threads: 1 (a Hugging Face model computes its gradients on this thread)\n');
+  const bar = new cliProgress.SingleBar(
+    { stream: process.stderr, format: '{phase} {bar} {value}/{total} | {info} | ETA {eta}s', hideCursor: false },
+    cliProgress.Presets.shades_classic,
+  );
+  let barOn = false;
+  const result = await runHfSft({
+    scenario,
+    teacher,
+    init: flags.init!,
+    episodes: flags.episodes,
+    seed: flags.seed,
+    out: flags.out,
+    steps: flags.steps,
+    batchSize: flags.batchSize,
+    lr: flags.lr,
+    evalEpisodes: flags.evalEpisodes,
+    temperature: flags.temperature,
+    ...(context === undefined ? {} : { episode: { context } }),
+    onStep: (s) => {
+      if (!barOn) {
+        bar.start(s.steps, 0, { phase: 'sft ', info: '' });
+        barOn = true;
+      }
+      bar.update(s.step, { phase: 'sft ', info: `loss ${s.loss.toFixed(3)} | ${Math.round(s.tokensPerS)} tok/s` });
+    },
+    onPhase: (phase, detail) => {
+      if (barOn) {
+        bar.stop();
+        barOn = false;
+      }
+      if (phase === 'eval') {
+        bar.start(detail.episodes as number, 0, { phase: 'eval', info: `split ${detail.split}` });
+        barOn = true;
+      } else process.stderr.write(`${phase}: ${JSON.stringify(detail)}\n`);
+    },
+    onEvalRecord: (done) => bar.update(done),
+  });
+  if (barOn) bar.stop();
+  const { policy: _policy, ...summary } = result;
+  const out = { ...summary, init: flags.init, backend: backend.name };
+  writeOutput(join(flags.out, 'sft.json'), JSON.stringify(out, null, 2) + '\n');
+  if (flags.json) printJson(out);
+  else {
+    process.stdout.write(
+      `saved ${flags.out} (version ${result.hash.slice(0, 12)}, from ${flags.init}, ${result.steps} steps, ` +
+        `${result.seconds.toFixed(1)} s, final loss ${result.finalLoss.toFixed(4)}; policy ckpt:${flags.out})\n`,
     );
     if (result.eval) process.stdout.write(formatSummary(result.eval) + '\n');
   }

@@ -14,6 +14,8 @@ import { KL_ESTIMATORS } from '../../rl/kl.ts';
 import { readLatest } from '../../rl/run-dir.ts';
 import { canUseReplica, Replica } from '../../rollout/replica.ts';
 import { GptTrainable } from '../../rl/tfjs-trainable.ts';
+import { HfTrainable } from '../../rl/hf-trainable.ts';
+import { readHfCheckpoint } from '../../hf/checkpoint.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
 import { sequencesWords, sftWarmStart } from '../../rl/warm-start.ts';
 import { contextSetting } from '../../env/context.ts';
@@ -91,7 +93,10 @@ async function initialModel(
   episode: Partial<EpisodeConfig>,
 ) {
   if (flags.init) {
-    if (!flags.init.startsWith('ckpt:')) throw new TrainingError(`--init must be ckpt:DIR, got "${flags.init}"`);
+    if (await isHfModel(flags.init))
+      return { model: await HfTrainable.load(initDir(flags.init), { id: 'rl' }), init: flags.init };
+    if (!flags.init.startsWith('ckpt:'))
+      throw new TrainingError(`--init must be ckpt:DIR or hf:DIR, got "${flags.init}"`);
     return { model: await GptTrainable.fromCheckpoint(flags.init.slice(5)), init: flags.init };
   }
   const warm = join(flags.out, 'warm-start');
@@ -138,6 +143,14 @@ async function initialModel(
   return { model: ws.trainable, init: `warm-start:${flags.demoPolicy}` };
 }
 
+const initDir = (spec: string) => spec.replace(/^(hf|ckpt):/, '');
+
+/** Whether `--init` names a Hugging Face model: hf:DIR, or ckpt:DIR of one trained here. */
+async function isHfModel(spec: string): Promise<boolean> {
+  if (spec.startsWith('hf:')) return true;
+  return spec.startsWith('ckpt:') && (await readHfCheckpoint(initDir(spec))) !== null;
+}
+
 async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   const log = (s: string) => process.stderr.write(s + '\n');
   // The queue first: an unreachable Redis fails before anything is computed or written. Its --resume
@@ -171,7 +184,13 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   assertWritableDir(flags.out);
   if (!flags.resume && existsSync(join(flags.out, 'config.json')))
     throw new TrainingError(`${flags.out} already holds a run; pass --resume to continue it or choose another --out`);
-  const { replicas, note } = trainReplicas(info.name, flags.trainThreads ?? availableParallelism());
+  // A Hugging Face model computes its gradients on this thread (the training threads hold GPT replicas).
+  const hf = flags.init !== undefined && (await isHfModel(flags.init));
+  if (hf && (flags.trainThreads ?? 1) > 1)
+    log('train threads: 1 (a Hugging Face model computes its gradients on this thread)');
+  const { replicas, note } = hf
+    ? { replicas: undefined, note: undefined }
+    : trainReplicas(info.name, flags.trainThreads ?? availableParallelism());
   if (note) log(note);
   try {
     return await trainWith(flags, config, scenario, info, replicas, queue);
@@ -257,7 +276,10 @@ export function register(program: Command): void {
     .requiredOption('--scenario <name>', 'scenario name or folder')
     .requiredOption('--algo <algo>', `algorithm: ${ALGORITHMS.join(', ')}`)
     .requiredOption('--out <dir>', 'run directory (metrics.jsonl, episodes.jsonl, checkpoints/, final/)')
-    .option('--init <ckpt:DIR>', 'start from this checkpoint instead of an SFT warm start')
+    .option(
+      '--init <ckpt:DIR|hf:DIR>',
+      'start from this checkpoint, or this Hugging Face model, instead of an SFT warm start',
+    )
     .option('--resume', 'continue the run in --out exactly where its last checkpoint left it')
     .option('--seed <n>', 'run seed', integer, 1)
     .option('--steps <n>', 'RL steps (rollout batches)', positiveInt)

@@ -94,6 +94,15 @@ export class HfChatEncoding implements PolicyEncoding {
     return this.tokenizer.encode(text);
   }
 
+  /** This encoding with `tools` always rendered in the prompt (records of demonstrations do not carry them). */
+  withTools(tools: readonly OpenAITool[]): PolicyEncoding & { action(text: string): number[] } {
+    return {
+      prompt: (messages) => this.prompt(messages, tools),
+      observation: (text, action) => this.observation(text, action),
+      action: (text) => this.action(text),
+    };
+  }
+
   /** An action's text as the model would have written it: its ids, then the end of its turn. */
   action(text: string): number[] {
     const ids = this.tokenizer.encode(text);

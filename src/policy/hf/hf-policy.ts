@@ -11,7 +11,7 @@ import type { LlamaModel } from '../../architectures/llama/model.ts';
 import type { ActionFormat, PolicyOutput } from '../../core/types.ts';
 import type { ChatTemplate } from '../../hf/chat-template.ts';
 import { HfFolderError } from '../../hf/errors.ts';
-import { loadHfModel, openHfFolder, type HfFolder } from '../../hf/folder.ts';
+import { loadHfModel, openHfFolder, type HfChat } from '../../hf/folder.ts';
 import type { BatchPolicy, EncodingSpec, PolicyRequest } from '../policy.ts';
 import { HfChatEncoding } from './chat-encoding.ts';
 
@@ -41,7 +41,7 @@ export class HfPolicy implements BatchPolicy {
   constructor(
     readonly id: string,
     readonly version: string,
-    readonly folder: HfFolder,
+    readonly folder: HfChat,
     readonly model: LlamaModel,
     public sampling: SamplingOptions = {},
     options: { cacheBytes?: number } = {},
@@ -104,7 +104,7 @@ export class HfPolicy implements BatchPolicy {
   }
 }
 
-function requireTemplate(folder: HfFolder): ChatTemplate {
+function requireTemplate(folder: HfChat): ChatTemplate {
   if (!folder.template)
     throw new HfFolderError(
       folder.dir,
@@ -122,8 +122,16 @@ export function actionFormatOf(template: ChatTemplate): ActionFormat {
   return 'hermes';
 }
 
-/** The `hf:DIR` policy: what resolvePolicy dynamic-imports. Its version is the folder's content hash. */
-export async function loadHfPolicy(dir: string, options: HfPolicyOptions = {}): Promise<HfPolicy> {
+/**
+ * The `hf:DIR` policy (and `ckpt:DIR` of a trained Hugging Face model): what resolvePolicy
+ * dynamic-imports. It samples at temperature 1, or as a checkpoint says (its `sampling`), unless
+ * `sampling` overrides that; its version is the content hash, followed by the override when there
+ * is one (`<hash>+temperature=0`), so records of one model sampled differently are told apart.
+ */
+export async function loadHfPolicy(
+  dir: string,
+  options: HfPolicyOptions & { id?: string; saved?: SamplingOptions } = {},
+): Promise<HfPolicy> {
   const folder = await openHfFolder(dir);
   requireTemplate(folder);
   const { model, hash } = await loadHfModel(folder, { contextLength: options.contextLength });
@@ -131,5 +139,6 @@ export async function loadHfPolicy(dir: string, options: HfPolicyOptions = {}): 
     .filter(([, v]) => v !== undefined)
     .sort(([a], [b]) => (a < b ? -1 : 1));
   const version = [hash, ...override.map(([k, v]) => `${k}=${v}`)].join('+');
-  return new HfPolicy(`hf:${dir}`, version, folder, model, Object.fromEntries(override), options);
+  const sampling = { ...options.saved, ...Object.fromEntries(override) };
+  return new HfPolicy(options.id ?? `hf:${dir}`, version, folder, model, sampling, options);
 }

@@ -1,0 +1,120 @@
+import type { EpisodeConfig } from '../core/types.ts';
+import { openAITools } from '../episode/drive-episode.ts';
+import type { HfPolicy } from '../policy/hf/hf-policy.ts';
+import type { Policy } from '../policy/policy.ts';
+import { sequencesFromRecords } from '../policy/tfjs/sft.ts';
+import { HfTrainable } from '../rl/hf-trainable.ts';
+import { sftTrainable } from '../rl/sft-trainable.ts';
+import { TrainingError } from '../rl/errors.ts';
+import { rollout } from '../rollout/rollout.ts';
+import type { RolloutSummary } from '../rollout/summary.ts';
+import type { Scenario } from '../scenario/scenario.ts';
+
+export interface RunHfSftOptions {
+  scenario: Scenario;
+  /** The reference policy whose episodes are cloned. */
+  teacher: Policy;
+  /** The Hugging Face folder (or checkpoint of one) to start from. */
+  init: string;
+  episodes: number;
+  seed: number;
+  out: string;
+  steps: number;
+  batchSize: number;
+  lr: number;
+  /** Dev-split episodes evaluated at the end (0: none). */
+  evalEpisodes: number;
+  /** The temperature the checkpoint samples with (saved with it; the dev eval uses it). */
+  temperature: number;
+  episode?: Partial<EpisodeConfig>;
+  onPhase?: (phase: 'collect' | 'train' | 'save' | 'eval', detail: { [key: string]: unknown }) => void;
+  onStep?: (stats: { step: number; steps: number; loss: number; tokensPerS: number }) => void;
+  onEvalRecord?: (done: number, total: number) => void;
+}
+
+export interface RunHfSftResult {
+  hash: string;
+  steps: number;
+  finalLoss: number;
+  tailLoss: number;
+  sequences: number;
+  trainTokens: number;
+  seconds: number;
+  teacherSuccess: number;
+  policy: HfPolicy;
+  eval?: RolloutSummary;
+}
+
+/**
+ * `agent-r1 sft --init hf:DIR`: a Hugging Face model cloned on a reference policy's demonstrations,
+ * rendered through the model's own chat template with the scenario's tools (the loss on the
+ * assistant's tokens alone, its end-of-turn token included), saved as a checkpoint that is the
+ * Hugging Face folder it is, evaluated on dev. Deterministic for a seed.
+ */
+export async function runHfSft(options: RunHfSftOptions): Promise<RunHfSftResult> {
+  options.onPhase?.('collect', { episodes: options.episodes, split: 'train' });
+  const { records, summary } = await rollout({
+    scenario: options.scenario,
+    policy: options.teacher,
+    split: 'train',
+    episodes: options.episodes,
+    seed: options.seed,
+    config: options.episode,
+  });
+  const trainable = await HfTrainable.load(options.init.replace(/^(hf|ckpt):/, ''), { id: `ckpt:${options.out}` });
+  const encoding = trainable.encoding.withTools(openAITools(options.scenario));
+  const sequences = sequencesFromRecords(records, encoding, { onlySuccessful: true });
+  if (sequences.length === 0)
+    throw new TrainingError(`the ${options.teacher.id} policy produced no successful demonstration`);
+  options.onPhase?.('train', { records: records.length, teacherSuccess: summary.successRate });
+  const trained = await sftTrainable(trainable, {
+    sequences,
+    steps: options.steps,
+    batchSize: options.batchSize,
+    lr: options.lr,
+    seed: options.seed,
+    onStep: options.onStep,
+  });
+  trainable.options.meta = {
+    ...trainable.options.meta,
+    sft: {
+      init: options.init,
+      scenario: options.scenario.id,
+      teacher: options.teacher.id,
+      episodes: options.episodes,
+      seed: options.seed,
+      steps: trained.steps,
+      finalLoss: trained.finalLoss,
+    },
+    sampling: { temperature: options.temperature },
+    // What each step was shown in the demonstrations: the policy expects the same in use.
+    ...(options.episode?.context === undefined ? {} : { context: options.episode.context }),
+  };
+  options.onPhase?.('save', { out: options.out });
+  await trainable.save(options.out);
+  const policy = trainable.policy({ temperature: options.temperature }) as HfPolicy;
+  const result: RunHfSftResult = {
+    hash: trainable.version(),
+    ...trained,
+    sequences: sequences.length,
+    teacherSuccess: summary.successRate,
+    policy,
+  };
+  if (options.evalEpisodes > 0) {
+    const split = options.scenario.splits.includes('dev') ? 'dev' : 'train';
+    options.onPhase?.('eval', { episodes: options.evalEpisodes, split });
+    let done = 0;
+    result.eval = (
+      await rollout({
+        scenario: options.scenario,
+        policy,
+        split,
+        episodes: options.evalEpisodes,
+        seed: options.seed + 1,
+        config: options.episode,
+        onRecord: () => options.onEvalRecord?.(++done, options.evalEpisodes),
+      })
+    ).summary;
+  }
+  return result;
+}
