@@ -145,3 +145,10 @@ export function trainThreadCount(value: string): number {
 export const TRAIN_THREADS_HELP =
   'threads that compute training gradients, each on a replica of the model (default: one per core; ' +
   '1: this thread only); the weights are the same for any number';
+
+/** `--init` (sft, train): a model to start from, hf:DIR or ckpt:DIR. */
+export function modelInit(value: string): string {
+  if (!value.startsWith('hf:') && !value.startsWith('ckpt:'))
+    throw new InvalidArgumentError('expected hf:DIR (a Hugging Face folder) or ckpt:DIR (a checkpoint)');
+  return value;
+}

@@ -22,8 +22,8 @@ const errors: Array<[string, string[], RegExp, number]> = [
   [
     'a bad --init',
     ['train', '--scenario', 'calculator', '--algo', 'grpo', '--out', 'OUT', '--init', 'runs/x'],
-    /--init must be ckpt:DIR/,
-    1,
+    /option '--init <ckpt:DIR\|hf:DIR>' argument 'runs\/x' is invalid\. expected hf:DIR/,
+    2,
   ],
   [
     'a missing checkpoint',

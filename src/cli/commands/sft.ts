@@ -20,6 +20,7 @@ import {
   formatSummary,
   keyValue,
   integer,
+  modelInit,
   nonNegativeNumber,
   positiveInt,
   printJson,
@@ -61,12 +62,6 @@ const positiveNumber = (v: string): number => {
   if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a positive number');
   return n;
 };
-
-function modelInit(value: string): string {
-  if (!value.startsWith('hf:') && !value.startsWith('ckpt:'))
-    throw new InvalidArgumentError('expected hf:DIR (a Hugging Face folder) or ckpt:DIR (a checkpoint of one)');
-  return value;
-}
 
 function chunking(value: string): Chunking {
   if (!(CHUNKINGS as string[]).includes(value))

@@ -25,6 +25,7 @@ import {
   contextMode,
   integer,
   keyValue,
+  modelInit,
   positiveInt,
   printJson,
   scenarioFromFlags,
@@ -95,8 +96,6 @@ async function initialModel(
   if (flags.init) {
     if (await isHfModel(flags.init))
       return { model: await HfTrainable.load(initDir(flags.init), { id: 'rl' }), init: flags.init };
-    if (!flags.init.startsWith('ckpt:'))
-      throw new TrainingError(`--init must be ckpt:DIR or hf:DIR, got "${flags.init}"`);
     return { model: await GptTrainable.fromCheckpoint(flags.init.slice(5)), init: flags.init };
   }
   const warm = join(flags.out, 'warm-start');
@@ -271,7 +270,7 @@ export function register(program: Command): void {
   program
     .command('train')
     .description(
-      'RL-train a tfjs policy on a scenario (SFT warm start or --init ckpt:DIR, then PPO/GRPO/REINFORCE++/RLOO)',
+      'RL-train a policy on a scenario (an SFT warm start of the GPT, or --init ckpt:DIR or hf:DIR; then PPO/GRPO/REINFORCE++/RLOO)',
     )
     .requiredOption('--scenario <name>', 'scenario name or folder')
     .requiredOption('--algo <algo>', `algorithm: ${ALGORITHMS.join(', ')}`)
@@ -279,6 +278,7 @@ export function register(program: Command): void {
     .option(
       '--init <ckpt:DIR|hf:DIR>',
       'start from this checkpoint, or this Hugging Face model, instead of an SFT warm start',
+      modelInit,
     )
     .option('--resume', 'continue the run in --out exactly where its last checkpoint left it')
     .option('--seed <n>', 'run seed', integer, 1)
