@@ -13,6 +13,7 @@ import { HfChatEncoding } from '../policy/hf/chat-encoding.ts';
 import { HfPolicy } from '../policy/hf/hf-policy.ts';
 import type { Policy } from '../policy/policy.ts';
 import { maskedIndices, padBatch } from '../policy/tfjs/score.ts';
+import { chosenLogprobs } from './chunked-logprobs.ts';
 import { TrainingError } from './errors.ts';
 import type { RolloutSampling, ScoreOutput, ScoreRequest, TrainablePolicy } from './trainable.ts';
 
@@ -151,32 +152,10 @@ async function modelHash(dir: string, model: LlamaModel): Promise<string> {
 }
 
 /**
- * log-softmax over a large vocabulary, its normalizer summed in blocks of 256 then over the blocks:
- * a float32 sum of 150k terms in one run is off by ~1e-5 in the log; in two levels, ~1e-6.
- */
-export function logSoftmaxBlocked(logits: tf.Tensor2D): tf.Tensor2D {
-  return tf.tidy(() => {
-    const [N, V] = logits.shape;
-    const k = 256;
-    const Vp = Math.ceil(V / k) * k;
-    const shifted = logits.sub(logits.max(-1, true));
-    const z = shifted
-      .exp()
-      .pad([
-        [0, 0],
-        [0, Vp - V],
-      ])
-      .reshape([N, Vp / k, k])
-      .sum(2)
-      .sum(1, true);
-    return shifted.sub(z.log()) as tf.Tensor2D;
-  });
-}
-
-/**
  * The trainer's forward pass (TrainablePolicy.score) over the Llama family: log-probs (and
  * entropies) of the selected tokens, the agent's own with a mask, all of them otherwise; the
- * vocabulary head runs on those positions only, and the results are scattered back to [B, T].
+ * vocabulary head runs on those positions only, a block of rows at a time (chosenLogprobs), and the
+ * results are scattered back to [B, T].
  */
 export function scoreLlama(net: LlamaTfjs, req: ScoreRequest): ScoreOutput {
   const { tokens } = padBatch(req.tokens, 0, undefined, req.length);
@@ -187,7 +166,6 @@ export function scoreLlama(net: LlamaTfjs, req: ScoreRequest): ScoreOutput {
         T,
       )
     : Array.from({ length: B * (T - 1) }, (_, i) => Math.floor(i / (T - 1)) * T + (i % (T - 1)) + 1);
-  const V = net.config.vocabSize;
   try {
     return tf.tidy(() => {
       const place = (x: tf.Tensor1D | null) =>
@@ -203,17 +181,9 @@ export function scoreLlama(net: LlamaTfjs, req: ScoreRequest): ScoreOutput {
           'int32',
         ),
       ) as tf.Tensor2D;
-      let logits = net.logitsOf(rows);
-      if (req.temperature && req.temperature !== 1) logits = logits.div(req.temperature);
-      const logp = logSoftmaxBlocked(logits);
-      const flat = tokens.reshape([B * T]);
-      const targets = tf.gather(flat, tf.tensor1d(Int32Array.from(select), 'int32')) as tf.Tensor1D;
-      const at = tf.range(0, select.length, 1, 'int32').mul(tf.scalar(V, 'int32')).add(targets) as tf.Tensor1D;
-      const picked = tf.gather(logp.reshape([select.length * V]), at) as tf.Tensor1D;
-      return {
-        logprobs: place(picked),
-        ...(req.entropy ? { entropy: place(logp.exp().mul(logp).sum(-1).neg() as tf.Tensor1D) } : {}),
-      };
+      const targets = tf.gather(tokens.reshape([B * T]), tf.tensor1d(Int32Array.from(select), 'int32')) as tf.Tensor1D;
+      const out = chosenLogprobs(rows, net.head as unknown as tf.Tensor2D, targets, req.temperature ?? 1);
+      return { logprobs: place(out.logprobs), ...(req.entropy ? { entropy: place(out.entropy) } : {}) };
     });
   } finally {
     tokens.dispose();

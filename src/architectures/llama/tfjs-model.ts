@@ -96,10 +96,14 @@ export class LlamaTfjs {
     });
   }
 
-  /** Vocabulary logits [N, V] of hidden states [N, d] (the head is the embedding when tied). */
+  /** The vocabulary head's weights [V, d]: the embedding when tied. */
+  get head(): tf.Variable {
+    return this.w(this.config.tieEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
+  }
+
+  /** Vocabulary logits [N, V] of hidden states [N, d]. */
   logitsOf(hidden: tf.Tensor2D): tf.Tensor2D {
-    const head = this.w(this.config.tieEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
-    return tf.matMul(hidden, head, false, true) as tf.Tensor2D;
+    return tf.matMul(hidden, this.head, false, true) as tf.Tensor2D;
   }
 
   /** tokens [B, T] → logits [B, T, V]. */

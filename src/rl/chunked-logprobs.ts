@@ -1,0 +1,126 @@
+import * as tf from '@tensorflow/tfjs';
+
+/**
+ * Log-probabilities (and entropies) of chosen tokens under a vocabulary head, computed a block of
+ * rows at a time, forward and backward, so that no [rows × vocabulary] tensor outlives its block: the
+ * head of a 150k-token vocabulary makes 0.6 MB per row, and a batch's thousand action tokens would
+ * otherwise hold gigabytes (per saved intermediate) for the backward pass. The backward pass
+ * recomputes each block's logits (a second head matmul) instead of keeping them.
+ *
+ *   logits = hidden · headᵀ / T;  logp = log_softmax(logits);  out = logp[target], −Σ p·logp
+ *   ∂/∂logits = g_lp·(onehot − p) + g_ent·(−p·(logp + H)),  then · 1/T through the head.
+ */
+
+/** Rows per block: a block's logits stay under ~64 MB whatever the vocabulary. */
+function blockRows(vocab: number): number {
+  return Math.max(1, Math.floor((16 << 20) / vocab));
+}
+
+/**
+ * log-softmax over a large vocabulary, its normalizer summed in blocks of 256 then over the blocks:
+ * a float32 sum of 150k terms in one run is off by ~1e-5 in the log; in two levels, ~1e-6.
+ */
+export function logSoftmaxBlocked(logits: tf.Tensor2D): tf.Tensor2D {
+  return tf.tidy(() => {
+    const shifted = logits.sub(logits.max(-1, true));
+    return shifted.sub(
+      rowSums(shifted.exp() as tf.Tensor2D)
+        .log()
+        .reshape([-1, 1]),
+    ) as tf.Tensor2D;
+  });
+}
+
+/** Each row's sum [N] of x [N, V], in blocks of 256 and then over the blocks (see logSoftmaxBlocked). */
+function rowSums(x: tf.Tensor2D): tf.Tensor1D {
+  const [N, V] = x.shape;
+  const k = 256;
+  const Vp = Math.ceil(V / k) * k;
+  const padded =
+    Vp === V
+      ? x
+      : x.pad([
+          [0, 0],
+          [0, Vp - V],
+        ]);
+  return padded
+    .reshape([N, Vp / k, k])
+    .sum(2)
+    .sum(1) as tf.Tensor1D;
+}
+
+/** One block's log-softmax, the chosen tokens' log-probs and the entropies. */
+function block(h: tf.Tensor2D, head: tf.Tensor2D, targets: tf.Tensor1D, temperature: number) {
+  const logits = tf.matMul(h, head, false, true) as tf.Tensor2D;
+  const logp = logSoftmaxBlocked(temperature === 1 ? logits : (logits.div(temperature) as tf.Tensor2D));
+  const V = head.shape[0];
+  const flat = tf.range(0, h.shape[0], 1, 'int32').mul(tf.scalar(V, 'int32')).add(targets) as tf.Tensor1D;
+  const picked = tf.gather(logp.reshape([-1]), flat) as tf.Tensor1D;
+  const entropy = rowSums(logp.exp().mul(logp) as tf.Tensor2D).neg() as tf.Tensor1D;
+  return { logp, picked, entropy };
+}
+
+/**
+ * `hidden` [N, d], `head` [V, d], `targets` [N] (int32): the targets' log-probs [N] and the rows'
+ * entropies [N] at `temperature`, `rows` rows at a time. Differentiable with respect to hidden and head.
+ */
+export function chosenLogprobs(
+  hidden: tf.Tensor2D,
+  head: tf.Tensor2D,
+  targets: tf.Tensor1D,
+  temperature = 1,
+  rows = blockRows(head.shape[0]),
+): { logprobs: tf.Tensor1D; entropy: tf.Tensor1D } {
+  const N = hidden.shape[0];
+  const blocks = Array.from(
+    { length: Math.ceil(N / rows) },
+    (_, i) => [i * rows, Math.min(rows, N - i * rows)] as const,
+  );
+  const op = tf.customGrad((h, w, t, save) => {
+    const hid = h as tf.Tensor2D;
+    const hd = w as tf.Tensor2D;
+    const tg = t as tf.Tensor1D;
+    (save as tf.GradSaveFunc)([hid, hd, tg]);
+    const parts = blocks.map(([from, n]) =>
+      tf.tidy(() => {
+        const out = block(hid.slice([from, 0], [n, -1]), hd, tg.slice([from], [n]), temperature);
+        return tf.stack([out.picked, out.entropy]);
+      }),
+    );
+    const value = tf.concat(parts, 1) as tf.Tensor2D; // [2, N]: log-probs, entropies
+    tf.dispose(parts);
+    return {
+      value,
+      gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+        const [sh, sw, st] = saved as [tf.Tensor2D, tf.Tensor2D, tf.Tensor1D];
+        const V = sw.shape[0];
+        let dw: tf.Tensor2D = tf.zerosLike(sw);
+        const dh: tf.Tensor2D[] = [];
+        for (const [from, n] of blocks) {
+          const [dhBlock, dwNext] = tf.tidy(() => {
+            const h = sh.slice([from, 0], [n, -1]) as tf.Tensor2D;
+            const { logp, entropy } = block(h, sw, st.slice([from], [n]) as tf.Tensor1D, temperature);
+            const p = logp.exp();
+            const gLp = dy.slice([0, from], [1, n]).reshape([n, 1]);
+            const gEnt = dy.slice([1, from], [1, n]).reshape([n, 1]);
+            const onehot = tf.oneHot(st.slice([from], [n]) as tf.Tensor1D, V).toFloat();
+            let dLogits = onehot
+              .sub(p)
+              .mul(gLp)
+              .sub(p.mul(logp.add(entropy.reshape([n, 1]))).mul(gEnt)) as tf.Tensor2D;
+            if (temperature !== 1) dLogits = dLogits.div(temperature) as tf.Tensor2D;
+            return [tf.matMul(dLogits, sw) as tf.Tensor2D, dw.add(tf.matMul(dLogits, h, true, false)) as tf.Tensor2D];
+          });
+          dh.push(dhBlock);
+          dw.dispose();
+          dw = dwNext;
+        }
+        const dhAll = tf.concat(dh, 0);
+        tf.dispose(dh);
+        return [dhAll, dw, tf.zerosLike(st)];
+      },
+    };
+  });
+  const [logprobs, entropy] = tf.unstack(op(hidden, head, targets)) as [tf.Tensor1D, tf.Tensor1D];
+  return { logprobs, entropy };
+}
