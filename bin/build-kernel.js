@@ -24,11 +24,13 @@ export const KERNELS = [
     source: 'src/architectures/llama/kernel/llama-step.as.ts',
     module: 'src/architectures/llama/kernel/llama-kernel-wasm.ts',
     constant: 'LLAMA_KERNEL_WASM',
+    // Its steps run on several threads over one shared memory, which the host makes and hands in.
+    flags: ['--enable', 'threads', '--importMemory', '--sharedMemory', '--maximumMemory', '65536'],
   },
 ];
 
 /** A kernel's WebAssembly bytes, compiled from its source now. */
-export async function compileKernel(source) {
+export async function compileKernel(source, flags = []) {
   const asc = (await import('assemblyscript/asc')).default;
   let binary = null;
   const stderr = [];
@@ -42,6 +44,7 @@ export async function compileKernel(source) {
       ...(process.env.KERNEL_DEBUG ? ['--debug'] : []),
       '--enable',
       'simd',
+      ...flags,
       '--runtime',
       'stub',
       // The host owns memory: no static data, no allocator; it grows the memory it exports.
@@ -77,7 +80,7 @@ export function kernelModuleText(kernel, bytes) {
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   let stale = false;
   for (const kernel of KERNELS) {
-    const text = kernelModuleText(kernel, await compileKernel(kernel.source));
+    const text = kernelModuleText(kernel, await compileKernel(kernel.source, kernel.flags));
     const path = `${root}${kernel.module}`;
     if (!process.argv.includes('--check')) writeFileSync(path, text);
     else if (readFileSync(path, 'utf8') !== text) {

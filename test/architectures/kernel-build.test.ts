@@ -6,10 +6,14 @@ import { DECODE_KERNEL_WASM } from '../../src/policy/tfjs/kernel/decode-kernel-w
 test('the committed decode kernels are what their sources compile to (npm run build:kernel after editing one)', (t) => {
   // A plain node child: the compiler (binaryen) loads several times slower under the test's tsx hooks.
   t.notThrows(() => execFileSync(process.execPath, ['bin/build-kernel.js', '--check'], { stdio: 'pipe' }));
-  // Each needs nothing from its host and exports what the kernel host (kernel-host.ts) calls.
-  for (const wasm of [DECODE_KERNEL_WASM, LLAMA_KERNEL_WASM]) {
+  // Each exports what the kernel host (kernel-host.ts) calls; the Llama kernel takes the shared
+  // memory its threads run on from its host, the other needs nothing.
+  for (const [wasm, imports] of [
+    [DECODE_KERNEL_WASM, []],
+    [LLAMA_KERNEL_WASM, [{ module: 'env', name: 'memory', kind: 'memory' }]],
+  ] as const) {
     const module = new WebAssembly.Module(Uint8Array.from(Buffer.from(wasm, 'base64')));
-    t.deepEqual(WebAssembly.Module.imports(module), []);
+    t.deepEqual(WebAssembly.Module.imports(module), imports);
     t.deepEqual(
       WebAssembly.Module.exports(module)
         .map((e) => e.name)

@@ -133,3 +133,34 @@ test('kernel memory addresses past 2 GiB (a model of a few GB) are aligned witho
   t.is(align16(2 ** 31 + 5), 2 ** 31 + 16);
   t.is(align16(3 * 2 ** 30 + 16), 3 * 2 ** 30 + 16);
 });
+
+test('a step gives the same bits on one thread as on several, shares uneven or not', async (t) => {
+  const dir = join(root, 'threads');
+  await writeTinyFolder(dir, {
+    architecture: 'Qwen2ForCausalLM',
+    hidden: 40,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    intermediate: 72,
+    tie: false,
+    seed: 6,
+  });
+  const { model } = await loadHfModel(await openHfFolder(dir));
+  const rows = [[151644, 872, 198, 9707, 11], [5], Array.from({ length: 23 }, (_, i) => 100 + i * 11)];
+  const run = async (threads: number) => {
+    const decoder = new LlamaDecoder(model, { threads });
+    await decoder.prepare();
+    const s = decoder.session(rows.map(() => ({ capacity: 64 })));
+    try {
+      const prefill = s.step(rows.map((tokens, slot) => ({ slot, tokens }))).map((l) => l.slice());
+      const next = s.step(rows.map((_, slot) => ({ slot, tokens: [slot + 1] }))).map((l) => l.slice());
+      return [...prefill, ...next];
+    } finally {
+      s.close();
+    }
+  };
+  const one = await run(1);
+  t.deepEqual(await run(2), one);
+  t.deepEqual(await run(3), one);
+});

@@ -23,7 +23,7 @@ const ROW_INTS = 8;
 /** A kernel's refusal or failure: a bad step, a shape that does not match, memory it cannot have. */
 export class KernelError extends AgentR1Error {}
 
-/** What every decode kernel exports. */
+/** What every decode kernel exports (a threaded kernel's step and scratchBytes take more: its subclass calls them). */
 export interface KernelExports {
   memory: WebAssembly.Memory;
   step(
@@ -35,8 +35,9 @@ export interface KernelExports {
     out: number,
     scratch: number,
     C: number,
+    ...more: number[]
   ): void;
-  scratchBytes(model: number, S: number, R: number, C: number): number;
+  scratchBytes(model: number, S: number, R: number, C: number, ...more: number[]): number;
   weigh(logits: number, R: number, V: number, stride: number, out: number, invT: number): void;
 }
 
@@ -82,11 +83,27 @@ export abstract class KernelHost {
   protected sessionBase = 0;
   private open = false;
 
+  protected readonly module: WebAssembly.Module;
+
   protected constructor(
     wasm: string,
     readonly shape: KernelShape,
+    /** A memory to run in (a threaded kernel's, shared), instead of the kernel's own. */
+    memory?: WebAssembly.Memory,
   ) {
-    this.exports = new WebAssembly.Instance(kernelModule(wasm), {}).exports as unknown as KernelExports;
+    this.module = kernelModule(wasm);
+    const imports: WebAssembly.Imports = memory ? { env: { memory } } : {};
+    this.exports = new WebAssembly.Instance(this.module, imports).exports as unknown as KernelExports;
+  }
+
+  /** Bytes of scratch a step of S tokens over R rows needs. */
+  stepScratch(S: number, R: number): number {
+    return this.exports.scratchBytes(this.modelPtr, S, R, this.shape.contextLength);
+  }
+
+  /** Runs one kernel step (the rows' table and tokens are written; the logits go to `out`). */
+  runStep(rows: number, R: number, tokens: number, S: number, out: number, scratch: number): void {
+    this.exports.step(this.modelPtr, rows, R, tokens, S, out, scratch, this.shape.contextLength);
   }
 
   /** The kernel's memory (views of it are valid until it grows). */
@@ -142,7 +159,7 @@ export abstract class KernelHost {
     if (this.open) throw new KernelError('a decode kernel session is already open on this model');
     this.open = true;
     try {
-      return new KernelSession(this, this.exports, this.modelPtr, this.sessionBase, rows, () => {
+      return new KernelSession(this, this.exports, this.sessionBase, rows, () => {
         this.open = false;
       });
     } catch (error) {
@@ -168,7 +185,6 @@ export class KernelSession {
   constructor(
     private readonly host: KernelHost,
     private readonly k: KernelExports,
-    private readonly modelPtr: number,
     base: number,
     rows: ReadonlyArray<{ cache?: KVCache; capacity: number }>,
     private readonly onClose: () => void,
@@ -304,11 +320,10 @@ export class KernelSession {
 
   private run(rows: readonly KernelRowStep[], S: number, first: number): void {
     const R = rows.length;
-    const C = this.host.shape.contextLength;
     const tableAt = this.end;
     const tokensAt = tableAt + align16(R * ROW_INTS * 4);
     const scratchAt = tokensAt + align16(S * 4);
-    this.host.ensure(scratchAt + this.k.scratchBytes(this.modelPtr, S, R, C));
+    this.host.ensure(scratchAt + this.host.stepScratch(S, R));
     const buf = this.k.memory.buffer;
     const table = new Int32Array(buf, tableAt, R * ROW_INTS);
     const tokens = new Int32Array(buf, tokensAt, S);
@@ -325,7 +340,7 @@ export class KernelSession {
       off += r.tokens.length;
     });
     const out = this.outAt + first * ceil8(this.host.shape.vocabSize) * 4;
-    this.k.step(this.modelPtr, tableAt, R, tokensAt, S, out, scratchAt, C);
+    this.host.runStep(tableAt, R, tokensAt, S, out, scratchAt);
     for (const r of rows) this.lengths[r.slot] = this.lengths[r.slot]! + r.tokens.length;
   }
 

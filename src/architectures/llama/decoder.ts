@@ -1,4 +1,6 @@
-import { KernelHost } from '../kernel/kernel-host.ts';
+import { availableParallelism } from 'node:os';
+import { Worker } from 'node:worker_threads';
+import { KERNEL_BASE, KernelHost } from '../kernel/kernel-host.ts';
 import { LLAMA_KERNEL_WASM } from './kernel/llama-kernel-wasm.ts';
 import type { LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
@@ -11,24 +13,127 @@ const FLAG_O_BIAS = 2;
 const FLAG_MLP_BIAS = 4;
 const FLAG_QK_NORM = 8;
 
+// The control block, in page 0 (which the kernel leaves to the host): i32 slots 0–9 the step's
+// arguments, then the generation (moved on to start a step) and stop; the kernel's barrier after it.
+const CTL = KERNEL_BASE - 256;
+const SYNC = CTL + 64;
+const C_GEN = 10;
+const C_STOP = 11;
+const MAX_PAGES = 65536;
+
+/** Threads a step runs on unless told otherwise: AGENT_R1_KERNEL_THREADS, else one per core (at most 8). */
+export function kernelThreads(): number {
+  const env = Number(process.env.AGENT_R1_KERNEL_THREADS);
+  return Number.isInteger(env) && env >= 1 ? Math.min(env, 64) : Math.min(availableParallelism(), 8);
+}
+
+/**
+ * A worker's part: instantiate the kernel on the shared memory, say so, and run its share of every
+ * step. It parks in JS: under Node 20's optimizing compiler a `memory.atomic.wait32` parking loop
+ * inside the kernel never woke on the host's notify.
+ */
+const WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { module, memory, ctl, thread, generation } = workerData;
+const kernel = new WebAssembly.Instance(module, { env: { memory } }).exports;
+const c = new Int32Array(memory.buffer, ctl, 16);
+parentPort.postMessage('ready');
+for (let seen = generation; ; ) {
+  Atomics.wait(c, ${C_GEN}, seen);
+  seen = Atomics.load(c, ${C_GEN});
+  if (Atomics.load(c, ${C_STOP})) break;
+  kernel.step(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], thread, c[8], c[9]);
+}
+`;
+
+/** Stops a decoder's workers once the decoder itself is gone. */
+const stopWorkers = new FinalizationRegistry<{ memory: WebAssembly.Memory; workers: Worker[] }>(
+  ({ memory, workers }) => {
+    const ctl = new Int32Array(memory.buffer, CTL, 16);
+    Atomics.store(ctl, C_STOP, 1);
+    Atomics.add(ctl, C_GEN, 1);
+    Atomics.notify(ctl, C_GEN);
+    for (const w of workers) w.unref();
+  },
+);
+
 /**
  * The Llama family's decode kernel (kernel/llama-step.as.ts) on the shared kernel host. The weights
  * go into the kernel's memory as the checkpoint stores them ([out, in], float32), q/k/v and gate/up
  * side by side so that each pair is one matmul; the embedding serves as the head when tied. They are
  * copied in when the model's revision changed since the last copy.
+ *
+ * The memory is shared, and a step runs on `threads` threads: this one and workers parked in the
+ * kernel's `serve` loop, each doing its share of every phase (the logits are the same bits for any
+ * number of them). The workers start with the first `prepare` and stop when the decoder is gone.
  */
 export class LlamaDecoder extends KernelHost {
   private loaded = -1;
+  private readonly shared: WebAssembly.Memory;
+  private workers: Promise<void> | null = null;
+  readonly threads: number;
 
-  private constructor(readonly model: LlamaModel) {
+  constructor(
+    readonly model: LlamaModel,
+    options: { threads?: number } = {},
+  ) {
     const c = model.config;
-    super(LLAMA_KERNEL_WASM, {
-      layers: c.numLayers,
-      width: c.numKvHeads * c.headDim,
-      copyWidth: 0,
-      vocabSize: c.vocabSize,
-      contextLength: model.contextLength,
-    });
+    const memory = new WebAssembly.Memory({ initial: 2, maximum: MAX_PAGES, shared: true });
+    super(
+      LLAMA_KERNEL_WASM,
+      {
+        layers: c.numLayers,
+        width: c.numKvHeads * c.headDim,
+        copyWidth: 0,
+        vocabSize: c.vocabSize,
+        contextLength: model.contextLength,
+      },
+      memory,
+    );
+    this.shared = memory;
+    this.threads = options.threads ?? kernelThreads();
+  }
+
+  /** Starts the workers (threads − 1 of them) and waits until each is parked in the kernel. */
+  private startWorkers(): Promise<void> {
+    this.workers ??= (async () => {
+      const workers: Worker[] = [];
+      // The generation now: a step started before a worker parks still counts as new to it.
+      const generation = Atomics.load(new Int32Array(this.shared.buffer, CTL, 16), C_GEN);
+      await Promise.all(
+        Array.from({ length: this.threads - 1 }, (_, i) => {
+          const worker = new Worker(WORKER, {
+            eval: true,
+            workerData: { module: this.module, memory: this.shared, ctl: CTL, thread: i + 1, generation },
+          });
+          workers.push(worker);
+          return new Promise<void>((resolve, reject) => {
+            worker.once('message', () => resolve());
+            worker.once('error', reject);
+          });
+        }),
+      );
+      for (const w of workers) w.unref();
+      stopWorkers.register(this, { memory: this.shared, workers });
+    })();
+    return this.workers;
+  }
+
+  override stepScratch(S: number, R: number): number {
+    return this.exports.scratchBytes(this.modelPtr, S, R, this.shape.contextLength, this.threads);
+  }
+
+  override runStep(rows: number, R: number, tokens: number, S: number, out: number, scratch: number): void {
+    const C = this.shape.contextLength;
+    const T = this.threads;
+    if (T > 1) {
+      const ctl = new Int32Array(this.shared.buffer, CTL, 16);
+      ctl.set([this.modelPtr, rows, R, tokens, S, out, scratch, C, T, SYNC]);
+      Atomics.add(ctl, C_GEN, 1);
+      Atomics.notify(ctl, C_GEN);
+    }
+    // This thread is thread 0; the step ends at a barrier every thread reaches.
+    this.exports.step(this.modelPtr, rows, R, tokens, S, out, scratch, C, 0, T, SYNC);
   }
 
   private static readonly byModel = new WeakMap<LlamaModel, LlamaDecoder>();
@@ -43,8 +148,9 @@ export class LlamaDecoder extends KernelHost {
     return d;
   }
 
-  /** Copies the weights in if they changed since the last copy (a no-op otherwise). */
+  /** Copies the weights in if they changed since the last copy (a no-op otherwise); starts the workers. */
   async prepare(): Promise<void> {
+    if (this.threads > 1) await this.startWorkers();
     if (this.loaded === this.model.revision) return;
     const m = this.model;
     const c = m.config;

@@ -12,6 +12,11 @@
 // output of a matmul is one dot product (four lanes over k ascending, summed (l0 + l1) + (l2 + l3),
 // then the tail in order) whatever block of rows and columns it is computed in; every other
 // reduction is within one row in an order fixed by the row's own sizes; no FMA.
+//
+// Threads: the memory is shared, and `threads` instances run `step` at once (the host's thread and
+// workers the host parks until the next step), each on its share of every phase (a matmul's columns, the rows of a
+// norm, the tokens of the rotary, the (token, head) pairs of attention), with a barrier between
+// phases. Who computes an output never changes how: the bits are the same for any thread count.
 
 import { at, attend, ceil8, expv, hsum, ptr, slot } from '../../kernel/simd.as';
 export { weigh } from '../../kernel/simd.as';
@@ -76,11 +81,11 @@ const ROW_BYTES: i32 = 32;
 }
 
 /**
- * x [S][xs] (K used), w [N][K], bias [N] or 0, out [S][os]. Blocks of 4 rows × 2 columns (8 chains at
- * once), else 1 row × 4 columns (a decode step of one row streams the weights once); each chain is
- * the same arithmetic in every block, so a row's result does not depend on its block.
+ * x [S][xs] (K used), w [N][K], bias [N] or 0, out [S][os]; the columns n0 ≤ n < N. Blocks of 4 rows ×
+ * 2 columns (8 chains at once), else 1 row × 4 columns (a decode step of one row streams the weights
+ * once); each chain is the same arithmetic in every block, so a row's result does not depend on its block.
  */
-function matmul(x: usize, xs: i32, S: i32, K: i32, w: usize, N: i32, bias: usize, out: usize, os: i32, resid: bool): void {
+function matmul(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32, bias: usize, out: usize, os: i32, resid: bool): void {
   const K4 = K & ~3;
   const wRow = <usize>K << 2;
   const xRow = <usize>xs << 2;
@@ -94,7 +99,7 @@ function matmul(x: usize, xs: i32, S: i32, K: i32, w: usize, N: i32, bias: usize
     const o1 = at(o0, os);
     const o2 = at(o1, os);
     const o3 = at(o2, os);
-    let n = 0;
+    let n = n0;
     for (; n + 2 <= N; n += 2) {
       const w0 = w + <usize>n * wRow;
       const w1 = w0 + wRow;
@@ -141,7 +146,7 @@ function matmul(x: usize, xs: i32, S: i32, K: i32, w: usize, N: i32, bias: usize
   for (; s < S; s++) {
     const x0 = at(x, s * xs);
     const o0 = at(out, s * os);
-    let n = 0;
+    let n = n0;
     for (; n + 4 <= N; n += 4) {
       const w0 = w + <usize>n * wRow;
       const w1 = w0 + wRow;
@@ -224,6 +229,40 @@ function swiglu(gu: usize, M: i32): void {
   }
 }
 
+// ---- threads: shares of a phase, and the barrier between phases ----
+
+/** The first of `n` items that thread `t` of `T` takes (its share runs to first(n, t + 1, T)). */
+@inline function first(n: i32, t: i32, T: i32): i32 {
+  return <i32>((<i64>n * <i64>t) / <i64>T);
+}
+
+/** A matmul's columns for thread t of T: a multiple of 4 each, the last thread to N. */
+@inline function colFrom(N: i32, t: i32, T: i32): i32 {
+  return t == 0 ? 0 : first(N >> 2, t, T) << 2;
+}
+@inline function colTo(N: i32, t: i32, T: i32): i32 {
+  return t == T - 1 ? N : first(N >> 2, t + 1, T) << 2;
+}
+
+// The barrier at `sync`: [arrived, generation] (i32 each, in shared memory).
+const SPINS: i32 = 20000;
+
+/** Waits until all `T` threads have come here (a generation barrier: the last one in releases the others). */
+function barrier(sync: usize, T: i32): void {
+  if (T == 1) return;
+  const gen = atomic.load<i32>(sync, 4);
+  if (atomic.add<i32>(sync, 1) == T - 1) {
+    atomic.store<i32>(sync, 0);
+    atomic.store<i32>(sync, gen + 1, 4);
+    atomic.notify(sync + 4);
+    return;
+  }
+  let spins = 0;
+  while (atomic.load<i32>(sync, 4) == gen) {
+    if (++spins > SPINS) memory.atomic.wait32(sync + 4, gen, 1000000);
+  }
+}
+
 // ---- scratch layout (one place: `scratchBytes` and `step` both use it) ----
 
 let sX: usize = 0; // [S][ceil8(d)] residual stream
@@ -232,10 +271,10 @@ let sQKV: usize = 0; // [S][ceil8((H + 2Hkv)·dh)]
 let sCtx: usize = 0; // [S][ceil8(H·dh)]
 let sMlp: usize = 0; // [S][ceil8(2M)]
 let sLast: usize = 0; // [R][ceil8(d)]
-let sScores: usize = 0; // [C + 8]
+let sScores: usize = 0; // [threads][C + 8]: each thread's attention scores
 let sEnd: usize = 0;
 
-function carve(model: usize, base: usize, S: i32, R: i32, C: i32): void {
+function carve(model: usize, base: usize, S: i32, R: i32, C: i32, T: i32): void {
   const d8 = <usize>ceil8(slot(model, M_D)) << 2;
   const dh = slot(model, M_DH);
   let p = base;
@@ -245,23 +284,35 @@ function carve(model: usize, base: usize, S: i32, R: i32, C: i32): void {
   sCtx = p; p += (<usize>S * <usize>ceil8(slot(model, M_H) * dh)) << 2;
   sMlp = p; p += (<usize>S * <usize>ceil8(2 * slot(model, M_MLP))) << 2;
   sLast = p; p += <usize>R * d8;
-  sScores = p; p += (<usize>C + 8) << 2;
+  sScores = p; p += (<usize>T * (<usize>C + 8)) << 2;
   sEnd = p;
 }
 
-/** Bytes of scratch a step of S tokens over R rows needs (context C). */
-export function scratchBytes(model: usize, S: i32, R: i32, C: i32): i32 {
-  carve(model, 0, S, R, C);
+/** Bytes of scratch a step of S tokens over R rows needs (context C, T threads). */
+export function scratchBytes(model: usize, S: i32, R: i32, C: i32, T: i32): i32 {
+  carve(model, 0, S, R, C, T);
   return <i32>sEnd;
 }
 
 /**
  * One incremental forward over R rows with S new tokens in all (rows table at `rows`, token ids at
  * `tokens`): appends every new token's keys/values (and id) to its row's cache and writes each row's
- * next-token logits at `out`, [R][ceil8(V)].
+ * next-token logits at `out`, [R][ceil8(V)]. Thread `t` of `T` does its share; all T call it.
  */
-export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, out: usize, scratch: usize, C: i32): void {
-  carve(model, scratch, S, R, C);
+export function step(
+  model: usize,
+  rows: usize,
+  R: i32,
+  tokens: usize,
+  S: i32,
+  out: usize,
+  scratch: usize,
+  C: i32,
+  t: i32,
+  T: i32,
+  sync: usize,
+): void {
+  carve(model, scratch, S, R, C, T);
   const d = slot(model, M_D);
   const H = slot(model, M_H);
   const Hkv = slot(model, M_HKV);
@@ -284,21 +335,32 @@ export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, o
   const embed = ptr(model, M_EMBED);
   const rowBytes = <usize>d << 2;
   const kvBytes = <usize>kw << 2;
+  const scores = at(sScores, t * (C + 8));
+  const s0 = first(S, t, T);
+  const s1 = first(S, t + 1, T);
 
   let s = 0;
   for (let r = 0; r < R; r++) {
     const row = rows + <usize>r * ROW_BYTES;
     const n = slot(row, R_NEW);
     const tok = at(tokens, slot(row, R_TOK));
-    for (let j = 0; j < n; j++) memory.copy(at(sX, (s + j) * d8), embed + <usize>load<i32>(at(tok, j)) * rowBytes, rowBytes);
+    for (let j = 0; j < n; j++) {
+      if (s + j >= s0 && s + j < s1)
+        memory.copy(at(sX, (s + j) * d8), embed + <usize>load<i32>(at(tok, j)) * rowBytes, rowBytes);
+    }
     s += n;
   }
+  barrier(sync, T);
 
   const scale: f32 = <f32>1.0 / Mathf.sqrt(<f32>dh);
+  const nQkv = qw + 2 * kw;
   for (let l = 0; l < L; l++) {
     const lp = at(model, M_LAYERS + l * LAYER_SLOTS);
-    for (let i = 0; i < S; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_ATTN_NORM), eps);
-    matmul(sH, d8, S, d, ptr(lp, L_WQKV), qw + 2 * kw, flags & F_QKV_BIAS ? ptr(lp, L_BQKV) : 0, sQKV, qkv8, false);
+    for (let i = s0; i < s1; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_ATTN_NORM), eps);
+    barrier(sync, T);
+    matmul(sH, d8, S, d, ptr(lp, L_WQKV), colFrom(nQkv, t, T), colTo(nQkv, t, T), flags & F_QKV_BIAS ? ptr(lp, L_BQKV) : 0, sQKV, qkv8, false);
+    barrier(sync, T);
+    // The rotary and the cache writes, a token at a time: this thread's tokens.
     s = 0;
     for (let r = 0; r < R; r++) {
       const row = rows + <usize>r * ROW_BYTES;
@@ -308,6 +370,7 @@ export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, o
       const kc = ptr(row, R_KV) + ((<usize>(2 * l) * <usize>cap * <usize>kw) << 2);
       const vc = kc + ((<usize>cap * <usize>kw) << 2);
       for (let j = 0; j < n; j++) {
+        if (s + j < s0 || s + j >= s1) continue;
         const q = at(sQKV, (s + j) * qkv8);
         const k = at(q, qw);
         const p = start + j;
@@ -326,35 +389,61 @@ export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, o
         memory.copy(kc + <usize>p * kvBytes, k, kvBytes);
         memory.copy(vc + <usize>p * kvBytes, at(k, kw), kvBytes);
       }
+      s += n;
+    }
+    barrier(sync, T);
+    // Attention: the (token, head) pairs in turn between the threads (later tokens read more keys).
+    s = 0;
+    let pair = 0;
+    for (let r = 0; r < R; r++) {
+      const row = rows + <usize>r * ROW_BYTES;
+      const n = slot(row, R_NEW);
+      const start = slot(row, R_START);
+      const cap = slot(row, R_CAP);
+      const kc = ptr(row, R_KV) + ((<usize>(2 * l) * <usize>cap * <usize>kw) << 2);
+      const vc = kc + ((<usize>cap * <usize>kw) << 2);
       for (let j = 0; j < n; j++) {
         const q = at(sQKV, (s + j) * qkv8);
         const ctx = at(sCtx, (s + j) * ctx8);
         for (let h = 0; h < H; h++) {
+          if (pair++ % T != t) continue;
           const g = h / group;
-          attend(at(q, h * dh), at(kc, g * dh), at(vc, g * dh), kw, dh, start + j + 1, sScores, at(ctx, h * dh));
+          attend(at(q, h * dh), at(kc, g * dh), at(vc, g * dh), kw, dh, start + j + 1, scores, at(ctx, h * dh));
         }
       }
       s += n;
     }
-    matmul(sCtx, ctx8, S, qw, ptr(lp, L_WO), d, flags & F_O_BIAS ? ptr(lp, L_BO) : 0, sX, d8, true);
-    for (let i = 0; i < S; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_MLP_NORM), eps);
-    matmul(sH, d8, S, d, ptr(lp, L_WGU), 2 * M, flags & F_MLP_BIAS ? ptr(lp, L_BGU) : 0, sMlp, m8, false);
-    for (let i = 0; i < S; i++) swiglu(at(sMlp, i * m8), M);
-    matmul(sMlp, m8, S, M, ptr(lp, L_WD), d, flags & F_MLP_BIAS ? ptr(lp, L_BD) : 0, sX, d8, true);
+    barrier(sync, T);
+    matmul(sCtx, ctx8, S, qw, ptr(lp, L_WO), colFrom(d, t, T), colTo(d, t, T), flags & F_O_BIAS ? ptr(lp, L_BO) : 0, sX, d8, true);
+    barrier(sync, T);
+    for (let i = s0; i < s1; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_MLP_NORM), eps);
+    barrier(sync, T);
+    matmul(sH, d8, S, d, ptr(lp, L_WGU), colFrom(2 * M, t, T), colTo(2 * M, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BGU) : 0, sMlp, m8, false);
+    barrier(sync, T);
+    for (let i = s0; i < s1; i++) swiglu(at(sMlp, i * m8), M);
+    barrier(sync, T);
+    matmul(sMlp, m8, S, M, ptr(lp, L_WD), colFrom(d, t, T), colTo(d, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BD) : 0, sX, d8, true);
+    barrier(sync, T);
   }
 
-  // Each row's last new token: the final norm, then the vocabulary head.
+  // Each row's last new token: the final norm (and the row's ids into its cache), then the head.
   s = 0;
+  const r0 = first(R, t, T);
+  const r1 = first(R, t + 1, T);
   for (let r = 0; r < R; r++) {
     const row = rows + <usize>r * ROW_BYTES;
     const n = slot(row, R_NEW);
-    const start = slot(row, R_START);
-    const cap = slot(row, R_CAP);
-    const ids = ptr(row, R_KV) + ((<usize>(2 * L) * <usize>cap * <usize>kw) << 2);
-    const tok = at(tokens, slot(row, R_TOK));
-    for (let j = 0; j < n; j++) store<i32>(at(ids, start + j), load<i32>(at(tok, j)));
-    rmsNorm(at(sX, (s + n - 1) * d8), at(sLast, r * d8), d, ptr(model, M_NORM), eps);
+    if (r >= r0 && r < r1) {
+      const start = slot(row, R_START);
+      const cap = slot(row, R_CAP);
+      const ids = ptr(row, R_KV) + ((<usize>(2 * L) * <usize>cap * <usize>kw) << 2);
+      const tok = at(tokens, slot(row, R_TOK));
+      for (let j = 0; j < n; j++) store<i32>(at(ids, start + j), load<i32>(at(tok, j)));
+      rmsNorm(at(sX, (s + n - 1) * d8), at(sLast, r * d8), d, ptr(model, M_NORM), eps);
+    }
     s += n;
   }
-  matmul(sLast, d8, R, d, ptr(model, M_HEAD), V, 0, out, ceil8(V), false);
+  barrier(sync, T);
+  matmul(sLast, d8, R, d, ptr(model, M_HEAD), colFrom(V, t, T), colTo(V, t, T), 0, out, ceil8(V), false);
+  barrier(sync, T);
 }
