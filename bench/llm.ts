@@ -9,6 +9,7 @@
  * Each row: B sequences of a `prompt`-token prompt each. Prefill: the B prompts in one batch (llama.cpp:
  * B sequences of one context evaluated at once), tokens / time. Decode: then `decode` greedy tokens
  * per sequence, one step for all B at a time; the figure aggregates over the batch (B·decode / time).
+ * Both engines run on --threads threads (default: one per core).
  * Random folders and their GGUFs are made once and kept in --cache (default ~/.cache/agent-r1/bench).
  * The last line with --json: {"threads":N,"load":[…],"rows":[{"shape","batch","ours":{"prefillTokensPerSecond",
  * "decodeTokensPerSecond"},"llamaCpp":{…}}, …]}.
@@ -109,7 +110,7 @@ const argmax = (l: Float32Array) => {
 async function ours(dir: string, B: number): Promise<Rates> {
   const folder = await openHfFolder(dir);
   const { model } = await loadHfModel(folder, { contextLength: PROMPT + DECODE + 8 });
-  const decoder = LlamaDecoder.for(model);
+  const decoder = new LlamaDecoder(model, { threads });
   await decoder.prepare();
   const rows = prompts(B);
   const session = decoder.session(rows.map(() => ({ capacity: PROMPT + DECODE + 1 })));
