@@ -249,6 +249,17 @@ export function llamaWeights(config: LlamaConfig): WeightSpec[] {
   return out;
 }
 
+/** The projections LoRA adapts by default: every attention and MLP projection (PEFT's names). */
+export const LLAMA_LORA_TARGETS = [
+  'q_proj',
+  'k_proj',
+  'v_proj',
+  'o_proj',
+  'gate_proj',
+  'up_proj',
+  'down_proj',
+] as const;
+
 /** The float32 values the weights hold. */
 export function parameterCount(config: LlamaConfig): number {
   return llamaWeights(config).reduce((n, w) => n + w.shape.reduce((a, b) => a * b, 1), 0);
