@@ -6,10 +6,9 @@ import type { LlamaModel } from '../architectures/llama/model.ts';
 import { UsageError } from '../core/errors.ts';
 import type { FloatDtype } from '../formats/dtype.ts';
 import type { TemplateMessage, TemplateTool } from '../hf/chat-template.ts';
-import { readHfCheckpoint } from '../hf/checkpoint.ts';
+import { loadModelDir, openModelDir, readHfCheckpoint } from '../hf/checkpoint.ts';
 import { HfFolderError } from '../hf/errors.ts';
 import { exportGguf, exportHf } from '../hf/export.ts';
-import { loadHfModel, openHfFolder, type HfFolder } from '../hf/folder.ts';
 import { actionFormatOf } from '../policy/hf/hf-policy.ts';
 import type { Checkpoint } from '../policy/tfjs/checkpoint.ts';
 
@@ -38,9 +37,9 @@ export interface ModelHandle {
 }
 
 export async function openModel(spec: string): Promise<ModelHandle> {
-  if (spec.startsWith('hf:')) return hfHandle(spec, await openHfFolder(spec.slice('hf:'.length)));
+  if (spec.startsWith('hf:')) return hfHandle(spec, spec.slice('hf:'.length));
   if (spec.startsWith('ckpt:') && (await readHfCheckpoint(spec.slice('ckpt:'.length))))
-    return hfHandle(spec, await openHfFolder(spec.slice('ckpt:'.length)));
+    return hfHandle(spec, spec.slice('ckpt:'.length));
   if (spec.startsWith('ckpt:')) {
     const { loadCheckpoint } = await import('../policy/tfjs/checkpoint.ts');
     const { initBackend } = await import('../policy/tfjs/backend.ts');
@@ -50,9 +49,11 @@ export async function openModel(spec: string): Promise<ModelHandle> {
   throw new UsageError(`--model must be hf:DIR (a Hugging Face folder) or ckpt:DIR (a checkpoint), got "${spec}"`);
 }
 
-async function hfHandle(spec: string, folder: HfFolder): Promise<ModelHandle> {
+/** A Hugging Face folder or checkpoint (LoRA adapters merged into their base when the weights are needed). */
+async function hfHandle(spec: string, dir: string): Promise<ModelHandle> {
+  const { folder, checkpoint } = await openModelDir(dir);
   let loaded: LlamaModel | undefined;
-  const model = async () => (loaded ??= (await loadHfModel(folder)).model);
+  const model = async () => (loaded ??= (await loadModelDir(dir)).model);
   const c = folder.config;
   const template = () => {
     if (!folder.template)
@@ -90,6 +91,8 @@ async function hfHandle(spec: string, folder: HfFolder): Promise<ModelHandle> {
       template: folder.template ? folder.template.file : null,
       toolCalls: folder.template ? actionFormatOf(folder.template) : null,
       files: [...new Set([...folder.weights.values()].map((e) => e.file))].length,
+      ...(checkpoint ? { version: checkpoint.hash } : {}),
+      ...(checkpoint?.base ? { loraBase: checkpoint.base.dir } : {}),
     }),
     tokenize: (text) => folder.tokenizer.encode(text),
     render: (messages, tools, generationPrompt) =>
@@ -104,8 +107,10 @@ async function hfHandle(spec: string, folder: HfFolder): Promise<ModelHandle> {
     },
     export: async (format, out, dtype) => {
       const m = await model();
-      if (format === 'gguf') await exportGguf(folder, m, out, dtype ?? folder.dtype);
-      else await exportHf(folder, m, out, dtype ?? folder.dtype);
+      // Merged adapters are float32 values whatever the base's dtype: exported as such unless told.
+      const as = dtype ?? (checkpoint?.base ? 'F32' : folder.dtype);
+      if (format === 'gguf') await exportGguf(folder, m, out, as);
+      else await exportHf(folder, m, out, as);
     },
   };
 }

@@ -3,7 +3,7 @@ import { openAITools } from '../episode/drive-episode.ts';
 import type { HfPolicy } from '../policy/hf/hf-policy.ts';
 import type { Policy } from '../policy/policy.ts';
 import { sequencesFromRecords } from '../policy/tfjs/sft.ts';
-import { HfTrainable } from '../rl/hf-trainable.ts';
+import { HfTrainable, type LoraRequest } from '../rl/hf-trainable.ts';
 import { sftTrainable } from '../rl/sft-trainable.ts';
 import { TrainingError } from '../rl/errors.ts';
 import { rollout } from '../rollout/rollout.ts';
@@ -16,6 +16,8 @@ export interface RunHfSftOptions {
   teacher: Policy;
   /** The Hugging Face folder (or checkpoint of one) to start from. */
   init: string;
+  /** Train LoRA adapters (seeded by `seed`) rather than every weight. */
+  lora?: LoraRequest;
   episodes: number;
   seed: number;
   out: string;
@@ -61,7 +63,11 @@ export async function runHfSft(options: RunHfSftOptions): Promise<RunHfSftResult
     seed: options.seed,
     config: options.episode,
   });
-  const trainable = await HfTrainable.load(options.init.replace(/^(hf|ckpt):/, ''), { id: `ckpt:${options.out}` });
+  const trainable = await HfTrainable.load(options.init.replace(/^(hf|ckpt):/, ''), {
+    id: `ckpt:${options.out}`,
+    lora: options.lora,
+    seed: options.seed,
+  });
   const encoding = trainable.encoding.withTools(openAITools(options.scenario));
   const sequences = sequencesFromRecords(records, encoding, { onlySuccessful: true });
   if (sequences.length === 0)

@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from 'commander';
-import { UnknownNameError } from '../core/errors.ts';
+import { UnknownNameError, UsageError } from '../core/errors.ts';
 import { EPISODE_LIMITS, type EpisodeBudget } from '../core/types.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
 import { contextSetting } from '../env/context.ts';
@@ -151,4 +151,28 @@ export function modelInit(value: string): string {
   if (!value.startsWith('hf:') && !value.startsWith('ckpt:'))
     throw new InvalidArgumentError('expected hf:DIR (a Hugging Face folder) or ckpt:DIR (a checkpoint)');
   return value;
+}
+
+/** The help of `--lora` and `--lora-alpha` (sft, train). */
+export const LORA_HELP = {
+  rank: 'train rank-R LoRA adapters on every attention and MLP projection of a Hugging Face model, its weights frozen (default: full fine-tuning)',
+  alpha: 'LoRA alpha: the update is scaled by alpha / R (default 2·R)',
+};
+
+/** `--lora-alpha`: a positive number. */
+export function loraAlpha(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError('expected a positive number');
+  return n;
+}
+
+/** LoRA as the flags ask for it, for a Hugging Face `--init` (`hf`); undefined without `--lora`. */
+export function loraRequest(flags: { lora?: number; loraAlpha?: number }, hf: boolean) {
+  if (flags.lora === undefined) {
+    if (flags.loraAlpha !== undefined) throw new UsageError('--lora-alpha needs --lora R');
+    return undefined;
+  }
+  if (!hf)
+    throw new UsageError('--lora trains adapters on a Hugging Face model: give --init hf:DIR (or ckpt:DIR of one)');
+  return { rank: flags.lora, alpha: flags.loraAlpha ?? 2 * flags.lora };
 }

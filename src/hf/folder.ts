@@ -234,6 +234,13 @@ export class ModelHasher {
   }
 }
 
+/** The content hash of a model's weights with the defining files of `dir` (what loadHfModel computes for a folder). */
+export async function hashModel(dir: string, model: LlamaModel): Promise<string> {
+  const h = await ModelHasher.of(dir);
+  for (const { name, shape } of llamaWeights(model.config)) h.weight(name, shape, model.weight(name));
+  return h.digest();
+}
+
 /** Reads the folder's weights (float32) into a model, with its content hash (ModelHasher). */
 export async function loadHfModel(
   folder: HfFolder,

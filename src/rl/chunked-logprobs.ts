@@ -11,9 +11,9 @@ import * as tf from '@tensorflow/tfjs';
  *   ∂/∂logits = g_lp·(onehot − p) + g_ent·(−p·(logp + H)),  then · 1/T through the head.
  */
 
-/** Rows per block: a block's logits stay under ~64 MB whatever the vocabulary. */
+/** Rows per block: a block's [rows × vocabulary] tensors stay under ~32 MB each whatever the vocabulary. */
 function blockRows(vocab: number): number {
-  return Math.max(1, Math.floor((16 << 20) / vocab));
+  return Math.max(1, Math.floor((8 << 20) / vocab));
 }
 
 /**
@@ -49,20 +49,35 @@ function rowSums(x: tf.Tensor2D): tf.Tensor1D {
     .sum(1) as tf.Tensor1D;
 }
 
-/** One block's log-softmax, the chosen tokens' log-probs and the entropies. */
+/**
+ * h [n, d] · headᵀ, as (head · hᵀ)ᵀ: a product with a transposed operand copies that operand, and
+ * h is small where the head is not (0.6 GB at Qwen3's vocabulary). Each logit is still one row of h
+ * against one row of the head.
+ */
+function logitsOf(h: tf.Tensor2D, head: tf.Tensor2D): tf.Tensor2D {
+  return tf.tidy(() => tf.matMul(head, h, false, true).transpose() as tf.Tensor2D);
+}
+
+/** One block's log-softmax, the chosen tokens' log-probs and the entropies; each step in its own scope, so few [n × V] tensors are alive at once. */
 function block(h: tf.Tensor2D, head: tf.Tensor2D, targets: tf.Tensor1D, temperature: number) {
-  const logits = tf.matMul(h, head, false, true) as tf.Tensor2D;
-  const logp = logSoftmaxBlocked(temperature === 1 ? logits : (logits.div(temperature) as tf.Tensor2D));
+  const logp = tf.tidy(() => {
+    const logits = logitsOf(h, head);
+    return logSoftmaxBlocked(temperature === 1 ? logits : (logits.div(temperature) as tf.Tensor2D));
+  });
   const V = head.shape[0];
-  const flat = tf.range(0, h.shape[0], 1, 'int32').mul(tf.scalar(V, 'int32')).add(targets) as tf.Tensor1D;
-  const picked = tf.gather(logp.reshape([-1]), flat) as tf.Tensor1D;
-  const entropy = rowSums(logp.exp().mul(logp) as tf.Tensor2D).neg() as tf.Tensor1D;
+  const picked = tf.tidy(() => {
+    const flat = tf.range(0, h.shape[0], 1, 'int32').mul(tf.scalar(V, 'int32')).add(targets) as tf.Tensor1D;
+    return tf.gather(logp.reshape([-1]), flat) as tf.Tensor1D;
+  });
+  const entropy = tf.tidy(() => rowSums(logp.exp().mul(logp) as tf.Tensor2D).neg() as tf.Tensor1D);
   return { logp, picked, entropy };
 }
 
 /**
  * `hidden` [N, d], `head` [V, d], `targets` [N] (int32): the targets' log-probs [N] and the rows'
- * entropies [N] at `temperature`, `rows` rows at a time. Differentiable with respect to hidden and head.
+ * entropies [N] at `temperature`, `rows` rows at a time. Differentiable with respect to hidden and
+ * head; a head that is a frozen variable (LoRA's) gets no gradient, and the head must outlive the
+ * backward pass (it is read there rather than saved: saving copies it, 0.6 GB at Qwen3's vocabulary).
  */
 export function chosenLogprobs(
   hidden: tf.Tensor2D,
@@ -76,14 +91,14 @@ export function chosenLogprobs(
     { length: Math.ceil(N / rows) },
     (_, i) => [i * rows, Math.min(rows, N - i * rows)] as const,
   );
+  const trainsHead = !(head instanceof tf.Variable) || head.trainable;
   const op = tf.customGrad((h, w, t, save) => {
     const hid = h as tf.Tensor2D;
-    const hd = w as tf.Tensor2D;
     const tg = t as tf.Tensor1D;
-    (save as tf.GradSaveFunc)([hid, hd, tg]);
+    (save as tf.GradSaveFunc)([hid, tg]);
     const parts = blocks.map(([from, n]) =>
       tf.tidy(() => {
-        const out = block(hid.slice([from, 0], [n, -1]), hd, tg.slice([from], [n]), temperature);
+        const out = block(hid.slice([from, 0], [n, -1]), w as tf.Tensor2D, tg.slice([from], [n]), temperature);
         return tf.stack([out.picked, out.entropy]);
       }),
     );
@@ -92,32 +107,47 @@ export function chosenLogprobs(
     return {
       value,
       gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
-        const [sh, sw, st] = saved as [tf.Tensor2D, tf.Tensor2D, tf.Tensor1D];
-        const V = sw.shape[0];
-        let dw: tf.Tensor2D = tf.zerosLike(sw);
+        const [sh, st] = saved as [tf.Tensor2D, tf.Tensor1D];
+        const V = head.shape[0];
+        let dw: tf.Tensor2D | null = trainsHead ? tf.zerosLike(head) : null;
         const dh: tf.Tensor2D[] = [];
         for (const [from, n] of blocks) {
-          const [dhBlock, dwNext] = tf.tidy(() => {
+          const [dhBlock, dwNext = null] = tf.tidy(() => {
             const h = sh.slice([from, 0], [n, -1]) as tf.Tensor2D;
-            const { logp, entropy } = block(h, sw, st.slice([from], [n]) as tf.Tensor1D, temperature);
-            const p = logp.exp();
-            const gLp = dy.slice([0, from], [1, n]).reshape([n, 1]);
-            const gEnt = dy.slice([1, from], [1, n]).reshape([n, 1]);
-            const onehot = tf.oneHot(st.slice([from], [n]) as tf.Tensor1D, V).toFloat();
-            let dLogits = onehot
-              .sub(p)
-              .mul(gLp)
-              .sub(p.mul(logp.add(entropy.reshape([n, 1]))).mul(gEnt)) as tf.Tensor2D;
-            if (temperature !== 1) dLogits = dLogits.div(temperature) as tf.Tensor2D;
-            return [tf.matMul(dLogits, sw) as tf.Tensor2D, dw.add(tf.matMul(dLogits, h, true, false)) as tf.Tensor2D];
+            const target = st.slice([from], [n]) as tf.Tensor1D;
+            const dLogits = tf.tidy(() => {
+              const { logp, entropy } = block(h, head, target, temperature);
+              const gLp = dy.slice([0, from], [1, n]).reshape([n, 1]);
+              const gEnt = dy.slice([1, from], [1, n]).reshape([n, 1]);
+              // −p·(g_lp + g_ent·(logp + H)), then g_lp added at each row's target.
+              let d = tf.tidy(() =>
+                logp
+                  .exp()
+                  .mul(
+                    logp
+                      .add(entropy.reshape([n, 1]))
+                      .mul(gEnt)
+                      .add(gLp),
+                  )
+                  .neg(),
+              );
+              const at = tf.stack([tf.range(0, n, 1, 'int32'), target], 1) as tf.Tensor2D;
+              const next = d.add(tf.scatterND(at, gLp.reshape([n]), [n, V]));
+              d.dispose();
+              d = next as tf.Tensor2D;
+              return (temperature === 1 ? d : d.div(temperature)) as tf.Tensor2D;
+            });
+            const dhBlock = tf.matMul(dLogits, head) as tf.Tensor2D;
+            return dw ? [dhBlock, dw.add(tf.matMul(dLogits, h, true, false)) as tf.Tensor2D] : [dhBlock];
           });
           dh.push(dhBlock);
-          dw.dispose();
+          dw?.dispose();
           dw = dwNext;
         }
         const dhAll = tf.concat(dh, 0);
         tf.dispose(dh);
-        return [dhAll, dw, tf.zerosLike(st)];
+        // A frozen head is not on the trainer's tape: its gradient is never asked for.
+        return [dhAll, dw ?? tf.zeros([1]), tf.zerosLike(st)];
       },
     };
   });

@@ -1,14 +1,25 @@
 import * as tf from '@tensorflow/tfjs';
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { llamaWeights } from '../architectures/llama/config.ts';
+import { LLAMA_LORA_TARGETS } from '../architectures/llama/config.ts';
 import type { LlamaModel } from '../architectures/llama/model.ts';
 import { LlamaTfjs } from '../architectures/llama/tfjs-model.ts';
+import { checkLoraConfig, initLora, type LoraAdapters, type LoraConfig } from '../architectures/lora.ts';
 import type { Json } from '../core/types.ts';
-import { HF_CHECKPOINT_FILE, HF_CHECKPOINT_FORMAT, readHfCheckpoint, type HfCheckpointJson } from '../hf/checkpoint.ts';
+import { ModelFileError } from '../formats/errors.ts';
+import { readSafetensorsHeader, readTensor, writeSafetensors } from '../formats/safetensors.ts';
+import {
+  HF_CHECKPOINT_FILE,
+  HF_CHECKPOINT_FORMAT,
+  loadModelDir,
+  readHfCheckpoint,
+  type HfCheckpointJson,
+} from '../hf/checkpoint.ts';
 import { exportHf } from '../hf/export.ts';
-import { loadHfModel, ModelHasher, openHfFolder, type HfChat } from '../hf/folder.ts';
+import { hashModel, type HfChat } from '../hf/folder.ts';
+import { loraWeights, readPeftAdapter, writePeftAdapter } from '../hf/peft.ts';
 import { HfChatEncoding } from '../policy/hf/chat-encoding.ts';
 import { HfPolicy } from '../policy/hf/hf-policy.ts';
 import type { Policy } from '../policy/policy.ts';
@@ -17,19 +28,49 @@ import { chosenLogprobs } from './chunked-logprobs.ts';
 import { TrainingError } from './errors.ts';
 import type { RolloutSampling, ScoreOutput, ScoreRequest, TrainablePolicy } from './trainable.ts';
 
+const VALUE_HEAD_FILE = 'value_head.safetensors';
+let nextValueHead = 0;
+
+/** A PPO checkpoint's value head, checked against the model's hidden size. */
+async function readValueHead(dir: string, d: number): Promise<{ w: Float32Array; b: Float32Array }> {
+  const file = join(dir, VALUE_HEAD_FILE);
+  if (!existsSync(file))
+    throw new TrainingError(`checkpoint ${dir} has no ${VALUE_HEAD_FILE}: it was not trained with PPO`);
+  const entries = new Map((await readSafetensorsHeader(file)).tensors.map((e) => [e.name, e]));
+  const read = async (name: string, n: number) => {
+    const e = entries.get(name);
+    if (e?.shape.length !== 1 || e.shape[0] !== n)
+      throw new ModelFileError(file, name, `must be a float tensor of shape [${n}] (the model's hidden size)`);
+    return readTensor(e);
+  };
+  return { w: await read('value.weight', d), b: await read('value.bias', 1) };
+}
+
+/** LoRA as asked for on the command line (`--lora R --lora-alpha A`); the targets are every projection. */
+export interface LoraRequest {
+  rank: number;
+  alpha: number;
+}
+
 /**
  * A Hugging Face model of the Llama family as the trainer's TrainablePolicy: the tfjs forward
  * (LlamaTfjs) is what is differentiated; rollouts sample from the same weights on the decode kernel
  * (an HfPolicy), copied back into the model after each update. It has no value head (PPO needs one).
  *
- * A checkpoint is a Hugging Face folder (config.json, float32 model.safetensors, the tokenizer files
- * and template as they came) plus checkpoint.json: `ckpt:DIR` reads it back, and `model export`
- * and Transformers read it as the folder it is. Its version is the content hash of what it holds.
+ * Full fine-tuning trains every weight, and a checkpoint is a Hugging Face folder (config.json,
+ * float32 model.safetensors, the tokenizer files and template as they came) plus checkpoint.json.
+ * With LoRA the base stays frozen, only the adapters train (and sit in the optimizer), the kernel
+ * samples from the merged weights, and a checkpoint is the adapters in PEFT's files plus
+ * checkpoint.json naming the base folder and its hash. `ckpt:DIR` reads either back, `model export`
+ * merges; the version is the content hash of the model it computes. For PPO a value head (a linear
+ * map of the final hidden state, zero at first) trains beside them and is saved as
+ * value_head.safetensors; it is not part of the policy, nor of its version.
  */
 export class HfTrainable implements TrainablePolicy {
   readonly maxLength: number;
-  readonly hasValueHead = false;
   private hash = '';
+  /** PPO's value head on the final hidden states (V = h·w + b), when the run asked for one. */
+  private valueHead: { w: tf.Variable; b: tf.Variable } | null = null;
   private readonly policies = new Map<string, HfPolicy>();
 
   private constructor(
@@ -38,6 +79,8 @@ export class HfTrainable implements TrainablePolicy {
     readonly model: LlamaModel,
     readonly net: LlamaTfjs,
     readonly options: { id?: string; meta?: { [key: string]: Json } } = {},
+    /** With LoRA: the folder the adapters adapt, and its content hash. */
+    readonly base: { dir: string; hash: string } | null = null,
   ) {
     this.maxLength = model.contextLength;
     const template = chat.template;
@@ -49,26 +92,70 @@ export class HfTrainable implements TrainablePolicy {
   /** The model's chat template as token ids (what demonstrations are rendered with). */
   readonly encoding: HfChatEncoding;
 
-  /** A Hugging Face folder (`--init hf:DIR`) or a checkpoint of one (`--init ckpt:DIR`). */
-  static async load(dir: string, options: { id?: string; contextLength?: number } = {}): Promise<HfTrainable> {
-    const folder = await openHfFolder(dir);
-    const { model, hash } = await loadHfModel(folder, { contextLength: options.contextLength });
-    const saved = await readHfCheckpoint(dir);
-    if (saved && saved.hash !== hash)
-      throw new TrainingError(
-        `checkpoint ${dir}: content hash mismatch (stored ${saved.hash.slice(0, 12)}, computed ${hash.slice(0, 12)})`,
+  /** The adapters' rank, alpha and targets; null for full fine-tuning. */
+  get lora(): LoraConfig | null {
+    return this.net.lora;
+  }
+
+  /**
+   * A Hugging Face folder (`--init hf:DIR`) or a checkpoint of one (`--init ckpt:DIR`). With `lora`,
+   * fresh adapters (A seeded by `seed`) over it; a LoRA checkpoint trains its own adapters (a `lora`
+   * given must match them).
+   */
+  static async load(
+    dir: string,
+    options: { id?: string; contextLength?: number; lora?: LoraRequest; seed?: number; valueHead?: boolean } = {},
+  ): Promise<HfTrainable> {
+    const loaded = await loadModelDir(dir, { contextLength: options.contextLength, keepBase: true });
+    const { folder, model, checkpoint } = loaded;
+    let net: LlamaTfjs;
+    let base: { dir: string; hash: string } | null = null;
+    if (loaded.adapters) {
+      const c = loaded.adapters.config;
+      if (options.lora && (options.lora.rank !== c.rank || options.lora.alpha !== c.alpha))
+        throw new TrainingError(
+          `${dir} holds rank-${c.rank} adapters (alpha ${c.alpha}); --lora ${options.lora.rank} --lora-alpha ${options.lora.alpha} asks for others`,
+        );
+      net = new LlamaTfjs(model, { lora: loaded.adapters, base: loaded.base! });
+      base = checkpoint!.base!;
+    } else if (options.lora) {
+      const config = { ...options.lora, targets: [...LLAMA_LORA_TARGETS] };
+      const weights = loraWeights(model.config, config.targets);
+      checkLoraConfig(
+        config,
+        weights.map((w) => w.shape),
+        '--lora',
       );
-    const t = new HfTrainable(folder, model, new LlamaTfjs(model), { id: options.id, meta: saved?.meta ?? {} });
-    t.hash = hash;
+      net = new LlamaTfjs(model, { lora: initLora(config, weights, options.seed ?? 0) });
+      base = { dir: resolve(folder.dir), hash: loaded.hash };
+    } else {
+      net = new LlamaTfjs(model);
+    }
+    const t = new HfTrainable(folder, model, net, { id: options.id, meta: checkpoint?.meta ?? {} }, base);
+    t.hash = loaded.hash;
+    if (options.valueHead) {
+      // A PPO checkpoint carries its value head on; any other model starts with V = 0.
+      const saved = existsSync(join(dir, VALUE_HEAD_FILE)) ? await readValueHead(dir, model.config.hiddenSize) : null;
+      const d = model.config.hiddenSize;
+      t.valueHead = {
+        w: tf.variable(tf.tensor2d(saved?.w ?? new Float32Array(d), [d, 1]), true, `value${nextValueHead}/w`),
+        b: tf.variable(tf.tensor1d(saved?.b ?? new Float32Array(1)), true, `value${nextValueHead++}/b`),
+      };
+    }
     return t;
   }
 
+  get hasValueHead(): boolean {
+    return this.valueHead !== null;
+  }
+
   get variables(): tf.Variable[] {
-    return this.net.trainableVariables;
+    const head = this.valueHead ? [this.valueHead.w, this.valueHead.b] : [];
+    return [...this.net.trainableVariables, ...head];
   }
 
   score(req: ScoreRequest): ScoreOutput {
-    return scoreLlama(this.net, req);
+    return scoreLlama(this.net, req, this.valueHead);
   }
 
   policy(sampling: RolloutSampling): Policy {
@@ -84,7 +171,7 @@ export class HfTrainable implements TrainablePolicy {
 
   async weightsChanged(): Promise<void> {
     await this.net.writeBack();
-    this.hash = await modelHash(this.chat.dir, this.model);
+    this.hash = await hashModel(this.chat.dir, this.model);
     // Old policies hold KV caches computed with the old weights.
     for (const p of this.policies.values()) p.clearCache();
     this.policies.clear();
@@ -100,13 +187,31 @@ export class HfTrainable implements TrainablePolicy {
     await mkdir(dirname(target), { recursive: true });
     const tmp = join(dirname(target), `.${basename(target)}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`);
     try {
-      await exportHf(this.chat, this.model, tmp, 'F32');
       const json: HfCheckpointJson = {
         format: HF_CHECKPOINT_FORMAT,
         version: 1,
         hash: this.hash,
         meta: this.options.meta ?? {},
       };
+      if (this.base) {
+        await mkdir(tmp);
+        await writePeftAdapter(tmp, await this.net.adapterValues(), this.base.dir);
+        json.base = this.base;
+      } else {
+        await exportHf(this.chat, this.model, tmp, 'F32');
+      }
+      if (this.valueHead) {
+        const { w, b } = this.valueHead;
+        await writeSafetensors(join(tmp, VALUE_HEAD_FILE), [
+          {
+            name: 'value.weight',
+            dtype: 'F32',
+            shape: [w.shape[0]],
+            values: async () => (await w.data()) as Float32Array,
+          },
+          { name: 'value.bias', dtype: 'F32', shape: [1], values: async () => (await b.data()) as Float32Array },
+        ]);
+      }
       await writeFile(join(tmp, HF_CHECKPOINT_FILE), `${JSON.stringify(json, null, 1)}\n`);
       const exists = await stat(target).then(
         () => true,
@@ -122,20 +227,64 @@ export class HfTrainable implements TrainablePolicy {
     }
   }
 
+  /** Replaces what trains with a checkpoint's: the weights of a full one, the adapters of a LoRA one (same base). */
   async load(dir: string): Promise<void> {
-    const other = await HfTrainable.load(dir);
-    try {
-      if (JSON.stringify(other.model.config) !== JSON.stringify(this.model.config))
-        throw new TrainingError(`checkpoint ${dir} holds another model (its config differs)`);
-      for (const [name, v] of this.net.variables) v.assign(other.net.variables.get(name)!);
-    } finally {
-      other.net.dispose();
+    const saved = await readHfCheckpoint(dir);
+    if (!saved)
+      throw new TrainingError(`${dir} is not a checkpoint of a Hugging Face model (no ${HF_CHECKPOINT_FILE})`);
+    if (Boolean(saved.base) !== Boolean(this.base))
+      throw new TrainingError(
+        `checkpoint ${dir} holds ${saved.base ? 'LoRA adapters' : 'a whole model'}; this run trains ${this.base ? 'adapters' : 'the whole model'}`,
+      );
+    if (this.base) {
+      if (saved.base!.hash !== this.base.hash)
+        throw new TrainingError(`checkpoint ${dir} adapts another base model (${saved.base!.dir})`);
+      this.assignAdapters(await readPeftAdapter(dir, this.model.config), dir);
+    } else {
+      const other = await HfTrainable.load(dir);
+      try {
+        if (JSON.stringify(other.model.config) !== JSON.stringify(this.model.config))
+          throw new TrainingError(`checkpoint ${dir} holds another model (its config differs)`);
+        for (const [name, v] of this.net.variables) v.assign(other.net.variables.get(name)!);
+      } finally {
+        other.net.dispose();
+      }
+    }
+    if (this.valueHead) {
+      const { w, b } = await readValueHead(dir, this.model.config.hiddenSize);
+      tf.tidy(() => {
+        this.valueHead!.w.assign(tf.tensor2d(w, this.valueHead!.w.shape as [number, number]));
+        this.valueHead!.b.assign(tf.tensor1d(b));
+      });
     }
     await this.weightsChanged();
+    if (this.hash !== saved.hash)
+      throw new TrainingError(
+        `checkpoint ${dir}: content hash mismatch (stored ${saved.hash.slice(0, 12)}, computed ${this.hash.slice(0, 12)})`,
+      );
+  }
+
+  private assignAdapters(saved: LoraAdapters, dir: string): void {
+    const own = this.net.lora!;
+    const c = saved.config;
+    if (c.rank !== own.rank || c.alpha !== own.alpha || c.targets.join() !== own.targets.join())
+      throw new TrainingError(
+        `checkpoint ${dir} holds rank-${c.rank} adapters (alpha ${c.alpha}) on ${c.targets.join(',')}; this run trains rank ${own.rank} (alpha ${own.alpha}) on ${own.targets.join(',')}`,
+      );
+    tf.tidy(() => {
+      for (const [name, { A, B }] of this.net.adapters) {
+        const pair = saved.pairs.get(name)!;
+        A.assign(tf.tensor(pair.A, A.shape));
+        B.assign(tf.tensor(pair.B, B.shape));
+      }
+    });
   }
 
   async freeze() {
-    const frozen = new LlamaTfjs(this.model, () => false);
+    // A LoRA reference shares the frozen base and copies only the adapters.
+    const frozen = this.base
+      ? new LlamaTfjs(this.model, { trainable: false, lora: await this.net.adapterValues(), weightsOf: this.net })
+      : new LlamaTfjs(this.model, { trainable: false });
     return {
       maxLength: this.maxLength,
       score: (r: ScoreRequest) => scoreLlama(frozen, r),
@@ -144,20 +293,17 @@ export class HfTrainable implements TrainablePolicy {
   }
 }
 
-/** The content hash of a model's weights with the defining files of `dir` (what its checkpoint's loadHfModel computes). */
-async function modelHash(dir: string, model: LlamaModel): Promise<string> {
-  const h = await ModelHasher.of(dir);
-  for (const { name, shape } of llamaWeights(model.config)) h.weight(name, shape, model.weight(name));
-  return h.digest();
-}
-
 /**
  * The trainer's forward pass (TrainablePolicy.score) over the Llama family: log-probs (and
- * entropies) of the selected tokens, the agent's own with a mask, all of them otherwise; the
+ * entropies, and with a value head the values) of the selected tokens, the agent's own with a mask, all of them otherwise; the
  * vocabulary head runs on those positions only, a block of rows at a time (chosenLogprobs), and the
  * results are scattered back to [B, T].
  */
-export function scoreLlama(net: LlamaTfjs, req: ScoreRequest): ScoreOutput {
+export function scoreLlama(
+  net: LlamaTfjs,
+  req: ScoreRequest,
+  valueHead: { w: tf.Tensor; b: tf.Tensor } | null = null,
+): ScoreOutput {
   const { tokens } = padBatch(req.tokens, 0, undefined, req.length);
   const [B, T] = tokens.shape;
   const select = req.mask
@@ -172,7 +318,13 @@ export function scoreLlama(net: LlamaTfjs, req: ScoreRequest): ScoreOutput {
         (x
           ? tf.unsortedSegmentSum(x, tf.tensor1d(Int32Array.from(select), 'int32'), B * T).reshape([B, T])
           : tf.zeros([B, T])) as tf.Tensor2D;
-      if (select.length === 0) return { logprobs: place(null), ...(req.entropy ? { entropy: place(null) } : {}) };
+      const values = req.values && valueHead;
+      if (select.length === 0)
+        return {
+          logprobs: place(null),
+          ...(req.entropy ? { entropy: place(null) } : {}),
+          ...(values ? { values: place(null) } : {}),
+        };
       const hidden = net.hiddenStates(tokens);
       const rows = tf.gather(
         hidden,
@@ -183,7 +335,12 @@ export function scoreLlama(net: LlamaTfjs, req: ScoreRequest): ScoreOutput {
       ) as tf.Tensor2D;
       const targets = tf.gather(tokens.reshape([B * T]), tf.tensor1d(Int32Array.from(select), 'int32')) as tf.Tensor1D;
       const out = chosenLogprobs(rows, net.head as unknown as tf.Tensor2D, targets, req.temperature ?? 1);
-      return { logprobs: place(out.logprobs), ...(req.entropy ? { entropy: place(out.entropy) } : {}) };
+      return {
+        logprobs: place(out.logprobs),
+        ...(req.entropy ? { entropy: place(out.entropy) } : {}),
+        // V of the state before each token: the hidden state that predicts it.
+        ...(values ? { values: place(rows.matMul(valueHead.w).add(valueHead.b).reshape([-1]) as tf.Tensor1D) } : {}),
+      };
     });
   } finally {
     tokens.dispose();

@@ -94,23 +94,36 @@ test.serial(
 );
 
 test.serial(
-  'train --init of a Hugging Face model refuses PPO (no value head), and an --init that is neither kind',
+  'train --algo ppo --init hf:DIR trains a value head beside the model and saves it, and an --init that is neither kind is refused',
   (t) => {
-    const ppo = cli([
-      'train',
-      '--scenario',
-      'calculator',
-      '--init',
-      `hf:${dir}`,
-      '--algo',
-      'ppo',
-      '--steps',
-      '1',
-      '--out',
-      join(root, 'ppo'),
-    ]);
-    t.is(ppo.code, 1);
-    t.regex(ppo.stderr, /PPO needs a model with a value head/);
+    const out = join(root, 'ppo');
+    const ppo = cli(
+      [
+        'train',
+        '--scenario',
+        'calculator',
+        '--init',
+        `hf:${dir}`,
+        '--algo',
+        'ppo',
+        '--steps',
+        '1',
+        '--tasks-per-step',
+        '1',
+        '--group',
+        '2',
+        '--eval-episodes',
+        '1',
+        '--out',
+        out,
+        '--json',
+      ],
+      { timeout: 300_000 },
+    );
+    t.is(ppo.code, 0, ppo.stderr);
+    const step = ppo.lastJson().lastStep;
+    t.true(Number.isFinite(step.valueLoss), `value loss ${step.valueLoss}`);
+    t.true(existsSync(join(out, 'final', 'value_head.safetensors')));
     const bad = cli([
       'train',
       '--scenario',
@@ -129,5 +142,127 @@ test.serial(
     const sft = cli(['sft', '--scenario', 'calculator', '--init', dir, '--out', join(root, 'bad-sft')]);
     t.is(sft.code, 2);
     t.regex(sft.stderr, /expected hf:DIR .* or ckpt:DIR/);
+  },
+);
+
+test.serial(
+  'sft --init hf:DIR --lora R saves PEFT adapters over the folder; train --init ckpt: of them continues the adapters',
+  (t) => {
+    const sft = join(root, 'sft-lora');
+    const a = cli(
+      [
+        'sft',
+        '--scenario',
+        'calculator',
+        '--init',
+        `hf:${dir}`,
+        '--lora',
+        '2',
+        '--lora-alpha',
+        '8',
+        '--episodes',
+        '2',
+        '--steps',
+        '2',
+        '--batch-size',
+        '2',
+        '--eval-episodes',
+        '0',
+        '--out',
+        sft,
+        '--json',
+      ],
+      { timeout: 300_000 },
+    );
+    t.is(a.code, 0, a.stderr);
+    t.like(JSON.parse(readFileSync(join(sft, 'adapter_config.json'), 'utf8')), { r: 2, lora_alpha: 8 });
+    t.like(JSON.parse(readFileSync(join(sft, 'checkpoint.json'), 'utf8')), { base: { dir }, hash: a.lastJson().hash });
+    t.false(existsSync(join(sft, 'model.safetensors')), 'only the adapters are saved');
+    const out = join(root, 'grpo-lora');
+    const b = cli(
+      [
+        'train',
+        '--scenario',
+        'calculator',
+        '--init',
+        `ckpt:${sft}`,
+        '--algo',
+        'grpo',
+        '--steps',
+        '1',
+        '--tasks-per-step',
+        '1',
+        '--group',
+        '2',
+        '--entropy-coef',
+        '0.01',
+        '--eval-episodes',
+        '1',
+        '--out',
+        out,
+        '--json',
+      ],
+      { timeout: 300_000 },
+    );
+    t.is(b.code, 0, b.stderr);
+    t.regex(b.stderr, /LoRA: rank 2, alpha 8, 512 trained parameters; the base frozen/);
+    t.like(JSON.parse(readFileSync(join(out, 'final', 'adapter_config.json'), 'utf8')), { r: 2, lora_alpha: 8 });
+    // Asking for other adapters than the checkpoint's is refused.
+    const other = cli([
+      'train',
+      '--scenario',
+      'calculator',
+      '--init',
+      `ckpt:${sft}`,
+      '--lora',
+      '4',
+      '--algo',
+      'grpo',
+      '--steps',
+      '1',
+      '--out',
+      join(root, 'other-lora'),
+    ]);
+    t.is(other.code, 1);
+    t.regex(other.stderr, /holds rank-2 adapters \(alpha 8\); --lora 4 --lora-alpha 8 asks for others/);
+  },
+);
+
+test.serial(
+  '--lora without a Hugging Face --init, --lora-alpha without --lora, and a rank that is not one are refused in one line',
+  (t) => {
+    const cases: Array<[string[], number, RegExp]> = [
+      [
+        ['train', '--algo', 'grpo', '--lora', '4'],
+        2,
+        /--lora trains adapters on a Hugging Face model: give --init hf:DIR/,
+      ],
+      [['train', '--algo', 'grpo', '--init', `hf:${dir}`, '--lora-alpha', '8'], 2, /--lora-alpha needs --lora R/],
+      [['train', '--algo', 'grpo', '--init', `hf:${dir}`, '--lora', '0'], 2, /--lora <R>.*expected a positive integer/],
+      [
+        ['train', '--algo', 'grpo', '--init', `hf:${dir}`, '--lora', '2', '--lora-alpha', '-1'],
+        2,
+        /expected a positive number/,
+      ],
+      [['sft', '--lora', '4'], 2, /--lora trains adapters on a Hugging Face model/],
+      [
+        ['sft', '--init', `hf:${dir}`, '--lora', '64', '--episodes', '1'],
+        1,
+        /--lora \(rank\): must be an integer from 1 to 8 \(got 64\)/,
+      ],
+    ];
+    for (const [args, code, message] of cases) {
+      const r = cli([...args, '--scenario', 'calculator', '--steps', '1', '--out', join(root, `bad-${Math.random()}`)]);
+      t.is(r.code, code, `${args.join(' ')}: ${r.stderr}`);
+      t.regex(r.stderr, message);
+      t.is(
+        r.stderr
+          .trim()
+          .split('\n')
+          .filter((l) => /error/i.test(l)).length <= 1,
+        true,
+        r.stderr,
+      );
+    }
   },
 );

@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
+import { loraScale, mergeLora, type LoraAdapters, type LoraConfig } from '../lora.ts';
 import { llamaWeights, type LlamaConfig } from './config.ts';
 import type { LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
@@ -6,30 +7,102 @@ import { ropeTables } from './rope.ts';
 const NEG = -1e9;
 let nextId = 0;
 
+/** Activations past this (activationBytes) are recomputed in the backward pass rather than kept. */
+export const CHECKPOINT_BYTES = 1 << 30;
+
+/** A recomputed layer runs a chunk of sequences whose activations are about this size at a time. */
+export const CHUNK_BYTES = 64 << 20;
+
+/**
+ * tf.grads run inside a gradient function (a backward pass). tfjs keeps one tape: a tf.grads begun
+ * there would replace the tape being backpropagated and drop it when done, so that tape is set aside
+ * and put back.
+ */
+function gradsInBackward(f: (...xs: tf.Tensor[]) => tf.Tensor, xs: tf.Tensor[], dy: tf.Tensor): tf.Tensor[] {
+  const state = tf.engine().state;
+  const outer = state.activeTape;
+  try {
+    return tf.grads(f)(xs, dy);
+  } finally {
+    state.activeTape = outer;
+  }
+}
+
+/** What every layer of one forward shares: the batch's shape, the rotary rows, the causal mask. */
+interface LayerInput {
+  B: number;
+  T: number;
+  cos: tf.Tensor3D;
+  sin: tf.Tensor3D;
+  mask: tf.Tensor4D;
+}
+
+function variable(values: Float32Array, shape: number[], trainable: boolean, name: string): tf.Variable {
+  return tf.tidy(() => tf.variable(tf.tensor(values, shape), trainable, name));
+}
+
 /**
  * The Llama family's forward pass in TensorFlow.js: what training differentiates (the decode kernel
  * generates; the two agree within float32 rounding, and the trainer's log-probs are the sampler's
  * within 1e-5). The same equations as the kernel, in the kernel's order where it matters: RMSNorm as
  * x·(1/√(mean x² + ε))·g, q scaled after the rotary, SwiGLU as silu(gate)·up.
  *
- * Each weight is a tf.Variable (trainable or not, by name), holding the model's float32 values;
- * `writeBack` copies them into the model after an update, and the kernel notices.
+ * Each weight is a tf.Variable holding the model's float32 values; `writeBack` copies them into the
+ * model after an update, and the kernel notices. With LoRA adapters the weights are the frozen base
+ * and only the adapters train: a projection computes x·Wᵀ + scale·(x·Aᵀ)·Bᵀ, and `writeBack` merges
+ * W + scale·B·A into the model (what the kernel samples from).
  */
 export class LlamaTfjs {
   readonly config: LlamaConfig;
-  readonly variables = new Map<string, tf.Variable>();
+  /** The weights by checkpoint name (the base, with LoRA). */
+  readonly variables: Map<string, tf.Variable>;
+  /** Per adapted weight, its A and B (empty without LoRA). */
+  readonly adapters = new Map<string, { A: tf.Variable; B: tf.Variable }>();
+  readonly lora: LoraConfig | null;
+  private readonly checkpoint: { above: number; chunkBytes: number };
+  private readonly ownsWeights: boolean;
   private rope: { cos: tf.Tensor2D; sin: tf.Tensor2D; positions: number } | null = null;
   private readonly causal = new Map<number, tf.Tensor4D>();
   private readonly kvHeads: tf.Tensor1D;
 
   constructor(
     readonly model: LlamaModel,
-    trainable: (name: string) => boolean = () => true,
+    options: {
+      /** Whether what trains here (the weights, or the adapters with LoRA) is trainable; default true. */
+      trainable?: boolean;
+      /** Adapters to train over the frozen weights. */
+      lora?: LoraAdapters;
+      /** The adapted weights' base values, when the model holds them merged with the adapters. */
+      base?: ReadonlyMap<string, Float32Array>;
+      /** Read the weights of this instance (a frozen base) rather than copying the model's. */
+      weightsOf?: LlamaTfjs;
+      /**
+       * Activation checkpointing: recompute layers in the backward pass when a forward's activations
+       * pass `above` bytes, `chunkBytes` of them at a time (defaults CHECKPOINT_BYTES, CHUNK_BYTES).
+       */
+      checkpoint?: { above: number; chunkBytes: number };
+    } = {},
   ) {
     this.config = model.config;
+    this.checkpoint = options.checkpoint ?? { above: CHECKPOINT_BYTES, chunkBytes: CHUNK_BYTES };
+    const trainable = options.trainable ?? true;
     const uid = `llama${nextId++}/`;
-    for (const { name, shape } of llamaWeights(this.config)) {
-      this.variables.set(name, tf.variable(tf.tensor(model.weight(name), shape), trainable(name), uid + name));
+    this.ownsWeights = !options.weightsOf;
+    this.variables = options.weightsOf?.variables ?? new Map();
+    if (this.ownsWeights)
+      for (const { name, shape } of llamaWeights(this.config))
+        this.variables.set(
+          name,
+          variable(options.base?.get(name) ?? model.weight(name), shape, trainable && !options.lora, uid + name),
+        );
+    this.lora = options.lora?.config ?? null;
+    for (const [name, { A, B }] of options.lora?.pairs ?? []) {
+      const [out, inDim] = this.variables.get(name)!.shape as [number, number];
+      const r = this.lora!.rank;
+      this.adapters.set(name, {
+        A: variable(A, [r, inDim], trainable, `${uid}${name}.lora_A`),
+        B: variable(B, [out, r], trainable, `${uid}${name}.lora_B`),
+      });
     }
     const { numHeads: H, numKvHeads: Hkv } = this.config;
     this.kvHeads = tf.keep(
@@ -40,60 +113,188 @@ export class LlamaTfjs {
     );
   }
 
-  /** The variables the optimizer updates. */
+  /** The variables the optimizer updates: the weights', or with LoRA the adapters' (A then B per weight). */
   get trainableVariables(): tf.Variable[] {
-    return [...this.variables.values()].filter((v) => v.trainable);
+    const all = this.lora ? [...this.adapters.values()].flatMap(({ A, B }) => [A, B]) : [...this.variables.values()];
+    return all.filter((v) => v.trainable);
+  }
+
+  /** The adapters' current values (for a checkpoint, or a frozen copy). */
+  async adapterValues(): Promise<LoraAdapters> {
+    const pairs = new Map<string, { A: Float32Array; B: Float32Array }>();
+    for (const [name, { A, B }] of this.adapters)
+      pairs.set(name, { A: (await A.data()) as Float32Array, B: (await B.data()) as Float32Array });
+    return { config: this.lora!, pairs };
   }
 
   private w(name: string): tf.Variable {
     return this.variables.get(name)!;
   }
 
-  /** The final (normed) hidden states [B·T, d] of tokens [B, T], positions 0..T-1, causal. */
+  /**
+   * The final (normed) hidden states [B·T, d] of tokens [B, T], positions 0..T-1, causal. When the
+   * activations a backward pass would keep pass `checkpoint.above` bytes, each layer keeps only its input
+   * and is recomputed in the backward pass (activation checkpointing): a third more compute, and
+   * memory for one layer's activations instead of all of them.
+   */
   hiddenStates(tokens: tf.Tensor2D): tf.Tensor2D {
-    const c = this.config;
-    const { numHeads: H, numKvHeads: Hkv, headDim: dh } = c;
     const [B, T] = tokens.shape;
     return tf.tidy(() => {
-      const { cos, sin } = this.ropeRows(B, T);
-      const mask = this.causalMask(T);
-      let x = tf.gather(this.w('model.embed_tokens.weight'), tokens.reshape([B * T])) as tf.Tensor2D;
-      for (let l = 0; l < c.numLayers; l++) {
-        const p = `model.layers.${l}.`;
-        const h = this.rmsNorm(x, this.w(`${p}input_layernorm.weight`));
-        const proj = (name: string, input: tf.Tensor2D, bias: boolean) => {
-          const y = tf.matMul(input, this.w(`${p}${name}.weight`), false, true) as tf.Tensor2D;
-          return bias ? (y.add(this.w(`${p}${name}.bias`)) as tf.Tensor2D) : y;
-        };
-        const heads = (y: tf.Tensor2D, n: number, norm: string | null) => {
-          let t = y.reshape([B * T * n, dh]) as tf.Tensor2D;
-          if (norm) t = this.rmsNorm(t, this.w(`${p}self_attn.${norm}.weight`));
-          return t.reshape([B * T, n, dh]) as tf.Tensor3D;
-        };
-        const q = this.rotate(heads(proj('self_attn.q_proj', h, c.qkvBias), H, c.qkNorm ? 'q_norm' : null), cos, sin)
-          .mul(1 / Math.sqrt(dh))
-          .reshape([B, T, H, dh])
-          .transpose([0, 2, 1, 3]) as tf.Tensor4D;
-        const k = this.rotate(heads(proj('self_attn.k_proj', h, c.qkvBias), Hkv, c.qkNorm ? 'k_norm' : null), cos, sin)
-          .reshape([B, T, Hkv, dh])
-          .transpose([0, 2, 1, 3]);
-        const v = proj('self_attn.v_proj', h, c.qkvBias).reshape([B, T, Hkv, dh]).transpose([0, 2, 1, 3]);
-        // Grouped-query attention: each query head reads its group's key/value head.
-        const kq = (Hkv === H ? k : tf.gather(k, this.kvHeads, 1)) as tf.Tensor4D;
-        const vq = (Hkv === H ? v : tf.gather(v, this.kvHeads, 1)) as tf.Tensor4D;
-        const att = tf.softmax(tf.matMul(q, kq, false, true).add(mask));
-        const ctx = tf
-          .matMul(att, vq)
-          .transpose([0, 2, 1, 3])
-          .reshape([B * T, H * dh]) as tf.Tensor2D;
-        x = x.add(proj('self_attn.o_proj', ctx, c.oBias)) as tf.Tensor2D;
-        const h2 = this.rmsNorm(x, this.w(`${p}post_attention_layernorm.weight`));
-        const gate = proj('mlp.gate_proj', h2, c.mlpBias);
-        const up = proj('mlp.up_proj', h2, c.mlpBias);
-        x = x.add(proj('mlp.down_proj', gate.mul(tf.sigmoid(gate)).mul(up) as tf.Tensor2D, c.mlpBias)) as tf.Tensor2D;
-      }
+      const at: LayerInput = { B, T, ...this.ropeRows(B, T), mask: this.causalMask(T) };
+      let x = this.embed(tokens.reshape([B * T]) as tf.Tensor1D);
+      const checkpoint = this.activationBytes(B, T) > this.checkpoint.above;
+      for (let l = 0; l < this.config.numLayers; l++)
+        x = checkpoint ? this.checkpointedLayer(l, x, at) : this.layer(l, x, at, (name) => this.param(name));
       return this.rmsNorm(x, this.w('model.norm.weight'));
     });
+  }
+
+  /**
+   * The embedding rows of token ids. A frozen embedding (LoRA's) is looked up off the trainer's tape:
+   * on it, the lookup would keep a copy of the whole table for a gradient nobody asks for.
+   */
+  private embed(ids: tf.Tensor1D): tf.Tensor2D {
+    const table = this.w('model.embed_tokens.weight');
+    if (table.trainable) return tf.gather(table, ids) as tf.Tensor2D;
+    // A custom op's forward runs untaped; its one input (the ids) is on no path from a variable, so
+    // its gradient function is never called.
+    const lookup = tf.customGrad((i) => ({
+      value: tf.gather(table, i as tf.Tensor1D),
+      gradFunc: () => tf.zerosLike(i as tf.Tensor1D),
+    }));
+    return lookup(ids) as tf.Tensor2D;
+  }
+
+  /** About what a backward pass keeps of a forward over [B, T] (float32): per layer its projections' outputs and its attention's scores. */
+  activationBytes(B: number, T: number): number {
+    const { hiddenSize: d, intermediateSize: M, numHeads: H, numLayers: L } = this.config;
+    return 4 * L * B * T * (10 * d + 4 * M + 3 * H * T);
+  }
+
+  /** A weight, or an adapter's half (`<weight>.lora_A` / `.lora_B`), by name. */
+  private param(name: string): tf.Tensor {
+    const lora = /\.lora_([AB])$/.exec(name);
+    if (!lora) return this.w(name);
+    const pair = this.adapters.get(name.slice(0, -'.lora_A'.length))!;
+    return lora[1] === 'A' ? pair.A : pair.B;
+  }
+
+  /** Layer `l` of the residual stream x [B·T, d], its parameters read through `get`. */
+  private layer(l: number, x: tf.Tensor2D, at: LayerInput, get: (name: string) => tf.Tensor): tf.Tensor2D {
+    const c = this.config;
+    const { numHeads: H, numKvHeads: Hkv, headDim: dh } = c;
+    const { B, T, cos, sin, mask } = at;
+    const p = `model.layers.${l}.`;
+    const proj = (name: string, input: tf.Tensor2D, bias: boolean) => {
+      const weight = `${p}${name}.weight`;
+      let y = tf.matMul(input, get(weight), false, true) as tf.Tensor2D;
+      if (this.adapters.has(weight)) {
+        const low = tf.matMul(input, get(`${weight}.lora_A`), false, true);
+        y = y.add(tf.matMul(low, get(`${weight}.lora_B`), false, true).mul(loraScale(this.lora!)));
+      }
+      return bias ? (y.add(get(`${p}${name}.bias`)) as tf.Tensor2D) : y;
+    };
+    const heads = (y: tf.Tensor2D, n: number, norm: string | null) => {
+      let t = y.reshape([B * T * n, dh]) as tf.Tensor2D;
+      if (norm) t = this.rmsNorm(t, get(`${p}self_attn.${norm}.weight`));
+      return t.reshape([B * T, n, dh]) as tf.Tensor3D;
+    };
+    const h = this.rmsNorm(x, get(`${p}input_layernorm.weight`));
+    const q = this.rotate(heads(proj('self_attn.q_proj', h, c.qkvBias), H, c.qkNorm ? 'q_norm' : null), cos, sin)
+      .mul(1 / Math.sqrt(dh))
+      .reshape([B, T, H, dh])
+      .transpose([0, 2, 1, 3]) as tf.Tensor4D;
+    const k = this.rotate(heads(proj('self_attn.k_proj', h, c.qkvBias), Hkv, c.qkNorm ? 'k_norm' : null), cos, sin)
+      .reshape([B, T, Hkv, dh])
+      .transpose([0, 2, 1, 3]);
+    const v = proj('self_attn.v_proj', h, c.qkvBias).reshape([B, T, Hkv, dh]).transpose([0, 2, 1, 3]);
+    // Grouped-query attention: each query head reads its group's key/value head.
+    const kq = (Hkv === H ? k : tf.gather(k, this.kvHeads, 1)) as tf.Tensor4D;
+    const vq = (Hkv === H ? v : tf.gather(v, this.kvHeads, 1)) as tf.Tensor4D;
+    const att = tf.softmax(tf.matMul(q, kq, false, true).add(mask));
+    const ctx = tf
+      .matMul(att, vq)
+      .transpose([0, 2, 1, 3])
+      .reshape([B * T, H * dh]) as tf.Tensor2D;
+    const mid = x.add(proj('self_attn.o_proj', ctx, c.oBias)) as tf.Tensor2D;
+    const h2 = this.rmsNorm(mid, get(`${p}post_attention_layernorm.weight`));
+    const gate = proj('mlp.gate_proj', h2, c.mlpBias);
+    const up = proj('mlp.up_proj', h2, c.mlpBias);
+    return mid.add(proj('mlp.down_proj', gate.mul(tf.sigmoid(gate)).mul(up) as tf.Tensor2D, c.mlpBias)) as tf.Tensor2D;
+  }
+
+  /**
+   * Layer `l` that keeps only its input for the backward pass, where it runs again under its own
+   * tape: its gradients with respect to the input and to its trainable parameters (passed in as
+   * inputs, so that the trainer's tape sees them) are those of the plain layer.
+   */
+  private checkpointedLayer(l: number, x: tf.Tensor2D, at: LayerInput): tf.Tensor2D {
+    const prefix = `model.layers.${l}.`;
+    const names = [
+      ...[...this.variables].filter(([n, v]) => n.startsWith(prefix) && v.trainable).map(([n]) => n),
+      ...[...this.adapters]
+        .filter(([n, { A }]) => n.startsWith(prefix) && A.trainable)
+        .flatMap(([n]) => [`${n}.lora_A`, `${n}.lora_B`]),
+    ];
+    const params = names.map((n) => this.param(n));
+    const run = (input: tf.Tensor2D, values: tf.Tensor[], shared: LayerInput) => {
+      const given = new Map(names.map((n, i) => [n, values[i]!]));
+      return this.layer(l, input, shared, (n) => given.get(n) ?? this.param(n));
+    };
+    // A layer's sequences are independent of each other: run it a few sequences at a time, so that
+    // one chunk's activations, not the whole batch's, are alive at once.
+    const { B, T } = at;
+    const perChunk = Math.max(
+      1,
+      Math.floor((B * this.checkpoint.chunkBytes * this.config.numLayers) / this.activationBytes(B, T)),
+    );
+    const chunks = Array.from({ length: Math.ceil(B / perChunk) }, (_, i) => {
+      const from = i * perChunk;
+      return [from, Math.min(perChunk, B - from)] as const;
+    });
+    const part = (shared: LayerInput, from: number, n: number): LayerInput => ({
+      B: n,
+      T,
+      cos: shared.cos.slice([from * T, 0, 0], [n * T, -1, -1]),
+      sin: shared.sin.slice([from * T, 0, 0], [n * T, -1, -1]),
+      mask: shared.mask,
+    });
+    const rows = (t: tf.Tensor, from: number, n: number) => t.slice([from * T, 0], [n * T, -1]) as tf.Tensor2D;
+    const op = tf.customGrad((...args: unknown[]) => {
+      const save = args.pop() as tf.GradSaveFunc;
+      const [input, ...values] = args as [tf.Tensor2D, ...tf.Tensor[]];
+      save([input]);
+      const outs = chunks.map(([from, n]) => tf.tidy(() => run(rows(input, from, n), values, part(at, from, n))));
+      const value = tf.concat(outs, 0);
+      tf.dispose(outs);
+      return {
+        value,
+        gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+          const input0 = saved[0] as tf.Tensor2D;
+          // The rotary rows again (the forward's scope has let its own go); the mask is cached.
+          const again = { B, T, ...this.ropeRows(B, T), mask: this.causalMask(T) };
+          const dx: tf.Tensor[] = [];
+          const sums: tf.Tensor[] = [];
+          for (const [from, n] of chunks) {
+            const [dxChunk, ...dpChunk] = tf.tidy(() => {
+              const shared = part(again, from, n);
+              const f = (i: tf.Tensor, ...v: tf.Tensor[]) => run(i as tf.Tensor2D, v, shared);
+              return gradsInBackward(f, [rows(input0, from, n), ...params], rows(dy, from, n));
+            });
+            dx.push(dxChunk!);
+            dpChunk.forEach((g, p) => {
+              const prev = sums[p];
+              sums[p] = prev ? prev.add(g) : g;
+              if (prev) tf.dispose([prev, g]);
+            });
+          }
+          const dInput = tf.concat(dx, 0);
+          tf.dispose([...dx, again.cos, again.sin]);
+          return [dInput, ...sums];
+        },
+      };
+    });
+    return op(x, ...params) as tf.Tensor2D;
   }
 
   /** The vocabulary head's weights [V, d]: the embedding when tied. */
@@ -169,18 +370,32 @@ export class LlamaTfjs {
     return m;
   }
 
-  /** Copies the variables' values into the model's weights (after an update) and moves its revision on. */
+  /**
+   * Copies what trained into the model's weights and moves its revision on: the weights' values, or
+   * with LoRA each adapted weight merged (its base + scale·B·A).
+   */
   async writeBack(): Promise<void> {
-    for (const [name, v] of this.variables) {
-      if (!v.trainable) continue;
-      const data = (await v.data()) as Float32Array;
-      this.model.weight(name).set(data);
+    if (this.lora) {
+      const scale = loraScale(this.lora);
+      for (const [name, { A, B }] of this.adapters) {
+        const base = this.variables.get(name)!;
+        const [out, inDim] = base.shape as [number, number];
+        const pair = { A: (await A.data()) as Float32Array, B: (await B.data()) as Float32Array };
+        mergeLora((await base.data()) as Float32Array, pair, scale, out, inDim, this.model.weight(name));
+      }
+    } else {
+      for (const [name, v] of this.variables) {
+        if (!v.trainable) continue;
+        const data = (await v.data()) as Float32Array;
+        this.model.weight(name).set(data);
+      }
     }
     this.model.revision++;
   }
 
   dispose(): void {
-    for (const v of this.variables.values()) v.dispose();
+    if (this.ownsWeights) for (const v of this.variables.values()) v.dispose();
+    for (const { A, B } of this.adapters.values()) tf.dispose([A, B]);
     if (this.rope) tf.dispose([this.rope.cos, this.rope.sin]);
     for (const t of this.causal.values()) t.dispose();
     this.kvHeads.dispose();

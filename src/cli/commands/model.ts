@@ -190,7 +190,7 @@ export function register(program: Command): void {
     .requiredOption('--out <path>', 'the GGUF file, or the folder, to write')
     .option(
       '--dtype <d>',
-      "the matrices' dtype: f32, f16 or bf16 (default: the source's, so an export round-trips bit for bit)",
+      "the matrices' dtype: f32, f16 or bf16 (default: the source's, so an export round-trips bit for bit; f32 for LoRA adapters merged)",
       dtype,
     )
     .option('--force', 'overwrite --out when it exists')

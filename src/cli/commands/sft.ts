@@ -9,6 +9,7 @@ import { initBackend, type BackendInfo } from '../../policy/tfjs/backend.ts';
 import { trainReplicas, type TrainThreads } from '../../rl/train-threads.ts';
 import { runSft } from '../../app/run-sft.ts';
 import { runHfSft } from '../../app/run-hf-sft.ts';
+import type { LoraRequest } from '../../rl/hf-trainable.ts';
 import { SftContextError } from '../../policy/tfjs/sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
 import { contextSetting } from '../../env/context.ts';
@@ -20,6 +21,9 @@ import {
   formatSummary,
   keyValue,
   integer,
+  LORA_HELP,
+  loraAlpha,
+  loraRequest,
   modelInit,
   nonNegativeNumber,
   positiveInt,
@@ -33,6 +37,8 @@ interface SftFlags {
   scenario: string;
   policy: string;
   init?: string;
+  lora?: number;
+  loraAlpha?: number;
   episodes: number;
   seed: number;
   out: string;
@@ -83,6 +89,8 @@ export function register(program: Command): void {
       'train this Hugging Face model (hf:DIR, or ckpt:DIR of one trained here) on its own chat template instead of a new GPT (the GPT flags do not apply)',
       modelInit,
     )
+    .option('--lora <R>', LORA_HELP.rank, positiveInt)
+    .option('--lora-alpha <A>', LORA_HELP.alpha, loraAlpha)
     .option('--episodes <n>', 'training episodes to collect', positiveInt, 400)
     .option('--seed <n>', 'seed (data, init, batches)', integer, 0)
     .option('--steps <n>', 'optimizer steps', positiveInt, 900)
@@ -123,7 +131,8 @@ export function register(program: Command): void {
     .action(async (flags: SftFlags) => {
       const backend = await initBackend(flags.backend);
       process.stderr.write(`backend: ${backend.name} (${backend.reason})\n`);
-      if (flags.init) return hfSftCommand(flags, backend);
+      const lora = loraRequest(flags, flags.init !== undefined);
+      if (flags.init) return hfSftCommand(flags, backend, lora);
       const { replicas, note } = trainReplicas(backend.name, flags.trainThreads ?? availableParallelism());
       if (note) process.stderr.write(`${note}\n`);
       try {
@@ -219,7 +228,7 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
 }
 
 /** `sft --init hf:DIR`: a Hugging Face model cloned on its own chat template (runHfSft). */
-async function hfSftCommand(flags: SftFlags, backend: BackendInfo): Promise<void> {
+async function hfSftCommand(flags: SftFlags, backend: BackendInfo, lora: LoraRequest | undefined): Promise<void> {
   const scenario = await scenarioFromFlags(flags);
   checkSplit(scenario, 'train');
   const teacher = await resolvePolicy(flags.policy, scenario, flags.seed);
@@ -237,6 +246,7 @@ async function hfSftCommand(flags: SftFlags, backend: BackendInfo): Promise<void
     scenario,
     teacher,
     init: flags.init!,
+    ...(lora ? { lora } : {}),
     episodes: flags.episodes,
     seed: flags.seed,
     out: flags.out,

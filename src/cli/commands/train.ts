@@ -25,6 +25,9 @@ import {
   contextMode,
   integer,
   keyValue,
+  LORA_HELP,
+  loraAlpha,
+  loraRequest,
   modelInit,
   positiveInt,
   printJson,
@@ -39,6 +42,8 @@ interface TrainFlags extends QueueFlags {
   algo: string;
   out: string;
   init?: string;
+  lora?: number;
+  loraAlpha?: number;
   resume?: boolean;
   /** false with --no-replica. */
   replica?: boolean;
@@ -94,8 +99,12 @@ async function initialModel(
   episode: Partial<EpisodeConfig>,
 ) {
   if (flags.init) {
-    if (await isHfModel(flags.init))
-      return { model: await HfTrainable.load(initDir(flags.init), { id: 'rl' }), init: flags.init };
+    if (await isHfModel(flags.init)) {
+      const lora = loraRequest(flags, true);
+      const valueHead = flags.algo === 'ppo';
+      const model = await HfTrainable.load(initDir(flags.init), { id: 'rl', lora, seed: flags.seed, valueHead });
+      return { model, init: flags.init };
+    }
     return { model: await GptTrainable.fromCheckpoint(flags.init.slice(5)), init: flags.init };
   }
   const warm = join(flags.out, 'warm-start');
@@ -185,6 +194,7 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
     throw new TrainingError(`${flags.out} already holds a run; pass --resume to continue it or choose another --out`);
   // A Hugging Face model computes its gradients on this thread (the training threads hold GPT replicas).
   const hf = flags.init !== undefined && (await isHfModel(flags.init));
+  loraRequest(flags, hf);
   if (hf && (flags.trainThreads ?? 1) > 1)
     log('train threads: 1 (a Hugging Face model computes its gradients on this thread)');
   const { replicas, note } = hf
@@ -211,6 +221,10 @@ async function trainWith(
   const context = contextSetting(scenario, flags.context);
   const episode: Partial<EpisodeConfig> = context === undefined ? {} : { context };
   const { model, init } = await initialModel(flags, scenario, log, replicas, episode);
+  if (model instanceof HfTrainable && model.lora) {
+    const trained = model.variables.reduce((n, v) => n + v.size, 0);
+    log(`LoRA: rank ${model.lora.rank}, alpha ${model.lora.alpha}, ${trained} trained parameters; the base frozen`);
+  }
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
@@ -280,6 +294,8 @@ export function register(program: Command): void {
       'start from this checkpoint, or this Hugging Face model, instead of an SFT warm start',
       modelInit,
     )
+    .option('--lora <R>', LORA_HELP.rank, positiveInt)
+    .option('--lora-alpha <A>', LORA_HELP.alpha, loraAlpha)
     .option('--resume', 'continue the run in --out exactly where its last checkpoint left it')
     .option('--seed <n>', 'run seed', integer, 1)
     .option('--steps <n>', 'RL steps (rollout batches)', positiveInt)

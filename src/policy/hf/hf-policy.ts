@@ -11,7 +11,8 @@ import type { LlamaModel } from '../../architectures/llama/model.ts';
 import type { ActionFormat, PolicyOutput } from '../../core/types.ts';
 import type { ChatTemplate } from '../../hf/chat-template.ts';
 import { HfFolderError } from '../../hf/errors.ts';
-import { loadHfModel, openHfFolder, type HfChat } from '../../hf/folder.ts';
+import { loadModelDir } from '../../hf/checkpoint.ts';
+import type { HfChat } from '../../hf/folder.ts';
 import type { BatchPolicy, EncodingSpec, PolicyRequest } from '../policy.ts';
 import { HfChatEncoding } from './chat-encoding.ts';
 
@@ -123,7 +124,7 @@ export function actionFormatOf(template: ChatTemplate): ActionFormat {
 }
 
 /**
- * The `hf:DIR` policy (and `ckpt:DIR` of a trained Hugging Face model): what resolvePolicy
+ * The `hf:DIR` policy (and `ckpt:DIR` of a trained Hugging Face model, adapters merged): what resolvePolicy
  * dynamic-imports. It samples at temperature 1, or as a checkpoint says (its `sampling`), unless
  * `sampling` overrides that; its version is the content hash, followed by the override when there
  * is one (`<hash>+temperature=0`), so records of one model sampled differently are told apart.
@@ -132,9 +133,8 @@ export async function loadHfPolicy(
   dir: string,
   options: HfPolicyOptions & { id?: string; saved?: SamplingOptions } = {},
 ): Promise<HfPolicy> {
-  const folder = await openHfFolder(dir);
+  const { folder, model, hash } = await loadModelDir(dir, { contextLength: options.contextLength });
   requireTemplate(folder);
-  const { model, hash } = await loadHfModel(folder, { contextLength: options.contextLength });
   const override = Object.entries(options.sampling ?? {})
     .filter(([, v]) => v !== undefined)
     .sort(([a], [b]) => (a < b ? -1 : 1));

@@ -7,6 +7,7 @@
  *   const folder = await openHfFolder('./Qwen3-0.6B');            // config, tokenizer, template, weight index
  *   const { model } = await loadHfModel(folder);                  // float32 weights
  *   await exportGguf(folder, model, 'qwen3.gguf', 'F32');
+ *   const { model: tuned } = await loadModelDir('./runs/grpo/final');  // a checkpoint: LoRA adapters merged
  */
 export { HfPolicy, loadHfPolicy, actionFormatOf, type HfPolicyOptions } from './hf-policy.ts';
 export { HfChatEncoding } from './chat-encoding.ts';
@@ -20,9 +21,26 @@ export {
   type TemplateTool,
 } from '../../hf/chat-template.ts';
 export { exportGguf, exportHf } from '../../hf/export.ts';
+export {
+  loadModelDir,
+  openModelDir,
+  readHfCheckpoint,
+  type HfCheckpointJson,
+  type LoadedModelDir,
+} from '../../hf/checkpoint.ts';
+export { readPeftAdapter, writePeftAdapter, loraWeights } from '../../hf/peft.ts';
+export {
+  initLora,
+  mergeLora,
+  loraScale,
+  type LoraAdapters,
+  type LoraConfig,
+  type LoraPair,
+} from '../../architectures/lora.ts';
 export { HfFolderError, ChatTemplateError } from '../../hf/errors.ts';
 export {
   LLAMA_ARCHITECTURES,
+  LLAMA_LORA_TARGETS,
   MAX_WEIGHT_FLOATS,
   llamaConfigFromHf,
   llamaWeights,

@@ -1,0 +1,86 @@
+import test from 'ava';
+import * as tf from '@tensorflow/tfjs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LLAMA_LORA_TARGETS } from '../../src/architectures/llama/config.ts';
+import { LlamaTfjs } from '../../src/architectures/llama/tfjs-model.ts';
+import { initLora } from '../../src/architectures/lora.ts';
+import { loadHfModel, openHfFolder } from '../../src/hf/folder.ts';
+import { loraWeights } from '../../src/hf/peft.ts';
+import { initBackend } from '../../src/policy/tfjs/backend.ts';
+import { writeTinyFolder } from '../helpers/hf-folder.ts';
+
+let root: string;
+test.before(async () => {
+  await initBackend('wasm');
+  root = await mkdtemp(join(tmpdir(), 'agent-r1-llama-tfjs-'));
+});
+test.after.always(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+/** The gradients of a log-likelihood-like loss with respect to every trainable variable, by position. */
+function gradients(net: LlamaTfjs, tokens: number[][]): Float32Array[] {
+  const input = tf.tensor2d(tokens, [tokens.length, tokens[0]!.length], 'int32');
+  const { value, grads } = tf.variableGrads(() => {
+    const hidden = net.hiddenStates(input);
+    return net.logitsOf(hidden).logSoftmax().mean().neg() as tf.Scalar;
+  }, net.trainableVariables);
+  const out = net.trainableVariables.map((v) => grads[v.name]!.dataSync() as Float32Array);
+  tf.dispose([input, value, ...Object.values(grads)]);
+  return out;
+}
+
+test('a checkpointed forward (layers recomputed a sequence at a time in the backward pass) gives the plain gradients, for full fine-tuning and for LoRA', async (t) => {
+  const dir = join(root, 'qwen2');
+  // Qwen2's biases and an untied head, so that every kind of parameter has a gradient.
+  await writeTinyFolder(dir, {
+    architecture: 'Qwen2ForCausalLM',
+    hidden: 32,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    intermediate: 48,
+    tie: false,
+    seed: 9,
+    embedStd: 0.3,
+  });
+  const { model } = await loadHfModel(await openHfFolder(dir));
+  const tokens = [
+    [5, 9, 200, 7, 7, 31],
+    [151644, 3, 4, 5, 6, 100],
+  ];
+  const lora = initLora(
+    { rank: 2, alpha: 4, targets: [...LLAMA_LORA_TARGETS] },
+    loraWeights(model.config, LLAMA_LORA_TARGETS),
+    1,
+  );
+  // B off zero, so that the gradients of A are not zero.
+  for (const pair of lora.pairs.values()) pair.B.forEach((_, i) => (pair.B[i] = Math.sin(i) * 0.1));
+  for (const [name, options] of [
+    ['full fine-tuning', {}],
+    ['LoRA', { lora }],
+  ] as const) {
+    const plain = new LlamaTfjs(model, options);
+    // Every layer recomputed, one sequence at a time.
+    const checkpointed = new LlamaTfjs(model, { ...options, checkpoint: { above: 0, chunkBytes: 0 } });
+    t.true(plain.activationBytes(2, 6) > 0);
+    const a = gradients(plain, tokens);
+    const b = gradients(checkpointed, tokens);
+    t.is(a.length, plain.trainableVariables.length);
+    t.true(a.length > 0);
+    a.forEach((g, i) => {
+      const worst = g.reduce((m, x, j) => Math.max(m, Math.abs(x - b[i]![j]!)), 0);
+      const scale = g.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+      t.true(worst <= 1e-6 * Math.max(1, scale), `${name}: ${plain.trainableVariables[i]!.name} differs by ${worst}`);
+    });
+    // Forward alone, the two are the same function.
+    const input = tf.tensor2d(tokens, [2, 6], 'int32');
+    const [ha, hb] = [plain.hiddenStates(input), checkpointed.hiddenStates(input)];
+    t.deepEqual(await ha.data(), await hb.data());
+    tf.dispose([input, ha, hb]);
+    plain.dispose();
+    checkpointed.dispose();
+  }
+});
