@@ -1,6 +1,5 @@
 import test from 'ava';
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateOnKernel } from '../../src/architectures/generation.ts';
@@ -8,7 +7,7 @@ import { LlamaDecoder } from '../../src/architectures/llama/decoder.ts';
 import type { FloatDtype } from '../../src/formats/dtype.ts';
 import { exportGguf, exportHf } from '../../src/hf/export.ts';
 import { loadHfModel, openHfFolder, type HfFolder } from '../../src/hf/folder.ts';
-import { repoRoot } from '../helpers/cli.ts';
+import { installLlamaCpp, llamaCpp as llamaCppIn } from '../helpers/llama-cpp.ts';
 import { referenceGenerate, writeTinyFolder, type TinyFolder } from '../helpers/hf-folder.ts';
 
 // Parity with llama.cpp (node-llama-cpp 3.21.1's CPU build, installed on first use by
@@ -19,26 +18,13 @@ import { referenceGenerate, writeTinyFolder, type TinyFolder } from '../helpers/
 let root: string;
 test.before(async () => {
   root = await mkdtemp(join(tmpdir(), 'agent-r1-llama-cpp-'));
-  execFileSync(process.execPath, [join(repoRoot, 'test/oracles/llama-cpp.mjs'), '--install'], { stdio: 'ignore' });
+  installLlamaCpp();
 });
 test.after.always(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-interface LlamaCppResult {
-  tokens?: number[][];
-  generated?: { ids: number[]; logprobs: number[] };
-}
-
-async function llamaCpp(request: object): Promise<LlamaCppResult> {
-  const file = join(root, `request-${Math.random()}.json`);
-  await writeFile(file, JSON.stringify(request));
-  const out = execFileSync(process.execPath, [join(repoRoot, 'test/oracles/llama-cpp.mjs'), file], {
-    encoding: 'utf8',
-    maxBuffer: 64 << 20,
-  });
-  return JSON.parse(out.trim().split('\n').at(-1)!);
-}
+const llamaCpp = (request: object) => llamaCppIn(root, request);
 
 const CHAT = [
   { role: 'system', content: 'You are a precise assistant. Antworte kurz.' },
