@@ -4,7 +4,7 @@
  * on first use by test/oracles/llama-cpp.mjs) on the same random weights, F32 in both engines (the
  * GGUF is this project's export of the folder; llama.cpp keeps F32 keys and values too), in one run.
  *
- *   npx tsx --conditions=source bench/llm.ts [--json] [--shapes qwen3-0.6b,tiny] [--batches 1,16] [--prompt 128] [--decode 32] [--threads N] [--cache DIR]
+ *   npx tsx --conditions=source bench/llm.ts [--json] [--shapes qwen3-0.6b,tiny (also smollm2-135m-body)] [--batches 1,16] [--prompt 128] [--decode 32] [--threads N] [--cache DIR]
  *
  * Each row: B sequences of a `prompt`-token prompt each. Prefill: the B prompts in one batch (llama.cpp:
  * B sequences of one context evaluated at once), tokens / time. Decode: then `decode` greedy tokens
@@ -14,15 +14,13 @@
  * The last line with --json: {"threads":N,"load":[…],"rows":[{"shape","batch","ours":{"prefillTokensPerSecond",
  * "decodeTokensPerSecond"},"llamaCpp":{…}}, …]}.
  */
-import { existsSync, mkdirSync } from 'node:fs';
-import { availableParallelism, homedir, loadavg } from 'node:os';
+import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LlamaDecoder } from '../src/architectures/llama/decoder.ts';
-import { exportGguf } from '../src/hf/export.ts';
 import { loadHfModel, openHfFolder } from '../src/hf/folder.ts';
-import { writeTinyFolder, type TinyFolder } from '../test/helpers/hf-folder.ts';
+import { BENCH_CACHE, randomFolder } from './random-folders.ts';
 // @ts-expect-error: a plain ES module beside the tests (node-llama-cpp is not a dependency)
 import { ensureInstalled } from '../test/oracles/llama-cpp.mjs';
 
@@ -34,34 +32,9 @@ const { values: args } = parseArgs({
     prompt: { type: 'string', default: '128' },
     decode: { type: 'string', default: '32' },
     threads: { type: 'string', default: String(availableParallelism()) },
-    cache: { type: 'string', default: join(homedir(), '.cache', 'agent-r1', 'bench') },
+    cache: { type: 'string', default: BENCH_CACHE },
   },
 });
-
-/** The shapes measured: Qwen3-0.6B's (hidden 1024, 28 layers, 16 heads, 8 KV heads, head 128, MLP 3072, tied), and the tests' tiny one. */
-const SHAPES: { [name: string]: TinyFolder } = {
-  'qwen3-0.6b': {
-    architecture: 'Qwen3ForCausalLM',
-    hidden: 1024,
-    layers: 28,
-    heads: 16,
-    kvHeads: 8,
-    headDim: 128,
-    intermediate: 3072,
-    seed: 1,
-    maxPositions: 40960,
-  },
-  tiny: {
-    architecture: 'Qwen3ForCausalLM',
-    hidden: 64,
-    layers: 2,
-    heads: 4,
-    kvHeads: 2,
-    headDim: 32,
-    intermediate: 96,
-    seed: 1,
-  },
-};
 
 const say = (line: string) => process.stderr.write(`${line}\n`);
 const PROMPT = Number(args.prompt);
@@ -72,23 +45,6 @@ const batches = args.batches.split(',').map(Number);
 interface Rates {
   prefillTokensPerSecond: number;
   decodeTokensPerSecond: number;
-}
-
-/** A random folder of the shape, and its F32 GGUF, made once. */
-async function prepare(name: string): Promise<{ dir: string; gguf: string }> {
-  const dir = join(args.cache, `${name}-random`);
-  const gguf = join(args.cache, `${name}-random.gguf`);
-  if (!existsSync(join(dir, 'model.safetensors'))) {
-    say(`writing a random ${name} folder to ${dir}`);
-    mkdirSync(args.cache, { recursive: true });
-    await writeTinyFolder(dir, SHAPES[name]!);
-  }
-  if (!existsSync(gguf)) {
-    say(`exporting ${gguf}`);
-    const folder = await openHfFolder(dir);
-    await exportGguf(folder, (await loadHfModel(folder)).model, gguf, 'F32');
-  }
-  return { dir, gguf };
 }
 
 /** The prompts: B rows of PROMPT token ids drawn from the tokenizer's ordinary tokens, seeded. */
@@ -187,8 +143,7 @@ const load = loadavg().map((x) => Number(x.toFixed(2)));
 say(`load before: ${load.join(' ')}; threads ${threads}; prompt ${PROMPT}, decode ${DECODE}`);
 const out: Array<{ shape: string; batch: number; ours: Rates; llamaCpp: Rates }> = [];
 for (const shape of args.shapes.split(',')) {
-  if (!SHAPES[shape]) throw new Error(`unknown shape ${shape}; valid: ${Object.keys(SHAPES).join(', ')}`);
-  const { dir, gguf } = await prepare(shape);
+  const { dir, gguf } = await randomFolder(shape, { cache: args.cache, gguf: true, say });
   for (const B of batches) {
     const a = await ours(dir, B);
     const b = await llamaCpp(gguf, B);

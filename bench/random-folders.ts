@@ -1,0 +1,77 @@
+/**
+ * The random model folders the benchmarks run on (bench/llm.ts, bench/hf-sft-step.ts), made once
+ * into a cache folder (default ~/.cache/agent-r1/bench) and kept: a Qwen3-0.6B-shaped folder takes
+ * a minute and 2.4 GB to write.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { exportGguf } from '../src/hf/export.ts';
+import { loadHfModel, openHfFolder } from '../src/hf/folder.ts';
+import { writeTinyFolder, type TinyFolder } from '../test/helpers/hf-folder.ts';
+
+export const BENCH_CACHE = join(homedir(), '.cache', 'agent-r1', 'bench');
+
+/**
+ * The shapes: Qwen3-0.6B's (hidden 1024, 28 layers, 16 heads, 8 KV heads, head 128, MLP 3072, tied;
+ * 596 M parameters), SmolLM2-135M's body (hidden 576, 30 layers, 9 heads, 3 KV heads, MLP 1536, tied)
+ * with Qwen3's 151,936-token vocabulary (the tokenizer here: 194 M parameters, SmolLM2's own 49,152
+ * would make 135 M), and the tests' tiny one.
+ */
+export const SHAPES: { [name: string]: TinyFolder } = {
+  'qwen3-0.6b': {
+    architecture: 'Qwen3ForCausalLM',
+    hidden: 1024,
+    layers: 28,
+    heads: 16,
+    kvHeads: 8,
+    headDim: 128,
+    intermediate: 3072,
+    seed: 1,
+    maxPositions: 40960,
+  },
+  'smollm2-135m-body': {
+    architecture: 'LlamaForCausalLM',
+    hidden: 576,
+    layers: 30,
+    heads: 9,
+    kvHeads: 3,
+    intermediate: 1536,
+    seed: 1,
+    maxPositions: 8192,
+    ropeTheta: 100000,
+  },
+  tiny: {
+    architecture: 'Qwen3ForCausalLM',
+    hidden: 64,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 32,
+    intermediate: 96,
+    seed: 1,
+  },
+};
+
+/** The random folder of a shape, written when missing (and its F32 GGUF, with `gguf`). */
+export async function randomFolder(
+  name: string,
+  options: { cache?: string; gguf?: boolean; say?: (line: string) => void } = {},
+): Promise<{ dir: string; gguf: string }> {
+  const shape = SHAPES[name];
+  if (!shape) throw new Error(`unknown shape ${name}; valid: ${Object.keys(SHAPES).join(', ')}`);
+  const cache = options.cache ?? BENCH_CACHE;
+  const dir = join(cache, `${name}-random`);
+  const gguf = join(cache, `${name}-random.gguf`);
+  if (!existsSync(join(dir, 'model.safetensors'))) {
+    options.say?.(`writing a random ${name} folder to ${dir}`);
+    mkdirSync(cache, { recursive: true });
+    await writeTinyFolder(dir, shape);
+  }
+  if (options.gguf && !existsSync(gguf)) {
+    options.say?.(`exporting ${gguf}`);
+    const folder = await openHfFolder(dir);
+    await exportGguf(folder, (await loadHfModel(folder)).model, gguf, 'F32');
+  }
+  return { dir, gguf };
+}
