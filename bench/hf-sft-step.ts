@@ -1,15 +1,16 @@
 /**
  * One SFT step of a Hugging Face model (not a test): time and peak RSS of a step of `--batch`
- * sequences × `--length` tokens (the loss on the second half of each), with LoRA and with full
+ * sequences × `--length` tokens (the loss on the second half of each; `--microbatch` sequences per
+ * forward pass, as `agent-r1 sft --microbatch`), with LoRA and with full
  * fine-tuning, at Qwen3-0.6B's shape or another of bench/random-folders.ts. Each
  * variant runs in a child process of its own, so that its peak RSS is its own: --steps steps, the
  * last timed (the first also compiles the backend's kernels and allocates the optimizer state;
  * at real sizes, where a step takes minutes, that is noise and one step will do).
  *
- *   npx tsx --conditions=source bench/hf-sft-step.ts [--json] [--shape qwen3-0.6b|smollm2-135m-body|tiny] [--variants lora,full] [--batch 8] [--length 512] [--rank 8] [--steps 2]
+ *   npx tsx --conditions=source bench/hf-sft-step.ts [--json] [--shape qwen3-0.6b|smollm2-135m-body|tiny] [--variants lora,full] [--batch 8] [--microbatch 1] [--length 512] [--rank 8] [--steps 2]
  *
  * A variant that fails (the backend's memory, say) is reported with its error, not hidden. The last
- * line with --json: {"shape","batch","length","load":[…],"rows":[{"variant","ok","stepSeconds",
+ * line with --json: {"shape","batch","microbatch","length","load":[…],"rows":[{"variant","ok","stepSeconds",
  * "tokensPerSecond","peakRssGb","trainedParameters","error"?}, …]}.
  */
 import { spawnSync } from 'node:child_process';
@@ -24,6 +25,7 @@ const { values: args } = parseArgs({
     shape: { type: 'string', default: 'qwen3-0.6b' },
     variants: { type: 'string', default: 'lora,full' },
     batch: { type: 'string', default: '8' },
+    microbatch: { type: 'string', default: '1' },
     length: { type: 'string', default: '512' },
     rank: { type: 'string', default: '8' },
     steps: { type: 'string', default: '2' },
@@ -57,11 +59,12 @@ async function child(variant: string): Promise<void> {
     contextLength: T,
     ...(variant === 'lora' ? { lora: { rank, alpha: 2 * rank } } : {}),
   });
+  const vocab = trainable.model.config.vocabSize;
   let x = 7;
   const sequences = Array.from({ length: B }, () => {
     const tokens = Array.from({ length: T }, () => {
       x = (Math.imul(x, 1103515245) + 12345) >>> 0;
-      return 1000 + (x % 100_000);
+      return 1000 + (x % Math.min(100_000, vocab - 1000));
     });
     return { tokens, mask: tokens.map((_, i) => (i >= T / 2 ? 1 : 0)) };
   });
@@ -70,6 +73,7 @@ async function child(variant: string): Promise<void> {
     sequences,
     steps: Number(args.steps),
     batchSize: B,
+    microbatch: Number(args.microbatch),
     lr: 1e-4,
     seed: 0,
     onStep: (s) => times.push((B * T) / s.tokensPerS),
@@ -89,7 +93,9 @@ if (args.child) {
   await child(args.child);
 } else {
   const load = loadavg().map((l) => Number(l.toFixed(2)));
-  process.stderr.write(`load before: ${load.join(' ')}; ${args.shape}, ${B} × ${T} tokens\n`);
+  process.stderr.write(
+    `load before: ${load.join(' ')}; ${args.shape}, ${B} × ${T} tokens, ${args.microbatch} per pass\n`,
+  );
   const rows: Row[] = [];
   for (const variant of args.variants.split(',')) {
     const r = spawnSync(
@@ -126,5 +132,8 @@ if (args.child) {
         : `${variant.padEnd(5)} failed: ${row.error}\n`,
     );
   }
-  if (args.json) process.stdout.write(`${JSON.stringify({ shape: args.shape, batch: B, length: T, load, rows })}\n`);
+  if (args.json)
+    process.stdout.write(
+      `${JSON.stringify({ shape: args.shape, batch: B, microbatch: Number(args.microbatch), length: T, load, rows })}\n`,
+    );
 }

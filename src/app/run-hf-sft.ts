@@ -23,6 +23,8 @@ export interface RunHfSftOptions {
   out: string;
   steps: number;
   batchSize: number;
+  /** Sequences per forward pass (default 1). */
+  microbatch?: number;
   lr: number;
   /** Dev-split episodes evaluated at the end (0: none). */
   evalEpisodes: number;
@@ -77,6 +79,7 @@ export async function runHfSft(options: RunHfSftOptions): Promise<RunHfSftResult
     sequences,
     steps: options.steps,
     batchSize: options.batchSize,
+    ...(options.microbatch === undefined ? {} : { microbatch: options.microbatch }),
     lr: options.lr,
     seed: options.seed,
     onStep: options.onStep,

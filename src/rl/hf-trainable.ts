@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { LLAMA_LORA_TARGETS } from '../architectures/llama/config.ts';
+import { LLAMA_LORA_TARGETS, parameterCount } from '../architectures/llama/config.ts';
 import type { LlamaModel } from '../architectures/llama/model.ts';
 import { LlamaTfjs } from '../architectures/llama/tfjs-model.ts';
 import { checkLoraConfig, initLora, type LoraAdapters, type LoraConfig } from '../architectures/lora.ts';
@@ -129,6 +129,7 @@ export class HfTrainable implements TrainablePolicy {
       net = new LlamaTfjs(model, { lora: initLora(config, weights, options.seed ?? 0) });
       base = { dir: resolve(folder.dir), hash: loaded.hash };
     } else {
+      checkFullFineTuningFits(parameterCount(model.config), tf.getBackend(), dir);
       net = new LlamaTfjs(model);
     }
     const t = new HfTrainable(folder, model, net, { id: options.id, meta: checkpoint?.meta ?? {} }, base);
@@ -299,6 +300,29 @@ export class HfTrainable implements TrainablePolicy {
  * vocabulary head runs on those positions only, a block of rows at a time (chosenLogprobs), and the
  * results are scattered back to [B, T].
  */
+/**
+ * Full fine-tuning on the wasm backend: at most this much of optimizer state (16 bytes a parameter).
+ * Measured in its 4 GiB heap: a 94M-parameter model (576 wide, 2 layers, Qwen3's 151,936-row tied
+ * embedding; 1.5 GB of state) runs out of memory in its first step, between the embedding's
+ * gradients and the allocator's fragmentation; a 10M one trains.
+ */
+const WASM_FULL_FINE_TUNING_BYTES = 2 ** 30;
+
+/**
+ * Full fine-tuning keeps four float32 copies of every weight (the weights, their gradients, AdamW's
+ * two moments), before any activation. Past what the wasm backend's heap holds, the first step would
+ * die as "memory access out of bounds", far from its cause: refused here, with what would fit.
+ */
+export function checkFullFineTuningFits(parameters: number, backend: string, dir: string): void {
+  const bytes = 16 * parameters;
+  if (backend !== 'wasm' || bytes <= WASM_FULL_FINE_TUNING_BYTES) return;
+  throw new TrainingError(
+    `training every weight of ${dir} (${(parameters / 1e6).toFixed(0)}M parameters) needs ${(bytes / 1e9).toFixed(1)} GB ` +
+      "for the weights, their gradients and AdamW's moments; the wasm backend's 4 GiB heap holds that for about " +
+      `${Math.floor(WASM_FULL_FINE_TUNING_BYTES / 16 / 1e6)}M parameters: train LoRA adapters (--lora 8), or use a GPU backend (--backend tensorflow-gpu or webgpu)`,
+  );
+}
+
 export function scoreLlama(
   net: LlamaTfjs,
   req: ScoreRequest,

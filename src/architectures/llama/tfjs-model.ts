@@ -8,7 +8,7 @@ const NEG = -1e9;
 let nextId = 0;
 
 /** Activations past this (activationBytes) are recomputed in the backward pass rather than kept. */
-export const CHECKPOINT_BYTES = 1 << 30;
+export const CHECKPOINT_BYTES = 256 << 20;
 
 /** A recomputed layer runs a chunk of sequences whose activations are about this size at a time. */
 export const CHUNK_BYTES = 64 << 20;

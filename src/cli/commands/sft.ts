@@ -44,7 +44,8 @@ interface SftFlags {
   out: string;
   steps: number;
   batchSize: number;
-  lr: number;
+  microbatch: number;
+  lr?: number;
   vocabSize: number;
   dModel: number;
   /** false with --no-copy-head. */
@@ -95,7 +96,17 @@ export function register(program: Command): void {
     .option('--seed <n>', 'seed (data, init, batches)', integer, 0)
     .option('--steps <n>', 'optimizer steps', positiveInt, 900)
     .option('--batch-size <n>', 'sequences per step', positiveInt, 8)
-    .option('--lr <x>', 'peak learning rate', positiveNumber, 1e-2)
+    .option(
+      '--microbatch <n>',
+      'sequences per forward pass; their gradients are added before each update (memory: one micro-batch of activations)',
+      positiveInt,
+      1,
+    )
+    .option(
+      '--lr <x>',
+      'peak learning rate (default: 1e-2 for the GPT; for a Hugging Face model 1e-5, or 2e-4 with --lora)',
+      positiveNumber,
+    )
     .option('--vocab-size <n>', 'tokenizer vocabulary (specials + 256 bytes + merges)', positiveInt, 1024)
     .option('--d-model <n>', 'model width', positiveInt, 64)
     .option('--layers <n>', 'transformer layers', positiveInt, 2)
@@ -169,7 +180,8 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
     train: {
       steps: flags.steps,
       batchSize: flags.batchSize,
-      lr: flags.lr,
+      microBatch: flags.microbatch,
+      lr: flags.lr ?? 1e-2,
       vocabSize: flags.vocabSize,
       model: {
         dModel: flags.dModel,
@@ -252,7 +264,9 @@ async function hfSftCommand(flags: SftFlags, backend: BackendInfo, lora: LoraReq
     out: flags.out,
     steps: flags.steps,
     batchSize: flags.batchSize,
-    lr: flags.lr,
+    microbatch: flags.microbatch,
+    // A pretrained model's usual rates: a GPT's 1e-2 would undo its pretraining in a few steps.
+    lr: flags.lr ?? (lora ? 2e-4 : 1e-5),
     evalEpisodes: flags.evalEpisodes,
     temperature: flags.temperature,
     ...(context === undefined ? {} : { episode: { context } }),

@@ -161,14 +161,16 @@ export class AdamW {
     const c1 = 1 - this.beta1 ** this.t;
     const c2 = 1 - this.beta2 ** this.t;
     const decayLr = 1 - lr * this.weightDecay;
-    tf.tidy(() => {
-      this.variables.forEach((p, i) => {
-        const g = grads[p.name];
-        if (!g) return;
-        const m = this.m[i]!;
-        const v = this.v[i]!;
-        m.assign(tf.add(tf.mul(m, this.beta1), tf.mul(g, 1 - this.beta1)));
-        v.assign(tf.add(tf.mul(v, this.beta2), tf.mul(tf.square(g), 1 - this.beta2)));
+    // A tidy per stage of each variable: temporaries live for one stage, so the peak is a few copies of
+    // the largest weight (a 151k-row embedding is 0.35–0.6 GB), not of every weight at once.
+    this.variables.forEach((p, i) => {
+      const g = grads[p.name];
+      if (!g) return;
+      const m = this.m[i]!;
+      const v = this.v[i]!;
+      tf.tidy(() => m.assign(tf.add(tf.mul(m, this.beta1), tf.mul(g, 1 - this.beta1))));
+      tf.tidy(() => v.assign(tf.add(tf.mul(v, this.beta2), tf.mul(tf.square(g), 1 - this.beta2))));
+      tf.tidy(() => {
         let update = tf.div(tf.div(m, c1), tf.add(tf.sqrt(tf.div(v, c2)), this.eps));
         const decays = this.weightDecay > 0 && p.rank >= 2;
         if (this.decayForm === 'torch') {

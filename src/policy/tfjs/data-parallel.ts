@@ -122,6 +122,22 @@ export function sumMicroGradients(
   return out;
 }
 
+/**
+ * Adds `part` into `sum` (its buffer and loss; float32, as sumMicroGradients adds them in order), so
+ * a step over many micro-batches holds two gradients at a time rather than one per micro-batch.
+ */
+export function addMicroGradient(sum: MicroGradient, part: MicroGradient): MicroGradient {
+  const present = new Set(sum.present);
+  const g = sum.grads;
+  for (const i of part.present) present.add(i);
+  for (let j = 0; j < g.length; j++) g[j] = g[j]! + part.grads[j]!;
+  return {
+    grads: g,
+    present: [...present].sort((a, b) => a - b),
+    stats: { ...sum.stats, loss: sum.stats.loss! + part.stats.loss! },
+  };
+}
+
 /** What a gradient executor computes: a job kind the replicas know ('sft', 'rl') and its micro-batches. */
 export interface GradientExecutor {
   /** Replicas computing at once. */
