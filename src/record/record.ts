@@ -2,6 +2,7 @@ import { hash } from 'node:crypto';
 import { z } from 'zod';
 import { canonicalJson, fieldJson } from '../core/canonical-json.ts';
 import { CorruptRecordError, RecordSchemaVersionError } from '../core/errors.ts';
+import { nestsDeeperThan } from '../core/json-depth.ts';
 import { ACTION_FORMATS, RECORD_SCHEMA_VERSION, type EpisodeRecord } from '../core/types.ts';
 
 /** sha256 of the canonical JSON of every field but the checksum. */
@@ -159,6 +160,12 @@ export const episodeRecordSchema = z.object({
   checksum: z.string(),
 });
 
+/**
+ * The deepest a record line may nest: its envelope, and tool results and task data of any shape within
+ * reason. Deeper, schema validation and the checksum (both recursive) would overflow the stack.
+ */
+export const MAX_RECORD_DEPTH = 256;
+
 /** Parses one JSONL line into a record, checking its schema and checksum. */
 export function parseRecordLine(text: string, line?: number): EpisodeRecord {
   let value: unknown;
@@ -167,6 +174,8 @@ export function parseRecordLine(text: string, line?: number): EpisodeRecord {
   } catch (err) {
     throw new CorruptRecordError(`not valid JSON (${err instanceof Error ? err.message : String(err)})`, line);
   }
+  if (nestsDeeperThan(value, MAX_RECORD_DEPTH))
+    throw new CorruptRecordError(`nests deeper than ${MAX_RECORD_DEPTH} levels of objects and arrays`, line);
   const schema = (value as { schema?: unknown } | null)?.schema;
   if (typeof schema === 'number' && schema !== RECORD_SCHEMA_VERSION)
     throw new RecordSchemaVersionError(schema, RECORD_SCHEMA_VERSION, line);

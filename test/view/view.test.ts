@@ -9,7 +9,8 @@ import { builtinScenarios } from '../../scenarios/index.ts';
 import { episodeMachine } from '../../machines/episode.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
 import { canonicalJson } from '../../src/core/canonical-json.ts';
-import { serializeRecord } from '../../src/record/record.ts';
+import { parseRecordLine, sealRecord, serializeRecord } from '../../src/record/record.ts';
+import { CorruptRecordError } from '../../src/core/errors.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { groupAdvantages } from '../../src/view/advantages.ts';
@@ -403,6 +404,20 @@ test('the index takes only records whose table fields have their types; a future
   t.regex(index.corrupt[2]!.error, /record schema version 99; this agent-r1 reads version 1 \(written by a newer/);
   // The report once took these lines for episodes and crashed sorting their undefined fields.
   t.regex(await buildReport(dir, { replay: false }), /3 corrupt lines in episodes\.jsonl were skipped/);
+});
+
+test('a record nested 1,600 levels deep, sealed with a valid checksum: the report says the line is corrupt and why, and goes on', async (t) => {
+  let deep: unknown = 1;
+  for (let i = 0; i < 1600; i++) deep = { a: deep };
+  const { checksum: _c, ...rest } = records[1]!;
+  const line = serializeRecord(sealRecord({ ...rest, task: { ...rest.task, meta: { deep } } } as typeof rest));
+  t.throws(() => parseRecordLine(line, 2), {
+    instanceOf: CorruptRecordError,
+    message: /line 2: nests deeper than 256 levels of objects and arrays/,
+  });
+  // The median of three is the deep one: the report shows why it is not shown.
+  const dir = runDir([serializeRecord(records[0]!), line, serializeRecord(records[2]!)]);
+  t.regex(await buildReport(dir, { replay: false }), /episode: line 2: nests deeper than 256 levels/);
 });
 
 test('the viewer: a deleted episodes.jsonl is a page that says so; only plain digits are ids', async (t) => {
