@@ -10,15 +10,18 @@ import { terminalText } from './terminal-text.ts';
 
 export { EXIT_FAILED, EXIT_USAGE } from './exit-codes.ts';
 
+/** Where a count or seed must lie: JavaScript's exact integers, which schemas and seeds take. */
+const SAFE = `(at most ${Number.MAX_SAFE_INTEGER} in size)`;
+
 export function positiveInt(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
+  if (!Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`expected a positive integer ${SAFE}`);
   return n;
 }
 
 export function nonNegativeInt(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a non-negative integer');
+  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError(`expected a non-negative integer ${SAFE}`);
   return n;
 }
 
@@ -30,7 +33,7 @@ export function nonNegativeNumber(value: string): number {
 
 export function integer(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n)) throw new InvalidArgumentError('expected an integer');
+  if (!Number.isSafeInteger(n)) throw new InvalidArgumentError(`expected an integer ${SAFE}`);
   return n;
 }
 

@@ -223,6 +223,13 @@ const cases: Case[] = [
     error: /^error: cannot write to \/proc\/agent-r1-train: no such file or directory \(ENOENT\)$/,
     not: /warm start/,
   },
+  {
+    what: 'train on a scenario without the default demonstration policy, naming the flag',
+    args: () => ['train', '--scenario', 'files', '--algo', 'grpo', '--out', at('files-train')],
+    code: 2,
+    error:
+      /^error: --demo-policy: scenario files has no policy "noisy-expert" for the warm start's demonstrations; valid: expert, random, .*--init ckpt:DIR\|hf:DIR/,
+  },
 ];
 
 for (const c of cases) {

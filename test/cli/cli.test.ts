@@ -55,6 +55,11 @@ const usageErrors: Array<[string, string[], RegExp]> = [
     /unknown option '--bogus'[\s\S]*--episodes <n>/,
   ],
   ['a bad number', ['rollout', '--scenario', 'calculator', '--episodes', 'many'], /expected a positive integer/],
+  [
+    'a seed past exact integers, at parse time',
+    ['start', '--seed', '1e99', '--quick'],
+    /'--seed <n>' argument '1e99' is invalid\. expected an integer \(at most 9007199254740991 in size\)/,
+  ],
   ['an unknown command', ['fly'], /unknown command 'fly'/],
   [
     'a scenario option the scenario rejects',

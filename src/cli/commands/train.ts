@@ -10,6 +10,7 @@ import { trainReplicas } from '../../rl/train-threads.ts';
 import { resolvePolicy } from '../../app/resolve-policy.ts';
 import { ALGORITHMS, resolveConfig, type TrainConfig } from '../../rl/config.ts';
 import { TrainingError } from '../../rl/errors.ts';
+import { UnknownNameError, UsageError } from '../../core/errors.ts';
 import { KL_ESTIMATORS } from '../../rl/kl.ts';
 import { readLatest } from '../../rl/run-dir.ts';
 import { canUseReplica, Replica } from '../../rollout/replica.ts';
@@ -113,7 +114,12 @@ async function initialModel(
   if (flags.resume && existsSync(join(warm, 'model.json'))) {
     return { model: await GptTrainable.fromCheckpoint(warm), init: `warm-start:${flags.demoPolicy}` };
   }
-  const demoPolicy = await resolvePolicy(flags.demoPolicy, scenario, flags.seed);
+  const demoPolicy = await resolvePolicy(flags.demoPolicy, scenario, flags.seed).catch((error: unknown) => {
+    if (!(error instanceof UnknownNameError)) throw error;
+    throw new UsageError(
+      `--demo-policy: scenario ${scenario.id} has no policy "${flags.demoPolicy}" for the warm start's demonstrations; valid: ${error.choices.join(', ')} (or --init ckpt:DIR|hf:DIR to start from a model)`,
+    );
+  });
   log(`warm start: SFT on ${flags.demoEpisodes} ${flags.demoPolicy} demonstrations, ${flags.sftSteps} steps`);
   const bar = new cliProgress.SingleBar(
     {
