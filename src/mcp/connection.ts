@@ -2,7 +2,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   CallToolResultSchema,
+  ErrorCode,
   ListRootsRequestSchema,
+  McpError,
   type CallToolResult,
   type Tool as McpToolInfo,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -69,12 +71,16 @@ export class McpConnection {
     try {
       await client.connect((process ?? http)!, { timeout: options.timeoutMs });
     } catch (err) {
+      // Whether it had exited before we stop it: closing the client ends the process too.
+      const exited = process?.exit;
       await client.close().catch(() => {});
-      const reason = process?.exit
-        ? `it exited (${exitText(process.exit)})`
-        : err instanceof Error
-          ? err.message
-          : String(err);
+      const reason = exited
+        ? `it exited (${exitText(exited)})`
+        : err instanceof McpError && err.code === ErrorCode.RequestTimeout
+          ? `it did not answer initialize within ${options.timeoutMs} ms, and was stopped`
+          : err instanceof Error
+            ? err.message
+            : String(err);
       throw new McpStartError(options.label, reason, process?.stderrTail() ?? '', { cause: err });
     }
     const version = client.getServerVersion();

@@ -39,6 +39,23 @@ test('tools listed page by page (nextCursor), in order; a server whose cursor ne
   t.regex(err!.message, /tools\/list returned the cursor "0" twice/);
 });
 
+test('a server that never answers initialize is reported as such, not as a process that exited', async (t) => {
+  const silent = new McpServer({
+    command: process.execPath,
+    args: ['-e', 'setInterval(() => {}, 1000)'],
+    label: 'silent',
+    isolation: 'shared',
+    startTimeoutMs: 1000,
+  });
+  try {
+    const err = await t.throwsAsync(mcpTools(silent), { instanceOf: McpStartError });
+    t.regex(err!.message, /it did not answer initialize within 1000 ms, and was stopped/);
+    t.notRegex(err!.message, /exited|SIGTERM/);
+  } finally {
+    await silent.close();
+  }
+});
+
 test('allow-list, renaming and an unknown name in the allow-list', async (t) => {
   const mcp = everything();
   try {
