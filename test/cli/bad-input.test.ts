@@ -40,6 +40,18 @@ test.before(async () => {
   const { checksum: _, ...rest } = { ...first!, turns };
   const future = { ...JSON.parse(serializeRecord(records[1]!)), schema: 99 };
   writeFileSync(at('odd.jsonl'), `${serializeRecord(sealRecord(rest))}\n${JSON.stringify(future)}\n`);
+  // A sealed line no run could have written (a context of zero turns), before good ones.
+  const resealed = (r: (typeof records)[number], change: (copy: Record<string, unknown>) => void) => {
+    const { checksum: _c, ...copy } = structuredClone(r);
+    change(copy as unknown as Record<string, unknown>);
+    return serializeRecord(sealRecord(copy));
+  };
+  const lines = [
+    resealed(records[0]!, (r) => ((r.config as { context: string }).context = 'window:0')),
+    serializeRecord(records[1]!),
+    serializeRecord(records[0]!),
+  ];
+  writeFileSync(at('crafted.jsonl'), `${lines.join('\n')}\n`);
   // A record file on a full disk: /dev/full answers every write with ENOSPC.
   mkdirSync(at('full'));
   symlinkSync('/dev/full', at('full', 'episodes.jsonl'));
@@ -116,6 +128,14 @@ const cases: Case[] = [
     stdout:
       /action: \\x1b\[2J\\x1b\[31m[\s\S]*record schema version 99; this agent-r1 reads version 1 \(written by a newer/,
     not: new RegExp(String.fromCharCode(27)), // a raw ESC: the terminal would obey it
+  },
+  {
+    what: 'replay of a crafted line: its own verdict, the good lines after it still verified',
+    args: () => ['replay', at('crafted.jsonl'), '--quiet'],
+    code: 1,
+    error: null,
+    stdout:
+      /^CORRUPT line 1: episode \S+ cannot be replayed: unknown context "window:0"[^\n]*\nverified \S+\nverified \S+\n\n2 episodes: 2 verified, 0 diverged, 1 corrupt lines/,
   },
   {
     what: 'report onto a full disk',

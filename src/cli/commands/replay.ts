@@ -85,7 +85,20 @@ export function register(program: Command): void {
         const key = canonicalJson(record.scenario);
         if (!scenarios.has(key))
           scenarios.set(key, loadRecordScenario(record.scenario, builtinScenarios, flags.scenario));
-        const result = await replayRecord(record, await scenarios.get(key)!, { liveTools: flags.liveTools });
+        const scenario = await scenarios.get(key)!;
+        let result: Awaited<ReturnType<typeof replayRecord>>;
+        try {
+          result = await replayRecord(record, scenario, { liveTools: flags.liveTools });
+        } catch (error) {
+          // A sealed line whose content cannot be played (a config or task no run could have made):
+          // its own verdict, and the lines after it are still checked.
+          counts.episodes--;
+          counts.corrupt++;
+          const message = `line ${item.line}: episode ${record.episodeId} cannot be replayed: ${error instanceof Error ? error.message : String(error)}`;
+          problems.push({ line: item.line, error: message });
+          say(`CORRUPT ${message}`);
+          continue;
+        }
         if (!flags.quiet) say(formatEpisode(record));
         if (result.verified) {
           counts.verified++;
