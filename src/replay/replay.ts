@@ -155,6 +155,9 @@ const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
 /** The first field, in turn order, where two records differ. */
 export function firstDivergence(expected: EpisodeRecord, actual: EpisodeRecord): Divergence | undefined {
   const id = expected.episodeId;
+  // Another scenario version or options is the cause of whatever differs after it: named first.
+  if (!same(expected.scenario, actual.scenario))
+    return { episodeId: id, turn: null, field: 'scenario', expected: expected.scenario, actual: actual.scenario };
   const turns = Math.max(expected.turns.length, actual.turns.length);
   for (let i = 0; i < turns; i++) {
     const e = expected.turns[i];

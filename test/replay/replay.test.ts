@@ -55,6 +55,17 @@ test('a record with one observation changed fails replay at that turn and field'
   t.is(result.divergence!.expected, 'something else');
 });
 
+test('a record of another scenario version diverges at the scenario, naming both versions, before anything it caused', async (t) => {
+  const { records } = await randomRun(3);
+  const { checksum: _c, ...rest } = structuredClone(records[0]!);
+  rest.scenario = { ...rest.scenario, version: '9.9.9' };
+  const result = await replayRecord(sealRecord(rest), scenario);
+  t.false(result.verified);
+  t.like(result.divergence, { turn: null, field: 'scenario' });
+  t.is((result.divergence!.expected as { version: string }).version, '9.9.9');
+  t.is((result.divergence!.actual as { version: string }).version, records[0]!.scenario.version);
+});
+
 test('a line edited without updating its checksum is reported as corrupt', async (t) => {
   const { records } = await randomRun(3);
   const line = serializeRecord(records[0]!).replace('"totalReward":', '"totalReward":1e9,"x":');
