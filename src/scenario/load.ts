@@ -131,9 +131,11 @@ export async function loadRecordScenario(
   }
   const others: string[] = [];
   for (const name of trusted) {
-    const scenario = await loadScenario(name, registry, options);
-    if (scenario.id === recorded.id) return scenario;
-    others.push(`${name} is scenario ${scenario.id}`);
+    // Which scenario a named one is, found without the record's options: they belong to the scenario the
+    // record names, never to another the user named (which may take none).
+    const id = (await loadScenario(name, registry, {}).catch(() => loadScenario(name, registry, options))).id;
+    if (id === recorded.id) return loadScenario(name, registry, options);
+    others.push(`${name} is scenario ${id}`);
   }
   if (source === undefined) {
     if (Object.hasOwn(registry, recorded.id) || others.length === 0)

@@ -124,6 +124,18 @@ test.serial('the folder the user names is loaded: by its path, or by its id when
   });
 });
 
+test.serial("a record's options go to the scenario it names, never to a folder named for other records", async (t) => {
+  // The minimal template takes no options; a built-in gridworld record has some.
+  const template = resolve(repoRoot, 'scenarios/templates/minimal');
+  const grid = await loadRecordScenario({ id: 'gridworld', options: { size: 'large' } }, builtinScenarios, template);
+  t.is(grid.id, 'gridworld');
+  const moved = await loadRecordScenario({ id: 'crates', options: {}, source: '/gone' }, builtinScenarios, [
+    'gridworld',
+    template,
+  ]);
+  t.is(moved.source, template);
+});
+
 test.serial("a record's task cannot make replay write outside the episode's folder (the files scenario)", async (t) => {
   const scenario = await loadScenario('files', builtinScenarios);
   const { records } = await rollout({
@@ -139,13 +151,23 @@ test.serial("a record's task cannot make replay write outside the episode's fold
   const initial = { ...meta.initial, [`../../../../../../..${escaped}`]: 'written by a record\n' };
   const dir = join(scratch, 'files-run');
   mkdirSync(dir);
+  // Each crafted line gets its own verdict (a path out of the folder; a NUL in a file name), and the
+  // good line after them is still replayed.
+  const crafted = (files: { [path: string]: string }) =>
+    serializeRecord(sealRecord({ ...r, task: { ...r.task, meta: { ...meta, initial: files } } }));
+  const nul = { ...meta.initial, 'a\u0000b.txt': 'x' };
   writeFileSync(
     join(dir, 'episodes.jsonl'),
-    `${serializeRecord(sealRecord({ ...r, task: { ...r.task, meta: { ...meta, initial } } }))}\n`,
+    `${[crafted(initial), crafted(nul), serializeRecord(records[0]!)].join('\n')}\n`,
   );
   const replay = cli(['replay', join(dir, 'episodes.jsonl'), '--quiet']);
   t.is(replay.code, 1, replay.stderr);
-  t.regex(replay.stderr, /^error: the path ".*escaped\.txt" leaves the episode's folder: refused$/m);
+  t.regex(
+    replay.stdout,
+    /^CORRUPT line 1: episode \S+ cannot be replayed: the path ".*escaped\.txt" leaves the episode's folder: refused$/m,
+  );
+  t.regex(replay.stdout, /^CORRUPT line 2: episode \S+ cannot be replayed: .*null bytes/m);
+  t.regex(replay.stdout, /^verified \S+\n\n1 episodes: 1 verified, 0 diverged, 2 corrupt lines/m);
   t.false(existsSync(escaped));
   await t.throwsAsync(writeFolder(join(scratch, 'w'), { '/etc/x': '' }), { instanceOf: FolderPathError });
   await t.throwsAsync(writeFolder(join(scratch, 'w'), { 'a/../../x': '' }), { instanceOf: FolderPathError });
