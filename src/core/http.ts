@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
 
 /**
  * Small pieces every HTTP server here needs: bounded bodies, the loopback Host check, API keys.
@@ -105,4 +106,51 @@ export class ApiKeyCheck {
 
 function sha256(text: string): Buffer {
   return createHash('sha256').update(text).digest();
+}
+
+/** How much of a server one client may hold: connections at once, and the time to send a request. */
+export interface ConnectionLimits {
+  /** Open connections at once (WebSocket sessions included); past it a new one is closed at once. */
+  maxConnections?: number;
+  /** A request's headers must have arrived this long after it began, or after the connection opened. */
+  headersTimeoutMs?: number;
+  /** Its body too, within this; past it the server answers 408 and closes the connection. */
+  requestTimeoutMs?: number;
+}
+
+export const DEFAULT_CONNECTION_LIMITS: Required<ConnectionLimits> = {
+  maxConnections: 1024,
+  headersTimeoutMs: 20_000,
+  requestTimeoutMs: 60_000,
+};
+
+/**
+ * An HTTP server whose clients cannot hold it: a cap on connections, a deadline for headers and
+ * one for the whole request (a client trickling its body), and a connection that sends nothing is
+ * closed after the headers' deadline (Node's own covers only a request that has begun). An
+ * `upgrade` handler (WebSocket) takes its socket out of these deadlines.
+ */
+export function boundedServer(
+  handler: RequestListener,
+  limits: ConnectionLimits = {},
+  upgrade?: (req: IncomingMessage, socket: Duplex, head: Buffer) => void,
+): Server {
+  const { maxConnections, headersTimeoutMs, requestTimeoutMs } = { ...DEFAULT_CONNECTION_LIMITS, ...limits };
+  const server = createServer(
+    {
+      headersTimeout: Math.min(headersTimeoutMs, requestTimeoutMs),
+      requestTimeout: requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, headersTimeoutMs / 2),
+    },
+    handler,
+  );
+  server.maxConnections = maxConnections;
+  server.on('connection', (socket) => socket.setTimeout(headersTimeoutMs, () => socket.destroy()));
+  server.on('request', (req: IncomingMessage) => req.socket.setTimeout(0));
+  if (upgrade)
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      (socket as Duplex & { setTimeout(ms: number): void }).setTimeout(0);
+      upgrade(req, socket, head);
+    });
+  return server;
 }

@@ -1,12 +1,20 @@
 import { createHash } from 'node:crypto';
-import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { MAX_ARGUMENT_DEPTH, nestsDeeperThan } from '../core/json-depth.ts';
-import { ApiKeyCheck, hostRefusal, jsonContentRefusal, originRefusal, readBody } from '../core/http.ts';
+import {
+  ApiKeyCheck,
+  boundedServer,
+  hostRefusal,
+  jsonContentRefusal,
+  originRefusal,
+  readBody,
+  type ConnectionLimits,
+} from '../core/http.ts';
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import { openAITools } from '../episode/drive-episode.ts';
 import { episodeConfig } from '../episode/run-episode.ts';
@@ -25,6 +33,8 @@ export interface EnvServerOptions {
   config?: Partial<EpisodeConfig>;
   /** Sessions at once, WebSocket and stateless HTTP together (default 64); more get CAPACITY_REACHED. */
   maxSessions?: number;
+  /** Connections at once and request deadlines (default DEFAULT_CONNECTION_LIMITS). */
+  limits?: ConnectionLimits;
   /** A session without a message for this long is closed, its episode recorded (default 10 min; 0: never). */
   idleTimeoutMs?: number;
   /** When set, everything but /health needs `Authorization: Bearer <apiKey>`. */
@@ -125,8 +135,11 @@ export class EnvServer {
     // The hard cap is above the soft one, so an oversized message gets an error message and the
     // session goes on; only a far larger one closes the connection (1009).
     this.wss = new WebSocketServer({ noServer: true, maxPayload: 4 * this.maxMessageBytes, perMessageDeflate: false });
-    this.http = createServer((req, res) => void this.handle(req, res));
-    this.http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head));
+    this.http = boundedServer(
+      (req, res) => void this.handle(req, res),
+      options.limits,
+      (req: IncomingMessage, socket: Duplex, head: Buffer) => this.upgrade(req, socket, head),
+    );
   }
 
   listen(port = DEFAULT_ENV_PORT, host = '127.0.0.1'): Promise<string> {

@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readBody } from '../core/http.ts';
+import { boundedServer, readBody, type ConnectionLimits } from '../core/http.ts';
 import { z } from 'zod';
 import { UsageError } from '../core/errors.ts';
 import type { BatchQueueStats } from '../rollout/batch-queue.ts';
@@ -19,6 +19,8 @@ export interface ChatServerOptions extends ChatCompletionsOptions {
   apiKey?: string;
   /** Request bodies over this many bytes get 413 (default 4 MiB). */
   maxBodyBytes?: number;
+  /** Connections at once and request deadlines (default DEFAULT_CONNECTION_LIMITS). */
+  limits?: ConnectionLimits;
   /** Called once per finished request (for the CLI's log); never with bodies. */
   onRequest?: (entry: RequestLogEntry) => void;
 }
@@ -54,7 +56,7 @@ export class ChatServer {
     this.completions = new ChatCompletions(options);
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.keyHash = options.apiKey === undefined ? undefined : sha256(options.apiKey);
-    this.http = createServer((req, res) => void this.handle(req, res));
+    this.http = boundedServer((req, res) => void this.handle(req, res), options.limits);
   }
 
   listen(port = 0, host = '127.0.0.1'): Promise<string> {

@@ -1,9 +1,10 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { episodeMachine } from '../../machines/episode.ts';
 import { canonicalJson } from '../core/canonical-json.ts';
+import { boundedServer, type ConnectionLimits } from '../core/http.ts';
 import { CorruptRecordError } from '../core/errors.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
@@ -28,6 +29,8 @@ export interface ViewerOptions {
   host?: string;
   /** Default 0: any free port. */
   port?: number;
+  /** Connections at once and request deadlines (default DEFAULT_CONNECTION_LIMITS). */
+  limits?: ConnectionLimits;
   /** The scenarios records may name, to replay episodes and draw world machines (the CLI: the built-in ones). */
   scenarios?: ScenarioRegistry;
   /**
@@ -323,7 +326,7 @@ export async function startViewer(options: ViewerOptions): Promise<Viewer> {
   const app = new ViewerApp(options.dirs, options.scenarios, options.scenario);
   const host = options.host ?? '127.0.0.1';
   let port = 0;
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+  const server = boundedServer((req: IncomingMessage, res: ServerResponse) => {
     const send = (status: number, type: string, body: string, extra: Record<string, string> = {}) => {
       res.writeHead(status, { 'content-type': type, ...SECURITY_HEADERS, ...extra });
       res.end(req.method === 'HEAD' ? undefined : body);
@@ -360,7 +363,7 @@ export async function startViewer(options: ViewerOptions): Promise<Viewer> {
         else send(status, 'text/html; charset=utf-8', errorPage(status, message));
       },
     );
-  });
+  }, options.limits);
   const wanted = options.port ?? 0;
   if (!Number.isInteger(wanted) || wanted < 0 || wanted > 65535)
     throw new ViewerStartError(`port must be an integer 0–65535, got ${wanted}`);
