@@ -53,7 +53,7 @@ export const TrainConfigSchema = z.object({
   valueCoef: z.number().min(0),
   valueClip: z.number().min(0),
   temperature: z.number().positive(),
-  /** Eval on `dev` every this many steps (0: only at the end). */
+  /** Eval on `dev` before training, every this many steps and after the last (0: no eval). */
   evalEvery: z.number().int().min(0),
   evalEpisodes: z.number().int().min(1),
   /** Checkpoint every this many steps (and always at the end). */

@@ -8,7 +8,7 @@ import { initBackend, type BackendInfo } from '../../policy/tfjs/backend.ts';
 import type { GradientExecutor } from '../../policy/tfjs/data-parallel.ts';
 import { trainReplicas } from '../../rl/train-threads.ts';
 import { resolvePolicy } from '../../app/resolve-policy.ts';
-import { ALGORITHMS, resolveConfig, type TrainConfig } from '../../rl/config.ts';
+import { ALGORITHMS, defaultConfig, resolveConfig, type TrainConfig } from '../../rl/config.ts';
 import { TrainingError } from '../../rl/errors.ts';
 import { UnknownNameError, UsageError } from '../../core/errors.ts';
 import { KL_ESTIMATORS } from '../../rl/kl.ts';
@@ -286,6 +286,9 @@ async function trainWith(
   }
 }
 
+/** The training config's defaults the flags override (the same for every algorithm, but KL's). */
+const DEFAULTS = defaultConfig('grpo');
+
 export function register(program: Command): void {
   program
     .command('train')
@@ -304,20 +307,27 @@ export function register(program: Command): void {
     .option('--lora-alpha <A>', LORA_HELP.alpha, loraAlpha)
     .option('--resume', 'continue the run in --out exactly where its last checkpoint left it')
     .option('--seed <n>', 'run seed', integer, 1)
-    .option('--steps <n>', 'RL steps (rollout batches)', positiveInt)
-    .option('--tasks-per-step <n>', 'tasks per rollout batch', positiveInt)
-    .option('--group <g>', 'samples per task', positiveInt)
-    .option('--epochs <n>', 'passes over each rollout batch', positiveInt)
-    .option('--minibatch <n>', 'sequences per optimizer step', positiveInt)
-    .option('--lr <x>', 'learning rate', number)
-    .option('--kl-mode <mode>', 'KL to the initial policy: none, reward or loss')
-    .option('--kl-coef <x>', 'KL coefficient', number)
-    .option('--kl-estimator <k>', `KL estimator: ${KL_ESTIMATORS.join(', ')}`)
-    .option('--entropy-coef <x>', 'entropy bonus coefficient', number)
-    .option('--temperature <x>', 'sampling temperature of rollouts', number)
-    .option('--eval-every <k>', 'eval on dev every k steps (0: only at the end)', integer)
-    .option('--eval-episodes <n>', 'dev episodes per eval', positiveInt)
-    .option('--checkpoint-every <k>', 'checkpoint every k steps', positiveInt)
+    .option('--steps <n>', `RL steps (rollout batches; default ${DEFAULTS.steps})`, positiveInt)
+    .option('--tasks-per-step <n>', `tasks per rollout batch (default ${DEFAULTS.tasksPerStep})`, positiveInt)
+    .option('--group <g>', `samples per task (default ${DEFAULTS.group})`, positiveInt)
+    .option('--epochs <n>', `passes over each rollout batch (default ${DEFAULTS.epochs})`, positiveInt)
+    .option('--minibatch <n>', `sequences per optimizer step (default ${DEFAULTS.minibatch})`, positiveInt)
+    .option('--lr <x>', `learning rate (default ${DEFAULTS.lr})`, number)
+    .option(
+      '--kl-mode <mode>',
+      'KL to the initial policy: none, reward or loss (default: ppo none, reinforce++ reward, others loss)',
+    )
+    .option('--kl-coef <x>', 'KL coefficient (default: 0 for ppo, else 0.001)', number)
+    .option('--kl-estimator <k>', `KL estimator: ${KL_ESTIMATORS.join(', ')} (default: k3 with the loss, else k1)`)
+    .option('--entropy-coef <x>', `entropy bonus coefficient (default ${DEFAULTS.entropyCoef})`, number)
+    .option('--temperature <x>', `sampling temperature of rollouts (default ${DEFAULTS.temperature})`, number)
+    .option(
+      '--eval-every <k>',
+      `eval on dev before training, every k steps and after the last (default ${DEFAULTS.evalEvery}; 0: no eval)`,
+      integer,
+    )
+    .option('--eval-episodes <n>', `dev episodes per eval (default ${DEFAULTS.evalEpisodes})`, positiveInt)
+    .option('--checkpoint-every <k>', `checkpoint every k steps (default ${DEFAULTS.checkpointEvery})`, positiveInt)
     .option('--demo-policy <name>', 'warm start: the demonstration policy', 'noisy-expert')
     .option('--demo-episodes <n>', 'warm start: demonstrations', positiveInt, 800)
     .option('--sft-steps <n>', 'warm start: SFT steps (of 8 sequences)', positiveInt, 480)
