@@ -89,14 +89,19 @@ export class McpConnection {
     connection.root = root;
     root = undefined;
     client.onclose = () => {
-      connection!.gone ??= process?.exit ? `it exited: ${exitText(process.exit)}` : 'the connection closed';
+      connection!.gone ??=
+        process?.unusable ?? (process?.exit ? `it exited: ${exitText(process.exit)}` : 'the connection closed');
     };
     return connection;
   }
 
   /** Why the server is gone, or undefined while it is there. */
   get whyGone(): string | undefined {
-    return this.gone ?? (this.process?.exit ? `it exited: ${exitText(this.process.exit)}` : undefined);
+    return (
+      this.gone ??
+      this.process?.unusable ??
+      (this.process?.exit ? `it exited: ${exitText(this.process.exit)}` : undefined)
+    );
   }
 
   get pid(): number | undefined {

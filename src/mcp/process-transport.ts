@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
+import { deserializeMessage, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
@@ -64,6 +64,54 @@ function killQuietly(pid: number): void {
   }
 }
 
+/**
+ * The largest message a server may send, a tool result with its envelope (the SDK's own bound). A
+ * larger answer to a call fails that call; the server goes on.
+ */
+export const MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
+
+/** A request id at the end of a JSON-RPC line, where a response built as {result, jsonrpc, id} has it. */
+const TRAILING_ID = /"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$/;
+
+/**
+ * Splits a server's stdout into lines, none held past `max` bytes: an oversized line is dropped as
+ * it streams in, keeping only its size and its last bytes (where a response names its request).
+ */
+export class LineReader {
+  private parts: Buffer[] = [];
+  private size = 0;
+  private tail: Buffer | undefined;
+
+  constructor(
+    private readonly max: number,
+    private readonly on: { line(text: string): void; oversized(bytes: number, tail: string): void },
+  ) {}
+
+  push(chunk: Buffer): void {
+    let start = 0;
+    for (;;) {
+      const newline = chunk.indexOf(10, start);
+      const piece = chunk.subarray(start, newline === -1 ? chunk.length : newline);
+      this.size += piece.length;
+      if (this.tail === undefined && this.size > this.max) {
+        this.tail = Buffer.concat(this.parts);
+        this.parts = [];
+      }
+      if (this.tail !== undefined) this.tail = lastBytes(Buffer.concat([this.tail, lastBytes(piece)]));
+      else if (piece.length > 0) this.parts.push(piece);
+      if (newline === -1) return;
+      if (this.tail !== undefined) this.on.oversized(this.size, this.tail.toString('utf8'));
+      else this.on.line(Buffer.concat(this.parts).toString('utf8').replace(/\r$/, ''));
+      this.parts = [];
+      this.size = 0;
+      this.tail = undefined;
+      start = newline + 1;
+    }
+  }
+}
+
+const lastBytes = (b: Buffer) => (b.length > 256 ? b.subarray(b.length - 256) : b);
+
 /** How much of a server's stderr is kept, for the message when it fails to start or dies. */
 const STDERR_TAIL = 2000;
 
@@ -71,8 +119,9 @@ const STDERR_TAIL = 2000;
  * The stdio transport, as the SDK's StdioClientTransport, with what a pool of servers needs besides:
  * a server idle in a pool must not keep the process alive (`unref`), closing kills it at once (the
  * SDK's waits up to 2 s for it to exit by itself: 2 s per episode), the end of stderr and the exit
- * status say why a server died, and servers still running when the thread exits are killed. The
- * framing (ReadBuffer, serializeMessage) is the SDK's own.
+ * status say why a server died, servers still running when the thread exits are killed, and no
+ * message over MAX_MESSAGE_BYTES is held or can end the process (the SDK's reader throws where no one
+ * catches it). The message format (deserializeMessage, serializeMessage) is the SDK's own.
  */
 export class ProcessTransport implements Transport {
   onclose?: () => void;
@@ -81,7 +130,35 @@ export class ProcessTransport implements Transport {
   /** Set when the process has exited: its code or signal. */
   exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   private child: ChildProcess | undefined;
-  private readonly buffer = new ReadBuffer();
+  /** Why the stream cannot be read any more (the server is then stopped); undefined while it can. */
+  unusable: string | undefined;
+  private readonly reader = new LineReader(MAX_MESSAGE_BYTES, {
+    line: (text) => {
+      if (text.trim() === '') return;
+      let message: JSONRPCMessage;
+      try {
+        message = deserializeMessage(text);
+      } catch (err) {
+        this.onerror?.(err as Error);
+        return;
+      }
+      this.onmessage?.(message);
+    },
+    oversized: (bytes, tail) => {
+      const why = `it sent a message of ${bytes} bytes, over the ${MAX_MESSAGE_BYTES}-byte limit`;
+      const id = TRAILING_ID.exec(tail)?.[1];
+      // An answer to a call: that call fails, and the server goes on.
+      if (id !== undefined) {
+        const message = `the server's answer was ${bytes} bytes, over the ${MAX_MESSAGE_BYTES}-byte limit on one message`;
+        this.onmessage?.({ jsonrpc: '2.0', id: JSON.parse(id), error: { code: -32000, message } });
+        return;
+      }
+      // Anything else: what it meant is unknown, so the server is stopped (its calls fail as gone).
+      this.unusable = why;
+      this.onerror?.(new Error(why));
+      void this.close();
+    },
+  });
   private stderr = '';
   private referenced = true;
 
@@ -114,20 +191,7 @@ export class ProcessTransport implements Transport {
         this.exit = { code, signal };
       });
       child.once('close', () => this.onclose?.());
-      child.stdout!.on('data', (chunk: Buffer) => {
-        this.buffer.append(chunk);
-        for (;;) {
-          let message: JSONRPCMessage | null;
-          try {
-            message = this.buffer.readMessage();
-          } catch (err) {
-            this.onerror?.(err as Error);
-            continue;
-          }
-          if (message === null) break;
-          this.onmessage?.(message);
-        }
-      });
+      child.stdout!.on('data', (chunk: Buffer) => this.reader.push(chunk));
       child.stderr!.on('data', (chunk: Buffer) => {
         this.stderr = (this.stderr + chunk.toString('utf8')).slice(-STDERR_TAIL);
       });

@@ -105,5 +105,8 @@ test("train --help says the training config's defaults, and that --eval-every 0 
   t.regex(help, /--tasks-per-step <n> tasks per rollout batch \(default 8\)/);
   t.regex(help, /--group <g> samples per task \(default 4\)/);
   t.regex(help, /--lr <x> learning rate \(default 0\.0001\)/);
-  t.regex(help, /--eval-every <k> eval on dev before training, every k steps and after the last \(default 5; 0: no eval\)/);
+  t.regex(
+    help,
+    /--eval-every <k> eval on dev before training, every k steps and after the last \(default 5; 0: no eval\)/,
+  );
 });
