@@ -11,24 +11,44 @@ import { FolderPathError } from './errors.ts';
  * (`/workspace`), so two runs of an episode read the same whatever folder the system gave them.
  */
 
+/**
+ * Every scratch folder not yet removed, in every thread of this process: removed when the process
+ * exits. A worker thread's exit handlers do not run when its pool terminates it (the main thread's
+ * do), so each thread tells the others of the folders it makes and removes, as for server processes.
+ */
 const scratchDirs = new Set<string>();
-let exitHook = false;
+let channel: BroadcastChannel | undefined;
+
+function registry(): BroadcastChannel {
+  if (!channel) {
+    channel = new BroadcastChannel('agent-r1-ts/mcp-scratch-folders');
+    (channel as unknown as { unref(): void }).unref();
+    channel.onmessage = (event: MessageEvent) => {
+      const { dir, made } = event.data as { dir: string; made: boolean };
+      if (made) scratchDirs.add(dir);
+      else scratchDirs.delete(dir);
+    };
+    process.once('exit', () => {
+      for (const d of scratchDirs) rmSync(d, { recursive: true, force: true });
+    });
+  }
+  return channel;
+}
+
+// Listening from the start: the main thread of a rollout on workers makes no folder itself.
+registry();
 
 export function makeScratch(): string {
   // The real path: servers resolve symlinks (/tmp on macOS), and their messages name the real one.
   const dir = realpathSync(mkdtempSync(join(tmpdir(), 'agent-r1-mcp-')));
   scratchDirs.add(dir);
-  if (!exitHook) {
-    exitHook = true;
-    process.once('exit', () => {
-      for (const d of scratchDirs) rmSync(d, { recursive: true, force: true });
-    });
-  }
+  registry().postMessage({ dir, made: true });
   return dir;
 }
 
 export function removeScratch(dir: string): void {
   scratchDirs.delete(dir);
+  registry().postMessage({ dir, made: false });
   rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
 }
 

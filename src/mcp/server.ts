@@ -191,9 +191,10 @@ export class McpServer {
             ),
           ]
         : []),
+      // A spare's folder is its own until an episode takes it: removed with it.
       ...ready.map((p) =>
         p.then(
-          (s) => this.end(s.connection),
+          (s) => this.end(s.connection).finally(() => removeScratch(s.scratch)),
           () => {},
         ),
       ),

@@ -19,9 +19,13 @@ export const cliArgs = (args: string[]): string[] => [...CLI_ARGS, `${repoRoot}/
  * test that calls this (or paperTable) is declared with test.serial: ava then times it alone, where
  * concurrent tests would wait on each other's children and each report the sum.
  */
-export function cli(args: string[], options: { cwd?: string; timeout?: number } = {}) {
+export function cli(
+  args: string[],
+  options: { cwd?: string; timeout?: number; env?: { [name: string]: string } } = {},
+) {
   const result = spawnSync(process.execPath, cliArgs(args), {
     cwd: options.cwd ?? repoRoot,
+    ...(options.env ? { env: { ...process.env, ...options.env } } : {}),
     encoding: 'utf8',
     timeout: options.timeout ?? 120_000,
   });
