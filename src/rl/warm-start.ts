@@ -61,6 +61,16 @@ export interface WarmStartResult {
   parameters: number;
 }
 
+/**
+ * The warm start's demonstrator when none is named: `noisy-expert` (imperfect demonstrations leave
+ * the RL step something to learn), else a scenario author's `expert` alone (SFT on it, then RL on
+ * what the imitation still gets wrong), else none.
+ */
+export function defaultDemoPolicy(scenario: Pick<Scenario, 'policies'>): string | undefined {
+  if (Object.hasOwn(scenario.policies, 'noisy-expert')) return 'noisy-expert';
+  return Object.hasOwn(scenario.policies, 'expert') ? 'expert' : undefined;
+}
+
 export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStartResult> {
   const t0 = performance.now();
   const { records, summary } = await rollout({

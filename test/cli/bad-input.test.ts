@@ -244,8 +244,18 @@ const cases: Case[] = [
     not: /warm start/,
   },
   {
-    what: 'train on a scenario without the default demonstration policy, naming the flag',
-    args: () => ['train', '--scenario', 'files', '--algo', 'grpo', '--out', at('files-train')],
+    what: 'train with a --demo-policy the scenario does not have, naming the flag',
+    args: () => [
+      'train',
+      '--scenario',
+      'files',
+      '--algo',
+      'grpo',
+      '--demo-policy',
+      'noisy-expert',
+      '--out',
+      at('files-train'),
+    ],
     code: 2,
     error:
       /^error: --demo-policy: scenario files has no policy "noisy-expert" for the warm start's demonstrations; valid: expert, random, .*--init ckpt:DIR\|hf:DIR/,

@@ -18,7 +18,7 @@ import { GptTrainable } from '../../rl/tfjs-trainable.ts';
 import { HfTrainable } from '../../rl/hf-trainable.ts';
 import { readHfCheckpoint } from '../../hf/checkpoint.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
-import { sequencesWords, sftWarmStart } from '../../rl/warm-start.ts';
+import { defaultDemoPolicy, sequencesWords, sftWarmStart } from '../../rl/warm-start.ts';
 import { contextSetting } from '../../env/context.ts';
 import type { EpisodeConfig } from '../../core/types.ts';
 import {
@@ -63,7 +63,7 @@ interface TrainFlags extends QueueFlags {
   evalEvery?: number;
   evalEpisodes?: number;
   checkpointEvery?: number;
-  demoPolicy: string;
+  demoPolicy?: string;
   demoEpisodes: number;
   sftSteps: number;
   dModel: number;
@@ -112,15 +112,25 @@ async function initialModel(
   // On resume the trainer loads the checkpoint itself; the model handed to it must be the initial
   // policy, which is also the frozen KL reference.
   if (flags.resume && existsSync(join(warm, 'model.json'))) {
-    return { model: await GptTrainable.fromCheckpoint(warm), init: `warm-start:${flags.demoPolicy}` };
+    const name = flags.demoPolicy ?? defaultDemoPolicy(scenario);
+    return { model: await GptTrainable.fromCheckpoint(warm), init: `warm-start:${name}` };
   }
-  const demoPolicy = await resolvePolicy(flags.demoPolicy, scenario, flags.seed).catch((error: unknown) => {
+  const demoName = flags.demoPolicy ?? defaultDemoPolicy(scenario);
+  if (demoName === undefined)
+    throw new UsageError(
+      `scenario ${scenario.id} has neither a noisy-expert nor an expert policy to warm-start from: name one with --demo-policy, or start from a model (--init ckpt:DIR|hf:DIR)`,
+    );
+  const demoPolicy = await resolvePolicy(demoName, scenario, flags.seed).catch((error: unknown) => {
     if (!(error instanceof UnknownNameError)) throw error;
     throw new UsageError(
-      `--demo-policy: scenario ${scenario.id} has no policy "${flags.demoPolicy}" for the warm start's demonstrations; valid: ${error.choices.join(', ')} (or --init ckpt:DIR|hf:DIR to start from a model)`,
+      `--demo-policy: scenario ${scenario.id} has no policy "${demoName}" for the warm start's demonstrations; valid: ${error.choices.join(', ')} (or --init ckpt:DIR|hf:DIR to start from a model)`,
     );
   });
-  log(`warm start: SFT on ${flags.demoEpisodes} ${flags.demoPolicy} demonstrations, ${flags.sftSteps} steps`);
+  if (flags.demoPolicy === undefined && demoName === 'expert')
+    log(
+      `warm start: scenario ${scenario.id} has no noisy-expert policy; SFT on its expert, then RL on what that leaves`,
+    );
+  log(`warm start: SFT on ${flags.demoEpisodes} ${demoName} demonstrations, ${flags.sftSteps} steps`);
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
@@ -154,7 +164,7 @@ async function initialModel(
   log(
     `warm start: ${ws.parameters} parameters, ${ws.demonstrations} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% successful)${sequencesWords(ws)}, loss ${ws.finalLoss.toFixed(3)}, ${ws.seconds.toFixed(0)} s → ${warm}`,
   );
-  return { model: ws.trainable, init: `warm-start:${flags.demoPolicy}` };
+  return { model: ws.trainable, init: `warm-start:${demoName}` };
 }
 
 const initDir = (spec: string) => spec.replace(/^(hf|ckpt):/, '');
@@ -328,7 +338,10 @@ export function register(program: Command): void {
     )
     .option('--eval-episodes <n>', `dev episodes per eval (default ${DEFAULTS.evalEpisodes})`, positiveInt)
     .option('--checkpoint-every <k>', `checkpoint every k steps (default ${DEFAULTS.checkpointEvery})`, positiveInt)
-    .option('--demo-policy <name>', 'warm start: the demonstration policy', 'noisy-expert')
+    .option(
+      '--demo-policy <name>',
+      'warm start: the demonstration policy (default: noisy-expert, or the expert where the scenario has none)',
+    )
     .option('--demo-episodes <n>', 'warm start: demonstrations', positiveInt, 800)
     .option('--sft-steps <n>', 'warm start: SFT steps (of 8 sequences)', positiveInt, 480)
     .option('--d-model <n>', 'warm start: model width', positiveInt, 64)
