@@ -134,7 +134,8 @@ export class ProcessTransport implements Transport {
   unusable: string | undefined;
   private readonly reader = new LineReader(MAX_MESSAGE_BYTES, {
     line: (text) => {
-      if (text.trim() === '') return;
+      // After an unreadable message nothing more is taken from it: its answers could be to anything.
+      if (text.trim() === '' || this.unusable !== undefined) return;
       let message: JSONRPCMessage;
       try {
         message = deserializeMessage(text);
@@ -145,6 +146,7 @@ export class ProcessTransport implements Transport {
       this.onmessage?.(message);
     },
     oversized: (bytes, tail) => {
+      if (this.unusable !== undefined) return;
       const why = `it sent a message of ${bytes} bytes, over the ${MAX_MESSAGE_BYTES}-byte limit`;
       const id = TRAILING_ID.exec(tail)?.[1];
       // An answer to a call: that call fails, and the server goes on.
@@ -201,6 +203,7 @@ export class ProcessTransport implements Transport {
 
   send(message: JSONRPCMessage): Promise<void> {
     const stdin = this.child?.stdin;
+    if (this.unusable !== undefined) return Promise.reject(new Error(this.unusable));
     if (!stdin || this.exit) return Promise.reject(new Error('the server process is not running'));
     return new Promise((resolve) => {
       if (stdin.write(serializeMessage(message))) resolve();

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
+import { isMainThread } from 'node:worker_threads';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve } from 'node:path';
@@ -12,43 +13,37 @@ import { FolderPathError } from './errors.ts';
  */
 
 /**
- * Every scratch folder not yet removed, in every thread of this process: removed when the process
- * exits. A worker thread's exit handlers do not run when its pool terminates it (the main thread's
- * do), so each thread tells the others of the folders it makes and removes, as for server processes.
+ * Every thread's scratch folders live in one folder of this process, `agent-r1-mcp-<pid>` (threads
+ * share the pid), removed when the process exits: a worker thread's exit handlers do not run when its
+ * pool terminates it, and a folder made a moment before the exit is under it all the same.
  */
-const scratchDirs = new Set<string>();
-let channel: BroadcastChannel | undefined;
+let root: string | undefined;
 
-function registry(): BroadcastChannel {
-  if (!channel) {
-    channel = new BroadcastChannel('agent-r1-ts/mcp-scratch-folders');
-    (channel as unknown as { unref(): void }).unref();
-    channel.onmessage = (event: MessageEvent) => {
-      const { dir, made } = event.data as { dir: string; made: boolean };
-      if (made) scratchDirs.add(dir);
-      else scratchDirs.delete(dir);
-    };
-    process.once('exit', () => {
-      for (const d of scratchDirs) rmSync(d, { recursive: true, force: true });
-    });
+function processRoot(): string {
+  const dir = join(realpathSync(tmpdir()), `agent-r1-mcp-${process.pid}`);
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   }
-  return channel;
+  // Another thread made it, or a crashed process of the same pid did; anyone else's is not used.
+  const st = lstatSync(dir);
+  const own = st.isDirectory() && (process.getuid === undefined || st.uid === process.getuid());
+  return own ? dir : realpathSync(mkdtempSync(join(tmpdir(), 'agent-r1-mcp-')));
 }
 
-// Listening from the start: the main thread of a rollout on workers makes no folder itself.
-registry();
+if (isMainThread)
+  process.once('exit', () =>
+    rmSync(join(realpathSync(tmpdir()), `agent-r1-mcp-${process.pid}`), { recursive: true, force: true }),
+  );
 
 export function makeScratch(): string {
+  root ??= processRoot();
   // The real path: servers resolve symlinks (/tmp on macOS), and their messages name the real one.
-  const dir = realpathSync(mkdtempSync(join(tmpdir(), 'agent-r1-mcp-')));
-  scratchDirs.add(dir);
-  registry().postMessage({ dir, made: true });
-  return dir;
+  return mkdtempSync(join(root, 'episode-'));
 }
 
 export function removeScratch(dir: string): void {
-  scratchDirs.delete(dir);
-  registry().postMessage({ dir, made: false });
   rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
 }
 
