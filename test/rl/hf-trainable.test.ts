@@ -157,7 +157,7 @@ test('SFT in micro-batches (1, 2 or all 4 sequences per forward pass) makes the 
     const losses: number[] = [];
     await sftTrainable(trainable, {
       sequences,
-      steps: 2,
+      steps: 1,
       batchSize: 4,
       microbatch,
       lr: 1e-2,
