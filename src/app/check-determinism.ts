@@ -163,17 +163,43 @@ async function within<T>(ms: number, controller: AbortController, work: (signal:
   }
 }
 
+/** How many tasks of a split the check looks at for their types. */
+const TYPE_SAMPLE = 64;
+
+/**
+ * Episodes to play in a split: at least `episodesPerSplit`, and as many as it takes for the split's
+ * first tasks to include every task type among its first TYPE_SAMPLE (a type first drawn late is
+ * checked all the same: two tasks per split once missed a scenario's third kind).
+ */
+export async function episodesCoveringTypes(
+  scenario: Scenario,
+  split: string,
+  options: Pick<DeterminismOptions, 'seed' | 'episodesPerSplit'>,
+): Promise<{ episodes: number; types: string[] }> {
+  const n = options.episodesPerSplit ?? 2;
+  const sample = await scenario.tasks({ split, seed: options.seed, count: TYPE_SAMPLE });
+  const types = new Set(sample.flatMap((t) => (t.type === undefined ? [] : [t.type])));
+  const seen = new Set<string>();
+  let k = 0;
+  while (k < sample.length && seen.size < types.size) {
+    const type = sample[k++]!.type;
+    if (type !== undefined) seen.add(type);
+  }
+  return { episodes: Math.max(n, k), types: [...types].sort() };
+}
+
 /** One run: every split's episodes, in split order. */
 async function play(
   scenario: Scenario,
   policy: Policy,
   executor: RolloutExecutor,
   options: DeterminismOptions,
+  episodes: ReadonlyMap<string, number>,
   concurrency?: number,
 ): Promise<EpisodeRecord[]> {
-  const n = options.episodesPerSplit ?? 2;
   const records: EpisodeRecord[] = [];
   for (const split of scenario.splits) {
+    const n = episodes.get(split)!;
     const controller = new AbortController();
     const run = await within(options.episodeTimeoutMs * n, controller, (signal) =>
       rollout({
@@ -201,6 +227,21 @@ export async function checkDeterminism(
   options: DeterminismOptions,
 ): Promise<DeterminismReport> {
   const report: DeterminismReport = { problems: [], warnings: [], checked: [] };
+  const episodes = new Map<string, number>();
+  const typed: string[] = [];
+  for (const split of scenario.splits) {
+    // tasks() that throws is reported where the episodes are played.
+    const covering = await episodesCoveringTypes(scenario, split, options).catch(() => ({
+      episodes: options.episodesPerSplit ?? 2,
+      types: [],
+    }));
+    episodes.set(split, covering.episodes);
+    if (covering.types.length > 0) typed.push(`${split} ${covering.episodes} (${covering.types.join(', ')})`);
+  }
+  if (typed.length > 0)
+    report.checked.push(
+      `task types: every one among a split's first ${TYPE_SAMPLE} tasks is played: ${typed.join('; ')}`,
+    );
   for (const { name, factory } of policies) {
     options.onPolicy?.(name);
     const where = `policies.${name}`;
@@ -216,11 +257,11 @@ export async function checkDeterminism(
     let second: EpisodeRecord[];
     const secondExecutor = inWorker ? workerThreads({ workers: 1, scenarioSource: options.source }) : inThread();
     try {
-      first = await play(scenario, policy, inThread(), options);
+      first = await play(scenario, policy, inThread(), options, episodes);
       const again = inWorker ? policy : await factory({ scenario, seed: options.seed });
-      second = await play(scenario, again, secondExecutor, options, inWorker ? undefined : 1);
+      second = await play(scenario, again, secondExecutor, options, episodes, inWorker ? undefined : 1);
     } catch (err) {
-      const total = (options.episodesPerSplit ?? 2) * scenario.splits.length;
+      const total = [...episodes.values()].reduce((a, b) => a + b, 0);
       problem(
         'policy',
         err instanceof Timeout

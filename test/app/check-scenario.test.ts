@@ -167,7 +167,13 @@ test('state kept across episodes is named, and a sound scenario says what it pla
 test('checkScenario on an object (no folder) plays the second run in this thread', async (t) => {
   const { problems, warnings, checked } = await checkScenario(calculator, { episodesPerSplit: 1 });
   t.deepEqual([problems, warnings], [[], []]);
-  t.true(checked.some((c) => /^policies\.random: 3 episodes played twice in this thread: identical bytes/.test(c)));
+  // One per split asked, but enough to meet its four kinds of problem: 16 + 13 + 5.
+  t.true(checked.some((c) => /^policies\.random: 34 episodes played twice in this thread: identical bytes/.test(c)));
+  t.true(
+    checked.includes(
+      "task types: every one among a split's first 64 tasks is played: train 16 (add-sub, divide, mixed, multiply); dev 13 (add-sub, divide, mixed, multiply); test 5 (add-sub, divide, mixed, multiply)",
+    ),
+  );
 });
 
 test('innerDifference names the path of the first differing leaf', (t) => {

@@ -6,7 +6,7 @@ import { checkScenarioDirInThread } from '../../app/check-in-thread.ts';
 import { initScenarioProject, TEMPLATES, type Template } from '../../app/scenario-init.ts';
 import { machineToMermaid } from '../../scenario/diagram.ts';
 import { loadScenario } from '../../scenario/load.ts';
-import { EXIT_USAGE, integer, positiveInt, printJson } from '../common.ts';
+import { contextMode, EXIT_USAGE, integer, positiveInt, printJson } from '../common.ts';
 
 /**
  * `agent-r1 scenario check DIR`: every problem of a user's scenario folder; exit 2 when there is one.
@@ -18,6 +18,7 @@ interface CheckFlags {
   seed: number;
   episodes: number;
   expertSuccess: number;
+  context?: string;
   json?: boolean;
 }
 
@@ -49,6 +50,11 @@ export function register(program: Command): void {
       rate,
       1,
     )
+    .option(
+      '--context <mode>',
+      'play the episodes under this context mode (concat, window:K, card: what each step is shown), as a run with it would',
+      contextMode,
+    )
     .option('--json', 'print {ok, problems, warnings, checked, notChecked} as JSON on the last line')
     .exitOverride()
     .showHelpAfterError()
@@ -59,6 +65,7 @@ export function register(program: Command): void {
         seed: flags.seed,
         episodesPerSplit: flags.episodes,
         expertSuccess: flags.expertSuccess,
+        ...(flags.context === undefined ? {} : { config: { context: flags.context } }),
       });
       const ok = problems.length === 0 && warnings.length === 0;
       if (flags.json) {
