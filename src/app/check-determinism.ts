@@ -140,7 +140,7 @@ export function innerDifference(a: unknown, b: unknown, path = ''): { path: stri
 function describe(d: Divergence, first: string, second: string): string {
   const inner = innerDifference(d.expected, d.actual);
   const call = d.call === undefined ? '' : `[${d.call}]`;
-  const where = `episode ${d.episodeId}, ${d.turn === null ? 'end' : `turn ${d.turn}`}, field ${d.field}${call}${inner.path}`;
+  const where = `episode ${d.episodeId}, ${d.turn === null ? 'end' : `turn ${d.turn + 1}`}, field ${d.field}${call}${inner.path}`;
   return `${where} differs (${first}: ${clip(inner.a)}; ${second}: ${clip(inner.b)})`;
 }
 

@@ -448,7 +448,7 @@ async function runOneEpisode(
       return `the policy did not finish an episode of task ${task.id} within ${timeoutMs} ms`;
     }
     if (record.status === 'error')
-      return `the episode of task ${task.id} ended in an error at turn ${record.turns.length}: ${record.error}`;
+      return `the episode of task ${task.id} ended in an error at turn ${record.turns.length + 1}: ${record.error}`;
     return record;
   } catch (err) {
     return `the episode of task ${task.id} could not run: ${errorText(err)}`;

@@ -39,7 +39,7 @@ test.serial(
         'random-tool',
         'problems',
         'policies.expert nondeterminism',
-        /turn 0, field results\[0\]\.data\.luck differs.*Math\.random or Date\.now in a tool/,
+        /turn 1, field results\[0\]\.data\.luck differs.*Math\.random or Date\.now in a tool/,
       ],
       [
         'random-tasks',

@@ -105,7 +105,7 @@ test.serial('replay CLI names the episode, turn and field of a divergence and ex
   t.is(run.code, 1);
   t.regex(
     run.stdout,
-    new RegExp(`DIVERGED ${rest.episodeId.replace('#', '#')} at turn 0, field reward\\n    expected: 123\\n`),
+    new RegExp(`DIVERGED ${rest.episodeId.replace('#', '#')} at turn 1, field reward\\n    expected: 123\\n`),
   );
   t.regex(run.stdout, /5 episodes: 4 verified, 1 diverged, 0 corrupt lines/);
 });

@@ -131,7 +131,7 @@ test.serial('CLI: replay --live-tools re-runs the calls and reports drift at the
   t.is(drift.code, 1);
   t.regex(
     drift.stdout,
-    /DIVERGED read-0#0 at turn 0, call 2 \(read_text_file\), field results\n\s+expected: .*buy milk.*\n\s+actual: .*buy eggs/,
+    /DIVERGED read-0#0 at turn 1, call 2 \(read_text_file\), field results\n\s+expected: .*buy milk.*\n\s+actual: .*buy eggs/,
   );
   const recorded = cli(['replay', file, '--scenario', fixture, '--json']);
   t.like(recorded.lastJson(), { episodes: 2, verified: 2 }, 'the recorded results still verify');

@@ -27,7 +27,7 @@ function formatEpisode(record: EpisodeRecord): string {
     `  question: ${clip(record.task.question)}`,
   ];
   for (const turn of record.turns) {
-    lines.push(`  turn ${turn.index} [${turn.states.join(' → ')}]`);
+    lines.push(`  turn ${turn.index + 1} [${turn.states.join(' → ')}]`);
     lines.push(`    action: ${clip(turn.text)}`);
     for (const r of turn.results) lines.push(`    ${r.name} → ${r.ok ? 'ok' : r.error?.kind}: ${clip(r.content)}`);
     if (turn.observation !== null) lines.push(`    observation: ${clip(turn.observation)}`);
@@ -41,7 +41,8 @@ function formatEpisode(record: EpisodeRecord): string {
 
 function formatDivergence(d: Divergence): string {
   const call = d.call === undefined ? '' : `, call ${d.call + 1}${callName(d)}`;
-  const where = d.turn === null ? 'episode' : `turn ${d.turn}${call}`;
+  // Turns and calls counted from 1, as the viewer shows them.
+  const where = d.turn === null ? 'episode' : `turn ${d.turn + 1}${call}`;
   return `DIVERGED ${d.episodeId} at ${where}, field ${d.field}\n    expected: ${clip(canonicalJson(d.expected))}\n    actual:   ${clip(canonicalJson(d.actual))}`;
 }
 
