@@ -11,6 +11,14 @@ export const FILESYSTEM_SERVER = createRequire(import.meta.url).resolve(
   '@modelcontextprotocol/server-filesystem/dist/index.js',
 );
 
+/**
+ * The installed server package's own version: the server reports a label of its own in `initialize`
+ * (0.2.0 across releases), so records name both, and a server upgrade shows in them.
+ */
+export const FILESYSTEM_PACKAGE_VERSION = (
+  createRequire(import.meta.url)('@modelcontextprotocol/server-filesystem/package.json') as { version: string }
+).version;
+
 /** Where update-catalog.ts writes the listing. */
 export const CATALOG_FILE = new URL('./catalog.json', import.meta.url);
 

@@ -16,7 +16,11 @@ test('the expert does every kind of task; replay feeds the results back and star
   const { records } = await rollout({ scenario: live.scenario, policy: expert, split: 'train', episodes: 9, seed: 0 });
   t.deepEqual([...new Set(records.map((r) => r.task.type!))].sort(), ['append', 'find-move', 'rename']);
   t.true(records.every((r) => r.outcome.success && r.status === 'ok'));
-  t.is(records[0]!.scenario.version, '1+secure-filesystem-server@0.2.0', "the server's name and version");
+  t.regex(
+    records[0]!.scenario.version,
+    /^1\+secure-filesystem-server@0\.2\.0\+npm@\d+\.\d+\.\d+$/,
+    "the server's name and version, and its package's",
+  );
   t.true(live.server.started > 0);
   await live.server.close();
 

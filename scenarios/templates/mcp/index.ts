@@ -15,12 +15,16 @@ import {
 } from 'agent-r1-ts';
 import { McpServer, mcpEnv, mcpTools, type McpState } from 'agent-r1-ts/mcp';
 
+const require = createRequire(import.meta.url);
+/** The installed server package (its own version: the server reports a label of its own). */
+const SERVER_PACKAGE = require('@modelcontextprotocol/server-memory/package.json') as { version: string };
+
 // The MCP server, in this one place: any stdio server works ({ url } for one over Streamable HTTP).
 // This one, @modelcontextprotocol/server-memory, keeps a knowledge graph in one file: each episode's
 // server gets a file of its own in its scratch folder, and servers are started ahead ("spare").
 const server = new McpServer({
   command: process.execPath,
-  args: [createRequire(import.meta.url).resolve('@modelcontextprotocol/server-memory/dist/index.js')],
+  args: [require.resolve('@modelcontextprotocol/server-memory/dist/index.js')],
   env: (dir) => ({ MEMORY_FILE_PATH: join(dir, 'memory.jsonl') }),
   label: 'server-memory',
   isolation: 'spare',
@@ -110,8 +114,9 @@ const expert: Policy = {
 
 const scenario: Scenario<FactTask, McpState> = {
   id: 'facts',
-  // Records say which server played: its name and version, from its initialize answer.
-  version: `1+${info.name}@${info.version}`,
+  // Records say which server played: its name and version from its initialize answer, and the npm
+  // package's version, which the server's own label does not follow.
+  version: `1+${info.name}@${info.version}+npm@${SERVER_PACKAGE.version}`,
   description: 'Remember facts about people in the MCP memory server.',
   splits: ['train', 'dev', 'test'],
   options: {},
