@@ -14,9 +14,11 @@ const pinned: { [key: string]: string } = {
   'support-desk reckless {}': '3e6b265b0736dec7292159fca3a0128089dd96f08266bccf5f61003f3f0c6563',
   'gridworld expert {}': '2412b1906a623e612569c8ba18526694aef81013255d23660b6a1cdf28d266e7',
   'gridworld random {}': 'e94a3ca562b8cf73f892512f4c484fc1a9aebfa50d11aaa3a05f0d6cfe21ba5e',
-  // files (issue 39): results of the real MCP filesystem server, pinned from its first version
-  'files expert {}': 'e7cd284f8915a25aa629c0c0a8c9ce43079f3ad8bb61b90f0634782c33bad58f',
-  'files random {}': '286adda56f120385722b48c407195079ac7b99a67a1273e5ad2806a27457c93d',
+  // files (issue 39): results of the real MCP filesystem server, pinned from its first version; the
+  // scenario version names the server package's npm version since issue 56 (only it, the run id and
+  // the checksum changed)
+  'files expert {}': '3003e25aa7aa5f503c24a9ea5b22b3c8019e7535bf7b68cba9100d9ee8e51896',
+  'files random {}': '6b51709b1305398c58c3e0ea894bdc386446fb3223399b34f61a2acf2bdde7c8',
   'calculator expert {"maxTurns":1}': '1fab79992020b2c9ed8b08af208ac14450da86c2b2cc717d4377505490ba90f5',
   'calculator random {"maxTurns":1}': '24bc9bbd7cbe947b0f60b8861d2ff36cd774ed7ed9f4dc105a2eda02e6f8c679',
   'multihop-qa expert {"maxTotalTokens":300}': '1ce216aca286ebf8919707385f9da2ff310231c652d4d497fb8d061a455a97f4',
