@@ -15,14 +15,12 @@
  * "decodeTokensPerSecond"},"llamaCpp":{…}}, …]}.
  */
 import { availableParallelism, loadavg } from 'node:os';
-import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { LlamaDecoder } from '../src/architectures/llama/decoder.ts';
 import { loadHfModel, openHfFolder } from '../src/hf/folder.ts';
 import { BENCH_CACHE, randomFolder } from './random-folders.ts';
 // @ts-expect-error: a plain ES module beside the tests (node-llama-cpp is not a dependency)
-import { ensureInstalled } from '../test/oracles/llama-cpp.mjs';
+import { openLlama } from '../test/oracles/llama-cpp.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -88,17 +86,7 @@ async function ours(dir: string, B: number): Promise<Rates> {
 }
 
 async function llamaCpp(gguf: string, B: number): Promise<Rates> {
-  const root = ensureInstalled() as string;
-  const { getLlama, LlamaLogLevel } = await import(
-    pathToFileURL(join(root, 'node_modules', 'node-llama-cpp', 'dist', 'index.js')).href
-  );
-  const llama = await getLlama({
-    gpu: false,
-    build: 'never',
-    usePrebuiltBinaries: true,
-    progressLogs: false,
-    logLevel: LlamaLogLevel.error,
-  });
+  const llama = await openLlama();
   const model = await llama.loadModel({ modelPath: gguf });
   const context = await model.createContext({
     contextSize: B * (PROMPT + DECODE + 8),

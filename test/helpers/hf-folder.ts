@@ -49,6 +49,22 @@ export interface TinyFolder {
 }
 
 /**
+ * The trainer tests' model: Qwen3's architecture at its smallest that still has every part (GQA,
+ * q/k norm, a head_dim of its own), with an embedding scale that gives logits of a trained model's
+ * size (a few units, not tens). Give it a seed.
+ */
+export const TRAINABLE_QWEN3: Omit<TinyFolder, 'seed'> = {
+  architecture: 'Qwen3ForCausalLM',
+  hidden: 32,
+  layers: 2,
+  heads: 2,
+  kvHeads: 1,
+  headDim: 16,
+  intermediate: 48,
+  embedStd: 0.2,
+};
+
+/**
  * Writes a random model folder of the Llama family at real shapes, with Qwen3's tokenizer and chat
  * template: config.json, generation_config.json, safetensors weights, tokenizer files. Weights are
  * scaled so that logits are peaked (greedy choices are far from ties, so two correct engines agree

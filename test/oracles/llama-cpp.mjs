@@ -73,18 +73,23 @@ export function ensureInstalled() {
   return dir;
 }
 
-async function run(request) {
+/** llama.cpp's CPU build, installed on first use: node-llama-cpp's `Llama`, errors logged only. */
+export async function openLlama() {
   const dir = ensureInstalled();
   const { getLlama, LlamaLogLevel } = await import(
     pathToFileURL(join(dir, 'node_modules', 'node-llama-cpp', 'dist', 'index.js')).href
   );
-  const llama = await getLlama({
+  return getLlama({
     gpu: false,
     build: 'never',
     usePrebuiltBinaries: true,
     progressLogs: false,
     logLevel: LlamaLogLevel.error,
   });
+}
+
+async function run(request) {
+  const llama = await openLlama();
   const model = await llama.loadModel({ modelPath: request.model });
   const out = {};
   if (request.tokenize) out.tokens = request.tokenize.map((text) => Array.from(model.tokenize(text, true)));

@@ -18,21 +18,11 @@ import { sftTrainable } from '../../src/rl/sft-trainable.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
 import { referencePolicy } from '../../src/scenario/reference-policy.ts';
-import { writeTinyFolder, type TinyFolder } from '../helpers/hf-folder.ts';
+import { TRAINABLE_QWEN3, writeTinyFolder, type TinyFolder } from '../helpers/hf-folder.ts';
 
 let root: string;
 let dir: string;
-const SPEC: TinyFolder = {
-  architecture: 'Qwen3ForCausalLM',
-  hidden: 32,
-  layers: 2,
-  heads: 2,
-  kvHeads: 1,
-  headDim: 16,
-  intermediate: 48,
-  seed: 21,
-  embedStd: 0.2,
-};
+const SPEC: TinyFolder = { ...TRAINABLE_QWEN3, seed: 21 };
 test.before(async () => {
   await initBackend('wasm');
   root = await mkdtemp(join(tmpdir(), 'agent-r1-hf-lora-'));

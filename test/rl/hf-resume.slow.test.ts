@@ -8,7 +8,7 @@ import { resolveConfig } from '../../src/rl/config.ts';
 import { HfTrainable, type LoraRequest } from '../../src/rl/hf-trainable.ts';
 import { train } from '../../src/rl/trainer.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
-import { writeTinyFolder } from '../helpers/hf-folder.ts';
+import { TRAINABLE_QWEN3, writeTinyFolder } from '../helpers/hf-folder.ts';
 import { readJsonl, withoutTime } from './toy.ts';
 
 // `--resume` of a Hugging Face model is exact, as for the GPT: a run stopped after a step and resumed
@@ -21,17 +21,7 @@ test.before(async () => {
   await initBackend('wasm');
   root = await mkdtemp(join(tmpdir(), 'agent-r1-hf-resume-'));
   dir = join(root, 'qwen3');
-  await writeTinyFolder(dir, {
-    architecture: 'Qwen3ForCausalLM',
-    hidden: 32,
-    layers: 2,
-    heads: 2,
-    kvHeads: 1,
-    headDim: 16,
-    intermediate: 48,
-    seed: 5,
-    embedStd: 0.2,
-  });
+  await writeTinyFolder(dir, { ...TRAINABLE_QWEN3, seed: 5 });
 });
 test.after.always(async () => {
   await rm(root, { recursive: true, force: true });

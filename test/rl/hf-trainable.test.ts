@@ -16,7 +16,7 @@ import { sftTrainable } from '../../src/rl/sft-trainable.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
 import { referencePolicy } from '../../src/scenario/reference-policy.ts';
-import { writeTinyFolder } from '../helpers/hf-folder.ts';
+import { TRAINABLE_QWEN3, writeTinyFolder } from '../helpers/hf-folder.ts';
 
 let root: string;
 let dir: string;
@@ -24,18 +24,7 @@ test.before(async () => {
   await initBackend('wasm');
   root = await mkdtemp(join(tmpdir(), 'agent-r1-hf-trainable-'));
   dir = join(root, 'qwen3');
-  // A moderate embedding scale gives logits of a trained model's size (a few units, not tens).
-  await writeTinyFolder(dir, {
-    architecture: 'Qwen3ForCausalLM',
-    hidden: 32,
-    layers: 2,
-    heads: 2,
-    kvHeads: 1,
-    headDim: 16,
-    intermediate: 48,
-    seed: 21,
-    embedStd: 0.2,
-  });
+  await writeTinyFolder(dir, { ...TRAINABLE_QWEN3, seed: 21 });
 });
 test.after.always(async () => {
   await rm(root, { recursive: true, force: true });
