@@ -38,8 +38,15 @@ export class ChatBridge {
     this.actions.set(key(message), [...tokens]);
   }
 
-  /** The conversation's token ids; past `limit` tokens it stops early (the caller refuses it). */
-  render(messages: readonly OpenAIMessage[], limit = Infinity): number[] {
+  /**
+   * The conversation's token ids; past `limit` tokens it stops early (the caller refuses it). An
+   * assistant message's ids are `given`'s for its index when given, else the remembered ones.
+   */
+  render(
+    messages: readonly OpenAIMessage[],
+    limit = Infinity,
+    given?: (index: number) => readonly number[] | undefined,
+  ): number[] {
     let first = messages.findIndex((m) => m.role === 'assistant');
     if (first < 0) first = messages.length;
     const prompt: Message[] = messages.slice(0, first).map((m) => ({ role: m.role, content: m.content ?? '' }));
@@ -47,7 +54,8 @@ export class ChatBridge {
     let i = first;
     while (i < messages.length && tokens.length <= limit) {
       const assistant = messages[i] as AssistantMessage;
-      tokens.push(...(this.actions.get(key(assistant)) ?? this.template.action(assistantToAction(assistant))));
+      const ids = given ? given(i) : this.actions.get(key(assistant));
+      tokens.push(...(ids ?? this.template.action(assistantToAction(assistant))));
       const after: OpenAIMessage[] = [];
       for (i++; i < messages.length && messages[i]!.role !== 'assistant'; i++) after.push(messages[i]!);
       if (after.length === 0) {
@@ -72,7 +80,7 @@ function key(message: AssistantMessage): string {
 }
 
 /** The observation that the messages after an assistant turn make: tool results joined as in an episode. */
-function observationText(after: readonly OpenAIMessage[], assistant: AssistantMessage): string {
+export function observationText(after: readonly OpenAIMessage[], assistant: AssistantMessage): string {
   if (after.every((m) => m.role === 'tool')) {
     const names = new Map((assistant.tool_calls ?? []).map((c) => [c.id, c.function.name]));
     return joinToolResults(

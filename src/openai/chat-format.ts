@@ -17,8 +17,17 @@ import type { AssistantMessage, OpenAIMessage } from './wire.ts';
  * Either way, an answer this server gave comes back as the ids that were sampled for it.
  */
 export interface ChatFormat {
-  /** The conversation's ids, the generation prompt included; stops early once past `limit` ids. */
-  prompt(messages: readonly OpenAIMessage[], tools: readonly TemplateTool[], limit: number): number[];
+  /**
+   * The conversation's ids, the generation prompt included; stops early once past `limit` ids. An
+   * assistant message goes in as the ids `given` has for its index, else as the ids remembered for
+   * it (an answer this server gave), else encoded from its text; with `given`, only `given` is asked.
+   */
+  prompt(
+    messages: readonly OpenAIMessage[],
+    tools: readonly TemplateTool[],
+    limit: number,
+    given?: (index: number) => readonly number[] | undefined,
+  ): number[];
   /** Remembers the ids behind an answer this server returned. */
   remember(message: AssistantMessage, tokens: readonly number[]): void;
   /** An answer's text as an assistant message: its tool calls in OpenAI's shape when `structured`. */
@@ -53,7 +62,7 @@ function gptFormat(policy: ServablePolicy): ChatFormat {
   const tok = policy.tokenizer;
   const bridge = new ChatBridge(chatEncoding(tok));
   return {
-    prompt: (messages, _tools, limit) => bridge.render(messages, limit),
+    prompt: (messages, _tools, limit, given) => bridge.render(messages, limit, given),
     remember: (message, tokens) => bridge.remember(message, tokens),
     answer: (text, structured, callId) => {
       const message = structured ? actionToAssistant(text, callId) : { role: 'assistant' as const, content: text };
@@ -76,11 +85,11 @@ function hfFormat(policy: HfPolicy): ChatFormat {
   const remembered = new LRUCache<string, readonly number[]>({ max: 10_000 });
   let maxTokenBytes = 0;
   return {
-    prompt: (messages, tools, limit) =>
+    prompt: (messages, tools, limit, given) =>
       policy.encode.conversation(
         messages.map((m) => ({ ...m })),
         tools,
-        (i) => remembered.get(key(messages[i] as AssistantMessage)),
+        given ?? ((i) => remembered.get(key(messages[i] as AssistantMessage))),
         limit,
       ),
     remember: (message, tokens) => remembered.set(key(message), [...tokens]),

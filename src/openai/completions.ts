@@ -1,5 +1,5 @@
 import { randomBytes, randomInt } from 'node:crypto';
-import type { PolicyOutput } from '../core/types.ts';
+import type { PolicyOutput, Task } from '../core/types.ts';
 import type { SamplingOptions } from '../architectures/generation.ts';
 import type { Policy } from '../policy/policy.ts';
 import { BatchQueue, type BatchQueueStats } from '../rollout/batch-queue.ts';
@@ -23,7 +23,7 @@ export interface ChatCompletionsOptions {
  * generation goes through the same batch queue as rollouts (its direct front end), so concurrent
  * requests are merged into batches.
  */
-export class ChatCompletions {
+export class ChatCompletions implements TurnAnswerer {
   private readonly serving: ServingPolicy;
   private readonly queue: BatchQueue;
   private readonly batched: Policy;
@@ -41,12 +41,28 @@ export class ChatCompletions {
     return this.queue.stats();
   }
 
+  get policy(): ServedPolicy {
+    return this.options.policy;
+  }
+
+  get contextLength(): number {
+    return contextLengthOf(this.options.policy);
+  }
+
   close(): void {
     this.queue.close();
   }
 
   /** One chat completion: the conversation in the template, one generation row, the answer in OpenAI shape. */
   async complete(body: ChatCompletionRequest): Promise<ChatCompletion> {
+    return (await this.generate(body)).completion;
+  }
+
+  /**
+   * A completion with the ids behind it: the rendered prompt, the sampled ids (cut at a stop string
+   * as the answer is) and their log-probs. `turn` sets what a recording gateway decides for a turn.
+   */
+  async generate(body: ChatCompletionRequest, turn: TurnControl = {}): Promise<GeneratedTurn> {
     const { policy, modelName } = this.options;
     if (body.model !== modelName) throw unknownModel(body.model, modelName);
     const messages = normalizeMessages(body.messages);
@@ -60,11 +76,16 @@ export class ChatCompletions {
     if (atLeast > context) throw contextExceeded(`at least ${atLeast}`, context);
     // Tokenizing waits for a turn of the event loop, so requests already read are answered first.
     await new Promise((resolve) => setImmediate(resolve));
-    const prompt = format.prompt(messages, body.tools ?? [], context);
+    const prompt = format.prompt(messages, body.tools ?? [], context, turn.given);
     if (prompt.length > context) throw contextExceeded(`at least ${prompt.length}`, context);
-    const maxTokens = Math.min(body.max_completion_tokens ?? body.max_tokens ?? Infinity, context - prompt.length + 1);
+    const maxTokens = Math.min(
+      body.max_completion_tokens ?? body.max_tokens ?? Infinity,
+      turn.maxTokens ?? Infinity,
+      context - prompt.length + 1,
+    );
     const rowId = `chatcmpl-${randomBytes(12).toString('hex')}`;
-    this.serving.configure(rowId, sampling(policy.sampling, body));
+    const own = turn.sampling === 'policy' ? { ...policy.sampling } : turn.sampling;
+    this.serving.configure(rowId, own ?? sampling(policy.sampling, body));
     let output: PolicyOutput;
     try {
       output = await this.batched.act({
@@ -74,7 +95,7 @@ export class ChatCompletions {
         messages: [],
         tokens: prompt,
         turn: 0,
-        seed: body.seed ?? randomInt(2 ** 31 - 1),
+        seed: turn.seed ?? body.seed ?? randomInt(2 ** 31 - 1),
         maxTokens,
       });
     } catch (err) {
@@ -101,8 +122,8 @@ export class ChatCompletions {
     const structured = (body.tools?.length ?? 0) > 0 && body.tool_choice !== 'none';
     const { message, calls } = format.answer(text, structured, (i) => `call_${rowId.slice(9, 25)}_${i}`);
     if (calls) finish = 'tool_calls';
-    format.remember(message, tokens);
-    return {
+    if (!turn.given) format.remember(message, tokens);
+    const completion: ChatCompletion = {
       id: rowId,
       object: 'chat.completion',
       created: Math.floor(Date.now() / 1000),
@@ -133,7 +154,42 @@ export class ChatCompletions {
         total_tokens: prompt.length + tokens.length,
       },
     };
+    return { completion, prompt, text, tokens, logprobs: tokens.map((_, i) => logprobs[i] ?? 0) };
   }
+}
+
+/** What a recording gateway decides for one turn instead of the request (see ChatCompletions.generate). */
+export interface TurnControl {
+  /** The ids of the conversation's earlier answers, by message index (never re-tokenized). */
+  given?: (index: number) => readonly number[] | undefined;
+  seed?: number;
+  /** Sampling that replaces the request's: given, or the policy's own (a trainer samples as it scores). */
+  sampling?: SamplingOptions | 'policy';
+  /** The episode's task and seed (for an answerer that needs them: a scripted demonstrator). */
+  task?: Task;
+  episodeSeed?: number;
+  /** A cap on the answer's tokens beside the request's. */
+  maxTokens?: number;
+}
+
+export interface GeneratedTurn {
+  completion: ChatCompletion;
+  /** The answer's text. */
+  text: string;
+  /** The rendered conversation's ids, the generation prompt included (a token policy's). */
+  prompt?: number[];
+  /** The answer's sampled ids and their log-probs under the sampling used (a token policy's). */
+  tokens?: number[];
+  logprobs?: number[];
+}
+
+/** What answers a gateway's turns: a token policy (ChatCompletions) or a scripted demonstrator. */
+export interface TurnAnswerer {
+  readonly policy: { readonly id: string; readonly version: string };
+  readonly contextLength: number;
+  generate(body: ChatCompletionRequest, turn: TurnControl): Promise<GeneratedTurn>;
+  complete(body: ChatCompletionRequest): Promise<ChatCompletion>;
+  close(): void;
 }
 
 /** The request's sampling on top of the policy's own: temperature and top_p replace the checkpoint's when given. */

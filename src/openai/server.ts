@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { UsageError } from '../core/errors.ts';
 import type { BatchQueueStats } from '../rollout/batch-queue.ts';
 import { ChatCompletions, unknownModel, type ChatCompletionsOptions } from './completions.ts';
+import { EPISODE_HEADER, type EpisodeGateway } from '../gateway/gateway.ts';
 import { OpenAIHttpError } from './errors.ts';
 import {
   chatCompletionRequestSchema,
@@ -14,7 +15,13 @@ import {
   type FinishReason,
 } from './wire.ts';
 
-export interface ChatServerOptions extends ChatCompletionsOptions {
+/**
+ * What the server answers with: a policy (ChatCompletionsOptions), or a recording gateway, which
+ * adds episodes (requests with the x-agent-r1-episode header) and their rewards.
+ */
+export type ChatServerOptions = ServerOptions & (ChatCompletionsOptions | { gateway: EpisodeGateway });
+
+interface ServerOptions {
   /** When set, every /v1 request needs `Authorization: Bearer <apiKey>`. An empty key is refused. */
   apiKey?: string;
   /** Request bodies over this many bytes get 413 (default 4 MiB). */
@@ -44,7 +51,9 @@ export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
  */
 export class ChatServer {
   readonly http: Server;
-  private readonly completions: ChatCompletions;
+  private readonly completions: ChatCompletions | null;
+  private readonly gateway: EpisodeGateway | null;
+  private readonly modelName: string;
   private readonly maxBodyBytes: number;
   private readonly keyHash: Buffer | undefined;
   /** Bound to a loopback address: requests must be addressed to it (see checkOrigin). */
@@ -53,7 +62,9 @@ export class ChatServer {
   constructor(private readonly options: ChatServerOptions) {
     // An empty key would be a lock that every request opens (or, read as "no key", no lock at all).
     if (options.apiKey === '') throw new UsageError('the API key is empty: give a key, or none for no authentication');
-    this.completions = new ChatCompletions(options);
+    this.gateway = 'gateway' in options ? options.gateway : null;
+    this.completions = 'gateway' in options ? null : new ChatCompletions(options);
+    this.modelName = 'gateway' in options ? options.gateway.modelName : options.modelName;
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.keyHash = options.apiKey === undefined ? undefined : sha256(options.apiKey);
     this.http = boundedServer((req, res) => void this.handle(req, res), options.limits);
@@ -80,11 +91,12 @@ export class ChatServer {
   async close(): Promise<void> {
     this.http.closeAllConnections();
     await new Promise<void>((resolve) => this.http.close(() => resolve()));
-    this.completions.close();
+    this.completions?.close();
   }
 
-  stats(): BatchQueueStats {
-    return this.completions.stats();
+  /** The batch queue's counters (a gateway's change with its policy: none). */
+  stats(): BatchQueueStats | null {
+    return this.completions?.stats() ?? null;
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -100,23 +112,36 @@ export class ChatServer {
     try {
       this.checkOrigin(req);
       this.authorize(req);
-      if (path === '/v1/models' || path === '/v1/models/' + encodeURIComponent(this.options.modelName)) {
+      if (path === '/v1/models' || path === '/v1/models/' + encodeURIComponent(this.modelName)) {
         allow(req, 'GET');
-        const model = { id: this.options.modelName, object: 'model', created: 0, owned_by: 'agent-r1' };
+        const model = { id: this.modelName, object: 'model', created: 0, owned_by: 'agent-r1' };
         sendJson(res, 200, path === '/v1/models' ? { object: 'list', data: [model] } : model);
         return;
       }
       if (path.startsWith('/v1/models/')) {
-        throw unknownModel(safeDecode(path.slice('/v1/models/'.length)), this.options.modelName);
+        throw unknownModel(safeDecode(path.slice('/v1/models/'.length)), this.modelName);
+      }
+      const reward = /^\/v1\/episodes\/([^/]+)\/reward$/.exec(path);
+      if (reward && this.gateway) {
+        allow(req, 'POST');
+        const record = await this.gateway.reward(safeDecode(reward[1]!), await this.readBodyJson(req));
+        sendJson(res, 200, {
+          episode_id: record.episodeId,
+          index: record.index,
+          turns: record.turns.length,
+          total_reward: record.totalReward,
+          checksum: record.checksum,
+        });
+        return;
       }
       if (path !== '/v1/chat/completions') {
-        const served = 'this server serves GET /v1/models and POST /v1/chat/completions';
+        const served = `this server serves GET /v1/models and POST /v1/chat/completions${this.gateway ? ' and POST /v1/episodes/ID/reward' : ''}`;
         const message = `unknown URL ${req.method} ${path}; ${served}`;
         throw new OpenAIHttpError(404, message, 'invalid_request_error', 'unknown_url');
       }
       allow(req, 'POST');
       const body = await this.readJson(req);
-      const completion = await this.completions.complete(body);
+      const completion = await this.answer(req, body);
       log.promptTokens = completion.usage.prompt_tokens;
       log.completionTokens = completion.usage.completion_tokens;
       if (body.stream) sendStream(res, completion, body.stream_options?.include_usage === true);
@@ -172,17 +197,35 @@ export class ChatServer {
     if (!timingSafeEqual(sha256(given), this.keyHash)) throw refuse('incorrect API key provided');
   }
 
-  private async readJson(req: IncomingMessage): Promise<ChatCompletionRequest> {
+  /** A completion: a turn of the episode the request names, or (no episode) a plain one. */
+  private answer(req: IncomingMessage, body: ChatCompletionRequest): Promise<ChatCompletion> {
+    const episode = req.headers[EPISODE_HEADER];
+    if (episode === undefined) return this.gateway ? this.gateway.complete(body) : this.completions!.complete(body);
+    if (!this.gateway) {
+      const message = `this server does not record episodes (the ${EPISODE_HEADER} header): start it with --record DIR`;
+      throw new OpenAIHttpError(400, message, 'invalid_request_error', 'not_recording');
+    }
+    if (typeof episode !== 'string') {
+      const message = `the ${EPISODE_HEADER} header is given more than once`;
+      throw new OpenAIHttpError(400, message, 'invalid_request_error', 'invalid_episode_id');
+    }
+    return this.gateway.completeTurn(episode, body);
+  }
+
+  private async readBodyJson(req: IncomingMessage): Promise<unknown> {
     const declared = Number(req.headers['content-length']);
     if (Number.isFinite(declared) && declared > this.maxBodyBytes) throw tooLarge(this.maxBodyBytes);
     const raw = await readBody(req, this.maxBodyBytes, () => tooLarge(this.maxBodyBytes));
-    let json: unknown;
     try {
-      json = JSON.parse(raw.toString('utf8'));
+      return JSON.parse(raw.toString('utf8'));
     } catch (err) {
       const message = `the request body is not valid JSON: ${(err as Error).message}`;
       throw new OpenAIHttpError(400, message, 'invalid_request_error', 'invalid_json');
     }
+  }
+
+  private async readJson(req: IncomingMessage): Promise<ChatCompletionRequest> {
+    const json = await this.readBodyJson(req);
     const parsed = chatCompletionRequestSchema.safeParse(json);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];

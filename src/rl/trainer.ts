@@ -8,6 +8,7 @@ import { buildTrajectories } from '../policy/trajectory.ts';
 import type { RolloutExecutor } from '../rollout/executor.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { Scenario } from '../scenario/scenario.ts';
+import type { Policy } from '../policy/policy.ts';
 import { BestDevCheckpoint, type BestCheckpoint } from './best-checkpoint.ts';
 import type { TrainConfig } from './config.ts';
 import { TrainingError } from './errors.ts';
@@ -59,8 +60,30 @@ export interface EvalMetrics {
   time: { evalS: number };
 }
 
+/**
+ * Where a run's episodes come from: a scenario's rollouts (the default), or an agent's runs through
+ * the recording gateway (src/gateway/train-agent.ts). Either way they arrive as records.
+ */
+export interface EpisodeSource {
+  /** Who the episodes are of, as config.json names it. */
+  readonly identity: { id: string; version: string; options: { [key: string]: string } };
+  tasks(request: { split: string; seed: number; count: number }): Promise<Task[]>;
+  /** Plays episodes with a policy: `tasks` × `group` for training; `episodes` of `split` for an eval. */
+  play(request: {
+    policy: Policy;
+    split: string;
+    episodes: number;
+    seed: number;
+    tasks?: Task[];
+    group?: number;
+    indexOffset?: number;
+  }): Promise<{ records: EpisodeRecord[]; summary: { meanReward: number; successRate: number } & object }>;
+}
+
 export interface TrainOptions {
-  scenario: Scenario;
+  /** Whose rollouts train the model; or `source`, from which episodes come instead. */
+  scenario?: Scenario;
+  source?: EpisodeSource;
   /**
    * The initial policy (also the frozen KL reference). On resume, pass the same initial policy:
    * the trainer loads the checkpoint's weights into it after freezing the reference.
@@ -134,20 +157,34 @@ export function batchTasks(pool: readonly Task[], config: TrainConfig, step: num
   return out;
 }
 
-async function evaluate(opts: TrainOptions, step: number): Promise<EvalMetrics> {
-  const { scenario, model, config } = opts;
+/** The scenario's rollouts as an episode source. */
+function scenarioSource(opts: TrainOptions): EpisodeSource {
+  const { scenario, config } = opts;
+  if (!scenario) throw new TrainingError('train() needs a scenario or an episode source');
+  return {
+    identity: { id: scenario.id, version: scenario.version, options: scenario.options },
+    tasks: (request) => Promise.resolve(scenario.tasks(request)),
+    play: (request) =>
+      rollout({
+        scenario,
+        ...request,
+        concurrency: config.concurrency,
+        config: opts.episode,
+        executor: opts.executor,
+      }),
+  };
+}
+
+async function evaluate(opts: TrainOptions, source: EpisodeSource, step: number): Promise<EvalMetrics> {
+  const { model, config } = opts;
   const t0 = performance.now();
   const sampling = { temperature: opts.evalTemperature ?? 0 };
   const policy = model.policy(sampling);
-  const { records, summary } = await rollout({
-    scenario,
+  const { records, summary } = await source.play({
     policy,
     split: config.evalSplit,
     episodes: config.evalEpisodes,
     seed: deriveSeed(config.seed, 'eval'),
-    concurrency: config.concurrency,
-    config: opts.episode,
-    executor: opts.executor,
   });
   return {
     kind: 'eval',
@@ -177,10 +214,11 @@ function stepScalars(row: StepMetrics | EvalMetrics): object {
  * an uninterrupted run.
  */
 export async function train(opts: TrainOptions): Promise<TrainResult> {
-  const { scenario, model, config, outDir } = opts;
+  const { model, config, outDir } = opts;
+  const source = opts.source ?? scenarioSource(opts);
   const runConfig = {
     config,
-    scenario: { id: scenario.id, version: scenario.version, options: scenario.options },
+    scenario: source.identity,
     init: opts.init ?? null,
     // The initial policy's version: a resume handed another starting model is refused.
     initVersion: model.version(),
@@ -211,15 +249,14 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     keptEvals = kept.map((l) => JSON.parse(l)).filter((r) => r.kind === 'eval');
     await truncateJsonl(episodesPath, (row) => row.index < start * episodesPerStep);
   }
-  const pool = await scenario.tasks({ split: config.trainSplit, seed: config.seed, count: config.taskPool });
-  if (pool.length === 0)
-    throw new TrainingError(`scenario ${scenario.id} has no tasks in split "${config.trainSplit}"`);
+  const pool = await source.tasks({ split: config.trainSplit, seed: config.seed, count: config.taskPool });
+  if (pool.length === 0) throw new TrainingError(`${source.identity.id} has no tasks in split "${config.trainSplit}"`);
 
   const steps: StepMetrics[] = [];
   const evals: EvalMetrics[] = [];
   const selection = opts.resume ? await BestDevCheckpoint.restore(outDir, keptEvals) : BestDevCheckpoint.fresh(outDir);
   const doEval = async (step: number) => {
-    const e = await evaluate(opts, step);
+    const e = await evaluate(opts, source, step);
     evals.push(e);
     await appendJsonl(metricsPath, [e]);
     tb.scalars(e.step, stepScalars(e), `eval/${e.split}/`);
@@ -236,8 +273,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       const t0 = performance.now();
       const sampling = { temperature: config.temperature };
       const policy = model.policy(sampling);
-      const { records } = await rollout({
-        scenario,
+      const { records } = await source.play({
         policy,
         split: config.trainSplit,
         episodes: episodesPerStep,
@@ -245,9 +281,6 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         seed: deriveSeed(config.seed, 'rollout', s),
         tasks: batchTasks(pool, config, s),
         indexOffset: s * episodesPerStep,
-        concurrency: config.concurrency,
-        config: opts.episode,
-        executor: opts.executor,
       });
       const t1 = performance.now();
       const { sequences, skipped } = buildTrajectories(records);

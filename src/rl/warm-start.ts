@@ -83,11 +83,24 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
     config: options.episode,
     onRecord: () => {},
   });
+  return warmStartOnRecords(records, { id: options.demoPolicy.id, summary }, options, t0);
+}
+
+/** The SFT settings of a warm start (everything but where the demonstrations come from). */
+export type WarmStartTraining = Omit<WarmStartOptions, 'scenario' | 'demoPolicy' | 'episodes' | 'split' | 'episode'>;
+
+/** The warm start on demonstrations already played (an agent's, through the gateway): a tokenizer, a GPT, SFT. */
+export async function warmStartOnRecords(
+  records: readonly EpisodeRecord[],
+  demos: { id: string; summary: RolloutSummary },
+  options: WarmStartTraining,
+  t0 = performance.now(),
+): Promise<WarmStartResult> {
+  const summary = demos.summary;
   const used: EpisodeRecord[] = records.filter(
     (r) => r.status === 'ok' && (!options.onlySuccessful || r.outcome.success),
   );
-  if (used.length === 0)
-    throw new TrainingError(`the ${options.demoPolicy.id} policy produced no usable demonstrations`);
+  if (used.length === 0) throw new TrainingError(`the ${demos.id} policy produced no usable demonstrations`);
   const trained = await trainSft({
     records: used,
     onlySuccessful: false,
@@ -111,7 +124,7 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
     trainable: await GptTrainable.create(model, tokenizer, {
       id: 'rl',
       meta: {
-        warmStart: { demoPolicy: options.demoPolicy.id, episodes: used.length, steps: options.steps, demoSuccess },
+        warmStart: { demoPolicy: demos.id, episodes: used.length, steps: options.steps, demoSuccess },
       },
     }),
     demos: summary,

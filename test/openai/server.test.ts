@@ -199,13 +199,13 @@ test('stop strings cut the text; max_tokens bounds the completion; tool_choice n
 });
 
 test.serial('concurrent requests are merged into batches by the policy server', async (t) => {
-  const before = server.stats();
+  const before = server.stats()!;
   await Promise.all(
     Array.from({ length: 6 }, (_, i) =>
       client.chat.completions.create({ model: MODEL, messages: prompt, temperature: 1, seed: i, max_tokens: 8 }),
     ),
   );
-  const after = server.stats();
+  const after = server.stats()!;
   const rows = after.rows - before.rows;
   const batches = after.batches - before.batches;
   t.is(rows, 6);

@@ -9,9 +9,16 @@ import { canonicalJson } from '../../core/canonical-json.ts';
 import { NoRecordsError } from '../../core/errors.ts';
 import { collect, EXIT_FAILED, printJson, RECORD_SCENARIO_HELP } from '../common.ts';
 import { terminalText } from '../terminal-text.ts';
+import { loadAgent, type AgentModule } from '../../gateway/agent-module.ts';
+import { isAgentRecord } from '../../gateway/agent-record.ts';
+import { checkAgentRecord, replayAgent } from '../../gateway/replay-agent.ts';
+import { chatFormatFor } from '../../openai/chat-format.ts';
+import { loadServedPolicy } from './serve.ts';
 
 interface ReplayFlags {
   episode?: string;
+  agent?: string;
+  policy?: string;
   scenario: string[];
   liveTools?: boolean;
   json?: boolean;
@@ -58,10 +65,20 @@ export function register(program: Command): void {
     .argument('<file>', 'an episodes.jsonl file')
     .option('--episode <id>', 'only this episode')
     .option('--live-tools', 're-execute the tools for real and report drift')
+    .option(
+      '--agent <file>',
+      're-run this agent against the records of its gateway episodes (answers from the record; every request compared)',
+    )
+    .option(
+      '--policy <ckpt:DIR|hf:DIR>',
+      "gateway records: check each turn's prompt ids against this model's chat template",
+    )
     .option('--scenario <dir>', RECORD_SCENARIO_HELP, collect, [])
     .option('--quiet', 'one verdict line per episode instead of the turn-by-turn view')
     .option('--json', 'print {episodes, verified, diverged, corrupt} as the last stdout line')
     .action(async (file: string, flags: ReplayFlags) => {
+      const agent = flags.agent === undefined ? undefined : await loadAgent(flags.agent);
+      const format = flags.policy === undefined ? undefined : chatFormatFor(await loadServedPolicy(flags.policy));
       const scenarios = new Map<string, Promise<Scenario>>();
       const counts = { episodes: 0, verified: 0, diverged: 0, corrupt: 0 };
       let skipped = 0;
@@ -83,6 +100,21 @@ export function register(program: Command): void {
           continue;
         }
         counts.episodes++;
+        if (agent || isAgentRecord(record)) {
+          const divergence = agent ? await agentVerdict(agent, record) : checkAgentRecord(record, format);
+          if (!flags.quiet) say(formatEpisode(record));
+          if (divergence) {
+            counts.diverged++;
+            problems.push(divergence);
+            say(formatDivergence(divergence));
+          } else {
+            counts.verified++;
+            say(
+              `verified ${record.episodeId}${agent || format || !record.promptTokens ? '' : ' (its prompt ids unchecked: give --policy)'}`,
+            );
+          }
+          continue;
+        }
         const key = canonicalJson(record.scenario);
         if (!scenarios.has(key))
           scenarios.set(key, loadRecordScenario(record.scenario, builtinScenarios, flags.scenario));
@@ -120,4 +152,18 @@ export function register(program: Command): void {
         );
       if (counts.diverged > 0 || counts.corrupt > 0) process.exitCode = EXIT_FAILED;
     });
+}
+
+/** An agent's episode re-run against its record: the first divergence, if any. */
+async function agentVerdict(agent: AgentModule, record: EpisodeRecord): Promise<Divergence | undefined> {
+  if (!isAgentRecord(record))
+    return {
+      episodeId: record.episodeId,
+      turn: null,
+      field: 'scenario.id',
+      expected: 'agent',
+      actual: record.scenario.id,
+    };
+  const [result] = await replayAgent(agent, [record]);
+  return result?.divergence;
 }

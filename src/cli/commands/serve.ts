@@ -6,6 +6,10 @@ import { ChatServer, DEFAULT_MAX_BODY_BYTES } from '../../openai/server.ts';
 import type { ServedPolicy } from '../../openai/chat-format.ts';
 import type { ServablePolicy } from '../../openai/serving-policy.ts';
 import { nonNegativeInt, positiveInt, printJson } from '../common.ts';
+import { randomBytes } from 'node:crypto';
+import { AGENT_SCENARIO_ID } from '../../gateway/agent-record.ts';
+import { EPISODE_HEADER, Gateway, GATEWAY_DEFAULTS, policyAnswerer } from '../../gateway/gateway.ts';
+import { RecordFile } from '../../gateway/record-file.ts';
 
 interface ServeFlags {
   policy: string;
@@ -18,6 +22,9 @@ interface ServeFlags {
   maxBodyBytes: number;
   quiet?: boolean;
   json?: boolean;
+  record?: string;
+  maxTurns: number;
+  episodeTimeout: number;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -33,6 +40,16 @@ function port(value: string): number {
   if (!Number.isInteger(n) || n < 0 || n > 65535)
     throw new InvalidArgumentError('expected a port number (0-65535; 0: any free port)');
   return n;
+}
+
+/** A policy to serve: `ckpt:DIR` (a checkpoint) or `hf:DIR` (a Hugging Face folder). */
+export async function loadServedPolicy(spec: string): Promise<ServedPolicy> {
+  const kind = ['ckpt:', 'hf:'].find((p) => spec.startsWith(p));
+  if (!kind) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR']);
+  const dir = spec.slice(kind.length);
+  if (kind === 'hf:') return (await import('../../policy/hf/hf-policy.ts')).loadHfPolicy(dir);
+  const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
+  return (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
 }
 
 export function register(program: Command): void {
@@ -55,25 +72,41 @@ export function register(program: Command): void {
     .option('--max-batch <b>', 'most requests generated in one batch', positiveInt, 32)
     .option('--max-wait-ms <ms>', 'how long a request waits for others to batch with', nonNegativeInt, 10)
     .option('--max-body-bytes <n>', 'refuse request bodies over this size (413)', positiveInt, DEFAULT_MAX_BODY_BYTES)
+    .option(
+      '--record <dir>',
+      'record episodes to DIR/episodes.jsonl: requests with the header x-agent-r1-episode: ID are its turns; POST /v1/episodes/ID/reward closes it',
+    )
+    .option('--max-turns <n>', 'with --record: requests per episode at most', positiveInt, GATEWAY_DEFAULTS.maxTurns)
+    .option(
+      '--episode-timeout <s>',
+      'with --record: an episode with no request and no reward for this long is written as unfinished',
+      positiveInt,
+      GATEWAY_DEFAULTS.idleTimeoutMs / 1000,
+    )
     .option('--quiet', 'no request log on stderr')
     .option('--json', 'print {url, model, version} as one stdout line once listening')
     .action(async (flags: ServeFlags) => {
-      const kind = ['ckpt:', 'hf:'].find((p) => flags.policy.startsWith(p));
-      if (!kind) throw new UnknownNameError('policy to serve', flags.policy, ['ckpt:DIR', 'hf:DIR']);
-      const dir = flags.policy.slice(kind.length);
-      let policy: ServedPolicy;
-      if (kind === 'hf:') policy = await (await import('../../policy/hf/hf-policy.ts')).loadHfPolicy(dir);
-      else {
-        const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
-        policy = (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
-      }
+      const policy = await loadServedPolicy(flags.policy);
+      const dir = flags.policy.replace(/^(ckpt|hf):/, '');
       const modelName = flags.modelName ?? basename(resolve(dir));
+      const batching = { maxBatch: flags.maxBatch, maxWaitMs: flags.maxWaitMs };
+      const records = flags.record === undefined ? undefined : await RecordFile.open(flags.record);
+      const gateway = records
+        ? new Gateway({
+            answerer: policyAnswerer(policy, modelName, batching),
+            modelName,
+            runId: `serve-${randomBytes(6).toString('hex')}`,
+            agent: { id: AGENT_SCENARIO_ID, version: 'serve', options: {} },
+            openOnRequest: true,
+            firstIndex: records.existing,
+            maxTurns: flags.maxTurns,
+            idleTimeoutMs: flags.episodeTimeout * 1000,
+            onRecord: (record) => records.append(record),
+          })
+        : undefined;
       const server = new ChatServer({
-        policy,
-        modelName,
+        ...(gateway ? { gateway } : { policy, modelName, ...batching }),
         ...(flags.apiKey !== undefined ? { apiKey: flags.apiKey } : {}),
-        maxBatch: flags.maxBatch,
-        maxWaitMs: flags.maxWaitMs,
         maxBodyBytes: flags.maxBodyBytes,
         onRequest: flags.quiet
           ? undefined
@@ -90,11 +123,20 @@ export function register(program: Command): void {
         process.stderr.write(
           `warning: listening on ${flags.host} without --api-key: anyone who can reach it can use it\n`,
         );
-      if (flags.json) printJson({ url, model: modelName, version: policy.version });
+      if (records)
+        process.stderr.write(
+          `recording episodes to ${records.path} (header ${EPISODE_HEADER}: ID; POST ${url}/episodes/ID/reward closes one)\n`,
+        );
+      if (flags.json)
+        printJson({ url, model: modelName, version: policy.version, ...(records ? { records: records.path } : {}) });
       await new Promise<void>((done) => {
         const stop = () => {
           process.stderr.write('shutting down\n');
-          void server.close().then(done);
+          // Episodes still open are written as unfinished: nothing recorded is lost.
+          void server
+            .close()
+            .then(() => gateway?.close())
+            .then(done);
         };
         process.once('SIGINT', stop);
         process.once('SIGTERM', stop);

@@ -13,6 +13,11 @@ import { CONTEXT_HELP, contextMode, integer, TRAIN_THREADS_HELP, trainThreadCoun
 import { START_SCENARIO_OPTIONS } from '../../app/start.ts';
 import { FAMILIES, FAMILY_NAMES, type Family } from '../../app/families.ts';
 import { InvalidArgumentError } from 'commander';
+import { UsageError } from '../../core/errors.ts';
+import { loadAgent } from '../../gateway/agent-module.ts';
+import { readTasksFile } from '../../gateway/tasks-file.ts';
+import { agentBudget, runAgentStart } from '../../app/agent-start.ts';
+import { trainReplicas } from '../../rl/train-threads.ts';
 
 function familyName(value: string): string {
   if (!Object.hasOwn(FAMILIES, value)) throw new InvalidArgumentError(`expected one of ${FAMILY_NAMES.join(', ')}`);
@@ -28,6 +33,7 @@ function noisyHabits(family: Family): string {
 
 interface StartFlags {
   scenario: string;
+  agent?: string;
   quick?: boolean;
   seed: number;
   out?: string;
@@ -50,6 +56,10 @@ export function register(program: Command): void {
       familyName,
       'multihop-qa',
     )
+    .option(
+      '--agent <dir>',
+      "instead of a family: an agent folder (index.ts's default export, a demonstrator, tasks.jsonl), trained through the gateway",
+    )
     .option('--quick', 'a small run for CI (under 2 minutes) that runs the whole pipeline')
     .option('--seed <n>', 'seed of the world, the demonstrations and the training', integer, 1)
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
@@ -61,7 +71,13 @@ export function register(program: Command): void {
       '--no-replica',
       'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of them on a second core)',
     )
-    .action(async (flags: StartFlags) => {
+    .action(async (flags: StartFlags, command: Command) => {
+      if (flags.agent !== undefined) {
+        if (command.getOptionValueSource('scenario') === 'cli')
+          throw new UsageError('--agent and --scenario name two different jobs: give one');
+        await startAgent(flags);
+        return;
+      }
       const t0 = performance.now();
       const say = (s: string) =>
         process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
@@ -154,4 +170,71 @@ export function register(program: Command): void {
         process.stdout.write(`${JSON.stringify(table)}\n`);
       }
     });
+}
+
+/** `start --agent DIR`: the families' job for an agent folder, through the gateway. */
+async function startAgent(flags: StartFlags): Promise<void> {
+  const t0 = performance.now();
+  const say = (s: string) =>
+    process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
+  const quick = flags.quick ?? false;
+  const agent = await loadAgent(flags.agent!);
+  if (!agent.demonstrator)
+    throw new UsageError(`${agent.file} exports no demonstrator: start --agent warm-starts a model on its episodes`);
+  if (!agent.tasksFile) throw new UsageError(`${flags.agent} has no tasks.jsonl beside its index`);
+  const tasks = await readTasksFile(agent.tasksFile);
+  const out = flags.out ?? join('runs', quick ? 'start-agent-quick' : 'start-agent');
+  if (existsSync(out)) {
+    if (
+      !existsSync(join(out, 'warm-start')) &&
+      !existsSync(join(out, 'agent-start.json')) &&
+      readdirSync(out).length > 0
+    )
+      throw new TrainingError(`${out} exists and is not a start run; choose another --out`);
+    rmSync(out, { recursive: true, force: true });
+  }
+  const info = await initBackend(flags.backend);
+  say(`backend ${info.name}; agent ${agent.file} (${tasks.length} tasks)`);
+  const budget = agentBudget(quick);
+  const { replicas, note } = trainReplicas(info.name, flags.trainThreads ?? availableParallelism());
+  if (note) say(note);
+  try {
+    const result = await runAgentStart({
+      agent,
+      tasks,
+      seed: flags.seed,
+      outDir: out,
+      budget,
+      replicas,
+      onEvent: (e) => {
+        if (e.message) say(e.message);
+        if (e.sft && (e.sft.step % 100 === 0 || e.sft.step === e.sft.steps))
+          say(`sft step ${e.sft.step}/${e.sft.steps}  loss ${e.sft.loss.toFixed(3)}`);
+        if (e.step)
+          say(
+            `grpo step ${e.step.step}/${budget.rl.steps}  reward ${e.step.reward.toFixed(3)}  success ${e.step.success.toFixed(3)}  failed ${e.step.failed}  ${e.step.time.tokensPerS.toFixed(0)} tok/s`,
+          );
+        if (e.eval) say(`grpo eval on ${e.eval.split} at step ${e.eval.step}: success ${e.eval.success.toFixed(3)}`);
+      },
+    });
+    const total = (performance.now() - t0) / 1000;
+    const rewards = result.rewards.map((r) => r.toFixed(3)).join(' ');
+    const lines = [
+      '',
+      formatPaperTable(result.scores, 'success'),
+      '',
+      `Success in %, greedy decoding; test ${budget.testEpisodes} held-out tasks; every episode the agent's own code, through the gateway.`,
+      `warm start: ${result.warmStart.demonstrations} demonstrations (${(100 * result.warmStart.demoSuccess).toFixed(0)}% correct), ${result.warmStart.steps} SFT steps, ${result.warmStart.parameters} parameters`,
+      `GRPO training reward per step: ${rewards}`,
+      `time: ${Object.entries(result.seconds)
+        .map(([k, v]) => `${k} ${v.toFixed(0)} s`)
+        .join(', ')}; total ${total.toFixed(0)} s`,
+      `run directory: ${out}  (GRPO policy: ckpt:${join(out, 'grpo', 'final')}; test records: ${join(out, 'test-grpo.jsonl')})`,
+    ];
+    process.stdout.write(lines.join('\n') + '\n');
+    if (flags.json)
+      process.stdout.write(`${JSON.stringify(paperTableJson(result.scores, { ...result.seconds, total }))}\n`);
+  } finally {
+    await replicas?.close();
+  }
 }

@@ -20,6 +20,10 @@ import { readHfCheckpoint } from '../../hf/checkpoint.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
 import { defaultDemoPolicy, sequencesWords, sftWarmStart } from '../../rl/warm-start.ts';
 import { contextSetting } from '../../env/context.ts';
+import { loadAgent } from '../../gateway/agent-module.ts';
+import { AgentSession } from '../../gateway/agent-session.ts';
+import { readTasksFile } from '../../gateway/tasks-file.ts';
+import { warmStartAgent } from '../../app/agent-start.ts';
 import type { EpisodeConfig } from '../../core/types.ts';
 import {
   CONTEXT_HELP,
@@ -39,7 +43,10 @@ import {
 import { type QueueFlags, queueFlagOptions, queueFromFlags, queueSummary } from '../queue.ts';
 
 interface TrainFlags extends QueueFlags {
-  scenario: string;
+  scenario?: string;
+  agent?: string;
+  tasks?: string;
+  agentTimeout: number;
   algo: string;
   out: string;
   init?: string;
@@ -99,15 +106,7 @@ async function initialModel(
   replicas: GradientExecutor | undefined,
   episode: Partial<EpisodeConfig>,
 ) {
-  if (flags.init) {
-    if (await isHfModel(flags.init)) {
-      const lora = loraRequest(flags, true);
-      const valueHead = flags.algo === 'ppo';
-      const model = await HfTrainable.load(initDir(flags.init), { id: 'rl', lora, seed: flags.seed, valueHead });
-      return { model, init: flags.init };
-    }
-    return { model: await GptTrainable.fromCheckpoint(flags.init.slice(5)), init: flags.init };
-  }
+  if (flags.init) return modelFromInit(flags, flags.init);
   const warm = join(flags.out, 'warm-start');
   // On resume the trainer loads the checkpoint itself; the model handed to it must be the initial
   // policy, which is also the frozen KL reference.
@@ -167,6 +166,17 @@ async function initialModel(
   return { model: ws.trainable, init: `warm-start:${demoName}` };
 }
 
+/** The model `--init` names: a Hugging Face model (with --lora's adapters), or a GPT checkpoint. */
+async function modelFromInit(flags: TrainFlags, init: string) {
+  if (await isHfModel(init)) {
+    const lora = loraRequest(flags, true);
+    const valueHead = flags.algo === 'ppo';
+    const model = await HfTrainable.load(initDir(init), { id: 'rl', lora, seed: flags.seed, valueHead });
+    return { model, init };
+  }
+  return { model: await GptTrainable.fromCheckpoint(init.slice(5)), init };
+}
+
 const initDir = (spec: string) => spec.replace(/^(hf|ckpt):/, '');
 
 /** Whether `--init` names a Hugging Face model: hf:DIR, or ckpt:DIR of one trained here. */
@@ -182,9 +192,28 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   const queue = flags.queue
     ? await queueFromFlags({ ...flags, queue: flags.queue }, (line) => log(`\n${line}`))
     : undefined;
+  if ((flags.scenario === undefined) === (flags.agent === undefined))
+    throw new UsageError('give --scenario NAME or --agent FILE (one of them): what the policy is trained on');
+  if (flags.agent !== undefined) {
+    const foreign = (
+      [
+        ['--queue', flags.queue],
+        ['--option', flags.option?.length ? flags.option : undefined],
+        ['--data', flags.data],
+        ['--context', flags.context],
+        ['--demo-policy', flags.demoPolicy],
+      ] as const
+    ).filter(([, v]) => v !== undefined);
+    if (foreign.length > 0)
+      throw new UsageError(
+        `${foreign.map(([f]) => f).join(', ')}: not with --agent (the agent plays its own episodes; its module's demonstrator warm-starts)`,
+      );
+  } else if (flags.tasks !== undefined)
+    throw new UsageError('--tasks goes with --agent (a scenario has its own tasks)');
   const info = await initBackend(flags.backend);
   log(`backend: ${info.name} (${info.reason})`);
-  const scenario = await scenarioFromFlags(flags);
+  const scenario =
+    flags.scenario === undefined ? undefined : await scenarioFromFlags({ ...flags, scenario: flags.scenario });
   const config: TrainConfig = resolveConfig({
     algo: flags.algo,
     seed: flags.seed,
@@ -218,6 +247,7 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
     : trainReplicas(info.name, flags.trainThreads ?? availableParallelism());
   if (note) log(note);
   try {
+    if (!scenario) return await trainAgentWith(flags, config, replicas);
     return await trainWith(flags, config, scenario, info, replicas, queue);
   } finally {
     await replicas?.close();
@@ -258,7 +288,7 @@ async function trainWith(
     !queue && flags.replica !== false && canUseReplica(info.name) && model instanceof GptTrainable
       ? new Replica({
           backend: info.name,
-          scenarioSource: flags.scenario,
+          scenarioSource: flags.scenario!,
           onFallback: (e) => log(`replica failed, its episodes were played on the main thread: ${e.message}`),
         })
       : undefined;
@@ -296,6 +326,89 @@ async function trainWith(
   }
 }
 
+/** `train --agent FILE`: the agent's own runs through the in-process gateway are the rollouts. */
+async function trainAgentWith(
+  flags: TrainFlags,
+  configured: TrainConfig,
+  replicas: GradientExecutor | undefined,
+): Promise<TrainResult> {
+  const log = (s: string) => process.stderr.write(s + '\n');
+  const agent = await loadAgent(flags.agent!);
+  const tasksFile = flags.tasks ?? agent.tasksFile;
+  if (!tasksFile) throw new UsageError(`--tasks FILE.jsonl: the tasks to train ${agent.file} on`);
+  const tasks = await readTasksFile(tasksFile);
+  let config = configured;
+  if (!tasks.some((t) => t.split === config.trainSplit))
+    throw new UsageError(`${tasksFile} has no tasks in the "${config.trainSplit}" split to train on`);
+  if (config.evalEvery > 0 && !tasks.some((t) => t.split === config.evalSplit)) {
+    log(`${tasksFile} has no "${config.evalSplit}" tasks: no dev evals (--eval-every 0)`);
+    config = { ...config, evalEvery: 0 };
+  }
+  log(`agent: ${agent.file} (version ${agent.version}), ${tasks.length} tasks from ${tasksFile}`);
+  const session = await AgentSession.open({ agent, tasks, seed: flags.seed, timeoutMs: flags.agentTimeout * 1000 });
+  try {
+    const warm = join(flags.out, 'warm-start');
+    let start: { model: GptTrainable | HfTrainable; init: string };
+    if (flags.init) start = await modelFromInit(flags, flags.init);
+    else if (flags.resume && existsSync(join(warm, 'model.json')))
+      start = { model: await GptTrainable.fromCheckpoint(warm), init: 'warm-start:demonstrator' };
+    else {
+      if (!agent.demonstrator)
+        throw new UsageError(
+          `${agent.file} exports no demonstrator to warm-start from: start from a model (--init ckpt:DIR|hf:DIR)`,
+        );
+      log(`warm start: SFT on ${flags.demoEpisodes} demonstrations of the agent, ${flags.sftSteps} steps`);
+      const ws = await warmStartAgent(session, {
+        demonstrations: flags.demoEpisodes,
+        seed: flags.seed,
+        training: {
+          seed: flags.seed,
+          steps: flags.sftSteps,
+          batchSize: 8,
+          lr: 6e-3,
+          vocabSize: flags.vocab,
+          model: {
+            dModel: flags.dModel,
+            nLayers: flags.layers,
+            contextLength: flags.contextLength,
+            copyHead: flags.copyHead,
+          },
+          replicas,
+        },
+      });
+      await ws.trainable.save(warm);
+      log(
+        `warm start: ${ws.demonstrations} demonstrations (${(ws.demoSuccess * 100).toFixed(0)}% successful), loss ${ws.finalLoss.toFixed(3)} → ${warm}`,
+      );
+      start = { model: ws.trainable, init: 'warm-start:demonstrator' };
+    }
+    const controller = new AbortController();
+    const onSigint = () => controller.abort();
+    process.once('SIGINT', onSigint);
+    try {
+      return await train({
+        source: session.source(),
+        model: start.model,
+        config,
+        outDir: flags.out,
+        resume: flags.resume,
+        init: start.init,
+        signal: controller.signal,
+        replicas,
+        onStep: (m) =>
+          log(
+            `${config.algo} step ${m.step}/${config.steps}: reward ${f3(m.reward)}, success ${f3(m.success)}, ${m.failed} failed, ${m.skipped} skipped`,
+          ),
+        onEval: (e) => log(`eval on ${e.split} at step ${e.step}: success ${f3(e.success)}, reward ${f3(e.reward)}`),
+      });
+    } finally {
+      process.off('SIGINT', onSigint);
+    }
+  } finally {
+    await session.close();
+  }
+}
+
 /** The training config's defaults the flags override (the same for every algorithm, but KL's). */
 const DEFAULTS = defaultConfig('grpo');
 
@@ -305,7 +418,18 @@ export function register(program: Command): void {
     .description(
       'RL-train a policy on a scenario (an SFT warm start of the GPT, or --init ckpt:DIR or hf:DIR; then PPO/GRPO/REINFORCE++/RLOO)',
     )
-    .requiredOption('--scenario <name>', 'scenario name or folder')
+    .option('--scenario <name>', 'scenario name or folder (or --agent)')
+    .option(
+      '--agent <file>',
+      'instead of a scenario: an agent module (its default export `async (task, client) => ({ reward })`), trained through the gateway',
+    )
+    .option('--tasks <file.jsonl>', "with --agent: the tasks (default: tasks.jsonl in the agent's folder)")
+    .option(
+      '--agent-timeout <s>',
+      'with --agent: an agent run past this many seconds is written as failed',
+      positiveInt,
+      120,
+    )
     .requiredOption('--algo <algo>', `algorithm: ${ALGORITHMS.join(', ')}`)
     .requiredOption('--out <dir>', 'run directory (metrics.jsonl, episodes.jsonl, checkpoints/, final/)')
     .option(

@@ -1,0 +1,219 @@
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { deriveSeed } from '../core/rng.ts';
+import type { Task } from '../core/types.ts';
+import { makeDir } from '../core/make-dir.ts';
+import type { AgentModule } from '../gateway/agent-module.ts';
+import { AgentSession } from '../gateway/agent-session.ts';
+import { policyAnswerer } from '../gateway/gateway.ts';
+import { summarizeAgentRecords } from '../gateway/play-agent.ts';
+import { AGENT_MODEL_NAME } from '../gateway/agent-session.ts';
+import type { ServedPolicy } from '../openai/chat-format.ts';
+import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
+import { resolveConfig, type TrainConfig } from '../rl/config.ts';
+import { appendJsonl, writeFileAtomic } from '../rl/run-dir.ts';
+import { GptTrainable } from '../rl/tfjs-trainable.ts';
+import { train, type EvalMetrics, type StepMetrics } from '../rl/trainer.ts';
+import { warmStartOnRecords, type WarmStartResult, type WarmStartTraining } from '../rl/warm-start.ts';
+import { METHOD_NAMES, scoreRecords, type MethodScore } from './paper.ts';
+
+/**
+ * `start --agent DIR`: the task families' job for an agent the user wrote. Its module's demonstrator
+ * plays the agent's train tasks through the gateway; a GPT is warm-started on those episodes (the
+ * Base row), trained with GRPO through the gateway (the agent's own code runs every episode), and
+ * both are evaluated greedily on the held-out `test` tasks, each episode recorded.
+ */
+export interface AgentBudget {
+  demonstrations: number;
+  warmStart: Omit<WarmStartTraining, 'seed' | 'onStep' | 'replicas'>;
+  rl: Partial<Omit<TrainConfig, 'algo' | 'seed'>>;
+  testEpisodes: number;
+  maxTokensPerTurn: number;
+  maxTurns: number;
+}
+
+export function agentBudget(quick: boolean): AgentBudget {
+  const common = { maxTokensPerTurn: 40, maxTurns: 10 };
+  if (quick)
+    return {
+      ...common,
+      demonstrations: 48,
+      warmStart: {
+        steps: 12,
+        batchSize: 8,
+        lr: 6e-3,
+        vocabSize: 512,
+        model: { dModel: 32, nLayers: 1, contextLength: 512, copyHead: true },
+      },
+      rl: {
+        steps: 2,
+        tasksPerStep: 2,
+        group: 4,
+        minibatch: 8,
+        lr: 1e-3,
+        klMode: 'none',
+        klCoef: 0,
+        evalEvery: 1,
+        evalEpisodes: 8,
+        checkpointEvery: 2,
+      },
+      testEpisodes: 8,
+    };
+  // The calculator family's budget (src/app/families.ts): the same problems, model and GRPO settings.
+  return {
+    ...common,
+    demonstrations: 800,
+    warmStart: {
+      steps: 1500,
+      batchSize: 8,
+      lr: 6e-3,
+      vocabSize: 512,
+      model: { dModel: 64, nLayers: 2, contextLength: 512, copyHead: true },
+    },
+    rl: {
+      steps: 60,
+      tasksPerStep: 8,
+      group: 8,
+      minibatch: 64,
+      lr: 1e-3,
+      klMode: 'none',
+      klCoef: 0,
+      evalEvery: 10,
+      evalEpisodes: 64,
+      checkpointEvery: 10,
+    },
+    testEpisodes: 200,
+  };
+}
+
+export interface AgentStartEvent {
+  message?: string;
+  sft?: { step: number; steps: number; loss: number; tokensPerS: number };
+  step?: StepMetrics;
+  eval?: EvalMetrics;
+}
+
+export interface AgentStartResult {
+  scores: MethodScore[];
+  rewards: number[];
+  warmStart: { demonstrations: number; demoSuccess: number; steps: number; parameters: number; finalLoss: number };
+  selected: { step: number; devScore: number | null };
+  seconds: { [phase: string]: number };
+}
+
+/**
+ * The warm start of an agent's model: its module's demonstrator plays the agent's train tasks through
+ * the gateway (`demonstrations` episodes, cycling the tasks), and a fresh GPT is trained on them.
+ */
+export async function warmStartAgent(
+  session: AgentSession,
+  options: { demonstrations: number; seed: number; training: WarmStartTraining; saveTo?: string },
+): Promise<WarmStartResult> {
+  const train = session.tasksOf('train');
+  if (train.length === 0) throw new RangeError('the agent has no tasks in the train split to demonstrate');
+  const tasks = Array.from({ length: options.demonstrations }, (_, i) => train[i % train.length]!);
+  const demos = await session.demonstrations(tasks, deriveSeed(options.seed, 'demos'));
+  if (options.saveTo) await appendJsonl(options.saveTo, demos);
+  return warmStartOnRecords(demos, { id: 'demonstrator', summary: summarizeAgentRecords(demos) }, options.training);
+}
+
+export async function runAgentStart(options: {
+  agent: AgentModule;
+  tasks: readonly Task[];
+  seed: number;
+  outDir: string;
+  budget: AgentBudget;
+  replicas?: GradientExecutor;
+  onEvent?(event: AgentStartEvent): void;
+}): Promise<AgentStartResult> {
+  const { agent, seed, outDir, budget } = options;
+  const emit = (e: AgentStartEvent) => options.onEvent?.(e);
+  const seconds: { [phase: string]: number } = {};
+  let t = performance.now();
+  const lap = (phase: string) => {
+    const now = performance.now();
+    seconds[phase] = (now - t) / 1000;
+    t = now;
+  };
+  makeDir(outDir);
+  const session = await AgentSession.open({
+    agent,
+    tasks: options.tasks,
+    seed,
+    maxTurns: budget.maxTurns,
+    maxTokensPerTurn: budget.maxTokensPerTurn,
+  });
+  try {
+    const test = session.tasksOf('test').slice(0, budget.testEpisodes);
+    if (session.tasksOf('train').length === 0 || test.length === 0)
+      throw new RangeError('the agent needs tasks in the train and test splits (tasks.jsonl: "split")');
+    const ws = await warmStartAgent(session, {
+      demonstrations: budget.demonstrations,
+      seed,
+      training: { ...budget.warmStart, seed, replicas: options.replicas, onStep: (s) => emit({ sft: s }) },
+      saveTo: join(outDir, 'demonstrations.jsonl'),
+    });
+    const warmDir = join(outDir, 'warm-start');
+    await ws.trainable.save(warmDir);
+    lap('warm-start');
+    emit({
+      message: `warm start: ${ws.demonstrations} demonstrations through the gateway (${(100 * ws.demoSuccess).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}`,
+    });
+    const evaluate = async (method: string, model: GptTrainable, file: string) => {
+      const records = await session.play({
+        answerer: policyAnswerer(model.policy({ temperature: 0 }) as unknown as ServedPolicy, AGENT_MODEL_NAME),
+        tasks: test,
+        group: 1,
+        seed: deriveSeed(seed, 'test'),
+        idPrefix: `${file}.`,
+      });
+      await appendJsonl(join(outDir, `${file}.jsonl`), records);
+      return scoreRecords(method, 'test', records);
+    };
+    const scores: MethodScore[] = [await evaluate(METHOD_NAMES.base, ws.trainable, 'test-base')];
+    lap('eval-base');
+    emit({ message: `Base Tool Call evaluated on ${test.length} test tasks` });
+
+    const model = await GptTrainable.fromCheckpoint(warmDir, { id: 'rl-grpo' });
+    const result = await train({
+      source: session.source(),
+      model,
+      config: resolveConfig({ ...budget.rl, algo: 'grpo', seed }),
+      outDir: join(outDir, 'grpo'),
+      init: `ckpt:${warmDir}`,
+      replicas: options.replicas,
+      onStep: (m) => emit({ step: m }),
+      onEval: (e) => emit({ eval: e }),
+    });
+    lap('train-grpo');
+    // The best dev checkpoint (model selection on dev, never on test), as the families select.
+    const best = result.best && result.best.step !== result.lastStep ? result.best : null;
+    const chosen = best ? await GptTrainable.fromCheckpoint(best.dir, { id: 'rl-grpo' }) : model;
+    if (best)
+      emit({
+        message: `evaluating the best dev checkpoint, step ${best.step} (dev ${(100 * best.devScore).toFixed(1)})`,
+      });
+    scores.push(await evaluate(METHOD_NAMES.grpo, chosen, 'test-grpo'));
+    lap('eval-grpo');
+    const finalEval = result.evals.find((e) => e.step === result.lastStep);
+    const out: AgentStartResult = {
+      scores,
+      rewards: result.steps.map((s) => s.reward),
+      warmStart: {
+        demonstrations: ws.demonstrations,
+        demoSuccess: ws.demoSuccess,
+        steps: ws.steps,
+        parameters: ws.parameters,
+        finalLoss: ws.finalLoss,
+      },
+      selected: best
+        ? { step: best.step, devScore: best.devScore }
+        : { step: result.lastStep, devScore: finalEval?.success ?? null },
+      seconds,
+    };
+    await writeFileAtomic(join(outDir, 'agent-start.json'), JSON.stringify(out, null, 2) + '\n');
+    return out;
+  } finally {
+    await session.close();
+  }
+}
