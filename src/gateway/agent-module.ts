@@ -22,8 +22,15 @@ export interface AgentResult {
   processRewards?: number[];
 }
 
-/** An agent: the default export of the user's module. */
-export type AgentFunction = (task: Task, client: AgentClient) => Promise<AgentResult> | AgentResult;
+/**
+ * An agent: the default export of the user's module. `signal` is aborted at the run's deadline (pass
+ * it on as the AI SDK's abortSignal or the openai client's signal to stop early).
+ */
+export type AgentFunction = (
+  task: Task,
+  client: AgentClient,
+  options: { signal: AbortSignal },
+) => Promise<AgentResult> | AgentResult;
 
 /**
  * A scripted demonstrator an agent's module may export as `demonstrator`: the answer a teacher would

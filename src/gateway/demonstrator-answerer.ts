@@ -27,11 +27,11 @@ export class DemonstratorAnswerer implements TurnAnswerer {
     if (typeof text !== 'string') throw new OpenAIHttpError(500, 'the demonstrator returned no text', 'server_error');
     const structured = (body.tools?.length ?? 0) > 0 && body.tool_choice !== 'none';
     const message = structured
-      ? actionToAssistant(text, (i) => `call_demo_${turn.seed ?? 0}_${i}`)
+      ? actionToAssistant(text, (i) => `call_${(turn.id ?? 'chatcmpl-demo').slice(9, 25)}_${i}`)
       : { role: 'assistant' as const, content: text };
     const calls = (message.tool_calls?.length ?? 0) > 0;
     const completion: ChatCompletion = {
-      id: `chatcmpl-demo-${turn.seed ?? 0}`,
+      id: turn.id ?? 'chatcmpl-demo',
       object: 'chat.completion',
       created: Math.floor(Date.now() / 1000),
       model: this.modelName,

@@ -1,4 +1,4 @@
-import { randomInt } from 'node:crypto';
+import { createHash, randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { deriveSeed } from '../core/rng.ts';
 import type { EpisodeRecord, Json, Task } from '../core/types.ts';
@@ -153,6 +153,7 @@ export class Gateway implements EpisodeGateway {
     const trainer = this.options.sampling === 'policy';
     const seed = trainer ? deriveSeed(episode.slot.seed, 'turn', k) : (body.seed ?? randomInt(2 ** 31 - 1));
     const work = this.answerer.generate(body, {
+      id: `chatcmpl-${createHash('sha256').update(`${this.options.runId}\0${episodeId}\0${k}`).digest('hex').slice(0, 24)}`,
       given: (i) => given.get(i),
       seed,
       ...(trainer ? { sampling: 'policy' as const } : {}),

@@ -94,10 +94,7 @@ export async function runAgent(
   });
   const run = (async (): Promise<EpisodeEnd> => {
     try {
-      // The third argument is for agents that can stop early (the AI SDK's abortSignal).
-      const result = await (agent.run as (...args: unknown[]) => unknown)(task, client, {
-        signal: controller.signal,
-      });
+      const result: unknown = await agent.run(task, client, { signal: controller.signal });
       return resultToEnd(result);
     } catch (err) {
       return { error: `the agent threw: ${err instanceof Error ? err.message : String(err)}` };

@@ -70,8 +70,11 @@ export class ReplayGateway implements EpisodeGateway {
 
   constructor(readonly modelName: string) {}
 
-  expect(record: EpisodeRecord): void {
-    this.episodes.set(record.episodeId, { record, requests: recordedRequests(record), next: 0 });
+  /** Expects an episode's requests (returned: the record's, rebuilt). */
+  expect(record: EpisodeRecord): AgentRequest[] {
+    const requests = recordedRequests(record);
+    this.episodes.set(record.episodeId, { record, requests, next: 0 });
+    return requests;
   }
 
   complete(): Promise<ChatCompletion> {
@@ -191,11 +194,13 @@ export async function replayAgent(
   const results: AgentReplayResult[] = [];
   try {
     for await (const record of records) {
-      gateway.expect(record);
+      const requests = gateway.expect(record);
+      // The agent is handed the model name it was handed when the record was made.
+      const model = typeof requests[0]?.params.model === 'string' ? requests[0].params.model : 'agent-r1';
       const end = await runAgent(
         agent,
         record.task,
-        { baseURL: server.url, apiKey: 'replay', model: 'agent-r1' },
+        { baseURL: server.url, apiKey: 'replay', model },
         record.episodeId,
         options.timeoutMs ?? 120_000,
       );

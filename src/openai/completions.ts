@@ -83,7 +83,7 @@ export class ChatCompletions implements TurnAnswerer {
       turn.maxTokens ?? Infinity,
       context - prompt.length + 1,
     );
-    const rowId = `chatcmpl-${randomBytes(12).toString('hex')}`;
+    const rowId = turn.id ?? `chatcmpl-${randomBytes(12).toString('hex')}`;
     const own = turn.sampling === 'policy' ? { ...policy.sampling } : turn.sampling;
     this.serving.configure(rowId, own ?? sampling(policy.sampling, body));
     let output: PolicyOutput;
@@ -160,6 +160,8 @@ export class ChatCompletions implements TurnAnswerer {
 
 /** What a recording gateway decides for one turn instead of the request (see ChatCompletions.generate). */
 export interface TurnControl {
+  /** The completion's id (`chatcmpl-` and 24 hex digits; its tool calls' ids derive from it): records that reproduce. */
+  id?: string;
   /** The ids of the conversation's earlier answers, by message index (never re-tokenized). */
   given?: (index: number) => readonly number[] | undefined;
   seed?: number;

@@ -50,7 +50,19 @@ function formatDivergence(d: Divergence): string {
   const call = d.call === undefined ? '' : `, call ${d.call + 1}${callName(d)}`;
   // Turns and calls counted from 1, as the viewer shows them.
   const where = d.turn === null ? 'episode' : `turn ${d.turn + 1}${call}`;
-  return `DIVERGED ${d.episodeId} at ${where}, field ${d.field}\n    expected: ${clip(canonicalJson(d.expected))}\n    actual:   ${clip(canonicalJson(d.actual))}`;
+  const [expected, actual, from] = around(d.expected, d.actual);
+  return `DIVERGED ${d.episodeId} at ${where}, field ${d.field}${from}\n    expected: ${expected}\n    actual:   ${actual}`;
+}
+
+/** Both values as JSON; two long strings from a little before where they first differ. */
+function around(expected: unknown, actual: unknown): [string, string, string] {
+  if (typeof expected !== 'string' || typeof actual !== 'string' || Math.max(expected.length, actual.length) <= 300)
+    return [clip(canonicalJson(expected)), clip(canonicalJson(actual)), ''];
+  let i = 0;
+  while (i < expected.length && expected[i] === actual[i]) i++;
+  const from = Math.max(0, i - 40);
+  const part = (s: string) => `…${clip(JSON.stringify(s.slice(from)))}`;
+  return [part(expected), part(actual), ` (from character ${i + 1})`];
 }
 
 function callName(d: Divergence): string {
