@@ -12,6 +12,7 @@ const layers = [
   ['rollouts and replay', '^src/(rollout|replay)/'],
   ['the job queue (rollouts across machines)', '^src/queue/'],
   ['training and interop', '^src/(rl|openai|export|env-server)/'],
+  ['the gateway (agents of any framework, trained through their OpenAI client)', '^src/gateway/'],
   ['the viewer', '^src/view/'],
   ['the application: pipelines, CLI, worker entries', '^(src/app|src/cli|workers)/'],
 ];
@@ -34,7 +35,7 @@ module.exports = {
       severity: 'error',
       from: { path: '^(src|machines)/' },
       to: {
-        path: '^src/(index|rl/index|openai/index|view/index|env-server/index|policy/tfjs/index|policy/hf/index|queue/index|mcp/index)\\.ts$',
+        path: '^src/(index|rl/index|openai/index|view/index|env-server/index|policy/tfjs/index|policy/hf/index|queue/index|mcp/index|gateway/index)\\.ts$',
       },
     },
     {

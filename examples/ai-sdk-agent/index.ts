@@ -30,12 +30,7 @@ const calculate = tool({
 });
 
 export default async function agent(task: Task, client: Client, options: { signal?: AbortSignal } = {}) {
-  const provider = createOpenAICompatible({
-    name: 'agent-r1',
-    baseURL: client.baseURL,
-    apiKey: client.apiKey,
-    headers: client.headers,
-  });
+  const provider = createOpenAICompatible({ name: 'agent-r1', ...client });
   const { text } = await generateText({
     model: provider(client.model),
     system: SYSTEM,

@@ -49,7 +49,6 @@ export class AgentSession {
       .digest('hex')
       .slice(0, 12)}`;
     this.gateway = new Gateway({
-      answerer: new DemonstratorAnswerer(() => '', options.agent.version, AGENT_MODEL_NAME),
       modelName: AGENT_MODEL_NAME,
       runId: this.runId,
       agent: this.identity,

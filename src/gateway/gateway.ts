@@ -4,6 +4,8 @@ import { deriveSeed } from '../core/rng.ts';
 import type { EpisodeRecord, Json, Task } from '../core/types.ts';
 import type { ServedPolicy } from '../openai/chat-format.ts';
 import { ChatCompletions, type TurnAnswerer } from '../openai/completions.ts';
+import { OpenAIHttpError } from '../openai/errors.ts';
+import type { EpisodeGateway } from '../openai/episode-gateway.ts';
 import { normalizeMessages, type ChatCompletion, type ChatCompletionRequest } from '../openai/wire.ts';
 import { agentRecord, sameAnswer, type AgentTurn, type EpisodeEnd, type EpisodeSlot } from './agent-record.ts';
 import {
@@ -14,14 +16,11 @@ import {
   UnknownEpisodeError,
 } from './errors.ts';
 
-/** The header that puts a chat request in an episode. */
-export const EPISODE_HEADER = 'x-agent-r1-episode';
-
 const EPISODE_ID = /^[A-Za-z0-9._:#-]{1,128}$/;
 
 export interface GatewayOptions {
-  /** What answers: a token policy's completions (policyAnswerer), or a scripted demonstrator. */
-  answerer: TurnAnswerer;
+  /** What answers: a token policy's completions (policyAnswerer), or a scripted demonstrator (or, till setAnswerer, nothing: 503). */
+  answerer?: TurnAnswerer;
   modelName: string;
   /** The run the records belong to, and who the agent is (the records' `scenario`). */
   runId: string;
@@ -62,15 +61,6 @@ const rewardSchema = z.strictObject({
   processRewards: z.array(z.number()).optional(),
 });
 
-/** What the HTTP server asks of a gateway: the recording one, or the replaying one (replay-agent.ts). */
-export interface EpisodeGateway {
-  readonly modelName: string;
-  /** A request without an episode. */
-  complete(body: ChatCompletionRequest): Promise<ChatCompletion>;
-  completeTurn(episodeId: string, body: ChatCompletionRequest): Promise<ChatCompletion>;
-  reward(episodeId: string, body: unknown): Promise<EpisodeRecord>;
-}
-
 /**
  * The recording gateway: chat completions whose requests carry an episode id are answered by the
  * policy and recorded turn by turn (the rendered prompt's ids, the sampled ids and their log-probs,
@@ -79,14 +69,14 @@ export interface EpisodeGateway {
  * episode's turns by position, never re-tokenized from its text.
  */
 export class Gateway implements EpisodeGateway {
-  private answerer: TurnAnswerer;
+  private answerer: TurnAnswerer | null;
   private readonly open = new Map<string, OpenEpisode>();
   /** Why each recently closed episode closed, so a second reward is told so (bounded). */
   private readonly closed = new Map<string, string>();
   private nextIndex: number;
 
   constructor(private readonly options: GatewayOptions) {
-    this.answerer = options.answerer;
+    this.answerer = options.answerer ?? null;
     this.nextIndex = options.firstIndex ?? 0;
   }
 
@@ -97,13 +87,18 @@ export class Gateway implements EpisodeGateway {
   /** What answers from now on (a trainer's next policy); episodes in progress keep their turns. */
   setAnswerer(answerer: TurnAnswerer): void {
     if (answerer === this.answerer) return;
-    this.answerer.close();
+    this.answerer?.close();
     this.answerer = answerer;
   }
 
   /** Requests without an episode: answered, not recorded. */
   complete(body: ChatCompletionRequest): Promise<ChatCompletion> {
-    return this.answerer.complete(body);
+    return this.serving().complete(body);
+  }
+
+  private serving(): TurnAnswerer {
+    if (!this.answerer) throw new OpenAIHttpError(503, 'no model is served yet', 'server_error', 'not_ready');
+    return this.answerer;
   }
 
   /**
@@ -131,6 +126,7 @@ export class Gateway implements EpisodeGateway {
   /** One turn of an episode: answered by the policy and recorded. */
   async completeTurn(episodeId: string, body: ChatCompletionRequest): Promise<ChatCompletion> {
     const episode = this.episode(episodeId, true);
+    const answerer = this.serving();
     const maxTurns = this.options.maxTurns ?? GATEWAY_DEFAULTS.maxTurns;
     if (episode.reserved >= maxTurns) throw new TooManyTurnsError(episodeId, maxTurns);
     const k = episode.reserved++;
@@ -138,7 +134,7 @@ export class Gateway implements EpisodeGateway {
     const messages = normalizeMessages(body.messages);
     if (k === 0 && this.options.openOnRequest && episode.slot.task.question === '') {
       episode.slot.task.question = messages.find((m) => m.role === 'user')?.content ?? '';
-      episode.policy = { id: this.answerer.policy.id, version: this.answerer.policy.version };
+      episode.policy = { id: answerer.policy.id, version: answerer.policy.version };
     }
     // Each assistant message is matched to this episode's answer at its position.
     const matched: boolean[] = [];
@@ -152,7 +148,7 @@ export class Gateway implements EpisodeGateway {
     });
     const trainer = this.options.sampling === 'policy';
     const seed = trainer ? deriveSeed(episode.slot.seed, 'turn', k) : (body.seed ?? randomInt(2 ** 31 - 1));
-    const work = this.answerer.generate(body, {
+    const work = answerer.generate(body, {
       id: `chatcmpl-${createHash('sha256').update(`${this.options.runId}\0${episodeId}\0${k}`).digest('hex').slice(0, 24)}`,
       given: (i) => given.get(i),
       seed,
@@ -228,7 +224,7 @@ export class Gateway implements EpisodeGateway {
   async close(): Promise<void> {
     for (const id of [...this.open.keys()])
       await this.finish(id, { error: 'unfinished: the gateway stopped before a reward was posted' }).catch(() => {});
-    this.answerer.close();
+    this.answerer?.close();
   }
 
   private async finish(episodeId: string, end: EpisodeEnd): Promise<EpisodeRecord> {
@@ -239,7 +235,7 @@ export class Gateway implements EpisodeGateway {
     this.remember(episodeId, 'error' in end ? end.error : 'its reward was posted');
     const index = episode.slot.index ?? this.nextIndex++;
     const maxTurns = this.options.maxTurns ?? GATEWAY_DEFAULTS.maxTurns;
-    const context = this.answerer.contextLength;
+    const context = this.answerer?.contextLength ?? 0;
     const record = agentRecord(
       {
         ...episode.slot,
@@ -250,7 +246,15 @@ export class Gateway implements EpisodeGateway {
       episode.turns,
       end,
     );
-    await this.options.onRecord(record);
+    try {
+      await this.options.onRecord(record);
+    } catch (err) {
+      // Not written (a full disk): the episode stays open, so its reward can be posted again.
+      this.closed.delete(episodeId);
+      this.open.set(episodeId, episode);
+      this.touch(episodeId);
+      throw err;
+    }
     episode.written?.(record);
     return record;
   }
@@ -276,7 +280,7 @@ export class Gateway implements EpisodeGateway {
   }
 
   private fresh(slot: OpenEpisode['slot']): OpenEpisode {
-    const policy = { id: this.answerer.policy.id, version: this.answerer.policy.version };
+    const policy = { id: this.answerer?.policy.id ?? '', version: this.answerer?.policy.version ?? '' };
     return { slot, policy, turns: [], inFlight: new Set(), reserved: 0 };
   }
 

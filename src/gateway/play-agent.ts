@@ -3,7 +3,8 @@ import type { EpisodeRecord, Task } from '../core/types.ts';
 import type { RolloutSummary } from '../rollout/summary.ts';
 import type { AgentClient, AgentModule } from './agent-module.ts';
 import type { EpisodeEnd } from './agent-record.ts';
-import { EPISODE_HEADER, type Gateway } from './gateway.ts';
+import type { Gateway } from './gateway.ts';
+import { EPISODE_HEADER } from '../openai/episode-gateway.ts';
 
 export interface PlayAgentOptions {
   agent: AgentModule;

@@ -9,13 +9,14 @@ import {
   type ChatCompletionRequest,
   type FinishReason,
 } from '../openai/wire.ts';
-import type { Divergence } from '../replay/replay.ts';
+import type { Divergence, ReplayResult } from '../replay/replay.ts';
 import { shownContexts } from '../record/step-context.ts';
 import type { ChatFormat } from '../openai/chat-format.ts';
 import type { AgentModule } from './agent-module.ts';
 import { recordedRequests, sameAnswer, type AgentRequest, type EpisodeEnd } from './agent-record.ts';
 import { UnknownEpisodeError } from './errors.ts';
-import { paramsOf, type EpisodeGateway } from './gateway.ts';
+import { paramsOf } from './gateway.ts';
+import type { EpisodeGateway } from '../openai/episode-gateway.ts';
 import { runAgent } from './play-agent.ts';
 
 /** The first place two values differ: a path (`messages[2].content`) and both values. */
@@ -260,4 +261,10 @@ export function checkAgentRecord(record: EpisodeRecord, format?: ChatFormat): Di
     if (d) return at(k, d.path, d.expected, d.actual);
   }
   return undefined;
+}
+
+/** A gateway record's verdict in replay's shape (the viewer's and the report's). */
+export function agentVerdict(record: EpisodeRecord, format?: ChatFormat): ReplayResult {
+  const divergence = checkAgentRecord(record, format);
+  return { episodeId: record.episodeId, verified: !divergence, ...(divergence ? { divergence } : {}) };
 }

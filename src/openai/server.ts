@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { UsageError } from '../core/errors.ts';
 import type { BatchQueueStats } from '../rollout/batch-queue.ts';
 import { ChatCompletions, unknownModel, type ChatCompletionsOptions } from './completions.ts';
-import { EPISODE_HEADER, type EpisodeGateway } from '../gateway/gateway.ts';
+import { EPISODE_HEADER, type EpisodeGateway } from './episode-gateway.ts';
 import { OpenAIHttpError } from './errors.ts';
 import {
   chatCompletionRequestSchema,

@@ -2,6 +2,8 @@ import { episodeMachine } from '../../machines/episode.ts';
 import { UsageError } from '../core/errors.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
+import { isAgentRecord } from '../gateway/agent-record.ts';
+import { agentVerdict } from '../gateway/replay-agent.ts';
 import { loadRecordScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import { metricCharts, rewardHistogram, runSeries } from './charts.ts';
 import { EpisodeIndex, type EpisodeSummary } from './episode-index.ts';
@@ -105,6 +107,7 @@ async function replayAndWorld(
   warn: (line: string) => void,
 ): Promise<{ replay?: ReplayResult | { error: string }; worldGraph?: ReturnType<typeof machineGraph> }> {
   const replay = options.replay ?? true;
+  if (isAgentRecord(record)) return replay ? { replay: agentVerdict(record) } : {};
   try {
     const scenario = await loadRecordScenario(record.scenario, options.scenarios ?? {}, options.scenario);
     const worldGraph = scenario.worldMachine ? machineGraph(scenario.worldMachine) : undefined;

@@ -8,6 +8,8 @@ import { boundedServer, type ConnectionLimits } from '../core/http.ts';
 import { CorruptRecordError } from '../core/errors.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
+import { isAgentRecord } from '../gateway/agent-record.ts';
+import { agentVerdict } from '../gateway/replay-agent.ts';
 import { loadRecordScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { groupAdvantages } from './advantages.ts';
@@ -263,9 +265,11 @@ export class ViewerApp {
   private async episodePage(run: Run, r: number, param: string): Promise<{ title: string; body: Html }> {
     const index = this.requireIndex(run);
     const record = this.readEpisode(index, param);
-    const scenario = await this.scenarioFor(record);
+    // An agent's episode (the gateway's) has no scenario to re-drive: its record is checked on its own.
+    const scenario = isAgentRecord(record) ? null : await this.scenarioFor(record);
     let replay: ReplayResult | { error: string };
-    if (scenario instanceof Error)
+    if (scenario === null) replay = agentVerdict(record);
+    else if (scenario instanceof Error)
       replay = { error: `scenario ${record.scenario.id} could not be loaded: ${scenario.message}` };
     else {
       try {
@@ -275,7 +279,9 @@ export class ViewerApp {
       }
     }
     const worldGraph =
-      scenario instanceof Error || !scenario.worldMachine ? undefined : machineGraph(scenario.worldMachine);
+      scenario === null || scenario instanceof Error || !scenario.worldMachine
+        ? undefined
+        : machineGraph(scenario.worldMachine);
     const { decode, warning } = (await run.decoder) ?? {};
     const n = Number(param);
     const prevNext = html`<div class="pager">${n > 0 ? html`<a class="prev" href="/run/${r}/episode/${n - 1}">← previous episode</a>` : ''}<a href="/run/${r}">back to the run</a>${n + 1 < index.size ? html`<a class="next" href="/run/${r}/episode/${n + 1}">next episode →</a>` : ''}</div>`;

@@ -8,7 +8,8 @@ import type { ServablePolicy } from '../../openai/serving-policy.ts';
 import { nonNegativeInt, positiveInt, printJson } from '../common.ts';
 import { randomBytes } from 'node:crypto';
 import { AGENT_SCENARIO_ID } from '../../gateway/agent-record.ts';
-import { EPISODE_HEADER, Gateway, GATEWAY_DEFAULTS, policyAnswerer } from '../../gateway/gateway.ts';
+import { Gateway, GATEWAY_DEFAULTS, policyAnswerer } from '../../gateway/gateway.ts';
+import { EPISODE_HEADER } from '../../openai/episode-gateway.ts';
 import { RecordFile } from '../../gateway/record-file.ts';
 
 interface ServeFlags {
