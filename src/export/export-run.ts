@@ -7,6 +7,7 @@ import { loadRecords } from '../record/jsonl.ts';
 import { openAITools } from '../episode/drive-episode.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import type { OpenAITool } from '../tools/tool.ts';
+import { agentRecordTools, isAgentRecord } from '../record/agent.ts';
 import { recordToRows, type EpisodeRow } from './episode-row.ts';
 import { rowsToParquet } from './parquet.ts';
 
@@ -56,6 +57,11 @@ export async function recordsToRows(
   const tools = new Map<string, Promise<readonly OpenAITool[]>>();
   const rows: EpisodeRow[] = [];
   for (const r of records) {
+    // An agent's episode carries its tools in its first request; a scenario's are the scenario's.
+    if (isAgentRecord(r)) {
+      rows.push(...recordToRows(r, agentRecordTools(r) as unknown as OpenAITool[]));
+      continue;
+    }
     const key = JSON.stringify([r.scenario.id, r.scenario.options, r.scenario.source ?? null]);
     if (!tools.has(key)) {
       tools.set(

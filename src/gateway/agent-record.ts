@@ -70,13 +70,6 @@ export type EpisodeEnd =
   | { reward: number; success?: boolean; processRewards?: readonly number[]; metrics?: { [key: string]: number } }
   | { error: string };
 
-/** The agent id of the records the gateway writes (their `scenario.id`). */
-export const AGENT_SCENARIO_ID = 'agent';
-
-export function isAgentRecord(record: Pick<EpisodeRecord, 'scenario'>): boolean {
-  return record.scenario.id === AGENT_SCENARIO_ID;
-}
-
 /** Whether the agent sent back an answer as it was given: its text and its calls (ids and spacing aside). */
 export function sameAnswer(sent: AssistantMessage, given: AssistantMessage): boolean {
   const calls = (m: AssistantMessage) =>

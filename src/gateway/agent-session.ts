@@ -7,7 +7,7 @@ import { ChatServer } from '../openai/server.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { EpisodeSource } from '../rl/trainer.ts';
 import type { AgentModule } from './agent-module.ts';
-import { AGENT_SCENARIO_ID } from './agent-record.ts';
+import { AGENT_SCENARIO_ID } from '../record/agent.ts';
 import { DemonstratorAnswerer } from './demonstrator-answerer.ts';
 import { Gateway, policyAnswerer } from './gateway.ts';
 import { playAgent, summarizeAgentRecords } from './play-agent.ts';

@@ -3,7 +3,8 @@
 export { Gateway, GATEWAY_DEFAULTS, policyAnswerer } from './gateway.ts';
 export type { GatewayOptions } from './gateway.ts';
 export { EPISODE_HEADER } from '../openai/episode-gateway.ts';
-export { agentRecord, isAgentRecord, recordedRequests, AGENT_SCENARIO_ID } from './agent-record.ts';
+export { agentRecord, recordedRequests } from './agent-record.ts';
+export { AGENT_SCENARIO_ID, isAgentRecord } from '../record/agent.ts';
 export type { AgentRequest, AgentTurn, EpisodeEnd, EpisodeSlot } from './agent-record.ts';
 export { loadAgent, AgentModuleError } from './agent-module.ts';
 export type { AgentClient, AgentFunction, AgentModule, AgentResult, Demonstrator } from './agent-module.ts';

@@ -2,7 +2,7 @@ import { episodeMachine } from '../../machines/episode.ts';
 import { UsageError } from '../core/errors.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
-import { isAgentRecord } from '../gateway/agent-record.ts';
+import { isAgentRecord } from '../record/agent.ts';
 import { agentVerdict } from '../gateway/replay-agent.ts';
 import { loadRecordScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import { metricCharts, rewardHistogram, runSeries } from './charts.ts';

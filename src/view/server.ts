@@ -8,7 +8,7 @@ import { boundedServer, type ConnectionLimits } from '../core/http.ts';
 import { CorruptRecordError } from '../core/errors.ts';
 import type { EpisodeRecord } from '../core/types.ts';
 import { replayRecord, type ReplayResult } from '../replay/replay.ts';
-import { isAgentRecord } from '../gateway/agent-record.ts';
+import { isAgentRecord } from '../record/agent.ts';
 import { agentVerdict } from '../gateway/replay-agent.ts';
 import { loadRecordScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';

@@ -95,6 +95,13 @@ test.serial(
       t.regex(edited.stdout, /DIVERGED 0:calc-train-77-\d+#0 at turn 1, field messages\[0\]\.content/);
       t.regex(edited.stdout, /content \(from character \d+\)\n +expected: .*\n +actual: +….*Be brief\./);
 
+      // Exported as training data with the tools the agent offered.
+      const exported = cli(['export', at('run-a'), '--format', 'messages', '--out', at('run-a.messages.jsonl')]);
+      t.is(exported.code, 0, exported.stderr);
+      const rows = readFileSync(at('run-a.messages.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      t.is(rows.length, 16);
+      t.is(rows[0].tools[0].function.name, 'calculate');
+
       // Same seed, config and checkpoint: byte-identical records.
       const again = cli(trainArgs(dir, tasks, at('run-b')), { timeout: 180_000 });
       t.is(again.code, 0, again.stderr);

@@ -10,7 +10,7 @@ import { NoRecordsError } from '../../core/errors.ts';
 import { collect, EXIT_FAILED, printJson, RECORD_SCENARIO_HELP } from '../common.ts';
 import { terminalText } from '../terminal-text.ts';
 import { loadAgent, type AgentModule } from '../../gateway/agent-module.ts';
-import { isAgentRecord } from '../../gateway/agent-record.ts';
+import { isAgentRecord } from '../../record/agent.ts';
 import { checkAgentRecord, replayAgent } from '../../gateway/replay-agent.ts';
 import { chatFormatFor } from '../../openai/chat-format.ts';
 import { loadServedPolicy } from './serve.ts';

@@ -7,7 +7,7 @@ import type { ServedPolicy } from '../../openai/chat-format.ts';
 import type { ServablePolicy } from '../../openai/serving-policy.ts';
 import { nonNegativeInt, positiveInt, printJson } from '../common.ts';
 import { randomBytes } from 'node:crypto';
-import { AGENT_SCENARIO_ID } from '../../gateway/agent-record.ts';
+import { AGENT_SCENARIO_ID } from '../../record/agent.ts';
 import { Gateway, GATEWAY_DEFAULTS, policyAnswerer } from '../../gateway/gateway.ts';
 import { EPISODE_HEADER } from '../../openai/episode-gateway.ts';
 import { RecordFile } from '../../gateway/record-file.ts';
