@@ -170,6 +170,12 @@ export class McpConnection {
     else this.process?.unref();
   }
 
+  /** Ends the server for good; its calls from now on fail, saying `why`. */
+  async stop(why: string): Promise<void> {
+    this.gone ??= why;
+    await this.close();
+  }
+
   async close(): Promise<void> {
     this.gone ??= 'closed';
     if (this.http) await this.http.terminateSession().catch(() => {});

@@ -77,7 +77,17 @@ export class McpEpisode implements EffectLog {
     if (!lease)
       throw new McpSessionMissingError(`the episode has no ${this.server.label} server (its tools are being replayed)`);
     const alias = lease.scratch === undefined ? undefined : new PathAlias(this.server.alias, lease.scratch);
-    const raw = await lease.connection.call(target.name, alias ? argumentsToServer(args, alias) : args, options);
+    let raw: Awaited<ReturnType<typeof lease.connection.call>>;
+    try {
+      raw = await lease.connection.call(target.name, alias ? argumentsToServer(args, alias) : args, options);
+    } catch (err) {
+      // A call given up on (its time ran out, the run stopped) may still be changing the episode's
+      // folder: a later call would see that change, or half of it, depending on timing. The episode's
+      // own server is stopped, so its next calls say why instead.
+      if (options.signal?.aborted && lease.scratch !== undefined)
+        await lease.connection.stop(`it was stopped after a call was given up (${target.name})`);
+      throw err;
+    }
     const mapped = mapCallResult(raw);
     const stable = (t: string) => {
       const aliased = alias ? alias.fromServer(t) : t;

@@ -98,7 +98,12 @@ export async function readFolder(dir: string, maxTextBytes = 64 * 1024): Promise
         out[`${path}/`] = '';
         await walk(path);
       } else if (entry.isFile()) {
-        const bytes = await readFile(join(dir, path));
+        // A file that was listed and is gone (a server's temporary file, renamed away) is not there.
+        const bytes = await readFile(join(dir, path)).catch((err: NodeJS.ErrnoException) => {
+          if (err.code === 'ENOENT') return undefined;
+          throw err;
+        });
+        if (bytes === undefined) continue;
         const text = bytes.length <= maxTextBytes ? utf8(bytes) : undefined;
         out[path] = text ?? `sha256:${createHash('sha256').update(bytes).digest('hex')}`;
       }

@@ -1,4 +1,8 @@
+import { mkdtempSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { readFolder } from '../../src/mcp/scratch.ts';
 import test from 'ava';
 import { createRng, ToolRunner, type Task } from 'agent-r1-ts';
 import { mcpEnv, mcpTools, McpServer } from 'agent-r1-ts/mcp';
@@ -110,4 +114,58 @@ test('tools of a per-episode server used without mcpEnv say so', async (t) => {
   t.throws(() => new McpServer({ url: 'http://127.0.0.1:1/mcp', isolation: 'roots' }), {
     message: /a server at a URL/,
   });
+});
+
+test("a call given up on stops its episode's server: no late write reaches the folder, the next call says why", async (t) => {
+  const SLOW = new URL('../fixtures/mcp/slow-writer.mjs', import.meta.url).pathname;
+  const mcp = new McpServer({
+    command: process.execPath,
+    args: (dir) => [SLOW, dir],
+    label: 'slow',
+    isolation: 'episode',
+  });
+  const { tools } = await mcpTools(mcp);
+  const env = mcpEnv(mcp, plainEnv);
+  const runner = new ToolRunner(tools, { timeoutMs: 300, maxOutputChars: 4000 });
+  const state = await env.init!(task, { rng: createRng(0), tools: 'live' });
+  const ctx = { task, rng: createRng(0), state };
+  try {
+    t.like(await runner.run({ name: 'write', arguments: { name: 'a' } }, ctx), { ok: true });
+    const slow = await runner.run({ name: 'write', arguments: { name: 'late', ms: 1500 } }, ctx);
+    t.false(slow.ok);
+    t.is(slow.error?.kind, 'timeout');
+    const next = await runner.run({ name: 'list', arguments: {} }, ctx);
+    t.false(next.ok);
+    t.regex(next.content, /it was stopped after a call was given up \(write\)/);
+    await new Promise((resolve) => setTimeout(resolve, 1700));
+    t.deepEqual(Object.keys(state.mcp.files), ['a'], 'the folder as the calls left it');
+    t.deepEqual(readdirSync(state.mcp.scratch!), ['a'], 'the late write never happened');
+  } finally {
+    await env.dispose!(state);
+    await mcp.close();
+  }
+});
+
+test("a file listed and gone before it is read (a temporary one, renamed away) is not in the folder's contents", async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'agent-r1-vanish-'));
+  writeFileSync(join(dir, 'kept'), 'k');
+  // Files come and go while the folder is read, as a server's saves do.
+  let stop = false;
+  const churn = (async () => {
+    for (let i = 0; !stop; i++) {
+      const tmp = join(dir, `kept.${i}.tmp`);
+      writeFileSync(tmp, 'x');
+      renameSync(tmp, join(dir, 'kept'));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  })();
+  try {
+    for (let i = 0; i < 200; i++) {
+      const contents = await readFolder(dir);
+      t.true(Object.keys(contents).every((k) => k === 'kept'));
+    }
+  } finally {
+    stop = true;
+    await churn;
+  }
 });
