@@ -375,6 +375,12 @@ class CoordinatedRun {
       if (this.jobs.has(id)) continue;
       const job = await Job.fromId<RolloutJobData>(queue, id);
       if (!job?.data?.items) continue;
+      // A job no worker could set up for (another scenario version, a missing folder) is made again:
+      // kept, its id would stand for the chunk's new job, and fail the resumed run as it failed this one.
+      if (job.failedReason?.startsWith(SETUP_FAILED)) {
+        await job.remove().catch(() => {});
+        continue;
+      }
       const items = job.data.items.filter((i) => this.byIndex.has(i.index) && !this.committed.has(i.index));
       if (items.length > 0) this.jobs.set(id, { chunk: job.data.chunk, items });
     }
@@ -530,6 +536,8 @@ class CoordinatedRun {
         const failed = await Job.fromId(queue, id);
         const reason = failed?.failedReason || 'failed';
         if (reason.startsWith(SETUP_FAILED)) {
+          // Removed, so that the run resumed on workers that can set up makes this job again.
+          await failed?.remove().catch(() => {});
           throw new QueueRunError(
             `a worker${failed?.processedBy ? ` (${failed.processedBy})` : ''} cannot play run ${this.job.run}: ${reason}`,
           );

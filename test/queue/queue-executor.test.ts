@@ -137,3 +137,34 @@ test('a worker that cannot set up (no such scenario folder there) fails the run 
     await executor.close();
   }
 });
+
+test('after a worker that cannot set up is replaced, --resume completes the run (the failed jobs are made again)', async (t) => {
+  const redis = await server(t);
+  const scenario = await load('calculator', {});
+  const policy = await scenario.policies.expert!({ scenario, seed: 0 });
+  const options = { scenario, policy, split: 'train', episodes: 6, seed: 3 };
+  const local = await rollout(options);
+  // A worker whose copy of the scenario is another version: every job fails its setup.
+  const [stale] = await workers(t, redis.url, ['stale'], {
+    loadScenario: async (wanted) => ({ ...(await trusting()(wanted)), version: 'another' }),
+  });
+  const first = new QueueExecutor({ url: redis.url, chunkSize: 2, checkEveryMs: 300 });
+  try {
+    await t.throwsAsync(rollout({ ...options, executor: first }), {
+      instanceOf: QueueRunError,
+      message: /cannot play run [0-9a-f]+: worker cannot set up: scenario .* the run has calculator/,
+    });
+  } finally {
+    await first.close();
+  }
+  await stale!.stop(1000);
+  await workers(t, redis.url, ['fresh']);
+  const again = new QueueExecutor({ url: redis.url, chunkSize: 2, checkEveryMs: 300, resume: true });
+  try {
+    const resumed = await rollout({ ...options, executor: again });
+    t.is(bytes(resumed.records), bytes(local.records));
+    t.deepEqual(again.stats.workers, { fresh: 6 });
+  } finally {
+    await again.close();
+  }
+});
