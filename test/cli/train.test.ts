@@ -110,3 +110,13 @@ test("train --help says the training config's defaults, and that --eval-every 0 
     /--eval-every <k> eval on dev before training, every k steps and after the last \(default 5; 0: no eval\)/,
   );
 });
+
+test('sft and train warm-start models of the same default context, and their help says why it is 768', (t) => {
+  const sft = cli(['sft', '--help']).stdout.replace(/\s+/g, ' ');
+  t.regex(
+    sft,
+    /--context-length <n> the model's context length in tokens \(default 768, train's: an MCP server's tool schemas alone make prompts of 600\+ tokens\)/,
+  );
+  const train = cli(['train', '--help']).stdout.replace(/\s+/g, ' ');
+  t.regex(train, /--context-length <n> warm start: the model's context length in tokens \(as sft's\) \(default: 768\)/);
+});

@@ -98,7 +98,10 @@ test.serial(
       // Exported as training data with the tools the agent offered.
       const exported = cli(['export', at('run-a'), '--format', 'messages', '--out', at('run-a.messages.jsonl')]);
       t.is(exported.code, 0, exported.stderr);
-      const rows = readFileSync(at('run-a.messages.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      const rows = readFileSync(at('run-a.messages.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
       t.is(rows.length, 16);
       t.is(rows[0].tools[0].function.name, 'calculate');
 

@@ -120,7 +120,12 @@ export function register(program: Command): void {
       chunking,
     )
     .option('--heads <n>', 'attention heads', positiveInt, 4)
-    .option('--context-length <n>', "the model's context length (tokens)", positiveInt, 512)
+    .option(
+      '--context-length <n>',
+      "the model's context length in tokens (default 768, train's: an MCP server's tool schemas alone make prompts of 600+ tokens)",
+      positiveInt,
+      768,
+    )
     .option('--context <mode>', CONTEXT_HELP, contextMode)
     .option(
       '--eval-episodes <n>',

@@ -471,7 +471,7 @@ export function register(program: Command): void {
     .option('--d-model <n>', 'warm start: model width', positiveInt, 64)
     .option('--layers <n>', 'warm start: transformer layers', positiveInt, 2)
     .option('--no-copy-head', 'warm start: no copy head (the model has one by default)')
-    .option('--context-length <n>', "warm start: the model's context length (tokens)", positiveInt, 768)
+    .option('--context-length <n>', "warm start: the model's context length in tokens (as sft's)", positiveInt, 768)
     .option('--context <mode>', CONTEXT_HELP, contextMode)
     .option('--vocab <n>', 'warm start: tokenizer vocabulary', positiveInt, 768)
     .option('--backend <name>', 'tfjs backend: tensorflow-gpu, tensorflow, webgpu, wasm or cpu')
