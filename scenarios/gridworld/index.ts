@@ -1,7 +1,7 @@
 import { defineScenario, type EpisodeRecord, type Scenario, type Summarizer, type Task } from 'agent-r1-ts';
 import { gridEnv } from './env.ts';
 import { DEFAULT_NOISY_GRID_RATES, expert, noisyExpert, random } from './policies.ts';
-import { gridTasks, LARGE_MAX_TURNS, LARGE_SPLITS, MAX_TURNS, SPLITS } from './tasks.ts';
+import { gridTaskById, gridTasks, LARGE_MAX_TURNS, LARGE_SPLITS, MAX_TURNS, SPLITS } from './tasks.ts';
 import { gridTools } from './tools.ts';
 import type { GridState } from './world.ts';
 import { gridMachine } from './world-machine.ts';
@@ -33,6 +33,7 @@ export const gridworld: Scenario<Task, GridState> = {
   splits: SPLITS,
   options: {},
   tasks: ({ split, seed, count }) => gridTasks(split, seed, count),
+  task: (id) => gridTaskById(id),
   tools: gridTools,
   env: gridEnv,
   policies: { expert: () => expert, random: () => random },
@@ -71,6 +72,7 @@ export default defineScenario((options: { [key: string]: string }): Scenario<Tas
     splits: LARGE_SPLITS,
     options,
     tasks: ({ split, seed, count }) => gridTasks(split, seed, count, 'large'),
+    task: (id) => gridTaskById(id, 'large'),
     policies: { expert: () => expert, 'noisy-expert': ({ seed }) => noisyExpert(seed, rates), random: () => random },
     episode: { maxTurns: LARGE_MAX_TURNS, maxTokensPerTurn: 48, maxTotalTokens: 32768 },
   };

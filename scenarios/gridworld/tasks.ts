@@ -73,18 +73,30 @@ export function gridTasks(split: string, seed: number, count: number, size: Grid
     throw new ScenarioError(`gridworld has no split "${split}"; valid: ${splits.join(', ')}`);
   if (!Number.isInteger(count) || count < 0)
     throw new ScenarioError(`task count must be a non-negative integer, got ${count}`);
-  const tasks: Task[] = [];
-  for (let i = 0; i < count; i++) {
-    const train = split === 'train';
-    const { layout, solvability } = layoutFor(split, i, train ? seed : 0, size);
-    const prefix = size === 'large' ? 'grid-large' : 'grid';
-    tasks.push({
-      id: train ? `${prefix}-train-s${seed}-${i}` : `${prefix}-${split}-${i}`,
-      split,
-      question: question(layout),
-      type: `slip-${layout.slip >= (size === 'large' ? 0.1 : 0.18) ? 'high' : 'low'}`,
-      meta: { layout: layout as unknown as Json, solvability: Math.round(solvability * 1e4) / 1e4 },
-    });
-  }
-  return tasks;
+  return Array.from({ length: count }, (_, i) => gridTask(split, seed, i, size));
+}
+
+/** Task i of a split (train's depend on the seed; the others are fixed). */
+function gridTask(split: string, seed: number, i: number, size: GridSize): Task {
+  const train = split === 'train';
+  const { layout, solvability } = layoutFor(split, i, train ? seed : 0, size);
+  const prefix = size === 'large' ? 'grid-large' : 'grid';
+  return {
+    id: train ? `${prefix}-train-s${seed}-${i}` : `${prefix}-${split}-${i}`,
+    split,
+    question: question(layout),
+    type: `slip-${layout.slip >= (size === 'large' ? 0.1 : 0.18) ? 'high' : 'low'}`,
+    meta: { layout: layout as unknown as Json, solvability: Math.round(solvability * 1e4) / 1e4 },
+  };
+}
+
+/** The task an id names, made again (undefined: no task of this size has that id). */
+export function gridTaskById(id: string, size: GridSize = 'small'): Task | undefined {
+  const prefix = size === 'large' ? 'grid-large' : 'grid';
+  const m = new RegExp(`^${prefix}-(?:train-s(-?\\d+)|([a-z]+))-(\\d+)$`).exec(id);
+  if (!m) return undefined;
+  const split = m[1] !== undefined ? 'train' : m[2]!;
+  const splits: readonly string[] = size === 'large' ? LARGE_SPLITS : SPLITS;
+  if (!splits.includes(split) || (split === 'train') !== (m[1] !== undefined)) return undefined;
+  return gridTask(split, m[1] !== undefined ? Number(m[1]) : 0, Number(m[3]), size);
 }

@@ -68,6 +68,22 @@ export async function replayRecord(
   if (scenario.id !== record.scenario.id) {
     throw new AgentR1Error(`record ${record.episodeId} is from scenario ${record.scenario.id}, not ${scenario.id}`);
   }
+  // The task must be the one the scenario, with the record's options, makes for its id.
+  if (scenario.task) {
+    const made = scenario.task(record.task.id) ?? null;
+    if (!same(made, record.task)) {
+      const divergence: Divergence = {
+        episodeId: record.episodeId,
+        turn: null,
+        field: 'task',
+        expected: record.task,
+        actual:
+          made ??
+          `(scenario ${scenario.id} with options ${canonicalJson(scenario.options)} makes no task ${record.task.id})`,
+      };
+      return { episodeId: record.episodeId, verified: false, divergence };
+    }
+  }
   const runner = options.liveTools
     ? new ToolRunner(scenario.tools, {
         timeoutMs: record.config.toolTimeoutMs,

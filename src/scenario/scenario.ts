@@ -27,6 +27,12 @@ export interface Scenario<TTask extends Task = Task, TState = any> {
   /** Options the scenario was built with (e.g. `data` for the dataset scenarios); recorded for replay. */
   options: { [key: string]: string };
   tasks(query: TaskQuery): TTask[] | Promise<TTask[]>;
+  /**
+   * The task an id names, made again under this scenario's options (undefined: it names none). When a
+   * scenario has it, replay checks each record's task against it, so a record whose options were
+   * changed after the fact (a small map's task claimed for the large dungeon) does not verify.
+   */
+  task?(id: string): TTask | undefined;
   /** How many tasks a split has, for scenarios whose splits are fixed sets (absent: generated, no end). */
   taskCount?(split: string): number;
   tools: readonly Tool<any, TState>[];

@@ -11,6 +11,8 @@ import type { EpisodeRecord } from '../../src/core/types.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { CorruptRecordError } from '../../src/core/errors.ts';
 import { cli } from '../helpers/cli.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
+import { loadScenario } from '../../src/scenario/load.ts';
 
 const scenario = calculator as unknown as Scenario;
 
@@ -64,6 +66,27 @@ test('a record of another scenario version diverges at the scenario, naming both
   t.like(result.divergence, { turn: null, field: 'scenario' });
   t.is((result.divergence!.expected as { version: string }).version, '9.9.9');
   t.is((result.divergence!.actual as { version: string }).version, records[0]!.scenario.version);
+});
+
+test('a record whose options were changed and resealed diverges at its task (gridworld: a small map claimed as large)', async (t) => {
+  const small = (await loadScenario('gridworld', builtinScenarios, {})) as Scenario;
+  const large = (await loadScenario('gridworld', builtinScenarios, { size: 'large' })) as Scenario;
+  const expert = await small.policies.expert!({ scenario: small, seed: 0 });
+  const { records } = await rollout({ scenario: small, policy: expert, split: 'train', episodes: 2, seed: 3 });
+  t.true((await replayRecord(records[0]!, small)).verified);
+  const { checksum: _c, ...rest } = structuredClone(records[0]!);
+  rest.scenario = { ...rest.scenario, options: { size: 'large' } };
+  const result = await replayRecord(sealRecord(rest), large);
+  t.false(result.verified);
+  t.like(result.divergence, { turn: null, field: 'task' });
+  t.regex(
+    String(result.divergence!.actual),
+    /scenario gridworld with options \{"size":"large"\} makes no task grid-train-s3-/,
+  );
+  // A task edited within its scenario's ids is caught the same way.
+  const { checksum: _d, ...edited } = structuredClone(records[1]!);
+  edited.task = { ...edited.task, question: 'another question' };
+  t.like((await replayRecord(sealRecord(edited), small)).divergence, { field: 'task' });
 });
 
 test('a line edited without updating its checksum is reported as corrupt', async (t) => {
