@@ -414,6 +414,23 @@ export async function checkScenario(scenario: Scenario, options: CheckOptions = 
         problems.push(...report.problems);
         warnings.push(...report.warnings);
         checked.push(...report.checked);
+        // A scenario with a state card supports the step-level mode that shows it: its runs with
+        // --context card must repeat and replay too (checked unless a mode was named).
+        if (options.config?.context === undefined && typeof scenario.env.card === 'function') {
+          const card = await checkDeterminism(scenario, finished, {
+            seed: options.seed ?? 0,
+            config: { ...options.config, context: 'card' },
+            episodeTimeoutMs: options.episodeTimeoutMs ?? 10_000,
+            episodesPerSplit: options.episodesPerSplit,
+            source: options.source,
+            expertSuccess: options.expertSuccess,
+            onPolicy: (name) => phase(`policies.${name}`),
+          });
+          const underCard = (p: ScenarioProblem) => ({ ...p, message: `${p.message} (with --context card)` });
+          problems.push(...card.problems.map(underCard));
+          warnings.push(...card.warnings.map(underCard));
+          checked.push(...card.checked.map((c) => `${c} (with --context card)`));
+        }
       }
     }
   }

@@ -9,6 +9,8 @@ import { checkScenarioDirInThread } from '../../src/app/check-in-thread.ts';
 import { cli } from '../helpers/cli.ts';
 import { calculator } from '../../scenarios/calculator/index.ts';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
+import { builtinScenarios } from '../../scenarios/index.ts';
+import { loadScenario } from '../../src/scenario/load.ts';
 
 const BROKEN = 'test/fixtures/broken-scenario';
 
@@ -196,4 +198,22 @@ test('a scenario whose module loops at import: the check ends with a hang at loa
     ['load hang'],
   );
   t.regex(result.problems[0]!.message, /^importing the scenario module kept its thread busy for over 2000 ms/);
+});
+
+test('a scenario with a state card is also checked in the mode that shows it (--context card); one without is not', async (t) => {
+  const grid = await loadScenario('gridworld', builtinScenarios, {});
+  const { problems, checked } = await checkScenario(grid, { episodesPerSplit: 1 });
+  t.deepEqual(problems, []);
+  t.true(
+    checked.some((c) =>
+      /^policies\.expert: .* identical bytes; replayed .*verified.* \(with --context card\)$/.test(c),
+    ),
+  );
+  const named = await checkScenario(grid, { episodesPerSplit: 1, config: { context: 'window:2' } });
+  t.false(
+    named.checked.some((c) => c.includes('--context card')),
+    'a mode named is the one checked',
+  );
+  const plain = await checkScenario(calculator, { episodesPerSplit: 1 });
+  t.false(plain.checked.some((c) => c.includes('--context card')));
 });
