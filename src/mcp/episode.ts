@@ -81,10 +81,11 @@ export class McpEpisode implements EffectLog {
     try {
       raw = await lease.connection.call(target.name, alias ? argumentsToServer(args, alias) : args, options);
     } catch (err) {
-      // A call given up on (its time ran out, the run stopped) may still be changing the episode's
-      // folder: a later call would see that change, or half of it, depending on timing. The episode's
-      // own server is stopped, so its next calls say why instead.
-      if (options.signal?.aborted && lease.scratch !== undefined)
+      // A call given up on (its time ran out, the run stopped) that may write could still be changing
+      // the episode's folder: a later call would see that change, or half of it, depending on timing.
+      // The episode's own server is stopped, so its next calls say why instead. (A read-only call
+      // given up on changes nothing: the server goes on answering.)
+      if (options.signal?.aborted && lease.scratch !== undefined && !target.readOnly)
         await lease.connection.stop(`it was stopped after a call was given up (${target.name})`);
       throw err;
     }
