@@ -52,6 +52,18 @@ export function worldSeed(episodeSeed: number): number {
 }
 
 /**
+ * A turn's tool results are bounded as each result is (maxToolOutputChars): once they hold this many
+ * results' worth of characters, the turn's remaining calls are not run, each an error result that
+ * says so. A turn's observation then stays within about that many results, however many calls it makes.
+ */
+export const TURN_OUTPUT_RESULTS = 8;
+
+function turnFull(name: string, chars: number, limit: number): ToolResult {
+  const message = `not run: this turn's tool results already hold ${chars} characters, the limit of a turn (${limit}: ${TURN_OUTPUT_RESULTS} × maxToolOutputChars)`;
+  return { name, ok: false, content: message, error: { kind: 'tool_error', message } };
+}
+
+/**
  * Runs the episode machine for one task with the scenario's ToolEnv; the drivers decide where
  * actions and tool results come from. Live rollouts and replay both go through here, so they
  * cannot drift apart.
@@ -82,9 +94,17 @@ export async function driveEpisode(
         drivers.act({ turn, messages, tokens, maxTokens, seed: samplerSeed(seed, turn), prompt }, signal),
       execute: async (input, signal) => {
         const results: ToolResult[] = [];
+        const limit = TURN_OUTPUT_RESULTS * config.maxToolOutputChars;
+        let chars = 0;
         // Calls of a turn run in order, so stochastic tools draw from the world stream in a fixed order.
         for (const [callIndex, call] of input.calls.entries()) {
-          results.push(await drivers.execute(call, { turn: input.turn, callIndex, rng, state, signal }));
+          if (chars >= limit) {
+            results.push(turnFull(call.name, chars, limit));
+            continue;
+          }
+          const result = await drivers.execute(call, { turn: input.turn, callIndex, rng, state, signal });
+          chars += result.content.length;
+          results.push(result);
         }
         return results;
       },

@@ -5,6 +5,7 @@ import { canonicalJson, inCanonicalOrder } from '../../src/core/canonical-json.t
 import { DEFAULT_EPISODE_CONFIG } from '../../src/core/types.ts';
 import { serializeRecord } from '../../src/record/record.ts';
 import { runEpisode } from '../../src/episode/run-episode.ts';
+import { replayRecord } from '../../src/replay/replay.ts';
 import type { Policy } from '../../src/policy/policy.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { call, FORMAT_PENALTY, scripted, toyScenario } from '../helpers/toy-scenario.ts';
@@ -156,6 +157,24 @@ test('oversized tool output is cut with a marker', async (t) => {
   t.true(result.content.startsWith('x'.repeat(100)));
   t.regex(result.content, /… \[truncated 4900 characters\]$/);
   t.is(r.turns[0]!.observation, result.content);
+});
+
+test("a turn's results are bounded too: past 8 results' worth, its remaining calls are not run, each saying so; it replays", async (t) => {
+  const calls = Array.from({ length: 12 }, () => call('big', { n: 500 })).join('');
+  const r = await play([calls, '<answer>42</answer>'], { maxToolOutputChars: 100 });
+  const results = r.turns[0]!.results;
+  t.is(results.length, 12);
+  const run = results.filter((x) => x.ok);
+  const skipped = results.filter((x) => !x.ok);
+  t.true(run.length >= 6 && skipped.length >= 1, `${run.length} run, ${skipped.length} not`);
+  t.true(results.findIndex((x) => !x.ok) === run.length, 'the calls not run are the last ones');
+  const held = run.reduce((n, x) => n + x.content.length, 0);
+  t.true(held - run.at(-1)!.content.length < 800);
+  t.regex(
+    skipped[0]!.content,
+    /^not run: this turn's tool results already hold \d+ characters, the limit of a turn \(800: 8 × maxToolOutputChars\)$/,
+  );
+  t.true((await replayRecord(r, toyScenario({ maxToolOutputChars: 100 }))).verified);
 });
 
 test('several calls in one turn run in order and each gets its result', async (t) => {
