@@ -4,10 +4,9 @@ import { deriveSeed } from '../core/rng.ts';
 import type { Task } from '../core/types.ts';
 import { makeDir } from '../core/make-dir.ts';
 import type { AgentModule } from '../gateway/agent-module.ts';
-import { AgentSession } from '../gateway/agent-session.ts';
+import { AGENT_MODEL_NAME, AgentSession } from '../gateway/agent-session.ts';
 import { policyAnswerer } from '../gateway/gateway.ts';
 import { summarizeAgentRecords } from '../gateway/play-agent.ts';
-import { AGENT_MODEL_NAME } from '../gateway/agent-session.ts';
 import type { ServedPolicy } from '../openai/chat-format.ts';
 import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
 import { resolveConfig, type TrainConfig } from '../rl/config.ts';
@@ -15,6 +14,7 @@ import { appendJsonl, writeFileAtomic } from '../rl/run-dir.ts';
 import { GptTrainable } from '../rl/tfjs-trainable.ts';
 import { train, type EvalMetrics, type StepMetrics } from '../rl/trainer.ts';
 import { warmStartOnRecords, type WarmStartResult, type WarmStartTraining } from '../rl/warm-start.ts';
+import { FAMILIES } from './families.ts';
 import { METHOD_NAMES, scoreRecords, type MethodScore } from './paper.ts';
 
 /**
@@ -32,57 +32,20 @@ export interface AgentBudget {
   maxTurns: number;
 }
 
+/**
+ * The calculator family's budget (src/app/families.ts): the example's tasks are that family's problems,
+ * so its warm start, model and GRPO settings carry over; an agent's run gets up to 10 turns.
+ */
 export function agentBudget(quick: boolean): AgentBudget {
-  const common = { maxTokensPerTurn: 40, maxTurns: 10 };
-  if (quick)
-    return {
-      ...common,
-      demonstrations: 48,
-      warmStart: {
-        steps: 12,
-        batchSize: 8,
-        lr: 6e-3,
-        vocabSize: 512,
-        model: { dModel: 32, nLayers: 1, contextLength: 512, copyHead: true },
-      },
-      rl: {
-        steps: 2,
-        tasksPerStep: 2,
-        group: 4,
-        minibatch: 8,
-        lr: 1e-3,
-        klMode: 'none',
-        klCoef: 0,
-        evalEvery: 1,
-        evalEpisodes: 8,
-        checkpointEvery: 2,
-      },
-      testEpisodes: 8,
-    };
-  // The calculator family's budget (src/app/families.ts): the same problems, model and GRPO settings.
+  const family = FAMILIES.calculator!.budget(quick);
+  const { demoPolicy: _demo, episodes, ...warmStart } = family.warmStart;
   return {
-    ...common,
-    demonstrations: 800,
-    warmStart: {
-      steps: 1500,
-      batchSize: 8,
-      lr: 6e-3,
-      vocabSize: 512,
-      model: { dModel: 64, nLayers: 2, contextLength: 512, copyHead: true },
-    },
-    rl: {
-      steps: 60,
-      tasksPerStep: 8,
-      group: 8,
-      minibatch: 64,
-      lr: 1e-3,
-      klMode: 'none',
-      klCoef: 0,
-      evalEvery: 10,
-      evalEpisodes: 64,
-      checkpointEvery: 10,
-    },
-    testEpisodes: 200,
+    demonstrations: episodes,
+    warmStart,
+    rl: family.rl,
+    testEpisodes: family.evalEpisodes.test as number,
+    maxTokensPerTurn: family.episode!.maxTokensPerTurn!,
+    maxTurns: 10,
   };
 }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { json } from '../record/record.ts';
 import { EnvProtocolError } from './errors.ts';
 
 export { ENV_ERROR_CODES, type EnvErrorCode } from './errors.ts';
@@ -13,10 +14,6 @@ export { ENV_ERROR_CODES, type EnvErrorCode } from './errors.ts';
 
 /** The message types a client sends over /ws. (`mcp` is OpenEnv's too; this server does not speak MCP.) */
 export const CLIENT_MESSAGE_TYPES = ['reset', 'step', 'state', 'close'] as const;
-
-const json: z.ZodType = z.lazy(() =>
-  z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(json), z.record(z.string(), json)]),
-);
 
 /** Reset arguments: OpenEnv's `seed` and `episode_id`, and ours. Unknown keys are refused (a typo is not a default). */
 export const resetArgsSchema = z

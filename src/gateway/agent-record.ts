@@ -70,8 +70,35 @@ export type EpisodeEnd =
   | { reward: number; success?: boolean; processRewards?: readonly number[]; metrics?: { [key: string]: number } }
   | { error: string };
 
+/** An answer the episode gave: the message as sent, and the ids sampled for it (a token policy's). */
+export interface GivenAnswer {
+  message: AssistantMessage;
+  tokens?: readonly number[];
+}
+
+/**
+ * A request's assistant messages matched to the episode's answers by position (the k-th to the
+ * k-th): whether each is that answer as it was sent back, and the sampled ids of those that are, by
+ * message index (what the template puts in instead of their text).
+ */
+export function matchAnswers(
+  messages: readonly OpenAIMessage[],
+  answers: readonly (GivenAnswer | undefined)[],
+): { matched: boolean[]; given: Map<number, readonly number[]> } {
+  const matched: boolean[] = [];
+  const given = new Map<number, readonly number[]>();
+  messages.forEach((m, i) => {
+    if (m.role !== 'assistant') return;
+    const answer = answers[matched.length];
+    const same = answer !== undefined && sameAnswer(m, answer.message);
+    matched.push(same);
+    if (same && answer.tokens) given.set(i, answer.tokens);
+  });
+  return { matched, given };
+}
+
 /** Whether the agent sent back an answer as it was given: its text and its calls (ids and spacing aside). */
-export function sameAnswer(sent: AssistantMessage, given: AssistantMessage): boolean {
+function sameAnswer(sent: AssistantMessage, given: AssistantMessage): boolean {
   const calls = (m: AssistantMessage) =>
     (m.tool_calls ?? []).map((c) => [c.function.name, parsedArguments(c.function.arguments)]);
   const content = (m: AssistantMessage) => (m.content ?? '').trim();

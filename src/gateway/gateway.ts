@@ -1,13 +1,13 @@
 import { createHash, randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { deriveSeed } from '../core/rng.ts';
-import type { EpisodeRecord, Json, Task } from '../core/types.ts';
+import type { EpisodeRecord, Json } from '../core/types.ts';
 import type { ServedPolicy } from '../openai/chat-format.ts';
 import { ChatCompletions, type TurnAnswerer } from '../openai/completions.ts';
 import { OpenAIHttpError } from '../openai/errors.ts';
 import type { EpisodeGateway } from '../openai/episode-gateway.ts';
 import { normalizeMessages, type ChatCompletion, type ChatCompletionRequest } from '../openai/wire.ts';
-import { agentRecord, sameAnswer, type AgentTurn, type EpisodeEnd, type EpisodeSlot } from './agent-record.ts';
+import { agentRecord, matchAnswers, type AgentTurn, type EpisodeEnd, type EpisodeSlot } from './agent-record.ts';
 import {
   BadEpisodeIdError,
   BadRewardError,
@@ -105,14 +105,9 @@ export class Gateway implements EpisodeGateway {
    * Opens an episode the caller numbers (training: its task, group, sample and seed). The promise is
    * its record, however it closes (a reward posted, end(), the idle timeout, the gateway's close).
    */
-  openEpisode(slot: {
-    episodeId: string;
-    index: number;
-    task: Task;
-    group: string;
-    sample: number;
-    seed: number;
-  }): Promise<EpisodeRecord> {
+  openEpisode(
+    slot: Pick<EpisodeSlot, 'episodeId' | 'index' | 'task' | 'group' | 'sample' | 'seed'>,
+  ): Promise<EpisodeRecord> {
     checkId(slot.episodeId);
     if (this.open.has(slot.episodeId) || this.closed.has(slot.episodeId))
       throw new Error(`episode "${slot.episodeId}" was opened before`);
@@ -136,16 +131,10 @@ export class Gateway implements EpisodeGateway {
       episode.slot.task.question = messages.find((m) => m.role === 'user')?.content ?? '';
       episode.policy = { id: answerer.policy.id, version: answerer.policy.version };
     }
-    // Each assistant message is matched to this episode's answer at its position.
-    const matched: boolean[] = [];
-    const given = new Map<number, readonly number[]>();
-    messages.forEach((m, i) => {
-      if (m.role !== 'assistant') return;
-      const turn = episode.turns[matched.length];
-      const same = turn !== undefined && sameAnswer(m, turn.response.message);
-      matched.push(same);
-      if (same && turn.tokens) given.set(i, turn.tokens);
-    });
+    const { matched, given } = matchAnswers(
+      messages,
+      episode.turns.map((t) => ({ message: t.response.message, tokens: t.tokens })),
+    );
     const trainer = this.options.sampling === 'policy';
     const seed = trainer ? deriveSeed(episode.slot.seed, 'turn', k) : (body.seed ?? randomInt(2 ** 31 - 1));
     const work = answerer.generate(body, {

@@ -13,7 +13,7 @@ import type { Divergence, ReplayResult } from '../replay/replay.ts';
 import { shownContexts } from '../record/step-context.ts';
 import type { ChatFormat } from '../openai/chat-format.ts';
 import type { AgentModule } from './agent-module.ts';
-import { recordedRequests, sameAnswer, type AgentRequest, type EpisodeEnd } from './agent-record.ts';
+import { matchAnswers, recordedRequests, type AgentRequest, type EpisodeEnd } from './agent-record.ts';
 import { UnknownEpisodeError } from './errors.ts';
 import { paramsOf } from './gateway.ts';
 import type { EpisodeGateway } from '../openai/episode-gateway.ts';
@@ -244,18 +244,14 @@ export function checkAgentRecord(record: EpisodeRecord, format?: ChatFormat): Di
   }
   if (!format || !record.promptTokens) return undefined;
   const shown = shownContexts(record);
+  const answers = record.turns.map((turn) => {
+    const message = (turn.info?.response as { message?: AssistantMessage } | undefined)?.message;
+    return message ? { message, tokens: turn.tokens } : undefined;
+  });
   for (let k = 0; k < record.turns.length; k++) {
     const request = requests[k]!;
-    // Earlier answers go in as the ids sampled for them, matched by position as the gateway matched them.
-    const given = new Map<number, readonly number[]>();
-    let j = 0;
-    request.messages.forEach((m, i) => {
-      if (m.role !== 'assistant') return;
-      const turn = record.turns[j];
-      const sent = (turn?.info?.response as { message?: AssistantMessage } | undefined)?.message;
-      if (turn?.tokens && sent && sameAnswer(m, sent)) given.set(i, turn.tokens);
-      j++;
-    });
+    // Earlier answers go in as the ids sampled for them, matched as the gateway matched them.
+    const { given } = matchAnswers(request.messages, answers);
     const ids = format.prompt(request.messages, (request.tools ?? []) as never, Infinity, (i) => given.get(i));
     const d = firstDifference(shown[k]!.tokens, ids, 'prompt tokens');
     if (d) return at(k, d.path, d.expected, d.actual);

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { AgentR1Error } from '../core/errors.ts';
 import { nestsDeeperThan } from '../core/json-depth.ts';
 import type { Task } from '../core/types.ts';
+import { json } from '../record/record.ts';
 
 /** A tasks file that cannot be read: the file, the line and what is wrong with it. */
 export class TasksFileError extends AgentR1Error {
@@ -14,10 +15,6 @@ export class TasksFileError extends AgentR1Error {
     super(`${file}${line === null ? '' : `:${line}`}: ${why}`);
   }
 }
-
-const json: z.ZodType = z.lazy(() =>
-  z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(json), z.record(z.string(), json)]),
-);
 
 const taskSchema = z.strictObject({
   id: z.string().min(1),

@@ -62,7 +62,8 @@ export function recordFromTrustedLine(line: string): EpisodeRecord {
   return record;
 }
 
-const json: z.ZodType = z.lazy(() =>
+/** Any JSON value (records', tasks' and tool results' data). */
+export const json: z.ZodType = z.lazy(() =>
   z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(json), z.record(z.string(), json)]),
 );
 const jsonObject = z.record(z.string(), json);

@@ -31,6 +31,17 @@ function noisyHabits(family: Family): string {
   return rates.length > 0 ? rates.map(([k, v]) => `${k} ${v}`).join(', ') : 'the scenario default';
 }
 
+/**
+ * The job starts over in `out`: a start run's folder (its warm start, or its result file) is
+ * removed; a folder it did not make, with anything in it, is refused rather than wiped.
+ */
+function startOver(out: string, resultFile: string): void {
+  if (!existsSync(out)) return;
+  if (!existsSync(join(out, 'warm-start')) && !existsSync(join(out, resultFile)) && readdirSync(out).length > 0)
+    throw new TrainingError(`${out} exists and is not a start run; choose another --out`);
+  rmSync(out, { recursive: true, force: true });
+}
+
 interface StartFlags {
   scenario: string;
   agent?: string;
@@ -86,17 +97,7 @@ export function register(program: Command): void {
       const main = flags.scenario === 'multihop-qa';
       const name = main ? 'start' : `start-${flags.scenario}`;
       const out = flags.out ?? join('runs', quick ? `${name}-quick` : name);
-      if (existsSync(out)) {
-        // The main job starts over; refuse to wipe a directory it did not make.
-        if (
-          !existsSync(join(out, 'warm-start')) &&
-          !existsSync(join(out, 'paper.json')) &&
-          readdirSync(out).length > 0
-        ) {
-          throw new TrainingError(`${out} exists and is not a start run; choose another --out`);
-        }
-        rmSync(out, { recursive: true, force: true });
-      }
+      startOver(out, 'paper.json');
       const info = await initBackend(flags.backend);
       say(`backend ${info.name}`);
       const scenario = await loadScenario(family.scenario, builtinScenarios, family.options(quick, flags.seed));
@@ -184,15 +185,7 @@ async function startAgent(flags: StartFlags): Promise<void> {
   if (!agent.tasksFile) throw new UsageError(`${flags.agent} has no tasks.jsonl beside its index`);
   const tasks = await readTasksFile(agent.tasksFile);
   const out = flags.out ?? join('runs', quick ? 'start-agent-quick' : 'start-agent');
-  if (existsSync(out)) {
-    if (
-      !existsSync(join(out, 'warm-start')) &&
-      !existsSync(join(out, 'agent-start.json')) &&
-      readdirSync(out).length > 0
-    )
-      throw new TrainingError(`${out} exists and is not a start run; choose another --out`);
-    rmSync(out, { recursive: true, force: true });
-  }
+  startOver(out, 'agent-start.json');
   const info = await initBackend(flags.backend);
   say(`backend ${info.name}; agent ${agent.file} (${tasks.length} tasks)`);
   const budget = agentBudget(quick);

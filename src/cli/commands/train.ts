@@ -18,7 +18,7 @@ import { GptTrainable } from '../../rl/tfjs-trainable.ts';
 import { HfTrainable } from '../../rl/hf-trainable.ts';
 import { readHfCheckpoint } from '../../hf/checkpoint.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
-import { defaultDemoPolicy, sequencesWords, sftWarmStart } from '../../rl/warm-start.ts';
+import { defaultDemoPolicy, sequencesWords, sftWarmStart, type WarmStartTraining } from '../../rl/warm-start.ts';
 import { contextSetting } from '../../env/context.ts';
 import { loadAgent } from '../../gateway/agent-module.ts';
 import { AgentSession } from '../../gateway/agent-session.ts';
@@ -95,6 +95,24 @@ function number(value: string): number {
 
 const f3 = (x: number | null | undefined) => (x === null || x === undefined ? '-' : x.toFixed(3));
 
+/** The warm start's SFT settings from the flags (a scenario's demonstrations or an agent's). */
+function warmStartTraining(flags: TrainFlags, replicas: GradientExecutor | undefined): WarmStartTraining {
+  return {
+    seed: flags.seed,
+    steps: flags.sftSteps,
+    batchSize: 8,
+    lr: 6e-3,
+    vocabSize: flags.vocab,
+    model: {
+      dModel: flags.dModel,
+      nLayers: flags.layers,
+      contextLength: flags.contextLength,
+      copyHead: flags.copyHead,
+    },
+    replicas,
+  };
+}
+
 /**
  * The model to train: a checkpoint (`--init ckpt:DIR`), the run's own latest checkpoint or warm
  * start on `--resume`, or a fresh SFT warm start on demonstrations (saved to OUT/warm-start).
@@ -143,18 +161,7 @@ async function initialModel(
     scenario,
     demoPolicy,
     episodes: flags.demoEpisodes,
-    seed: flags.seed,
-    steps: flags.sftSteps,
-    batchSize: 8,
-    lr: 6e-3,
-    vocabSize: flags.vocab,
-    model: {
-      dModel: flags.dModel,
-      nLayers: flags.layers,
-      contextLength: flags.contextLength,
-      copyHead: flags.copyHead,
-    },
-    replicas,
+    ...warmStartTraining(flags, replicas),
     episode,
     onStep: (s) => bar.update(s.step, { loss: s.loss.toFixed(3), tps: s.tokensPerS.toFixed(0) }),
   });
@@ -361,20 +368,7 @@ async function trainAgentWith(
       const ws = await warmStartAgent(session, {
         demonstrations: flags.demoEpisodes,
         seed: flags.seed,
-        training: {
-          seed: flags.seed,
-          steps: flags.sftSteps,
-          batchSize: 8,
-          lr: 6e-3,
-          vocabSize: flags.vocab,
-          model: {
-            dModel: flags.dModel,
-            nLayers: flags.layers,
-            contextLength: flags.contextLength,
-            copyHead: flags.copyHead,
-          },
-          replicas,
-        },
+        training: warmStartTraining(flags, replicas),
       });
       await ws.trainable.save(warm);
       log(
