@@ -8,6 +8,8 @@ import type { Task } from '../../src/core/types.ts';
 import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
 import { calc, calculatorCheckpoint } from '../openai/fixtures.ts';
 import agent from '../fixtures/agents/openai-loop.ts';
+import { serializeRecord } from '../../src/record/record.ts';
+import { rollout } from '../../src/rollout/rollout.ts';
 
 /**
  * The gateway end to end through the CLI, with an agent the framework does not know: the official
@@ -186,7 +188,7 @@ test.serial(
   },
 );
 
-test.serial('train --agent and replay --agent refuse what they cannot use, naming it', (t) => {
+test.serial('train --agent and replay --agent refuse what they cannot use, naming it', async (t) => {
   const tasks = writeTasks();
   const both = cli(['train', '--agent', AGENT, '--scenario', 'calculator', '--algo', 'grpo', '--out', at('x')]);
   t.is(both.code, 2);
@@ -232,6 +234,21 @@ test.serial('train --agent and replay --agent refuse what they cannot use, namin
   ]);
   t.not(notAgent.code, 0);
   t.regex(notAgent.stderr, /its default export is not a function/);
+  // A scenario's records are not an agent's: each says so, none is run against the agent.
+  const { records } = await rollout({
+    scenario: calc,
+    policy: await calc.policies.expert!({ scenario: calc, seed: 0 }),
+    split: 'train',
+    episodes: 2,
+    seed: 1,
+  });
+  writeFileSync(at('calc.jsonl'), records.map(serializeRecord).join('\n') + '\n');
+  const foreignRecords = cli(['replay', '--agent', AGENT, at('calc.jsonl'), '--quiet']);
+  t.is(foreignRecords.code, 1);
+  t.regex(
+    foreignRecords.stdout,
+    /DIVERGED calc-train-\S+ at episode, field scenario\.id\n +expected: "agent"\n +actual: +"calculator"/,
+  );
   const gone = cli(['replay', '--agent', at('nope.ts'), tasks]);
   t.regex(gone.stderr, /agent .*nope\.ts: no such file or folder/);
 });

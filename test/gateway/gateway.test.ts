@@ -288,3 +288,46 @@ test('a server that does not record refuses the episode header instead of ignori
     await server.close();
   }
 });
+
+test('a gateway with no model yet answers 503; a record that cannot be written leaves its episode open for the reward again', async (t) => {
+  let failing = true;
+  const records: EpisodeRecord[] = [];
+  const gateway = new Gateway({
+    modelName: MODEL,
+    runId: 'test',
+    agent: { id: 'agent', version: 'test', options: {} },
+    openOnRequest: true,
+    onRecord: (r) => {
+      if (failing) throw new Error('ENOSPC: no space left on device');
+      records.push(r);
+    },
+  });
+  const server = new ChatServer({ gateway });
+  await server.listen(0, '127.0.0.1');
+  try {
+    const client = new OpenAI({
+      apiKey: 'x',
+      baseURL: server.url,
+      maxRetries: 0,
+      defaultHeaders: { [EPISODE_HEADER]: 'w' },
+    });
+    const early = await client.chat.completions
+      .create({ model: MODEL, messages: prompt, max_tokens: 4 })
+      .catch((e: unknown) => e);
+    t.is((early as APIError).status, 503);
+    t.regex((early as APIError).message, /no model is served yet/);
+    gateway.setAnswerer(policyAnswerer(policy, MODEL));
+    await client.chat.completions.create({ model: MODEL, messages: prompt, max_tokens: 4 });
+    const post = () => fetch(`${server.url}/episodes/w/reward`, { method: 'POST', body: '{"reward": 1}' });
+    const failed = await post();
+    t.is(failed.status, 500);
+    t.regex(((await failed.json()) as { error: { message: string } }).error.message, /ENOSPC/);
+    failing = false;
+    t.is((await post()).status, 200);
+    t.is(records.length, 1);
+    t.is(records[0]!.turns.length, 1);
+  } finally {
+    await server.close();
+    await gateway.close();
+  }
+});

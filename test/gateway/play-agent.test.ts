@@ -4,6 +4,7 @@ import type { Task } from '../../src/core/types.ts';
 import type { AgentFunction, AgentModule } from '../../src/gateway/agent-module.ts';
 import { AgentSession } from '../../src/gateway/agent-session.ts';
 import { policyAnswerer } from '../../src/gateway/gateway.ts';
+import { DemonstratorAnswerer } from '../../src/gateway/demonstrator-answerer.ts';
 import { replayAgent } from '../../src/gateway/replay-agent.ts';
 import type { ServablePolicy } from '../../src/openai/serving-policy.ts';
 import { loadCheckpointPolicy } from '../../src/policy/tfjs/index.ts';
@@ -103,4 +104,16 @@ test('replay --agent of a record whose agent now rewards differently names the o
     records.slice(0, 1),
   );
   t.like(more[0]!.divergence, { turn: 1, field: 'turns', expected: 1, actual: 2 });
+});
+
+test('a demonstrator that answers with no text fails that request: the agent sees a 500, its episode is an error record', async (t) => {
+  const session = await AgentSession.open({ agent: module(asks(() => ({ reward: 1 }))), tasks, seed: 1 });
+  try {
+    const silent = new DemonstratorAnswerer(() => undefined as never, 'demo', 'agent-r1');
+    const [record] = await session.play({ answerer: silent, tasks: tasks.slice(0, 1), group: 1, seed: 1 });
+    t.is(record!.status, 'error');
+    t.regex(record!.error!, /the agent threw: .*the demonstrator returned no text/);
+  } finally {
+    await session.close();
+  }
 });
