@@ -250,6 +250,13 @@ export function checkAgentRecord(record: EpisodeRecord, format?: ChatFormat): Di
   });
   for (let k = 0; k < record.turns.length; k++) {
     const request = requests[k]!;
+    // The sampled ids are what was answered: an edit to them (resealed, so the checksum holds) shows here.
+    const sampled = record.turns[k]!.tokens;
+    if (sampled) {
+      const text = record.turns[k]!.text;
+      const said = sampledTextDiffers(format, sampled, text, request.params.stop);
+      if (said !== undefined) return at(k, 'tokens (decoded)', text, said);
+    }
     // Earlier answers go in as the ids sampled for them, matched as the gateway matched them.
     const { given } = matchAnswers(request.messages, answers);
     const ids = format.prompt(request.messages, (request.tools ?? []) as never, Infinity, (i) => given.get(i));
@@ -257,6 +264,28 @@ export function checkAgentRecord(record: EpisodeRecord, format?: ChatFormat): Di
     if (d) return at(k, d.path, d.expected, d.actual);
   }
   return undefined;
+}
+
+/**
+ * Whether sampled ids stand for an answer's text: decoded whole (a GPT's `</tool_call>` stop is part
+ * of its text) or less the end-of-turn id they end with, then cut before the request's stop string
+ * that the last id completed, as the gateway cut it. Returns the decoded text when they do not.
+ */
+function sampledTextDiffers(
+  format: ChatFormat,
+  tokens: readonly number[],
+  text: string,
+  stop: Json | undefined,
+): string | undefined {
+  const stops = (typeof stop === 'string' ? [stop] : Array.isArray(stop) ? stop : []).filter(
+    (s): s is string => typeof s === 'string' && s !== '',
+  );
+  const cut = (t: string) => t.slice(0, Math.min(...stops.map((s) => t.indexOf(s)).filter((i) => i >= 0), t.length));
+  const whole = cut(format.decode(tokens));
+  if (whole === text) return undefined;
+  const ended = tokens.length > 0 && format.stopTokens.has(tokens.at(-1)!);
+  if (ended && cut(format.decode(tokens.slice(0, -1))) === text) return undefined;
+  return whole;
 }
 
 /** A gateway record's verdict in replay's shape (the viewer's and the report's). */

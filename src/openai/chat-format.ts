@@ -8,7 +8,7 @@ import type { TemplateTool } from '../hf/chat-template.ts';
 import { ChatBridge } from './chat-bridge.ts';
 import { actionToAssistant } from './messages.ts';
 import type { ServablePolicy } from './serving-policy.ts';
-import type { AssistantMessage, OpenAIMessage } from './wire.ts';
+import { templateMessages, type AssistantMessage, type OpenAIMessage } from './wire.ts';
 
 /**
  * How a served token policy reads an OpenAI conversation and writes its answer: its chat template,
@@ -87,8 +87,8 @@ function hfFormat(policy: HfPolicy): ChatFormat {
   return {
     prompt: (messages, tools, limit, given) =>
       policy.encode.conversation(
-        messages.map((m) => ({ ...m })),
-        tools,
+        templateMessages(messages),
+        canonicalTools(tools),
         given ?? ((i) => remembered.get(key(messages[i] as AssistantMessage))),
         limit,
       ),
@@ -119,6 +119,14 @@ function hfFormat(policy: HfPolicy): ChatFormat {
     tokenText: (id) => tok.decode([id]),
     tokenBytes: (id) => [...Buffer.from(tok.decode([id]))],
   };
+}
+
+/**
+ * Tools as the template is given them: canonical JSON (keys sorted), as a record stores them, so a
+ * record's prompt ids re-render exactly from it whatever key order the client wrote its schemas in.
+ */
+export function canonicalTools(tools: readonly TemplateTool[]): TemplateTool[] {
+  return JSON.parse(canonicalJson(tools)) as TemplateTool[];
 }
 
 function openAICalls(calls: readonly ToolCall[], callId: (index: number) => string) {

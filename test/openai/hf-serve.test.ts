@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
-import { chatFormatFor } from '../../src/openai/chat-format.ts';
+import { canonicalTools, chatFormatFor } from '../../src/openai/chat-format.ts';
 import { ChatServer } from '../../src/openai/server.ts';
 import type { AssistantMessage, OpenAIMessage } from '../../src/openai/wire.ts';
 import { loadHfPolicy, type HfPolicy } from '../../src/policy/hf/hf-policy.ts';
@@ -53,7 +53,10 @@ test('serve hf:DIR: the OpenAI client gets completions whose prompt is the templ
       max_tokens: 6,
       temperature: 0,
     });
-    const rendered = policy.encode.prompt([{ role: 'user', content: 'Add 2 and 3 😀' }], TOOLS);
+    const rendered = policy.encode.prompt(
+      [{ role: 'user', content: 'Add 2 and 3 😀' }],
+      canonicalTools(TOOLS) as typeof TOOLS,
+    );
     t.is(a.usage!.prompt_tokens, rendered.length);
     const sampled = (a.choices[0] as unknown as { token_ids: number[] }).token_ids;
     t.is(sampled.length, 6);

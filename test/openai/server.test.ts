@@ -255,7 +255,7 @@ test('bad requests get OpenAI error objects and status codes; the server keeps s
       },
       400,
       'invalid_request',
-      'messages.0.content',
+      'messages.0.content.0',
     ],
     [
       'tool_choice for a missing tool',
