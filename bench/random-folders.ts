@@ -41,6 +41,23 @@ export const SHAPES: { [name: string]: TinyFolder } = {
     maxPositions: 8192,
     ropeTheta: 100000,
   },
+  /**
+   * The learning checks' model (issue 60): Qwen3's architecture at a tiny width with its real
+   * tokenizer, initialized as Transformers' from_config does (std 0.02, norms 1); 9.8 M parameters,
+   * 9.7 M of them the tied 151,680-row embedding.
+   */
+  'qwen3-learner': {
+    architecture: 'Qwen3ForCausalLM',
+    hidden: 64,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    headDim: 32,
+    intermediate: 96,
+    vocab: 151_680,
+    initializerRange: 0.02,
+    seed: 1,
+  },
   tiny: {
     architecture: 'Qwen3ForCausalLM',
     hidden: 64,
@@ -74,4 +91,14 @@ export async function randomFolder(
     await exportGguf(folder, (await loadHfModel(folder)).model, gguf, 'F32');
   }
   return { dir, gguf };
+}
+
+// `tsx bench/random-folders.ts SHAPE DIR`: writes a shape's random folder to DIR (e.g. the learning
+// checks' model: `tsx bench/random-folders.ts qwen3-learner runs/qwen3-learner`).
+if (process.argv[1]?.endsWith('random-folders.ts') && process.argv.length === 4) {
+  const [name, dir] = process.argv.slice(2) as [string, string];
+  const shape = SHAPES[name];
+  if (!shape) throw new Error(`unknown shape ${name}; valid: ${Object.keys(SHAPES).join(', ')}`);
+  await writeTinyFolder(dir, shape);
+  process.stdout.write(`wrote ${dir} (${name})\n`);
 }

@@ -3,8 +3,8 @@ import { openAITools } from '../episode/drive-episode.ts';
 import type { HfPolicy } from '../policy/hf/hf-policy.ts';
 import type { Policy } from '../policy/policy.ts';
 import { sequencesFromRecords } from '../policy/tfjs/sft.ts';
-import { HfTrainable, type LoraRequest } from '../rl/hf-trainable.ts';
-import { sftTrainable } from '../rl/sft-trainable.ts';
+import type { LoraRequest } from '../rl/hf-trainable.ts';
+import { hfSft } from './records-sft.ts';
 import { TrainingError } from '../rl/errors.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { RolloutSummary } from '../rollout/summary.ts';
@@ -65,50 +65,35 @@ export async function runHfSft(options: RunHfSftOptions): Promise<RunHfSftResult
     seed: options.seed,
     config: options.episode,
   });
-  const trainable = await HfTrainable.load(options.init.replace(/^(hf|ckpt):/, ''), {
-    id: `ckpt:${options.out}`,
-    lora: options.lora,
-    seed: options.seed,
-  });
-  const encoding = trainable.encoding.withTools(openAITools(options.scenario));
-  const sequences = sequencesFromRecords(records, encoding, { onlySuccessful: true });
-  if (sequences.length === 0)
-    throw new TrainingError(`the ${options.teacher.id} policy produced no successful demonstration`);
   options.onPhase?.('train', { records: records.length, teacherSuccess: summary.successRate });
-  const trained = await sftTrainable(trainable, {
-    sequences,
-    steps: options.steps,
-    batchSize: options.batchSize,
-    ...(options.microbatch === undefined ? {} : { microbatch: options.microbatch }),
-    lr: options.lr,
-    seed: options.seed,
-    onStep: options.onStep,
-  });
-  trainable.options.meta = {
-    ...trainable.options.meta,
-    sft: {
+  const trained = await hfSft(
+    {
       init: options.init,
-      scenario: options.scenario.id,
-      teacher: options.teacher.id,
-      episodes: options.episodes,
+      ...(options.lora ? { lora: options.lora } : {}),
       seed: options.seed,
-      steps: trained.steps,
-      finalLoss: trained.finalLoss,
+      out: options.out,
+      steps: options.steps,
+      batchSize: options.batchSize,
+      ...(options.microbatch === undefined ? {} : { microbatch: options.microbatch }),
+      lr: options.lr,
+      temperature: options.temperature,
+      meta: { scenario: options.scenario.id, teacher: options.teacher.id, episodes: options.episodes },
+      ...(options.episode?.context === undefined ? {} : { context: options.episode.context }),
+      onStep: options.onStep,
     },
-    sampling: { temperature: options.temperature },
-    // What each step was shown in the demonstrations: the policy expects the same in use.
-    ...(options.episode?.context === undefined ? {} : { context: options.episode.context }),
-  };
+    async (trainable) => {
+      const sequences = sequencesFromRecords(records, trainable.encoding.withTools(openAITools(options.scenario)), {
+        onlySuccessful: true,
+      });
+      if (sequences.length === 0)
+        throw new TrainingError(`the ${options.teacher.id} policy produced no successful demonstration`);
+      return sequences;
+    },
+  );
   options.onPhase?.('save', { out: options.out });
-  await trainable.save(options.out);
+  const { trainable, ...figures } = trained;
   const policy = trainable.policy({ temperature: options.temperature }) as HfPolicy;
-  const result: RunHfSftResult = {
-    hash: trainable.version(),
-    ...trained,
-    sequences: sequences.length,
-    teacherSuccess: summary.successRate,
-    policy,
-  };
+  const result: RunHfSftResult = { ...figures, teacherSuccess: summary.successRate, policy };
   if (options.evalEpisodes > 0) {
     const split = options.scenario.splits.includes('dev') ? 'dev' : 'train';
     options.onPhase?.('eval', { episodes: options.evalEpisodes, split });

@@ -7,6 +7,7 @@ import { loadScenario } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { MAX_TRAIN_THREADS } from '../rollout/worker-count.ts';
 import { terminalText } from './terminal-text.ts';
+import { readHfCheckpoint } from '../hf/checkpoint.ts';
 
 export { EXIT_FAILED, EXIT_USAGE } from './exit-codes.ts';
 
@@ -29,6 +30,18 @@ export function nonNegativeNumber(value: string): number {
   const n = Number(value);
   if (value.trim() === '' || !(n >= 0) || n === Infinity) throw new InvalidArgumentError('expected a number ≥ 0');
   return n;
+}
+
+export function finiteNumber(value: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError('expected a number');
+  return n;
+}
+
+/** Whether `--init` names a Hugging Face model: hf:DIR, or ckpt:DIR of one trained here. */
+export async function isHfModel(spec: string): Promise<boolean> {
+  if (spec.startsWith('hf:')) return true;
+  return spec.startsWith('ckpt:') && (await readHfCheckpoint(spec.slice('ckpt:'.length))) !== null;
 }
 
 export function integer(value: string): number {

@@ -46,6 +46,11 @@ export interface TinyFolder {
   tokenizer?: keyof typeof TOKENIZERS;
   /** The embedding's standard deviation (default 1: peaked logits, greedy choices far from ties). */
   embedStd?: number;
+  /**
+   * Initialize as Transformers' `from_config` does instead: every weight normal with this standard
+   * deviation (config.json's initializer_range, 0.02 for Qwen3), norms exactly 1, biases 0.
+   */
+  initializerRange?: number;
 }
 
 /**
@@ -94,6 +99,7 @@ export async function writeTinyFolder(dir: string, f: TinyFolder): Promise<void>
     bos_token_id: tokenizer.bos,
     eos_token_id: tokenizer.eos[0],
     torch_dtype: { F32: 'float32', BF16: 'bfloat16', F16: 'float16' }[f.dtype ?? 'F32'],
+    ...(f.initializerRange === undefined ? {} : { initializer_range: f.initializerRange }),
     ...f.extra,
   };
   await writeFile(join(dir, 'config.json'), JSON.stringify(config, null, 2));
@@ -111,7 +117,11 @@ export async function writeTinyFolder(dir: string, f: TinyFolder): Promise<void>
         ? (f.embedStd ?? 1)
         : 2 / Math.sqrt(shape[1] ?? 1);
     const values = new Float32Array(size);
-    for (let i = 0; i < size; i++) values[i] = norm ? 1 + 0.1 * rand() : scale * rand();
+    const range = f.initializerRange;
+    if (range !== undefined) {
+      const bias = name.endsWith('.bias');
+      for (let i = 0; i < size; i++) values[i] = norm ? 1 : bias ? 0 : range * rand();
+    } else for (let i = 0; i < size; i++) values[i] = norm ? 1 + 0.1 * rand() : scale * rand();
     return { name, dtype: f.dtype ?? 'F32', shape, values: () => values };
   });
   const shards = f.shards ?? 1;

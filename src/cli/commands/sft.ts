@@ -14,11 +14,24 @@ import { SftContextError } from '../../policy/tfjs/sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
 import { contextSetting } from '../../env/context.ts';
 import { UsageError } from '../../core/errors.ts';
+import { canonicalJson } from '../../core/canonical-json.ts';
+import { builtinScenarios } from '../../../scenarios/index.ts';
+import { loadAgent } from '../../gateway/agent-module.ts';
+import { readTasksFile } from '../../gateway/tasks-file.ts';
+import { loadRecords } from '../../record/jsonl.ts';
+import type { RolloutSummary } from '../../rollout/summary.ts';
+import { loadRecordScenario } from '../../scenario/load.ts';
+import type { Scenario } from '../../scenario/scenario.ts';
+import { runAgentSft } from '../../app/agent-sft.ts';
+import { agentBudget } from '../../app/agent-start.ts';
+import { hfSft, imitated, recordSequences } from '../../app/records-sft.ts';
 import {
   checkSplit,
   CONTEXT_HELP,
   contextMode,
+  finiteNumber,
   formatSummary,
+  isHfModel,
   keyValue,
   integer,
   LORA_HELP,
@@ -34,7 +47,11 @@ import {
 } from '../common.ts';
 
 interface SftFlags {
-  scenario: string;
+  scenario?: string;
+  agent?: string;
+  tasks?: string;
+  records?: string;
+  minReward?: number;
   policy: string;
   init?: string;
   lora?: number;
@@ -80,9 +97,23 @@ export function register(program: Command): void {
   program
     .command('sft')
     .description(
-      "behaviour cloning: collect a reference policy's episodes, train the tfjs GPT on them, save a checkpoint, evaluate on the dev split",
+      "behaviour cloning: a reference policy's episodes (a scenario's, your agent's demonstrator's, or recorded ones) trained into the tfjs GPT or a Hugging Face model; saves a checkpoint, evaluates on held-out tasks",
     )
-    .requiredOption('--scenario <name>', 'scenario name or folder')
+    .option('--scenario <name>', "scenario name or folder: clone its --policy's episodes")
+    .option(
+      '--agent <file>',
+      "your agent (a module or a folder with index.ts): its module's demonstrator plays the train tasks through the gateway, and --init's model learns those episodes on its own template",
+    )
+    .option('--tasks <file>', "with --agent: the tasks (JSONL; default: the agent folder's tasks.jsonl)")
+    .option(
+      '--records <file>',
+      "recorded episodes to imitate (an episodes.jsonl: the gateway's, e.g. a teacher's from serve --policy openai:URL --record, or a scenario's)",
+    )
+    .option(
+      '--min-reward <x>',
+      'with --records: imitate the episodes whose reward is at least x (default: those that succeeded)',
+      finiteNumber,
+    )
     .requiredOption('--out <dir>', 'checkpoint directory (written atomically)')
     .option('--policy <name>', 'reference policy to clone', 'expert')
     .option(
@@ -145,9 +176,25 @@ export function register(program: Command): void {
     .option('--option <key=value>', 'a scenario option (repeatable), e.g. --option problems=multistep', keyValue, [])
     .option('--json', 'print the result as JSON on the last stdout line')
     .action(async (flags: SftFlags) => {
+      const sources = [flags.scenario && '--scenario', flags.agent && '--agent', flags.records && '--records'].filter(
+        Boolean,
+      );
+      if (sources.length !== 1)
+        throw new UsageError(
+          sources.length === 0
+            ? 'name what to imitate: --scenario S, --agent FILE or --records FILE'
+            : `${sources.join(' and ')} cannot be combined: name one thing to imitate`,
+        );
+      if (flags.tasks !== undefined && !flags.agent) throw new UsageError('--tasks goes with --agent');
+      if (flags.minReward !== undefined && !flags.records) throw new UsageError('--min-reward goes with --records');
+      if ((flags.agent || flags.records) && !flags.init)
+        throw new UsageError(
+          `${sources[0]} trains a Hugging Face model: give --init hf:DIR (or ckpt:DIR of one); train --agent warm-starts the GPT`,
+        );
       const backend = await initBackend(flags.backend);
       process.stderr.write(`backend: ${backend.name} (${backend.reason})\n`);
       const lora = loraRequest(flags, flags.init !== undefined);
+      if (flags.agent || flags.records) return recordsSftCommand(flags, backend, lora);
       if (flags.init) return hfSftCommand(flags, backend, lora);
       const { replicas, note } = trainReplicas(backend.name, flags.trainThreads ?? availableParallelism());
       if (note) process.stderr.write(`${note}\n`);
@@ -160,7 +207,7 @@ export function register(program: Command): void {
 }
 
 async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: TrainThreads | undefined): Promise<void> {
-  const scenario = await scenarioFromFlags(flags);
+  const scenario = await scenarioFromFlags({ ...flags, scenario: flags.scenario! });
   checkSplit(scenario, 'train');
   const teacher = await resolvePolicy(flags.policy, scenario, flags.seed);
   const context = contextSetting(scenario, flags.context);
@@ -246,7 +293,7 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
 
 /** `sft --init hf:DIR`: a Hugging Face model cloned on its own chat template (runHfSft). */
 async function hfSftCommand(flags: SftFlags, backend: BackendInfo, lora: LoraRequest | undefined): Promise<void> {
-  const scenario = await scenarioFromFlags(flags);
+  const scenario = await scenarioFromFlags({ ...flags, scenario: flags.scenario! });
   checkSplit(scenario, 'train');
   const teacher = await resolvePolicy(flags.policy, scenario, flags.seed);
   const context = contextSetting(scenario, flags.context);
@@ -270,8 +317,7 @@ async function hfSftCommand(flags: SftFlags, backend: BackendInfo, lora: LoraReq
     steps: flags.steps,
     batchSize: flags.batchSize,
     microbatch: flags.microbatch,
-    // A pretrained model's usual rates: a GPT's 1e-2 would undo its pretraining in a few steps.
-    lr: flags.lr ?? (lora ? 2e-4 : 1e-5),
+    lr: hfLr(flags, lora),
     evalEpisodes: flags.evalEpisodes,
     temperature: flags.temperature,
     ...(context === undefined ? {} : { episode: { context } }),
@@ -306,4 +352,109 @@ async function hfSftCommand(flags: SftFlags, backend: BackendInfo, lora: LoraReq
     );
     if (result.eval) process.stdout.write(formatSummary(result.eval) + '\n');
   }
+}
+
+/** The default learning rate of a Hugging Face model: a GPT's 1e-2 would undo its pretraining in a few steps. */
+const hfLr = (flags: SftFlags, lora: LoraRequest | undefined) => flags.lr ?? (lora ? 2e-4 : 1e-5);
+
+/** `sft --agent FILE --init …` and `sft --records FILE --init …`: a Hugging Face model on an agent's episodes. */
+async function recordsSftCommand(flags: SftFlags, backend: BackendInfo, lora: LoraRequest | undefined): Promise<void> {
+  const init = flags.init!;
+  if (!(await isHfModel(init)))
+    throw new UsageError(
+      `${init} is not a Hugging Face model: --agent and --records train one (hf:DIR, or ckpt:DIR of one)`,
+    );
+  assertWritableDir(flags.out);
+  assertWritableDir(dirname(resolve(flags.out)));
+  const { onStep, stop } = sftBar();
+  const common = {
+    init,
+    ...(lora ? { lora } : {}),
+    seed: flags.seed,
+    out: flags.out,
+    steps: flags.steps,
+    batchSize: flags.batchSize,
+    microbatch: flags.microbatch,
+    lr: hfLr(flags, lora),
+    temperature: flags.temperature,
+    onStep,
+  };
+  let out: { [key: string]: unknown };
+  let evaluation: RolloutSummary | undefined;
+  if (flags.agent) {
+    const agent = await loadAgent(flags.agent);
+    const tasksFile = flags.tasks ?? agent.tasksFile;
+    if (!tasksFile) throw new UsageError(`--tasks FILE.jsonl: the tasks to demonstrate ${agent.file} on`);
+    const tasks = await readTasksFile(tasksFile);
+    if (!tasks.some((t) => t.split === 'train'))
+      throw new UsageError(`${tasksFile} has no tasks in the "train" split to demonstrate`);
+    const budget = agentBudget(false);
+    const result = await runAgentSft({
+      ...common,
+      agent,
+      tasks,
+      episodes: flags.episodes,
+      evalEpisodes: flags.evalEpisodes,
+      maxTurns: budget.maxTurns,
+      maxTokensPerTurn: budget.maxTokensPerTurn,
+      onPhase: (phase, detail) => {
+        stop();
+        process.stderr.write(`${phase}: ${JSON.stringify(detail)}\n`);
+      },
+    });
+    stop();
+    evaluation = result.eval;
+    out = { ...result, init, agent: agent.file, backend: backend.name };
+  } else {
+    const { records, corrupt } = await loadRecords(flags.records!);
+    if (corrupt.length > 0)
+      throw new UsageError(`${flags.records}: ${corrupt.length} corrupt line(s), the first: ${corrupt[0]!.message}`);
+    const used = imitated(records, flags.minReward);
+    const rule = flags.minReward === undefined ? 'succeeded' : `reward ≥ ${flags.minReward}`;
+    process.stderr.write(`imitating ${used.length} of ${records.length} episodes (${rule})\n`);
+    if (used.length === 0) throw new UsageError(`${flags.records}: no episode to imitate (none ${rule})`);
+    const scenarios = new Map<string, Promise<Scenario>>();
+    const { trainable: _trainable, ...result } = await hfSft(
+      { ...common, meta: { records: resolve(flags.records!), rule, episodes: used.length } },
+      (model) =>
+        recordSequences(model, used, (record) => {
+          const key = canonicalJson(record.scenario);
+          if (!scenarios.has(key)) scenarios.set(key, loadRecordScenario(record.scenario, builtinScenarios, []));
+          return scenarios.get(key)!;
+        }),
+    );
+    stop();
+    out = { ...result, init, records: flags.records, imitated: used.length, backend: backend.name };
+  }
+  writeOutput(join(flags.out, 'sft.json'), JSON.stringify(out, null, 2) + '\n');
+  if (flags.json) printJson(out);
+  else {
+    process.stdout.write(
+      `saved ${flags.out} (version ${String(out.hash).slice(0, 12)}, from ${init}, ${out.steps} steps, ` +
+        `${(out.seconds as number).toFixed(1)} s, final loss ${(out.finalLoss as number).toFixed(4)}; policy ckpt:${flags.out})\n`,
+    );
+    if (evaluation) process.stdout.write(formatSummary(evaluation) + '\n');
+  }
+}
+
+/** The SFT progress bar on stderr: `onStep` moves it, `stop` ends it before other lines are written. */
+function sftBar() {
+  const bar = new cliProgress.SingleBar(
+    { stream: process.stderr, format: '{phase} {bar} {value}/{total} | {info} | ETA {eta}s', hideCursor: false },
+    cliProgress.Presets.shades_classic,
+  );
+  let on = false;
+  return {
+    onStep: (s: { step: number; steps: number; loss: number; tokensPerS: number }) => {
+      if (!on) {
+        bar.start(s.steps, 0, { phase: 'sft ', info: '' });
+        on = true;
+      }
+      bar.update(s.step, { phase: 'sft ', info: `loss ${s.loss.toFixed(3)} | ${Math.round(s.tokensPerS)} tok/s` });
+    },
+    stop: () => {
+      if (on) bar.stop();
+      on = false;
+    },
+  };
 }

@@ -16,7 +16,7 @@ import { readLatest } from '../../rl/run-dir.ts';
 import { canUseReplica, Replica } from '../../rollout/replica.ts';
 import { GptTrainable } from '../../rl/tfjs-trainable.ts';
 import { HfTrainable } from '../../rl/hf-trainable.ts';
-import { readHfCheckpoint } from '../../hf/checkpoint.ts';
+import { isHfModel } from '../common.ts';
 import { train, type TrainResult } from '../../rl/trainer.ts';
 import { defaultDemoPolicy, sequencesWords, sftWarmStart, type WarmStartTraining } from '../../rl/warm-start.ts';
 import { contextSetting } from '../../env/context.ts';
@@ -185,12 +185,6 @@ async function modelFromInit(flags: TrainFlags, init: string) {
 }
 
 const initDir = (spec: string) => spec.replace(/^(hf|ckpt):/, '');
-
-/** Whether `--init` names a Hugging Face model: hf:DIR, or ckpt:DIR of one trained here. */
-async function isHfModel(spec: string): Promise<boolean> {
-  if (spec.startsWith('hf:')) return true;
-  return spec.startsWith('ckpt:') && (await readHfCheckpoint(initDir(spec))) !== null;
-}
 
 async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   const log = (s: string) => process.stderr.write(s + '\n');
