@@ -60,7 +60,9 @@ export async function loadServedPolicy(spec: string): Promise<ServedPolicy> {
 export function register(program: Command): void {
   program
     .command('serve')
-    .description('serve a trained policy behind an OpenAI-compatible API (POST /v1/chat/completions, GET /v1/models)')
+    .description(
+      'serve a trained policy behind an OpenAI-compatible API (POST /v1/chat/completions, GET /v1/models); or, with --policy openai:URL --record DIR, forward to a teacher endpoint and record its episodes (text-only: SFT data)',
+    )
     .requiredOption(
       '--policy <spec>',
       'the policy to serve: ckpt:DIR (a checkpoint), hf:DIR (a Hugging Face folder), or openai:URL (a teacher: any OpenAI-compatible endpoint, e.g. openai:http://127.0.0.1:8001/v1; with --record only: each request is forwarded to it and its episodes are recorded as text-only records, SFT data and never RL data)',
@@ -101,7 +103,7 @@ export function register(program: Command): void {
       GATEWAY_DEFAULTS.idleTimeoutMs / 1000,
     )
     .option('--quiet', 'no request log on stderr')
-    .option('--json', 'print {url, model, version} as one stdout line once listening')
+    .option('--json', 'print {url, model, version, records?, teacher?} as one stdout line once listening')
     .action(async (flags: ServeFlags) => {
       const teacher = flags.policy.startsWith('openai:') ? await openTeacher(flags) : undefined;
       if (!teacher && flags.teacherModel !== undefined)
