@@ -400,6 +400,9 @@ test.serial(
       noRecord.stderr,
       /give --record DIR \(to only use the teacher, point clients at http:\/\/127\.0\.0\.1:9\/v1\)/,
     );
+    const unknown = cli(['serve', '--policy', 'gpt-4o']);
+    t.is(unknown.code, 2);
+    t.regex(unknown.stderr, /unknown policy to serve "gpt-4o"; valid: ckpt:DIR, hf:DIR, openai:URL \(with --record\)/);
     const elsewhere = cli(['serve', '--policy', 'ckpt:x', '--teacher-model', 'm']);
     t.is(elsewhere.code, 2);
     t.regex(elsewhere.stderr, /--teacher-model is for --policy openai:URL/);

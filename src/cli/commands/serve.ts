@@ -47,10 +47,13 @@ function port(value: string): number {
   return n;
 }
 
-/** A policy to serve: `ckpt:DIR` (a checkpoint) or `hf:DIR` (a Hugging Face folder). */
-export async function loadServedPolicy(spec: string): Promise<ServedPolicy> {
+/**
+ * A policy to serve: `ckpt:DIR` (a checkpoint) or `hf:DIR` (a Hugging Face folder). `others`: the
+ * other specs the caller takes, named in the refusal of an unknown one.
+ */
+export async function loadServedPolicy(spec: string, others: readonly string[] = []): Promise<ServedPolicy> {
   const kind = ['ckpt:', 'hf:'].find((p) => spec.startsWith(p));
-  if (!kind) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR', 'openai:URL (with --record)']);
+  if (!kind) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR', ...others]);
   const dir = spec.slice(kind.length);
   if (kind === 'hf:') return (await import('../../policy/hf/hf-policy.ts')).loadHfPolicy(dir);
   const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
@@ -108,7 +111,7 @@ export function register(program: Command): void {
       const teacher = flags.policy.startsWith('openai:') ? await openTeacher(flags) : undefined;
       if (!teacher && flags.teacherModel !== undefined)
         throw new UsageError('--teacher-model is for --policy openai:URL (a teacher)');
-      const policy = teacher ? undefined : await loadServedPolicy(flags.policy);
+      const policy = teacher ? undefined : await loadServedPolicy(flags.policy, ['openai:URL (with --record)']);
       const dir = flags.policy.replace(/^(ckpt|hf):/, '');
       const modelName = flags.modelName ?? (teacher ? teacher.model : basename(resolve(dir)));
       const batching = { maxBatch: flags.maxBatch, maxWaitMs: flags.maxWaitMs };
