@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -53,6 +53,7 @@ test.before(async () => {
 
 test.after.always(async () => {
   await teacher?.close();
+  rmSync(tmp, { recursive: true, force: true });
 });
 
 /** `serve --policy openai:URL --record DIR` in process: a gateway answered by the teacher, its records in DIR. */
