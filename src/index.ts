@@ -23,6 +23,7 @@ export type {
   TurnRecord,
   EpisodeConfig,
   EpisodeRecord,
+  RecordPolicy,
 } from './core/types.ts';
 export { DEFAULT_EPISODE_CONFIG, RECORD_SCHEMA_VERSION } from './core/types.ts';
 export { createRng, deriveSeed, type Rng } from './core/rng.ts';

@@ -182,6 +182,17 @@ export const EPISODE_LIMITS: { readonly [K in EpisodeBudget]: { readonly min: nu
 
 export const RECORD_SCHEMA_VERSION = 1;
 
+/**
+ * Who answered an episode's turns. `textOnly`: the answers are another model's text (a teacher
+ * behind `serve --policy openai:URL`): no ids of ours were sampled, so the record is SFT data and
+ * never RL data (buildTrajectory refuses it). Absent on every other record.
+ */
+export interface RecordPolicy {
+  id: string;
+  version: string;
+  textOnly?: true;
+}
+
 /** One finished episode: everything replay needs, nothing that depends on timing. */
 export interface EpisodeRecord {
   schema: number;
@@ -199,7 +210,7 @@ export interface EpisodeRecord {
   group: string;
   sample: number;
   seed: number;
-  policy: { id: string; version: string };
+  policy: RecordPolicy;
   config: EpisodeConfig;
   prompt: Message[];
   promptTokens?: number[];

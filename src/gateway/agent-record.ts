@@ -5,6 +5,7 @@ import {
   type Json,
   type Message,
   type ParsedAction,
+  type RecordPolicy,
   type Task,
   type TurnRecord,
 } from '../core/types.ts';
@@ -61,7 +62,7 @@ export interface EpisodeSlot {
   sample: number;
   seed: number;
   scenario: { id: string; version: string; options: { [key: string]: string } };
-  policy: { id: string; version: string };
+  policy: RecordPolicy;
   limits: { maxTurns: number; maxTokensPerTurn: number; maxTotalTokens: number };
 }
 

@@ -1,4 +1,5 @@
 import { OpenAIHttpError } from '../openai/errors.ts';
+import { UsageError } from '../core/errors.ts';
 
 /**
  * The gateway's refusals, each with the status and OpenAI error object a client gets and the data a
@@ -68,3 +69,20 @@ export class BadRewardError extends OpenAIHttpError {
     super(400, `the reward for episode "${episodeId}" ${why}`, 'invalid_request_error', 'invalid_reward');
   }
 }
+
+/**
+ * The teacher (`serve --policy openai:URL`) gave no usable answer: unreachable (after retries), an
+ * error of its own, or a body that is not a chat completion. 502: the gateway is fine, the server
+ * behind it is not; the episode stays open and the request can be sent again.
+ */
+export class TeacherError extends OpenAIHttpError {
+  constructor(
+    readonly teacher: string,
+    why: string,
+  ) {
+    super(502, `the teacher at ${teacher} ${why}`, 'server_error', 'teacher_error');
+  }
+}
+
+/** A `--policy openai:URL` whose URL is not an http(s) URL (a usage error: exit 2). */
+export class TeacherUrlError extends UsageError {}

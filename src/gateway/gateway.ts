@@ -1,7 +1,7 @@
 import { createHash, randomInt } from 'node:crypto';
 import { z } from 'zod';
 import { deriveSeed } from '../core/rng.ts';
-import type { EpisodeRecord, Json } from '../core/types.ts';
+import type { EpisodeRecord, Json, RecordPolicy } from '../core/types.ts';
 import type { ServedPolicy } from '../openai/chat-format.ts';
 import { ChatCompletions, type TurnAnswerer } from '../openai/completions.ts';
 import { OpenAIHttpError } from '../openai/errors.ts';
@@ -47,7 +47,7 @@ export const GATEWAY_DEFAULTS = { maxTurns: 32, idleTimeoutMs: 600_000 } as cons
 interface OpenEpisode {
   slot: Omit<EpisodeSlot, 'index' | 'policy' | 'limits'> & { index?: number };
   /** The policy that answered its first turn. */
-  policy: { id: string; version: string };
+  policy: RecordPolicy;
   turns: AgentTurn[];
   inFlight: Set<Promise<unknown>>;
   reserved: number;
@@ -129,7 +129,7 @@ export class Gateway implements EpisodeGateway {
     const messages = normalizeMessages(body.messages);
     if (k === 0 && this.options.openOnRequest && episode.slot.task.question === '') {
       episode.slot.task.question = messages.find((m) => m.role === 'user')?.content ?? '';
-      episode.policy = { id: answerer.policy.id, version: answerer.policy.version };
+      episode.policy = recordPolicy(answerer);
     }
     const { matched, given } = matchAnswers(
       messages,
@@ -269,8 +269,7 @@ export class Gateway implements EpisodeGateway {
   }
 
   private fresh(slot: OpenEpisode['slot']): OpenEpisode {
-    const policy = { id: this.answerer?.policy.id ?? '', version: this.answerer?.policy.version ?? '' };
-    return { slot, policy, turns: [], inFlight: new Set(), reserved: 0 };
+    return { slot, policy: recordPolicy(this.answerer), turns: [], inFlight: new Set(), reserved: 0 };
   }
 
   /** Restarts an episode's idle clock; past it the episode is written as unfinished. */
@@ -300,6 +299,12 @@ export function policyAnswerer(
   batching: { maxBatch?: number; maxWaitMs?: number } = {},
 ): ChatCompletions {
   return new ChatCompletions({ policy, modelName, ...batching });
+}
+
+/** Who answers, as a record names it; a teacher's text-only mark is kept (RL refuses such records). */
+function recordPolicy(answerer: TurnAnswerer | null): RecordPolicy {
+  const policy = answerer?.policy;
+  return { id: policy?.id ?? '', version: policy?.version ?? '', ...(policy?.textOnly ? { textOnly: true } : {}) };
 }
 
 function checkId(episodeId: string): void {

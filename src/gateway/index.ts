@@ -15,12 +15,16 @@ export type { PlayAgentOptions } from './play-agent.ts';
 export { replayAgent, ReplayGateway, checkAgentRecord, firstDifference } from './replay-agent.ts';
 export type { AgentReplayResult } from './replay-agent.ts';
 export { DemonstratorAnswerer } from './demonstrator-answerer.ts';
+export { TeacherAnswerer, teacherBaseURL, teacherModel } from './teacher-answerer.ts';
+export type { TeacherOptions } from './teacher-answerer.ts';
 export { RecordFile, RecordFileError } from './record-file.ts';
 export { readTasksFile, TasksFileError } from './tasks-file.ts';
 export {
   BadEpisodeIdError,
   BadRewardError,
   EpisodeClosedError,
+  TeacherError,
+  TeacherUrlError,
   TooManyTurnsError,
   UnknownEpisodeError,
 } from './errors.ts';

@@ -185,9 +185,10 @@ export interface GeneratedTurn {
   logprobs?: number[];
 }
 
-/** What answers a gateway's turns: a token policy (ChatCompletions) or a scripted demonstrator. */
+/** What answers a gateway's turns: a token policy (ChatCompletions), a scripted demonstrator or a teacher endpoint. */
 export interface TurnAnswerer {
-  readonly policy: { readonly id: string; readonly version: string };
+  /** `textOnly`: its answers are text without ids of ours (a teacher's): its records are SFT data, never RL data. */
+  readonly policy: { readonly id: string; readonly version: string; readonly textOnly?: boolean };
   readonly contextLength: number;
   generate(body: ChatCompletionRequest, turn: TurnControl): Promise<GeneratedTurn>;
   complete(body: ChatCompletionRequest): Promise<ChatCompletion>;

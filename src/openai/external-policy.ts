@@ -49,7 +49,6 @@ export class OpenAIPolicy implements Policy {
   private readonly limit: LimitFunction;
   private readonly sent = new Map<string, Sent>();
   private readonly endpoint: string;
-  private readonly fetch: typeof fetch;
 
   constructor(private readonly options: OpenAIPolicyOptions) {
     if (!options.model) throw new PolicySpecError('an OpenAI policy needs a model name');
@@ -65,7 +64,6 @@ export class OpenAIPolicy implements Policy {
     this.id = `openai:${options.model}@${options.baseURL}`;
     this.version = options.model;
     this.limit = pLimit(options.concurrency ?? 8);
-    this.fetch = options.fetch ?? fetch;
   }
 
   async act(request: PolicyRequest): Promise<PolicyOutput> {
@@ -86,7 +84,7 @@ export class OpenAIPolicy implements Policy {
       ...(o.topP !== undefined ? { top_p: o.topP } : {}),
       ...((o.logprobs ?? true) ? { logprobs: true } : {}),
     };
-    const response = await this.limit(() => this.post(body, request.signal));
+    const response = await this.limit(() => requestJson(this.endpoint, body, this.options, request.signal));
     const { output, message } = readCompletion(response);
     sent.set(request.turn, { text: output.text, message });
     return output;
@@ -95,63 +93,78 @@ export class OpenAIPolicy implements Policy {
   release(episodeId: string): void {
     this.sent.delete(episodeId);
   }
+}
 
-  private async post(body: unknown, signal: AbortSignal | undefined): Promise<unknown> {
-    const retries = this.options.maxRetries ?? 4;
-    const timeoutMs = this.options.timeoutMs ?? 120_000;
-    const payload = JSON.stringify(body);
-    for (let attempt = 0; ; attempt++) {
-      signal?.throwIfAborted();
-      let failure: { message: string; status?: number; retryAfterMs?: number; retry: boolean };
-      try {
-        const res = await this.fetch(this.endpoint, {
-          method: 'POST',
-          headers: {
-            'content-type': 'application/json',
-            ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
-          },
-          body: payload,
-          signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs),
-        });
-        const text = await res.text();
-        if (res.ok) {
-          try {
-            return JSON.parse(text) as unknown;
-          } catch {
-            throw new ExternalPolicyError(
-              `${this.endpoint} answered ${res.status} with a body that is not JSON: ${text.slice(0, 200)}`,
-              res.status,
-            );
-          }
+/** How requestJson retries (OpenAIPolicyOptions' fields of the same names). */
+export type RetryOptions = Pick<OpenAIPolicyOptions, 'apiKey' | 'timeoutMs' | 'maxRetries' | 'backoffMs' | 'fetch'>;
+
+/**
+ * One JSON request to an OpenAI-compatible endpoint (a POST of `body`, or a GET when it is
+ * undefined), with a per-attempt timeout and retries with exponential backoff on 408/409/429/5xx,
+ * network errors and timeouts (Retry-After honoured). The parsed JSON answer, or an
+ * ExternalPolicyError saying what failed (the URL, the status and the server's message).
+ */
+export async function requestJson(
+  url: string,
+  body: unknown,
+  options: RetryOptions = {},
+  signal?: AbortSignal,
+): Promise<unknown> {
+  const retries = options.maxRetries ?? 4;
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const doFetch = options.fetch ?? fetch;
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  for (let attempt = 0; ; attempt++) {
+    signal?.throwIfAborted();
+    let failure: { message: string; status?: number; retryAfterMs?: number; retry: boolean };
+    try {
+      const res = await doFetch(url, {
+        method: payload === undefined ? 'GET' : 'POST',
+        headers: {
+          ...(payload === undefined ? {} : { 'content-type': 'application/json' }),
+          ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
+        },
+        ...(payload === undefined ? {} : { body: payload }),
+        signal: signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs),
+      });
+      const text = await res.text();
+      if (res.ok) {
+        try {
+          return JSON.parse(text) as unknown;
+        } catch {
+          throw new ExternalPolicyError(
+            `${url} answered ${res.status} with a body that is not JSON: ${text.slice(0, 200)}`,
+            res.status,
+          );
         }
-        failure = {
-          status: res.status,
-          message: `${this.endpoint} answered ${res.status}: ${errorMessage(text)}`,
-          retry: res.status === 408 || res.status === 409 || res.status === 429 || res.status >= 500,
-          retryAfterMs: retryAfter(res.headers),
-        };
-      } catch (err) {
-        if (err instanceof ExternalPolicyError) throw err;
-        if (signal?.aborted) throw signal.reason ?? err;
-        const timedOut = err instanceof Error && err.name === 'TimeoutError';
-        const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
-        failure = {
-          message: timedOut
-            ? `${this.endpoint} did not answer within ${timeoutMs} ms`
-            : `${this.endpoint}: ${(err as Error).message}${cause}`,
-          retry: true,
-        };
       }
-      if (!failure.retry || attempt >= retries) {
-        const tries = attempt + 1;
-        throw new ExternalPolicyError(
-          `${failure.message}${failure.retry ? ` (gave up after ${tries} attempts)` : ''}`,
-          failure.status,
-        );
-      }
-      const backoff = Math.min(30_000, (this.options.backoffMs ?? 500) * 2 ** attempt);
-      await sleep(failure.retryAfterMs ?? backoff, signal);
+      failure = {
+        status: res.status,
+        message: `${url} answered ${res.status}: ${errorMessage(text)}`,
+        retry: res.status === 408 || res.status === 409 || res.status === 429 || res.status >= 500,
+        retryAfterMs: retryAfter(res.headers),
+      };
+    } catch (err) {
+      if (err instanceof ExternalPolicyError) throw err;
+      if (signal?.aborted) throw signal.reason ?? err;
+      const timedOut = err instanceof Error && err.name === 'TimeoutError';
+      const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
+      failure = {
+        message: timedOut
+          ? `${url} did not answer within ${timeoutMs} ms`
+          : `${url}: ${(err as Error).message}${cause}`,
+        retry: true,
+      };
     }
+    if (!failure.retry || attempt >= retries) {
+      const tries = attempt + 1;
+      throw new ExternalPolicyError(
+        `${failure.message}${failure.retry ? ` (gave up after ${tries} attempts)` : ''}`,
+        failure.status,
+      );
+    }
+    const backoff = Math.min(30_000, (options.backoffMs ?? 500) * 2 ** attempt);
+    await sleep(failure.retryAfterMs ?? backoff, signal);
   }
 }
 

@@ -9,6 +9,24 @@ import type { PolicyEncoding } from './policy.ts';
  */
 export class TrajectoryError extends AgentR1Error {}
 
+/**
+ * A text-only record (`policy.textOnly`: a teacher's answers, recorded through `serve --policy
+ * openai:URL`) given to RL. Its text was not sampled by our model, so a policy gradient on it (with
+ * our log-probs on ids re-encoded from that text) would be wrong: RL refuses it, and the batch with
+ * it, rather than skip it quietly. Such records are SFT data (sequencesFromRecords reads their text).
+ */
+export class TextOnlyRecordError extends TrajectoryError {
+  constructor(
+    readonly episodeId: string,
+    readonly policyId: string,
+  ) {
+    super(
+      `episode ${episodeId} is a text-only record (answered by ${policyId}, a teacher whose token ids are not ours): ` +
+        'it is SFT data (agent-r1 sft, sequencesFromRecords), never RL data',
+    );
+  }
+}
+
 export interface TokenSequence {
   tokens: number[];
   /** 1 on action tokens (the policy's own), 0 on prompt and observation tokens. */
@@ -63,6 +81,7 @@ export function recordTokens(record: EpisodeRecord, options: RecordTokensOptions
   const enc = options.encoding;
   const ids = !enc || (options.useRecordTokens ?? false);
   const id = record.episodeId;
+  if (!enc) refuseTextOnly(record);
   let tokens: number[];
   if (ids && record.promptTokens) tokens = record.promptTokens.slice();
   else if (enc) tokens = enc.prompt(record.prompt);
@@ -104,6 +123,7 @@ export function recordStepTokens(record: EpisodeRecord, options: RecordTokensOpt
   const enc = options.encoding;
   const ids = !enc || (options.useRecordTokens ?? false);
   const id = record.episodeId;
+  if (!enc) refuseTextOnly(record);
   const shown = shownContexts(record);
   return record.turns.map((turn, i) => {
     const context = shown[i]!;
@@ -125,8 +145,14 @@ export function recordStepTokens(record: EpisodeRecord, options: RecordTokensOpt
   });
 }
 
+/** Without an encoding the ids are the record's own: a text-only record has none that are ours. */
+function refuseTextOnly(record: EpisodeRecord): void {
+  if (record.policy?.textOnly) throw new TextOnlyRecordError(record.episodeId, record.policy.id);
+}
+
 function checkTrainable(record: EpisodeRecord): asserts record is EpisodeRecord & { promptTokens: number[] } {
   if (record === null || typeof record !== 'object') throw new TrajectoryError('record is not an object');
+  refuseTextOnly(record);
   const id = record.episodeId;
   if (record.status !== 'ok') {
     throw new TrajectoryError(`episode ${id} failed (${record.error ?? 'status error'}); it has no trajectory`);
@@ -279,7 +305,8 @@ export interface SkippedEpisode {
 
 /**
  * Builds the trajectories of a rollout batch. Episodes that failed or cannot be used are skipped
- * with their reason, so one bad rollout never stops a training step.
+ * with their reason, so one bad rollout never stops a training step; a text-only record (a teacher's) is
+ * refused with a TextOnlyRecordError.
  */
 export function buildTrajectories(records: readonly EpisodeRecord[]): {
   sequences: TrainingSequence[];
@@ -294,7 +321,8 @@ export function buildTrajectories(records: readonly EpisodeRecord[]): {
     try {
       sequences.push(...(steps ? buildStepTrajectories(record) : [buildTrajectory(record)]));
     } catch (error) {
-      if (!(error instanceof TrajectoryError)) throw error;
+      // A text-only record in an RL batch is a mistake of the run's, not a bad rollout: refused.
+      if (!(error instanceof TrajectoryError) || error instanceof TextOnlyRecordError) throw error;
       skipped.push({ episodeId: String(record?.episodeId), reason: error.message });
     }
   }

@@ -119,7 +119,7 @@ export const episodeRecordSchema = z.object({
   group: z.string(),
   sample: z.number().int().nonnegative(),
   seed: z.number().int(),
-  policy: z.object({ id: z.string(), version: z.string() }),
+  policy: z.object({ id: z.string(), version: z.string(), textOnly: z.literal(true).optional() }),
   config: z.object({
     actionFormat: z.enum(ACTION_FORMATS).optional(),
     maxTurns: z.number(),

@@ -8,6 +8,7 @@ export {
   buildTrajectories,
   fitToContext,
   TrajectoryError,
+  TextOnlyRecordError,
 } from '../policy/trajectory.ts';
 export type { TokenSequence, TrainingSequence, RecordTokensOptions } from '../policy/trajectory.ts';
 // RL: advantages, losses, KL, trajectories

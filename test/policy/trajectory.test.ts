@@ -2,12 +2,15 @@ import test from 'ava';
 import type { EpisodeRecord, TurnRecord } from '../../src/core/types.ts';
 import { DEFAULT_EPISODE_CONFIG } from '../../src/core/types.ts';
 import {
+  buildStepTrajectories,
   buildTrajectories,
   buildTrajectory,
   fitToContext,
   recordTokens,
+  TextOnlyRecordError,
   TrajectoryError,
 } from '../../src/policy/trajectory.ts';
+import { parseRecordLine, sealRecord, serializeRecord } from '../../src/record/record.ts';
 
 const turn = (index: number, tokens: number[], obs: number[] | undefined, reward: number): TurnRecord => ({
   index,
@@ -137,4 +140,26 @@ test('recordTokens: recorded ids as they are (RL), or the texts encoded as live 
   t.throws(() => recordTokens(textOnly), { instanceOf: TrajectoryError, message: /no prompt token ids/ });
   const untokenized = record({ turns: [{ ...turn(0, [], undefined, 0), tokens: undefined }] });
   t.throws(() => recordTokens(untokenized), { instanceOf: TrajectoryError, message: /turn 0 has no token ids/ });
+});
+
+test("a text-only record (a teacher's) is refused by RL, the batch with it, whatever ids it carries; SFT encodes its text", (t) => {
+  const teacher = { id: 'openai:big@http://127.0.0.1:8001/v1', version: 'big', textOnly: true as const };
+  // Even with ids in it (a teacher's own tokenizer's), the mark wins: they are not ours.
+  const marked = record({ episodeId: 'e1', policy: teacher });
+  const refusal = {
+    instanceOf: TextOnlyRecordError,
+    message: /episode e1 is a text-only record \(answered by openai:big@/,
+  };
+  t.throws(() => buildTrajectories([record(), marked]), refusal);
+  t.throws(() => buildTrajectory(marked), refusal);
+  t.throws(() => buildStepTrajectories(marked), refusal);
+  t.throws(() => recordTokens(marked), refusal);
+  t.deepEqual(recordTokens(marked, { encoding }).mask, recordTokens(record(), { encoding }).mask);
+  // The mark is part of the record's schema; records without it (all earlier ones) load as before.
+  const { checksum: _c, ...body } = marked;
+  t.deepEqual(parseRecordLine(serializeRecord(sealRecord(body))).policy, teacher);
+  const { checksum: _d, ...plain } = record();
+  t.is(parseRecordLine(serializeRecord(sealRecord(plain))).policy.textOnly, undefined);
+  const { checksum: _e, ...wrong } = record({ policy: { ...teacher, textOnly: false as never } });
+  t.throws(() => parseRecordLine(serializeRecord(sealRecord(wrong))), { message: /record schema/ });
 });

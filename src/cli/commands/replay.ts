@@ -121,9 +121,12 @@ export function register(program: Command): void {
             say(formatDivergence(divergence));
           } else {
             counts.verified++;
-            say(
-              `verified ${record.episodeId}${agent || format || !record.promptTokens ? '' : ' (its prompt ids unchecked: give --policy)'}`,
-            );
+            const note = record.policy.textOnly
+              ? " (text-only: a teacher's answers, no ids to check)"
+              : agent || format || !record.promptTokens
+                ? ''
+                : ' (its prompt ids unchecked: give --policy)';
+            say(`verified ${record.episodeId}${note}`);
           }
           continue;
         }

@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { basename, resolve } from 'node:path';
-import { UnknownNameError } from '../../core/errors.ts';
+import { UnknownNameError, UsageError } from '../../core/errors.ts';
 import { ChatServer, DEFAULT_MAX_BODY_BYTES } from '../../openai/server.ts';
 import type { ServedPolicy } from '../../openai/chat-format.ts';
 import type { ServablePolicy } from '../../openai/serving-policy.ts';
@@ -11,6 +11,8 @@ import { AGENT_SCENARIO_ID } from '../../record/agent.ts';
 import { Gateway, GATEWAY_DEFAULTS, policyAnswerer } from '../../gateway/gateway.ts';
 import { EPISODE_HEADER } from '../../openai/episode-gateway.ts';
 import { RecordFile } from '../../gateway/record-file.ts';
+import { TeacherAnswerer, teacherBaseURL, teacherModel } from '../../gateway/teacher-answerer.ts';
+import type { TurnAnswerer } from '../../openai/completions.ts';
 
 interface ServeFlags {
   policy: string;
@@ -26,6 +28,8 @@ interface ServeFlags {
   record?: string;
   maxTurns: number;
   episodeTimeout: number;
+  teacherModel?: string;
+  teacherApiKey?: string;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -43,10 +47,13 @@ function port(value: string): number {
   return n;
 }
 
-/** A policy to serve: `ckpt:DIR` (a checkpoint) or `hf:DIR` (a Hugging Face folder). */
-export async function loadServedPolicy(spec: string): Promise<ServedPolicy> {
+/**
+ * A policy to serve: `ckpt:DIR` (a checkpoint) or `hf:DIR` (a Hugging Face folder). `others`: the
+ * other specs the caller takes, named in the refusal of an unknown one.
+ */
+export async function loadServedPolicy(spec: string, others: readonly string[] = []): Promise<ServedPolicy> {
   const kind = ['ckpt:', 'hf:'].find((p) => spec.startsWith(p));
-  if (!kind) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR']);
+  if (!kind) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR', ...others]);
   const dir = spec.slice(kind.length);
   if (kind === 'hf:') return (await import('../../policy/hf/hf-policy.ts')).loadHfPolicy(dir);
   const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
@@ -56,8 +63,13 @@ export async function loadServedPolicy(spec: string): Promise<ServedPolicy> {
 export function register(program: Command): void {
   program
     .command('serve')
-    .description('serve a trained policy behind an OpenAI-compatible API (POST /v1/chat/completions, GET /v1/models)')
-    .requiredOption('--policy <spec>', 'the policy to serve: ckpt:DIR (a checkpoint) or hf:DIR (a Hugging Face folder)')
+    .description(
+      'serve a trained policy behind an OpenAI-compatible API (POST /v1/chat/completions, GET /v1/models); or, with --policy openai:URL --record DIR, forward to a teacher endpoint and record its episodes (text-only: SFT data)',
+    )
+    .requiredOption(
+      '--policy <spec>',
+      'the policy to serve: ckpt:DIR (a checkpoint), hf:DIR (a Hugging Face folder), or openai:URL (a teacher: any OpenAI-compatible endpoint, e.g. openai:http://127.0.0.1:8001/v1; with --record only: each request is forwarded to it and its episodes are recorded as text-only records, SFT data and never RL data)',
+    )
     .option('--port <p>', 'port (0: any free port)', port, 8000)
     .option(
       '--host <host>',
@@ -69,7 +81,16 @@ export function register(program: Command): void {
         .env('AGENT_R1_API_KEY')
         .argParser(apiKey),
     )
-    .option('--model-name <name>', 'the model id clients ask for (default: the folder name)')
+    .option('--model-name <name>', "the model id clients ask for (default: the folder name, or the teacher's model)")
+    .option(
+      '--teacher-model <name>',
+      'with openai:URL: the model to ask the teacher for (default: the first of GET URL/models)',
+    )
+    .addOption(
+      new Option('--teacher-api-key <key>', 'with openai:URL: the key sent to the teacher (default: none)')
+        .env('AGENT_R1_TEACHER_API_KEY')
+        .argParser(apiKey),
+    )
     .option('--max-batch <b>', 'most requests generated in one batch', positiveInt, 32)
     .option('--max-wait-ms <ms>', 'how long a request waits for others to batch with', nonNegativeInt, 10)
     .option('--max-body-bytes <n>', 'refuse request bodies over this size (413)', positiveInt, DEFAULT_MAX_BODY_BYTES)
@@ -85,16 +106,23 @@ export function register(program: Command): void {
       GATEWAY_DEFAULTS.idleTimeoutMs / 1000,
     )
     .option('--quiet', 'no request log on stderr')
-    .option('--json', 'print {url, model, version} as one stdout line once listening')
+    .option('--json', 'print {url, model, version, records?, teacher?} as one stdout line once listening')
     .action(async (flags: ServeFlags) => {
-      const policy = await loadServedPolicy(flags.policy);
+      const teacher = flags.policy.startsWith('openai:') ? await openTeacher(flags) : undefined;
+      if (!teacher && flags.teacherModel !== undefined)
+        throw new UsageError('--teacher-model is for --policy openai:URL (a teacher)');
+      const policy = teacher ? undefined : await loadServedPolicy(flags.policy, ['openai:URL (with --record)']);
       const dir = flags.policy.replace(/^(ckpt|hf):/, '');
-      const modelName = flags.modelName ?? basename(resolve(dir));
+      const modelName = flags.modelName ?? (teacher ? teacher.model : basename(resolve(dir)));
       const batching = { maxBatch: flags.maxBatch, maxWaitMs: flags.maxWaitMs };
       const records = flags.record === undefined ? undefined : await RecordFile.open(flags.record);
+      const answerer: TurnAnswerer | undefined = teacher
+        ? new TeacherAnswerer({ ...teacher, modelName })
+        : records && policyAnswerer(policy!, modelName, batching);
+      const served = teacher ? answerer!.policy : policy!;
       const gateway = records
         ? new Gateway({
-            answerer: policyAnswerer(policy, modelName, batching),
+            answerer,
             modelName,
             runId: `serve-${randomBytes(6).toString('hex')}`,
             agent: { id: AGENT_SCENARIO_ID, version: 'serve', options: {} },
@@ -106,7 +134,7 @@ export function register(program: Command): void {
           })
         : undefined;
       const server = new ChatServer({
-        ...(gateway ? { gateway } : { policy, modelName, ...batching }),
+        ...(gateway ? { gateway } : { policy: policy!, modelName, ...batching }),
         ...(flags.apiKey !== undefined ? { apiKey: flags.apiKey } : {}),
         maxBodyBytes: flags.maxBodyBytes,
         onRequest: flags.quiet
@@ -117,9 +145,10 @@ export function register(program: Command): void {
               ),
       });
       const url = await server.listen(flags.port, flags.host);
-      process.stderr.write(
-        `serving "${modelName}" (${policy.id}, version ${policy.version.slice(0, 12)}) at ${url}${flags.apiKey ? ' (API key required)' : ''}\n`,
-      );
+      const what = teacher
+        ? `the teacher ${served.id}, recorded as text-only records`
+        : `${served.id}, version ${served.version.slice(0, 12)}`;
+      process.stderr.write(`serving "${modelName}" (${what}) at ${url}${flags.apiKey ? ' (API key required)' : ''}\n`);
       if (!LOOPBACK.has(flags.host) && flags.apiKey === undefined)
         process.stderr.write(
           `warning: listening on ${flags.host} without --api-key: anyone who can reach it can use it\n`,
@@ -129,7 +158,13 @@ export function register(program: Command): void {
           `recording episodes to ${records.path} (header ${EPISODE_HEADER}: ID; POST ${url}/episodes/ID/reward closes one)\n`,
         );
       if (flags.json)
-        printJson({ url, model: modelName, version: policy.version, ...(records ? { records: records.path } : {}) });
+        printJson({
+          url,
+          model: modelName,
+          version: served.version,
+          ...(teacher ? { teacher: served.id } : {}),
+          ...(records ? { records: records.path } : {}),
+        });
       await new Promise<void>((done) => {
         const stop = () => {
           process.stderr.write('shutting down\n');
@@ -143,4 +178,20 @@ export function register(program: Command): void {
         process.once('SIGTERM', stop);
       });
     });
+}
+
+/**
+ * `--policy openai:URL`: the teacher's URL, model (named, or the first it lists) and key. Only with
+ * --record: recording its episodes is what it is for (without, clients can ask the teacher itself).
+ */
+async function openTeacher(flags: ServeFlags): Promise<{ baseURL: string; model: string; apiKey?: string }> {
+  const baseURL = teacherBaseURL(flags.policy.slice('openai:'.length));
+  if (flags.record === undefined)
+    throw new UsageError(
+      `--policy openai:URL forwards to a teacher to record its episodes: give --record DIR (to only use the teacher, point clients at ${baseURL})`,
+    );
+  const key = flags.teacherApiKey === undefined ? {} : { apiKey: flags.teacherApiKey };
+  // Asked once at startup, with one retry: a teacher that is not up is said at once.
+  const model = flags.teacherModel ?? (await teacherModel(baseURL, { ...key, maxRetries: 1 }));
+  return { baseURL, model, ...key };
 }
