@@ -12,6 +12,9 @@ import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
 import { resolveConfig, type TrainConfig } from '../rl/config.ts';
 import { appendJsonl, writeFileAtomic } from '../rl/run-dir.ts';
 import { GptTrainable } from '../rl/tfjs-trainable.ts';
+import { HfTrainable } from '../rl/hf-trainable.ts';
+import type { HfWarmStart } from './paper.ts';
+import { hfSft, recordSequences } from './records-sft.ts';
 import { train, type EvalMetrics, type StepMetrics } from '../rl/trainer.ts';
 import { warmStartOnRecords, type WarmStartResult, type WarmStartTraining } from '../rl/warm-start.ts';
 import { FAMILIES } from './families.ts';
@@ -86,6 +89,8 @@ export async function runAgentStart(options: {
   seed: number;
   outDir: string;
   budget: AgentBudget;
+  /** Train this Hugging Face model (warm-started on the demonstrations through its template) instead of a new GPT. */
+  hf?: HfWarmStart;
   replicas?: GradientExecutor;
   onEvent?(event: AgentStartEvent): void;
 }): Promise<AgentStartResult> {
@@ -110,19 +115,24 @@ export async function runAgentStart(options: {
     const test = session.tasksOf('test').slice(0, budget.testEpisodes);
     if (session.tasksOf('train').length === 0 || test.length === 0)
       throw new RangeError('the agent needs tasks in the train and test splits (tasks.jsonl: "split")');
-    const ws = await warmStartAgent(session, {
-      demonstrations: budget.demonstrations,
-      seed,
-      training: { ...budget.warmStart, seed, replicas: options.replicas, onStep: (s) => emit({ sft: s }) },
-      saveTo: join(outDir, 'demonstrations.jsonl'),
-    });
     const warmDir = join(outDir, 'warm-start');
-    await ws.trainable.save(warmDir);
+    const ws = options.hf
+      ? await hfWarmStartAgent(session, options.hf, { demonstrations: budget.demonstrations, seed, outDir, emit })
+      : await warmStartAgent(session, {
+          demonstrations: budget.demonstrations,
+          seed,
+          training: { ...budget.warmStart, seed, replicas: options.replicas, onStep: (s) => emit({ sft: s }) },
+          saveTo: join(outDir, 'demonstrations.jsonl'),
+        });
+    if (!options.hf) await ws.trainable.save(warmDir);
+    // The model each RL run starts from, and each checkpoint evaluated: the job's kind of model.
+    const reload = (dir: string, id: string): Promise<GptTrainable | HfTrainable> =>
+      options.hf ? HfTrainable.load(dir, { id }) : GptTrainable.fromCheckpoint(dir, { id });
     lap('warm-start');
     emit({
       message: `warm start: ${ws.demonstrations} demonstrations through the gateway (${(100 * ws.demoSuccess).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}`,
     });
-    const evaluate = async (method: string, model: GptTrainable, file: string) => {
+    const evaluate = async (method: string, model: GptTrainable | HfTrainable, file: string) => {
       const records = await session.play({
         answerer: policyAnswerer(model.policy({ temperature: 0 }) as unknown as ServedPolicy, AGENT_MODEL_NAME),
         tasks: test,
@@ -137,21 +147,21 @@ export async function runAgentStart(options: {
     lap('eval-base');
     emit({ message: `Base Tool Call evaluated on ${test.length} test tasks` });
 
-    const model = await GptTrainable.fromCheckpoint(warmDir, { id: 'rl-grpo' });
+    const model = await reload(warmDir, 'rl-grpo');
     const result = await train({
       source: session.source(),
       model,
       config: resolveConfig({ ...budget.rl, algo: 'grpo', seed }),
       outDir: join(outDir, 'grpo'),
       init: `ckpt:${warmDir}`,
-      replicas: options.replicas,
+      ...(options.hf ? {} : { replicas: options.replicas }),
       onStep: (m) => emit({ step: m }),
       onEval: (e) => emit({ eval: e }),
     });
     lap('train-grpo');
     // The best dev checkpoint (model selection on dev, never on test), as the families select.
     const best = result.best && result.best.step !== result.lastStep ? result.best : null;
-    const chosen = best ? await GptTrainable.fromCheckpoint(best.dir, { id: 'rl-grpo' }) : model;
+    const chosen = best ? await reload(best.dir, 'rl-grpo') : model;
     if (best)
       emit({
         message: `evaluating the best dev checkpoint, step ${best.step} (dev ${(100 * best.devScore).toFixed(1)})`,
@@ -179,4 +189,48 @@ export async function runAgentStart(options: {
   } finally {
     await session.close();
   }
+}
+
+/**
+ * The warm start of a Hugging Face model on an agent: the demonstrator's episodes through the
+ * gateway (every one, the imperfect too, as the GPT's warm start takes them), rendered with the
+ * model's own template, trained on and saved as OUT/warm-start.
+ */
+async function hfWarmStartAgent(
+  session: AgentSession,
+  hf: HfWarmStart,
+  options: { demonstrations: number; seed: number; outDir: string; emit: (e: AgentStartEvent) => void },
+): Promise<
+  Pick<WarmStartResult, 'demonstrations' | 'demoSuccess' | 'steps' | 'finalLoss' | 'parameters'> & {
+    trainable: HfTrainable;
+  }
+> {
+  const train = session.tasksOf('train');
+  const tasks = Array.from({ length: options.demonstrations }, (_, i) => train[i % train.length]!);
+  const demos = await session.demonstrations(tasks, deriveSeed(options.seed, 'demos'));
+  await appendJsonl(join(options.outDir, 'demonstrations.jsonl'), demos);
+  const used = demos.filter((r) => r.status === 'ok');
+  const trained = await hfSft(
+    {
+      init: hf.init,
+      ...(hf.lora ? { lora: hf.lora } : {}),
+      seed: options.seed,
+      out: join(options.outDir, 'warm-start'),
+      steps: hf.steps,
+      batchSize: hf.batchSize,
+      lr: hf.lr,
+      temperature: 0,
+      meta: { demonstrations: demos.length },
+      onStep: (s) => options.emit({ sft: s }),
+    },
+    (model) => recordSequences(model, used, () => Promise.reject(new Error('an agent has no scenario'))),
+  );
+  return {
+    trainable: trained.trainable,
+    demonstrations: demos.length,
+    demoSuccess: summarizeAgentRecords(demos).successRate,
+    steps: trained.steps,
+    finalLoss: trained.finalLoss,
+    parameters: trained.trainable.variables.reduce((n, v) => n + v.size, 0),
+  };
 }

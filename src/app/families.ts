@@ -1,4 +1,5 @@
-import type { PaperOptions } from './paper.ts';
+import type { LoraRequest } from '../rl/hf-trainable.ts';
+import type { HfWarmStart, PaperOptions } from './paper.ts';
 import { startBudget, startScenarioOptions } from './start.ts';
 
 /**
@@ -203,3 +204,33 @@ export const FAMILIES: { [name: string]: Family } = {
 };
 
 export const FAMILY_NAMES = Object.keys(FAMILIES);
+
+/**
+ * A family's budget for a Hugging Face model (`start --scenario S --init hf:DIR`): the same
+ * demonstrations, episode budget and selection; the warm start is SFT of that model on its own
+ * template, and RL is shorter, since every step scores its 151,936-row head (a GPT's has 512 rows).
+ */
+export function hfFamilyBudget(
+  budget: FamilyBudget,
+  quick: boolean,
+  model: { init: string; lora?: LoraRequest },
+): FamilyBudget & { hf: HfWarmStart } {
+  const lr = model.lora ? 2e-3 : 3e-3;
+  if (quick) return { ...budget, hf: { ...model, steps: 4, batchSize: 4, lr } };
+  return {
+    ...budget,
+    hf: { ...model, steps: 300, batchSize: 8, lr },
+    rl: {
+      ...budget.rl,
+      steps: 20,
+      tasksPerStep: 4,
+      group: 8,
+      minibatch: 32,
+      lr: 3e-4,
+      evalEvery: 5,
+      evalEpisodes: 32,
+      checkpointEvery: 5,
+    },
+    evalEpisodes: { test: 100, ood: budget.evalEpisodes.ood === 0 ? 0 : 50 },
+  };
+}

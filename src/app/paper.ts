@@ -15,6 +15,10 @@ import type { RolloutExecutor } from '../rollout/executor.ts';
 import { canUseReplica, Replica } from '../rollout/replica.ts';
 import { writeFileAtomic } from '../rl/run-dir.ts';
 import { GptTrainable } from '../rl/tfjs-trainable.ts';
+import { HfTrainable, type LoraRequest } from '../rl/hf-trainable.ts';
+import { openAITools } from '../episode/drive-episode.ts';
+import { sequencesFromRecords } from '../policy/tfjs/sft.ts';
+import { hfSft } from './records-sft.ts';
 import { trainReplicas } from '../rl/train-threads.ts';
 import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
 import { train, type EvalMetrics, type StepMetrics } from '../rl/trainer.ts';
@@ -86,6 +90,12 @@ export interface PaperOptions {
   /** Episode budget overrides for every rollout (demonstrations, training, evaluation). */
   episode?: Partial<EpisodeConfig>;
   /**
+   * Train this Hugging Face model (hf:DIR, or ckpt:DIR of one) instead of a new GPT: its warm start
+   * is SFT on the same demonstrations through its own chat template (`hfWarmStart`'s settings, the
+   * GPT's tokenizer and model settings not applying), then the same RL and evaluations.
+   */
+  hf?: HfWarmStart;
+  /**
    * A warm-start checkpoint made by an earlier run with the same seed and budget: loaded instead of
    * trained (the same weights, since the warm start is deterministic), so algorithms can run in
    * separate processes without repeating the SFT.
@@ -104,6 +114,15 @@ export interface PaperOptions {
    */
   trainThreads?: number;
   onEvent?(event: PaperEvent): void;
+}
+
+/** A Hugging Face model's warm start: the model, LoRA or every weight, and its SFT settings. */
+export interface HfWarmStart {
+  init: string;
+  lora?: LoraRequest;
+  steps: number;
+  batchSize: number;
+  lr: number;
 }
 
 export interface PaperResult {
@@ -229,8 +248,9 @@ export const METHOD_NAMES: Record<Algorithm | 'naive-rag' | 'oracle-reader' | 'b
 
 export async function runPaper(options: PaperOptions): Promise<PaperResult> {
   const backend = tf.getBackend();
+  // A worker thread's replica and the training threads copy the GPT: a Hugging Face model runs here.
   const replica =
-    options.replica && canUseReplica(backend)
+    options.replica && !options.hf && canUseReplica(backend)
       ? new Replica({
           backend,
           scenarioSource: options.scenarioSource,
@@ -241,7 +261,7 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
             }),
         })
       : undefined;
-  const training = trainReplicas(backend, options.trainThreads ?? 1);
+  const training = trainReplicas(backend, options.hf ? 1 : (options.trainThreads ?? 1));
   if (training.note) options.onEvent?.({ phase: 'warm-start', message: training.note });
   try {
     return await runPaperWith(options, replica, training.replicas);
@@ -269,6 +289,9 @@ async function runPaperWith(
   }
   const seconds: { [phase: string]: number } = {};
   const scores: MethodScore[] = [];
+  // The model each RL run starts from, and each checkpoint evaluated: the job's kind of model.
+  const reload = (dir: string, id: string): Promise<GptTrainable | HfTrainable> =>
+    options.hf ? HfTrainable.load(dir, { id }) : GptTrainable.fromCheckpoint(dir, { id });
   makeDir(options.outDir);
   let t = performance.now();
   const lap = (phase: string) => {
@@ -301,17 +324,19 @@ async function runPaperWith(
   const demoFactory = scenario.policies[options.warmStart.demoPolicy];
   if (!demoFactory)
     throw new Error(`scenario ${scenario.id} has no "${options.warmStart.demoPolicy}" policy for the warm start`);
-  const ws = options.warmStartFrom
-    ? await loadWarmStart(options.warmStartFrom)
-    : await sftWarmStart({
-        ...options.warmStart,
-        episode: options.episode,
-        scenario,
-        demoPolicy: await demoFactory({ scenario, seed }),
-        seed,
-        replicas,
-        onStep: (s) => emit({ phase: 'sft-step', sft: s }),
-      });
+  const ws = options.hf
+    ? await hfWarmStart(options, await demoFactory({ scenario, seed }), (s) => emit({ phase: 'sft-step', sft: s }))
+    : options.warmStartFrom
+      ? await loadWarmStart(options.warmStartFrom)
+      : await sftWarmStart({
+          ...options.warmStart,
+          episode: options.episode,
+          scenario,
+          demoPolicy: await demoFactory({ scenario, seed }),
+          seed,
+          replicas,
+          onStep: (s) => emit({ phase: 'sft-step', sft: s }),
+        });
   // Said, not silent: demonstrations the context cut lost their last actions.
   const cut = 'cut' in ws ? (ws.cut as ContextCut | undefined) : undefined;
   const warmDir = join(options.outDir, 'warm-start');
@@ -328,7 +353,7 @@ async function runPaperWith(
   });
   // The paper's Naive RAG: the warm-start model, its one retrieval forced to the question.
   const base = ws.trainable.policy({ temperature: 0 });
-  if (scenario.tools.some((t) => t.name === 'search') && 'tokenizer' in base) {
+  if (!options.hf && scenario.tools.some((t) => t.name === 'search') && 'tokenizer' in base) {
     const policy = naiveRagModel(base as TokenizingPolicy);
     for (const split of splits)
       scores.push(
@@ -368,7 +393,7 @@ async function runPaperWith(
   const runDirs: { [algo: string]: string } = {};
   const selected: PaperResult['selected'] = {};
   for (const algo of options.algos) {
-    const model = await GptTrainable.fromCheckpoint(warmDir, { id: `rl-${algo}` });
+    const model = await reload(warmDir, `rl-${algo}`);
     const outDir = join(options.outDir, algo);
     runDirs[algo] = outDir;
     const config = resolveConfig({ ...options.rl, algo, seed });
@@ -393,7 +418,7 @@ async function runPaperWith(
     selected[algo] = best
       ? { step: best.step, devScore: best.devScore }
       : { step: result.lastStep, devScore: finalEval ? devScore(finalEval) : null };
-    const chosen = best ? await GptTrainable.fromCheckpoint(best.dir, { id: `rl-${algo}` }) : model;
+    const chosen = best ? await reload(best.dir, `rl-${algo}`) : model;
     if (best)
       emit({
         phase: 'eval',
@@ -415,12 +440,12 @@ async function runPaperWith(
           ),
         );
     } finally {
-      if (chosen !== model) chosen.model.dispose();
-      model.model.dispose();
+      if (chosen !== model) dispose(chosen);
+      dispose(model);
     }
     lap(`eval-${algo}`);
   }
-  ws.trainable.model.dispose();
+  dispose(ws.trainable);
   const result: PaperResult = {
     scores,
     curves,
@@ -441,6 +466,62 @@ async function runPaperWith(
   };
   await writeFileAtomic(join(options.outDir, 'paper.json'), JSON.stringify(result, null, 2) + '\n');
   return result;
+}
+
+function dispose(model: GptTrainable | HfTrainable): void {
+  if (model instanceof HfTrainable) model.dispose();
+  else model.model.dispose();
+}
+
+/**
+ * The warm start of a Hugging Face model: the same demonstrations as the GPT's (the demo policy's
+ * episodes on train, seeded alike), rendered with the model's own template and the scenario's tools,
+ * every one imitated (the imperfect ones too, as the GPT's warm start does).
+ */
+async function hfWarmStart(
+  options: PaperOptions,
+  demoPolicy: Policy,
+  onStep: (s: { step: number; steps: number; loss: number; tokensPerS: number }) => void,
+): Promise<Omit<WarmStartResult, 'demos' | 'trainable'> & { trainable: HfTrainable }> {
+  const hf = options.hf!;
+  const t0 = performance.now();
+  const { records, summary } = await rollout({
+    scenario: options.scenario,
+    policy: demoPolicy,
+    split: 'train',
+    episodes: options.warmStart.episodes,
+    seed: deriveSeed(options.seed, 'demos'),
+    concurrency: 16,
+    config: options.episode,
+  });
+  const used = records.filter((r) => r.status === 'ok' && (!options.warmStart.onlySuccessful || r.outcome.success));
+  const out = join(options.outDir, 'warm-start');
+  const trained = await hfSft(
+    {
+      init: hf.init,
+      ...(hf.lora ? { lora: hf.lora } : {}),
+      seed: options.seed,
+      out,
+      steps: hf.steps,
+      batchSize: hf.batchSize,
+      lr: hf.lr,
+      temperature: 0,
+      meta: { scenario: options.scenario.id, teacher: demoPolicy.id, episodes: records.length },
+      ...(options.episode?.context === undefined ? {} : { context: options.episode.context }),
+      onStep,
+    },
+    async (model) => sequencesFromRecords(used, model.encoding.withTools(openAITools(options.scenario))),
+  );
+  return {
+    trainable: trained.trainable,
+    demonstrations: records.length,
+    demoSuccess: summary.successRate,
+    sequences: trained.sequences,
+    steps: trained.steps,
+    finalLoss: trained.finalLoss,
+    seconds: (performance.now() - t0) / 1000,
+    parameters: trained.trainable.variables.reduce((n, v) => n + v.size, 0),
+  };
 }
 
 /** A saved warm start, with the figures its run recorded (paper.json next to it, when there is one). */

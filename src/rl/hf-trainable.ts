@@ -150,6 +150,15 @@ export class HfTrainable implements TrainablePolicy {
     return this.valueHead !== null;
   }
 
+  /** Frees the tensors (weights, adapters, value head) and the policies' caches. */
+  dispose(): void {
+    for (const p of this.policies.values()) p.clearCache();
+    this.policies.clear();
+    this.net.dispose();
+    this.valueHead?.w.dispose();
+    this.valueHead?.b.dispose();
+  }
+
   get variables(): tf.Variable[] {
     const head = this.valueHead ? [this.valueHead.w, this.valueHead.b] : [];
     return [...this.net.trainableVariables, ...head];

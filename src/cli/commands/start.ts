@@ -9,9 +9,22 @@ import { formatPaperTable, paperTableJson, runPaper } from '../../app/paper.ts';
 import { sequencesWords } from '../../rl/warm-start.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import { contextSetting } from '../../env/context.ts';
-import { CONTEXT_HELP, contextMode, integer, TRAIN_THREADS_HELP, trainThreadCount } from '../common.ts';
+import {
+  CONTEXT_HELP,
+  contextMode,
+  integer,
+  isHfModel,
+  LORA_HELP,
+  loraAlpha,
+  loraRequest,
+  modelInit,
+  positiveInt,
+  TRAIN_THREADS_HELP,
+  trainThreadCount,
+} from '../common.ts';
+import type { LoraRequest } from '../../rl/hf-trainable.ts';
 import { START_SCENARIO_OPTIONS } from '../../app/start.ts';
-import { FAMILIES, FAMILY_NAMES, type Family } from '../../app/families.ts';
+import { FAMILIES, FAMILY_NAMES, hfFamilyBudget, type Family } from '../../app/families.ts';
 import { InvalidArgumentError } from 'commander';
 import { UsageError } from '../../core/errors.ts';
 import { loadAgent } from '../../gateway/agent-module.ts';
@@ -45,6 +58,9 @@ function startOver(out: string, resultFile: string): void {
 interface StartFlags {
   scenario: string;
   agent?: string;
+  init?: string;
+  lora?: number;
+  loraAlpha?: number;
   quick?: boolean;
   seed: number;
   out?: string;
@@ -71,6 +87,13 @@ export function register(program: Command): void {
       '--agent <dir>',
       "instead of a family: an agent folder (index.ts's default export, a demonstrator, tasks.jsonl), trained through the gateway",
     )
+    .option(
+      '--init <hf:DIR|ckpt:DIR>',
+      'train this Hugging Face model instead of a new GPT: its warm start is SFT on the same demonstrations through its own chat template, then GRPO and the same table',
+      modelInit,
+    )
+    .option('--lora <R>', LORA_HELP.rank, positiveInt)
+    .option('--lora-alpha <A>', LORA_HELP.alpha, loraAlpha)
     .option('--quick', 'a small run for CI (under 2 minutes) that runs the whole pipeline')
     .option('--seed <n>', 'seed of the world, the demonstrations and the training', integer, 1)
     .option('--out <dir>', 'run directory (default runs/start or runs/start-quick)')
@@ -83,10 +106,16 @@ export function register(program: Command): void {
       'play every episode on the main thread (by default, on wasm, a copy of the model in a worker thread plays half of them on a second core)',
     )
     .action(async (flags: StartFlags, command: Command) => {
+      const lora = loraRequest(flags, flags.init !== undefined);
+      if (flags.init !== undefined && !(await isHfModel(flags.init)))
+        throw new UsageError(
+          `${flags.init} is not a Hugging Face model: start --init trains one (hf:DIR, or ckpt:DIR of one)`,
+        );
+      const hf = flags.init === undefined ? undefined : { init: flags.init, ...(lora ? { lora } : {}) };
       if (flags.agent !== undefined) {
         if (command.getOptionValueSource('scenario') === 'cli')
           throw new UsageError('--agent and --scenario name two different jobs: give one');
-        await startAgent(flags);
+        await startAgent(flags, hf);
         return;
       }
       const t0 = performance.now();
@@ -102,7 +131,8 @@ export function register(program: Command): void {
       say(`backend ${info.name}`);
       const scenario = await loadScenario(family.scenario, builtinScenarios, family.options(quick, flags.seed));
       say(scenario.description);
-      const budget = family.budget(quick);
+      const budget = hf ? hfFamilyBudget(family.budget(quick), quick, hf) : family.budget(quick);
+      if (hf) say(`model ${hf.init}${hf.lora ? ` with rank-${hf.lora.rank} LoRA adapters` : ''}`);
       const metric = family.metric === 'em' ? 'EM' : 'success';
       if (flags.context !== undefined) {
         // The run's --context replaces the family's own (gridworld's card, support-desk's window).
@@ -174,7 +204,7 @@ export function register(program: Command): void {
 }
 
 /** `start --agent DIR`: the families' job for an agent folder, through the gateway. */
-async function startAgent(flags: StartFlags): Promise<void> {
+async function startAgent(flags: StartFlags, hf: { init: string; lora?: LoraRequest } | undefined): Promise<void> {
   const t0 = performance.now();
   const say = (s: string) =>
     process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);
@@ -189,7 +219,16 @@ async function startAgent(flags: StartFlags): Promise<void> {
   const info = await initBackend(flags.backend);
   say(`backend ${info.name}; agent ${agent.file} (${tasks.length} tasks)`);
   const budget = agentBudget(quick);
-  const { replicas, note } = trainReplicas(info.name, flags.trainThreads ?? availableParallelism());
+  // The agent's budget is the calculator family's (agentBudget): so is its Hugging Face variant.
+  const hfBudget = hf ? hfFamilyBudget(FAMILIES.calculator!.budget(quick), quick, hf) : undefined;
+  if (hfBudget) {
+    budget.rl = hfBudget.rl;
+    budget.testEpisodes = hfBudget.evalEpisodes.test as number;
+    say(`model ${hf!.init}${hf!.lora ? ` with rank-${hf!.lora.rank} LoRA adapters` : ''}`);
+  }
+  const { replicas, note } = hf
+    ? { replicas: undefined, note: undefined }
+    : trainReplicas(info.name, flags.trainThreads ?? availableParallelism());
   if (note) say(note);
   try {
     const result = await runAgentStart({
@@ -198,6 +237,7 @@ async function startAgent(flags: StartFlags): Promise<void> {
       seed: flags.seed,
       outDir: out,
       budget,
+      ...(hfBudget ? { hf: hfBudget.hf } : {}),
       replicas,
       onEvent: (e) => {
         if (e.message) say(e.message);
