@@ -15,7 +15,7 @@ export type { PlayAgentOptions } from './play-agent.ts';
 export { replayAgent, ReplayGateway, checkAgentRecord, firstDifference } from './replay-agent.ts';
 export type { AgentReplayResult } from './replay-agent.ts';
 export { DemonstratorAnswerer } from './demonstrator-answerer.ts';
-export { RecordFile, RecordFileError } from './record-file.ts';
+export { NotARecordFileError, RecordFile, RecordFileError } from './record-file.ts';
 export { readTasksFile, TasksFileError } from './tasks-file.ts';
 export {
   BadEpisodeIdError,

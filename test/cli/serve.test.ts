@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import test from 'ava';
 import OpenAI from 'openai';
@@ -66,3 +69,24 @@ test.serial('agent-r1 serve refuses a policy that is not a checkpoint, and bad p
   t.is(missing.code, 1);
   t.regex(missing.stderr, /cannot read checkpoint/);
 });
+
+test.serial(
+  'agent-r1 serve --record refuses a records file that is a link out of its folder (exit 1), writing nothing',
+  async (t) => {
+    const { dir } = await calculatorCheckpoint();
+    const root = mkdtempSync(join(tmpdir(), 'agent-r1-serve-record-'));
+    try {
+      const outside = join(root, 'outside.jsonl');
+      writeFileSync(outside, 'not yours\n');
+      const records = join(root, 'records');
+      mkdirSync(records);
+      symlinkSync(outside, join(records, 'episodes.jsonl'));
+      const r = cli(['serve', '--policy', `ckpt:${dir}`, '--port', '0', '--record', records]);
+      t.is(r.code, 1, r.stderr);
+      t.regex(r.stderr, /records\/episodes\.jsonl is a symbolic link, not a regular file/);
+      t.is(readFileSync(outside, 'utf8'), 'not yours\n');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  },
+);
