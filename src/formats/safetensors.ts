@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { DTYPE_BYTES, fromFloat32, isFloatDtype, toFloat32, type FloatDtype } from './dtype.ts';
@@ -204,13 +205,25 @@ export async function writeSafetensors(
   }
 }
 
+/**
+ * The file opened for reading if it is a regular file: opened without blocking and checked on the
+ * descriptor, since a FIFO or device in its place would block every read forever.
+ */
 async function openForReading(file: string): Promise<FileHandle> {
+  let fh: FileHandle;
   try {
-    return await open(file, 'r');
+    fh = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new ModelFileError(file, null, code === 'ENOENT' ? 'no such file' : `cannot open it (${code ?? error})`);
   }
+  const st = await fh.stat();
+  if (!st.isFile()) {
+    await fh.close();
+    const kind = st.isDirectory() ? 'a folder' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : 'a device';
+    throw new ModelFileError(file, null, `is not a file (it is ${kind})`);
+  }
+  return fh;
 }
 
 /** Reads exactly `into.length` bytes at `position` (in pieces: one read is at most 2 GiB). */

@@ -1,5 +1,6 @@
 import test from 'ava';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { toFloat32, fromFloat32 } from '../../src/formats/dtype.ts';
@@ -289,3 +290,13 @@ test.serial(
     t.regex(out.stderr, /holds the built-in GPT, which no other engine runs/);
   },
 );
+
+test.serial('model info refuses a FIFO in place of model.safetensors (exit 1) instead of waiting on it', (t) => {
+  const fifoDir = join(root, 'fifo-weights');
+  cpSync(dir, fifoDir, { recursive: true });
+  rmSync(join(fifoDir, 'model.safetensors'));
+  execFileSync('mkfifo', [join(fifoDir, 'model.safetensors')]);
+  const r = cli(['model', 'info', '--model', `hf:${fifoDir}`], { timeout: 60_000 });
+  t.is(r.code, 1, `it ended (a timeout leaves no exit code): ${r.stderr}`);
+  t.regex(r.stderr, /fifo-weights\/model\.safetensors: is not a file \(it is a FIFO\)/);
+});
