@@ -2,9 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { lstat, readdir, realpath, rename, rm } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { generateOnKernel, type GenerateResult } from '../architectures/generation.ts';
+import { PromptTooLongError } from '../architectures/errors.ts';
 import { parameterCount } from '../architectures/llama/config.ts';
 import { LlamaDecoder } from '../architectures/llama/decoder.ts';
-import type { LlamaModel } from '../architectures/llama/model.ts';
+import { DEFAULT_CONTEXT, type LlamaModel } from '../architectures/llama/model.ts';
 import { UsageError } from '../core/errors.ts';
 import { makeDir } from '../core/make-dir.ts';
 import type { FloatDtype } from '../formats/dtype.ts';
@@ -36,6 +37,8 @@ export interface ModelHandle {
     text: string;
   }>;
   vocabSize: number;
+  /** The most tokens a prompt and its generation span (a longer prompt is refused). */
+  contextLength: number;
   /** The folders the model is read from (a LoRA checkpoint's and its base's): an export must not write there. */
   inputs: string[];
   /** Writes the export at `out` (a new path: exportModel picks it and puts it in place). */
@@ -156,9 +159,12 @@ async function hfHandle(spec: string, dir: string): Promise<ModelHandle> {
     return folder.template;
   };
   const eos = new Set(folder.eosTokenIds);
+  // What loadModelDir's model computes over (LlamaModel's context).
+  const context = Math.min(DEFAULT_CONTEXT, c.maxPositions);
   return {
     spec,
     vocabSize: c.vocabSize,
+    contextLength: context,
     inputs: [dir, ...(checkpoint?.base ? [checkpoint.base.dir] : [])],
     info: () => ({
       model: spec,
@@ -173,7 +179,7 @@ async function hfHandle(spec: string, dir: string): Promise<ModelHandle> {
       intermediateSize: c.intermediateSize,
       vocabSize: c.vocabSize,
       tokenizerTokens: folder.tokenizer.vocabSize,
-      contextLength: c.maxPositions,
+      contextLength: context,
       tiedEmbeddings: c.tieEmbeddings,
       ropeTheta: c.ropeTheta,
       ropeScaling: c.ropeScaling?.type ?? null,
@@ -190,6 +196,9 @@ async function hfHandle(spec: string, dir: string): Promise<ModelHandle> {
     render: (messages, tools, generationPrompt) =>
       template().render({ messages, tools, addGenerationPrompt: generationPrompt }),
     generate: async (prompt, o) => {
+      // Past the context the engine generates nothing: said (before the weights load), not answered
+      // with an empty result.
+      if (prompt.length > context) throw new PromptTooLongError(prompt.length, context);
       const [res] = await generateOnKernel(
         LlamaDecoder.for(await model()),
         [{ tokens: prompt, seed: o.seed, maxTokens: o.maxNewTokens }],
@@ -217,6 +226,7 @@ async function gptHandle(spec: string, ckpt: Checkpoint): Promise<ModelHandle> {
   return {
     spec,
     vocabSize: c.vocabSize,
+    contextLength: c.contextLength,
     inputs: [spec.slice('ckpt:'.length)],
     info: () => ({
       model: spec,
@@ -253,6 +263,7 @@ async function gptHandle(spec: string, ckpt: Checkpoint): Promise<ModelHandle> {
       return text;
     },
     generate: async (prompt, o) => {
+      if (prompt.length > c.contextLength) throw new PromptTooLongError(prompt.length, c.contextLength);
       const [res] = (await generate(ckpt.model, [{ tokens: prompt, seed: o.seed, maxTokens: o.maxNewTokens }], {
         sampling: { temperature: o.temperature },
         eosTokens: new Set([tok.eos, tok.special('<|end|>')]),
