@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { basename, resolve } from 'node:path';
+import { loadModelPolicy } from '../../app/resolve-policy.ts';
 import { UnknownNameError } from '../../core/errors.ts';
 import { ChatServer, DEFAULT_MAX_BODY_BYTES } from '../../openai/server.ts';
 import type { ServedPolicy } from '../../openai/chat-format.ts';
@@ -43,14 +44,12 @@ function port(value: string): number {
   return n;
 }
 
-/** A policy to serve: `ckpt:DIR` (a checkpoint) or `hf:DIR` (a Hugging Face folder). */
+/** A policy to serve: `ckpt:DIR` (a checkpoint of this project: a Hugging Face model's or the GPT's) or `hf:DIR`. */
 export async function loadServedPolicy(spec: string): Promise<ServedPolicy> {
-  const kind = ['ckpt:', 'hf:'].find((p) => spec.startsWith(p));
-  if (!kind) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR']);
-  const dir = spec.slice(kind.length);
-  if (kind === 'hf:') return (await import('../../policy/hf/hf-policy.ts')).loadHfPolicy(dir);
-  const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
-  return (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
+  const policy = await loadModelPolicy(spec);
+  if (!policy) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR']);
+  // Both model policies (HfPolicy, TfjsPolicy) are batch policies with a tokenizer and a context.
+  return policy as unknown as ServablePolicy;
 }
 
 export function register(program: Command): void {
