@@ -90,3 +90,55 @@ test.serial(
     }
   },
 );
+
+test.serial(
+  "agent-r1 serve: a 500 tells the client what failed, and only the server's stderr why (its files' paths), even with --quiet",
+  async (t) => {
+    const { dir } = await calculatorCheckpoint();
+    const root = mkdtempSync(join(tmpdir(), 'agent-r1-serve-500-'));
+    const records = join(root, 'records');
+    const child = spawn(
+      process.execPath,
+      cliArgs(['serve', '--policy', `ckpt:${dir}`, '--port', '0', '--record', records, '--json', '--quiet']),
+      { cwd: repoRoot },
+    );
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout }).once('line', resolve);
+        child.once('exit', () => reject(new Error(`serve exited: ${stderr}`)));
+      });
+      const { url, model } = JSON.parse(line);
+      const headers = { 'content-type': 'application/json', 'x-agent-r1-episode': 'e1' };
+      const chat = await fetch(`${url}/chat/completions`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'What is 2 + 2?' }], max_tokens: 3 }),
+      });
+      t.is(chat.status, 200);
+      // The records file becomes a link out of its folder: the record cannot be written (a 500).
+      const file = join(records, 'episodes.jsonl');
+      rmSync(file, { force: true });
+      writeFileSync(join(root, 'outside.jsonl'), '');
+      symlinkSync(join(root, 'outside.jsonl'), file);
+      const reward = await fetch(`${url}/episodes/e1/reward`, { method: 'POST', headers, body: '{"reward": 1}' });
+      t.is(reward.status, 500);
+      const text = await reward.text();
+      t.false(text.includes(root), `no path of the server's reaches the client: ${text}`);
+      t.is(JSON.parse(text).error.message, "internal error; the server's log says why");
+      child.kill('SIGTERM');
+      await exited;
+      t.regex(
+        stderr,
+        /POST \/v1\/episodes\/e1\/reward 500: .*records\/episodes\.jsonl is a symbolic link, not a regular file/,
+      );
+      t.notRegex(stderr, /POST \/v1\/chat\/completions 200/, '--quiet: no request log');
+      t.is(readFileSync(join(root, 'outside.jsonl'), 'utf8'), '');
+    } finally {
+      child.kill('SIGKILL');
+      rmSync(root, { recursive: true, force: true });
+    }
+  },
+);

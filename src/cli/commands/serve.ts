@@ -7,6 +7,7 @@ import { ChatServer, DEFAULT_MAX_BODY_BYTES } from '../../openai/server.ts';
 import type { ServedPolicy } from '../../openai/chat-format.ts';
 import type { ServablePolicy } from '../../openai/serving-policy.ts';
 import { nonNegativeInt, positiveInt, printJson } from '../common.ts';
+import { terminalLine } from '../terminal-text.ts';
 import { randomBytes } from 'node:crypto';
 import { AGENT_SCENARIO_ID } from '../../record/agent.ts';
 import { Gateway, GATEWAY_DEFAULTS, policyAnswerer } from '../../gateway/gateway.ts';
@@ -83,7 +84,7 @@ export function register(program: Command): void {
       positiveInt,
       GATEWAY_DEFAULTS.idleTimeoutMs / 1000,
     )
-    .option('--quiet', 'no request log on stderr')
+    .option('--quiet', 'no request log on stderr (why a request failed still is)')
     .option('--json', 'print {url, model, version} as one stdout line once listening')
     .action(async (flags: ServeFlags) => {
       const policy = await loadServedPolicy(flags.policy);
@@ -108,12 +109,15 @@ export function register(program: Command): void {
         ...(gateway ? { gateway } : { policy, modelName, ...batching }),
         ...(flags.apiKey !== undefined ? { apiKey: flags.apiKey } : {}),
         maxBodyBytes: flags.maxBodyBytes,
-        onRequest: flags.quiet
-          ? undefined
-          : (e) =>
-              process.stderr.write(
-                `${e.method} ${e.path} ${e.status} ${e.ms.toFixed(0)} ms${e.completionTokens === undefined ? '' : ` (${e.promptTokens} prompt + ${e.completionTokens} completion tokens)`}\n`,
-              ),
+        // A failure's cause goes to this log only (it may name the server's files), even when --quiet.
+        onRequest: (e) => {
+          if (!flags.quiet)
+            process.stderr.write(
+              `${e.method} ${e.path} ${e.status} ${e.ms.toFixed(0)} ms${e.completionTokens === undefined ? '' : ` (${e.promptTokens} prompt + ${e.completionTokens} completion tokens)`}\n`,
+            );
+          if (e.error !== undefined)
+            process.stderr.write(`${terminalLine(`${e.method} ${e.path} ${e.status}: ${e.error}`)}\n`);
+        },
       });
       const url = await server.listen(flags.port, flags.host);
       process.stderr.write(
