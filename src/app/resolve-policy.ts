@@ -16,23 +16,8 @@ export async function resolvePolicy(
   seed: number,
   options: { temperature?: number } = {},
 ): Promise<Policy> {
-  if (spec.startsWith('ckpt:')) {
-    const dir = spec.slice('ckpt:'.length);
-    const sampling = { temperature: options.temperature };
-    // A trained Hugging Face model's checkpoint is its folder plus checkpoint.json; the GPT's, model.json.
-    const { readHfCheckpoint, savedSampling } = await import('../hf/checkpoint.ts');
-    const hf = await readHfCheckpoint(dir);
-    if (hf) {
-      const { loadHfPolicy } = await import('../policy/hf/hf-policy.ts');
-      return loadHfPolicy(dir, { id: spec, saved: savedSampling(hf.meta), sampling });
-    }
-    const { loadCheckpointPolicy } = await import('../policy/tfjs/tfjs-policy.ts');
-    return loadCheckpointPolicy(dir, { sampling });
-  }
-  if (spec.startsWith('hf:')) {
-    const { loadHfPolicy } = await import('../policy/hf/hf-policy.ts');
-    return loadHfPolicy(spec.slice('hf:'.length), { sampling: { temperature: options.temperature } });
-  }
+  const model = await loadModelPolicy(spec, options);
+  if (model) return model;
   // Scripted policies do not sample from logits, and an endpoint's temperature is its own setting.
   if (options.temperature !== undefined)
     throw new UsageError(`a temperature applies to model policies (ckpt:DIR, hf:DIR), not to "${spec}"`);
@@ -48,4 +33,31 @@ export async function resolvePolicy(
       'openai:MODEL@BASE_URL',
     ]);
   return referencePolicy(scenario, spec, seed);
+}
+
+/**
+ * The policy of a model spec: `ckpt:DIR`, a checkpoint this project saved (a Hugging Face model's,
+ * full or LoRA adapters over their base, or the built-in GPT's), or `hf:DIR`, a Hugging Face folder;
+ * null for any other spec. The one way every command reads a model policy, so each takes what the
+ * others do. `temperature` replaces a checkpoint's own sampling temperature (0: greedy).
+ */
+export async function loadModelPolicy(spec: string, options: { temperature?: number } = {}): Promise<Policy | null> {
+  const sampling = { temperature: options.temperature };
+  if (spec.startsWith('ckpt:')) {
+    const dir = spec.slice('ckpt:'.length);
+    // A trained Hugging Face model's checkpoint is its folder plus checkpoint.json; the GPT's, model.json.
+    const { readHfCheckpoint, savedSampling } = await import('../hf/checkpoint.ts');
+    const hf = await readHfCheckpoint(dir);
+    if (hf) {
+      const { loadHfPolicy } = await import('../policy/hf/hf-policy.ts');
+      return loadHfPolicy(dir, { id: spec, saved: savedSampling(hf.meta), sampling });
+    }
+    const { loadCheckpointPolicy } = await import('../policy/tfjs/tfjs-policy.ts');
+    return loadCheckpointPolicy(dir, { sampling });
+  }
+  if (spec.startsWith('hf:')) {
+    const { loadHfPolicy } = await import('../policy/hf/hf-policy.ts');
+    return loadHfPolicy(spec.slice('hf:'.length), { sampling });
+  }
+  return null;
 }

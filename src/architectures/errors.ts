@@ -13,3 +13,13 @@ export class ModelConfigError extends AgentR1Error {
     super(`${file}${field === null ? '' : ` (${field})`}: ${problem}`);
   }
 }
+
+/** A prompt longer than the model's context: nothing can be generated after it. */
+export class PromptTooLongError extends AgentR1Error {
+  constructor(
+    readonly promptTokens: number,
+    readonly contextLength: number,
+  ) {
+    super(`the prompt is ${promptTokens} tokens; this model's context is ${contextLength} tokens (shorten the prompt)`);
+  }
+}

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { DTYPE_BYTES, fromFloat32, isFloatDtype, toFloat32, type FloatDtype } from './dtype.ts';
@@ -69,12 +70,19 @@ export async function readSafetensorsHeader(file: string): Promise<SafetensorsHe
     const text = Buffer.alloc(headerBytes);
     await readFully(fh, text, 8, file);
     let json: unknown;
+    const headerText = text.toString('utf8');
     try {
-      json = JSON.parse(text.toString('utf8'));
+      json = JSON.parse(headerText);
     } catch (error) {
       throw fail(`the header is not JSON: ${(error as Error).message}`);
     }
     if (json === null || typeof json !== 'object' || Array.isArray(json)) throw fail('the header is not a JSON object');
+    // JSON.parse keeps the last of two equal keys: a second entry would silently replace the first.
+    const twice = duplicateKey(headerText);
+    if (twice)
+      throw twice.within === null
+        ? fail(`the header names ${twice.key} twice`, twice.key)
+        : fail(`its entry names "${twice.key}" twice`, twice.within);
     const dataStart = 8 + headerBytes;
     const dataBytes = size - dataStart;
     const tensors: TensorEntry[] = [];
@@ -92,10 +100,55 @@ export async function readSafetensorsHeader(file: string): Promise<SafetensorsHe
       if (byStart[i]!.begin < byStart[i - 1]!.end)
         throw fail(`its bytes overlap those of ${byStart[i - 1]!.name}`, byStart[i]!.name);
     }
+    // Every data byte belongs to a tensor, as the safetensors library requires: bytes no tensor
+    // names are something else hidden in a model file.
+    let covered = dataStart;
+    for (const e of byStart) {
+      if (e.begin > covered) {
+        const [from, to] = [covered - dataStart, e.begin - dataStart];
+        throw fail(`bytes ${from} to ${to} of its data belong to no tensor (they come before ${e.name})`);
+      }
+      covered = Math.max(covered, e.end);
+    }
+    const end = Math.max(covered, dataStart);
+    if (end < size) throw fail(`bytes ${end - dataStart} to ${dataBytes} of its data, at its end, belong to no tensor`);
     return { tensors, metadata };
   } finally {
     await fh.close();
   }
+}
+
+/**
+ * The first key that an object of `text` (valid JSON) has twice, and the top-level key of the
+ * object it is in (null: the header itself). Keys are compared as JSON.parse reads them, escapes
+ * decoded, so "a" and "\u0061" are the same name.
+ */
+function duplicateKey(text: string): { key: string; within: string | null } | null {
+  // One entry per open object or array: an object's keys so far (null for an array).
+  const open: (Set<string> | null)[] = [];
+  let topKey: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x7b /* { */) open.push(new Set());
+    else if (c === 0x5b /* [ */) open.push(null);
+    else if (c === 0x7d /* } */ || c === 0x5d /* ] */) open.pop();
+    else if (c === 0x22 /* " */) {
+      let end = i + 1;
+      while (text.charCodeAt(end) !== 0x22) end += text.charCodeAt(end) === 0x5c /* \ */ ? 2 : 1;
+      const keys = open.at(-1);
+      let next = end + 1;
+      while (/\s/.test(text[next] ?? '')) next++;
+      // A string followed by ':' inside an object is a key; any other string is a value.
+      if (keys && text[next] === ':') {
+        const key = JSON.parse(text.slice(i, end + 1)) as string;
+        if (keys.has(key)) return { key, within: open.length === 1 ? null : topKey };
+        keys.add(key);
+        if (open.length === 1) topKey = key;
+      }
+      i = end;
+    }
+  }
+  return null;
 }
 
 function checkMetadata(value: unknown, fail: (problem: string) => ModelFileError): { [key: string]: string } {
@@ -204,13 +257,25 @@ export async function writeSafetensors(
   }
 }
 
+/**
+ * The file opened for reading if it is a regular file: opened without blocking and checked on the
+ * descriptor, since a FIFO or device in its place would block every read forever.
+ */
 async function openForReading(file: string): Promise<FileHandle> {
+  let fh: FileHandle;
   try {
-    return await open(file, 'r');
+    fh = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     throw new ModelFileError(file, null, code === 'ENOENT' ? 'no such file' : `cannot open it (${code ?? error})`);
   }
+  const st = await fh.stat();
+  if (!st.isFile()) {
+    await fh.close();
+    const kind = st.isDirectory() ? 'a folder' : st.isFIFO() ? 'a FIFO' : st.isSocket() ? 'a socket' : 'a device';
+    throw new ModelFileError(file, null, `is not a file (it is ${kind})`);
+  }
+  return fh;
 }
 
 /** Reads exactly `into.length` bytes at `position` (in pieces: one read is at most 2 GiB). */

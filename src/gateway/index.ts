@@ -17,7 +17,7 @@ export type { AgentReplayResult } from './replay-agent.ts';
 export { DemonstratorAnswerer } from './demonstrator-answerer.ts';
 export { TeacherAnswerer, teacherBaseURL, teacherModel } from './teacher-answerer.ts';
 export type { TeacherOptions } from './teacher-answerer.ts';
-export { RecordFile, RecordFileError } from './record-file.ts';
+export { NotARecordFileError, RecordFile, RecordFileError } from './record-file.ts';
 export { readTasksFile, TasksFileError } from './tasks-file.ts';
 export {
   BadEpisodeIdError,

@@ -34,6 +34,26 @@ export interface RenderInput {
  */
 export const TEMPLATE_DATE = new Date(Date.UTC(2024, 6, 26));
 
+// The interpreter prints a function (`{{ namespace }}`, `{{ 'x' ~ range }}`, a macro named without
+// its call) as String(fn): its JavaScript source would go into the prompt. Every function it wraps
+// (FunctionValue, not exported: reached through a global's prototype) prints as an error instead.
+// Python's Jinja prints a repr ("<class 'jinja2.utils.Namespace'>"): text no prompt wants either.
+const printed = () => {
+  throw new Error('printed a function as text (a name used without calling it?): a function has no text');
+};
+const functionValue = Object.getPrototypeOf(new Environment().lookupVariable('namespace')) as object;
+const wrapped = Symbol('function');
+Object.defineProperty(functionValue, 'toString', { value: printed });
+Object.defineProperty(functionValue, 'value', {
+  get(this: { [wrapped]: unknown }) {
+    return this[wrapped];
+  },
+  set(this: { [wrapped]: unknown }, fn: unknown) {
+    if (typeof fn === 'function') Object.defineProperty(fn, 'toString', { value: printed });
+    this[wrapped] = fn;
+  },
+});
+
 /** Rendered prompts longer than this are refused (a template that loops cannot fill memory). */
 const MAX_RENDERED_CHARS = 64 * 1024 * 1024;
 

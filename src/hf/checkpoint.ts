@@ -1,4 +1,3 @@
-import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { LlamaModel } from '../architectures/llama/model.ts';
 import { loraScale, mergeLora, type LoraAdapters } from '../architectures/lora.ts';
@@ -6,6 +5,7 @@ import type { Json } from '../core/types.ts';
 import { HfFolderError } from './errors.ts';
 import { hashModel, loadHfModel, openHfFolder, type HfFolder } from './folder.ts';
 import { readPeftAdapter } from './peft.ts';
+import { readJsonFile } from './read-json.ts';
 
 /**
  * A checkpoint of a Hugging Face model this project trained: checkpoint.json beside either the
@@ -17,6 +17,8 @@ import { readPeftAdapter } from './peft.ts';
  */
 export const HF_CHECKPOINT_FILE = 'checkpoint.json';
 export const HF_CHECKPOINT_FORMAT = 'agent-r1-hf';
+/** checkpoint.json holds a hash and a few settings: anything near this size is not one. */
+const MAX_CHECKPOINT_JSON_BYTES = 16 << 20;
 
 export interface HfCheckpointJson {
   format: typeof HF_CHECKPOINT_FORMAT;
@@ -30,14 +32,8 @@ export interface HfCheckpointJson {
 /** checkpoint.json of a folder, or null when it has none (a plain Hugging Face folder, or another kind of checkpoint). */
 export async function readHfCheckpoint(dir: string): Promise<HfCheckpointJson | null> {
   const file = join(dir, HF_CHECKPOINT_FILE);
-  const text = await readFile(file, 'utf8').catch(() => null);
-  if (text === null) return null;
-  let json: Partial<HfCheckpointJson>;
-  try {
-    json = JSON.parse(text) as Partial<HfCheckpointJson>;
-  } catch (error) {
-    throw new HfFolderError(file, null, `is not JSON: ${(error as Error).message}`);
-  }
+  const json = (await readJsonFile(file, MAX_CHECKPOINT_JSON_BYTES, { optional: true })) as Partial<HfCheckpointJson>;
+  if (json === null) return null;
   if (json?.format !== HF_CHECKPOINT_FORMAT || json.version !== 1 || typeof json.hash !== 'string')
     throw new HfFolderError(file, 'format', `is not an ${HF_CHECKPOINT_FORMAT} v1 checkpoint`);
   const meta = json.meta !== null && typeof json.meta === 'object' && !Array.isArray(json.meta) ? json.meta : {};

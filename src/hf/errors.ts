@@ -1,4 +1,4 @@
-import { AgentR1Error } from '../core/errors.ts';
+import { AgentR1Error, UsageError } from '../core/errors.ts';
 
 /**
  * A Hugging Face model folder that cannot be used as it is: a missing file, a tokenizer.json that is
@@ -22,5 +22,19 @@ export class ChatTemplateError extends AgentR1Error {
     readonly problem: string,
   ) {
     super(`the chat template of ${file} ${problem}`);
+  }
+}
+
+/**
+ * An export whose output path is, holds, or lies inside a folder or file the export reads: writing
+ * there (or replacing it with --force) would destroy the model being exported. A usage error.
+ */
+export class ExportOverwritesInputError extends UsageError {
+  constructor(
+    readonly out: string,
+    readonly input: string,
+    readonly relation: 'is' | 'contains' | 'is inside',
+  ) {
+    super(`--out ${out} ${relation} ${input}, which the export reads from; choose an --out outside it`);
   }
 }

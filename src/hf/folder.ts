@@ -1,5 +1,5 @@
 import { createHash, type Hash } from 'node:crypto';
-import { readFile, stat } from 'node:fs/promises';
+import { lstat, readFile, stat } from 'node:fs/promises';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { basename, join } from 'node:path';
 import { ModelConfigError } from '../architectures/errors.ts';
@@ -9,7 +9,7 @@ import { isFloatDtype, type FloatDtype } from '../formats/dtype.ts';
 import { readSafetensorsHeader, readTensorBytes, tensorValues, type TensorEntry } from '../formats/safetensors.ts';
 import { ChatTemplate } from './chat-template.ts';
 import { HfFolderError } from './errors.ts';
-import { readJsonFile } from './read-json.ts';
+import { readFolderFile, readJsonFile } from './read-json.ts';
 import { HfTokenizer } from './tokenizer.ts';
 
 const MAX_CONFIG_BYTES = 1 << 20;
@@ -96,12 +96,8 @@ async function chatTemplate(
   specials: { readonly [name: string]: string },
 ): Promise<ChatTemplate | null> {
   const jinjaFile = join(dir, 'chat_template.jinja');
-  const st = await stat(jinjaFile).catch(() => null);
-  if (st) {
-    if (!st.isFile() || st.size > MAX_TEMPLATE_BYTES)
-      throw new HfFolderError(jinjaFile, null, `is not a file of at most ${MAX_TEMPLATE_BYTES} bytes`);
-    return new ChatTemplate(await readFile(jinjaFile, 'utf8'), specials, jinjaFile);
-  }
+  const jinja = await readFolderFile(jinjaFile, MAX_TEMPLATE_BYTES, { optional: true });
+  if (jinja) return new ChatTemplate(jinja.toString('utf8'), specials, jinjaFile);
   const t = tokenizerConfig.chat_template;
   if (t === undefined || t === null) return null;
   if (typeof t === 'string') return new ChatTemplate(t, specials, configFile);
@@ -121,7 +117,7 @@ async function indexWeights(dir: string, config: LlamaConfig): Promise<Map<strin
   const single = join(dir, 'model.safetensors');
   const indexFile = join(dir, 'model.safetensors.index.json');
   const entries: TensorEntry[] = [];
-  if (await stat(single).catch(() => null)) {
+  if (await lstat(single).catch(() => null)) {
     entries.push(...(await readSafetensorsHeader(single)).tensors);
   } else {
     const index = await readJsonFile(indexFile, MAX_INDEX_BYTES, { optional: true });

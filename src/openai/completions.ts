@@ -4,7 +4,7 @@ import type { SamplingOptions } from '../architectures/generation.ts';
 import type { Policy } from '../policy/policy.ts';
 import { BatchQueue, type BatchQueueStats } from '../rollout/batch-queue.ts';
 import { chatFormatFor, contextLengthOf, type ChatFormat, type ServedPolicy } from './chat-format.ts';
-import { OpenAIHttpError } from './errors.ts';
+import { OpenAIHttpError, ServerFailureError } from './errors.ts';
 import { ServingPolicy } from './serving-policy.ts';
 import { normalizeMessages, type ChatCompletion, type ChatCompletionRequest, type FinishReason } from './wire.ts';
 
@@ -100,7 +100,7 @@ export class ChatCompletions implements TurnAnswerer {
       });
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
-      throw new OpenAIHttpError(500, `generation failed: ${why}`, 'server_error', 'generation_failed');
+      throw new ServerFailureError('generation failed', why, 'generation_failed');
     } finally {
       this.batched.release?.(rowId);
     }

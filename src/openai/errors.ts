@@ -28,6 +28,21 @@ export class OpenAIHttpError extends AgentR1Error {
   }
 }
 
+/**
+ * A request the server failed on (500): the client is told what failed, not why, since the cause
+ * may name the server's files (a model file that became unreadable); `detail` is for the server's
+ * own log.
+ */
+export class ServerFailureError extends OpenAIHttpError {
+  constructor(
+    what: string,
+    readonly detail: string,
+    code: string,
+  ) {
+    super(500, `${what}; the server's log says why`, 'server_error', code);
+  }
+}
+
 /** An external OpenAI-compatible endpoint failed for good (after retries), or answered with something unusable. */
 export class ExternalPolicyError extends AgentR1Error {
   constructor(

@@ -7,7 +7,7 @@ import { UsageError } from '../core/errors.ts';
 import type { BatchQueueStats } from '../rollout/batch-queue.ts';
 import { ChatCompletions, unknownModel, type ChatCompletionsOptions } from './completions.ts';
 import { EPISODE_HEADER, type EpisodeGateway } from './episode-gateway.ts';
-import { OpenAIHttpError } from './errors.ts';
+import { OpenAIHttpError, ServerFailureError } from './errors.ts';
 import {
   chatCompletionRequestSchema,
   type ChatCompletion,
@@ -39,6 +39,8 @@ export interface RequestLogEntry {
   ms: number;
   promptTokens?: number;
   completionTokens?: number;
+  /** Why the server failed on the request (a 500): for the server's log, never sent to the client. */
+  error?: string;
 }
 
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -149,9 +151,8 @@ export class ChatServer {
     } catch (err) {
       const why = err instanceof Error ? err.message : String(err);
       const error =
-        err instanceof OpenAIHttpError
-          ? err
-          : new OpenAIHttpError(500, `internal error: ${why}`, 'server_error', 'internal_error');
+        err instanceof OpenAIHttpError ? err : new ServerFailureError('internal error', why, 'internal_error');
+      if (error instanceof ServerFailureError) log.error = error.detail;
       if (!res.headersSent) sendJson(res, error.status, error.body());
       else res.end();
       // The rest of a refused body is read and dropped, so the client gets the answer, not a reset.

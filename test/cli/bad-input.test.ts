@@ -135,7 +135,7 @@ const cases: Case[] = [
     code: 1,
     error: null,
     stdout:
-      /^CORRUPT line 1: episode \S+ cannot be replayed: unknown context "window:0"[^\n]*\nverified \S+\nverified \S+\n\n2 episodes: 2 verified, 0 diverged, 1 corrupt lines/,
+      /^CORRUPT line 1: episode \S+ cannot be replayed: unknown context "window:0"[^\n]*\n\n2 episodes: 2 verified, 0 diverged, 1 corrupt lines\n$/,
   },
   {
     what: 'report onto a full disk',

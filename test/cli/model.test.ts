@@ -1,5 +1,6 @@
 import test from 'ava';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { toFloat32, fromFloat32 } from '../../src/formats/dtype.ts';
@@ -287,5 +288,58 @@ test.serial(
     const out = cli(['model', 'export', '--model', spec, '--format', 'gguf', '--out', join(root, 'gpt.gguf')]);
     t.is(out.code, 2);
     t.regex(out.stderr, /holds the built-in GPT, which no other engine runs/);
+  },
+);
+
+test.serial('model info refuses a FIFO in place of model.safetensors (exit 1) instead of waiting on it', (t) => {
+  const fifoDir = join(root, 'fifo-weights');
+  cpSync(dir, fifoDir, { recursive: true });
+  rmSync(join(fifoDir, 'model.safetensors'));
+  execFileSync('mkfifo', [join(fifoDir, 'model.safetensors')]);
+  const r = cli(['model', 'info', '--model', `hf:${fifoDir}`], { timeout: 60_000 });
+  t.is(r.code, 1, `it ended (a timeout leaves no exit code): ${r.stderr}`);
+  t.regex(r.stderr, /fifo-weights\/model\.safetensors: is not a file \(it is a FIFO\)/);
+});
+
+test.serial(
+  'model generate refuses a prompt longer than the context (exit 1), naming both lengths, as serve does',
+  async (t) => {
+    const tooLong = (r: ReturnType<typeof cli>, tokens: RegExp | number, context: number) => {
+      t.is(r.code, 1, r.stderr);
+      t.regex(
+        r.stderr,
+        new RegExp(
+          `the prompt is ${typeof tokens === 'number' ? tokens : tokens.source} tokens; this model's context is ${context} tokens`,
+        ),
+      );
+      t.is(r.stdout, '', 'no empty result is printed');
+    };
+    const generate = (model: string, ...args: string[]) =>
+      cli(['model', 'generate', '--model', model, '--max-new-tokens', '2', '--json', ...args]);
+    tooLong(generate(model, '--prompt-ids', Array(5000).fill(1).join(',')), 5000, 4096);
+    const many = join(root, 'many-messages.json');
+    writeFileSync(many, JSON.stringify(Array.from({ length: 2000 }, (_, i) => ({ role: 'user', content: `n${i}` }))));
+    tooLong(generate(model, '--messages', many), /\d{4,}/, 4096);
+    const manyTools = join(root, 'many-tools.json');
+    const oneTool = JSON.parse(readFileSync(tools, 'utf8'))[0];
+    writeFileSync(manyTools, JSON.stringify(Array.from({ length: 300 }, () => oneTool)));
+    tooLong(generate(model, '--messages', messages, '--tools', manyTools), /\d{4,}/, 4096);
+    // At the context exactly, a token is still generated (the last one is never fed back).
+    const fits = generate(model, '--prompt-ids', Array(4096).fill(1).join(','), '--max-new-tokens', '1');
+    t.is(fits.code, 0, fits.stderr);
+    t.is(fits.lastJson().ids.length, 1);
+    const { dir: ckpt } = await calculatorCheckpoint();
+    const context = cli(['model', 'info', '--model', `ckpt:${ckpt}`, '--json']).lastJson().contextLength;
+    tooLong(
+      generate(
+        `ckpt:${ckpt}`,
+        '--prompt-ids',
+        Array(context + 1)
+          .fill(5)
+          .join(','),
+      ),
+      context + 1,
+      context,
+    );
   },
 );

@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import test from 'ava';
 import OpenAI from 'openai';
@@ -66,3 +69,76 @@ test.serial('agent-r1 serve refuses a policy that is not a checkpoint, and bad p
   t.is(missing.code, 1);
   t.regex(missing.stderr, /cannot read checkpoint/);
 });
+
+test.serial(
+  'agent-r1 serve --record refuses a records file that is a link out of its folder (exit 1), writing nothing',
+  async (t) => {
+    const { dir } = await calculatorCheckpoint();
+    const root = mkdtempSync(join(tmpdir(), 'agent-r1-serve-record-'));
+    try {
+      const outside = join(root, 'outside.jsonl');
+      writeFileSync(outside, 'not yours\n');
+      const records = join(root, 'records');
+      mkdirSync(records);
+      symlinkSync(outside, join(records, 'episodes.jsonl'));
+      const r = cli(['serve', '--policy', `ckpt:${dir}`, '--port', '0', '--record', records]);
+      t.is(r.code, 1, r.stderr);
+      t.regex(r.stderr, /records\/episodes\.jsonl is a symbolic link, not a regular file/);
+      t.is(readFileSync(outside, 'utf8'), 'not yours\n');
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  },
+);
+
+test.serial(
+  "agent-r1 serve: a 500 tells the client what failed, and only the server's stderr why (its files' paths), even with --quiet",
+  async (t) => {
+    const { dir } = await calculatorCheckpoint();
+    const root = mkdtempSync(join(tmpdir(), 'agent-r1-serve-500-'));
+    const records = join(root, 'records');
+    const child = spawn(
+      process.execPath,
+      cliArgs(['serve', '--policy', `ckpt:${dir}`, '--port', '0', '--record', records, '--json', '--quiet']),
+      { cwd: repoRoot },
+    );
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout }).once('line', resolve);
+        child.once('exit', () => reject(new Error(`serve exited: ${stderr}`)));
+      });
+      const { url, model } = JSON.parse(line);
+      const headers = { 'content-type': 'application/json', 'x-agent-r1-episode': 'e1' };
+      const chat = await fetch(`${url}/chat/completions`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ model, messages: [{ role: 'user', content: 'What is 2 + 2?' }], max_tokens: 3 }),
+      });
+      t.is(chat.status, 200);
+      // The records file becomes a link out of its folder: the record cannot be written (a 500).
+      const file = join(records, 'episodes.jsonl');
+      rmSync(file, { force: true });
+      writeFileSync(join(root, 'outside.jsonl'), '');
+      symlinkSync(join(root, 'outside.jsonl'), file);
+      const reward = await fetch(`${url}/episodes/e1/reward`, { method: 'POST', headers, body: '{"reward": 1}' });
+      t.is(reward.status, 500);
+      const text = await reward.text();
+      t.false(text.includes(root), `no path of the server's reaches the client: ${text}`);
+      t.is(JSON.parse(text).error.message, "internal error; the server's log says why");
+      child.kill('SIGTERM');
+      await exited;
+      t.regex(
+        stderr,
+        /POST \/v1\/episodes\/e1\/reward 500: .*records\/episodes\.jsonl is a symbolic link, not a regular file/,
+      );
+      t.notRegex(stderr, /POST \/v1\/chat\/completions 200/, '--quiet: no request log');
+      t.is(readFileSync(join(root, 'outside.jsonl'), 'utf8'), '');
+    } finally {
+      child.kill('SIGKILL');
+      rmSync(root, { recursive: true, force: true });
+    }
+  },
+);

@@ -1,5 +1,5 @@
 // A whole training run through the CLI (an SFT warm start, then GRPO with a replica and 2 training
-// threads) is train.slow.test.ts: here, what the command refuses.
+// threads) is train.slow.test.ts: here, what the command refuses, and a tiny run's progress lines.
 import test from 'ava';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -120,3 +120,27 @@ test('sft and train warm-start models of the same default context, and their hel
   const train = cli(['train', '--help']).stdout.replace(/\s+/g, ' ');
   t.regex(train, /--context-length <n> warm start: the model's context length in tokens \(as sft's\) \(default: 768\)/);
 });
+
+test.serial(
+  'train --scenario, its stderr not a terminal (a log, CI), prints a line per warm-start tenth, step and eval, as train --agent does',
+  async (t) => {
+    const out = join(await mkdtemp(join(tmpdir(), 'train-lines-')), 'run');
+    const r = cli(
+      [
+        'train',
+        ...['--scenario', 'calculator', '--algo', 'grpo', '--steps', '2', '--tasks-per-step', '1', '--group', '2'],
+        ...['--demo-episodes', '8', '--sft-steps', '10', '--d-model', '16', '--layers', '1', '--vocab', '300'],
+        ...['--eval-every', '2', '--eval-episodes', '2', '--no-replica', '--train-threads', '1', '--out', out],
+      ],
+      { timeout: 300_000 },
+    );
+    t.is(r.code, 0, r.stderr);
+    t.regex(r.stderr, /^sft step 10\/10: loss \d+\.\d{3}, \d+ tok\/s$/m);
+    t.regex(
+      r.stderr,
+      /^grpo step 1\/2: reward -?\d\.\d{3}, success \d\.\d{3}, KL -?\d\.\d{3}, \d+ failed, \d+ skipped, \d+ tok\/s$/m,
+    );
+    t.regex(r.stderr, /^grpo step 2\/2: /m);
+    t.regex(r.stderr, /^eval on dev at step 2: success \d\.\d{3}, reward -?\d\.\d{3}$/m);
+  },
+);

@@ -64,3 +64,35 @@ test.serial('agent-r1 view warns on stderr when --host exposes it; a missing dir
   t.is(local.code, 1);
   t.regex(local.stderr, /does not exist/);
 });
+
+test.serial('every page docs/viewer.md lists is served at the address it gives', async (t) => {
+  const doc = readFileSync(join(repoRoot, 'docs/viewer.md'), 'utf8');
+  const pages = [...doc.matchAll(/`(\/(?:api\/)?run\/[^`]*)`/g)].map((m) => m[1]!);
+  t.true(pages.length >= 5, pages.join(' '));
+  const record = JSON.parse(readFileSync(join(runDir, 'episodes.jsonl'), 'utf8').split('\n')[0]!);
+  // Two runs, so that the second's address (/run/1) is served too.
+  const child = spawn(process.execPath, cliArgs(['view', runDir, runDir, '--port', '0']), { cwd: repoRoot });
+  let stdout = '';
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (c) => {
+        stdout += c;
+        const m = /viewer: (http:\/\/\S+?)\/?\n/.exec(stdout);
+        if (m) resolve(m[1]!);
+      });
+      child.once('exit', (code) => reject(new Error(`view exited ${code}`)));
+    });
+    for (const page of pages) {
+      // The placeholders: an episode number, a group key and a policy version of the run.
+      const path = page
+        .replace('?…', '')
+        .replace(/\/N$/, '/0')
+        .replace('key=G', `key=${encodeURIComponent(record.group ?? '')}`)
+        .replace('policy=V', `policy=${encodeURIComponent(record.policy.version)}`);
+      const res = await fetch(`${url}${path}`);
+      t.is(res.status, 200, `${page} (${path})`);
+    }
+  } finally {
+    child.kill('SIGTERM');
+  }
+});

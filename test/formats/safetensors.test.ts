@@ -346,3 +346,47 @@ test('a file that shrinks after its header was read is refused when the tensor i
   await rm(file);
   await t.throwsAsync(readTensor(entry!), { instanceOf: ModelFileError, message: /no such file/ });
 });
+
+test('a tensor named twice in the header (the second on bytes of its own) is refused naming it, not read as the last', async (t) => {
+  const entry = (begin: number) => `{"dtype":"F32","shape":[2],"data_offsets":[${begin},${begin + 8}]}`;
+  await refused(t, await crafted(`{"a":${entry(0)},"a":${entry(8)}}`, 16), 'a', /the header names a twice/);
+  // Named as JSON.parse reads it: an escaped spelling of the same name is the same name.
+  await refused(t, await crafted(`{"a":${entry(0)}, "\\u0061" :${entry(8)}}`, 16), 'a', /names a twice/);
+  await refused(
+    t,
+    await crafted('{"w":{"dtype":"F32","shape":[2],"dtype":"F16","data_offsets":[0,8]}}', 8),
+    'w',
+    /its entry names "dtype" twice/,
+  );
+  // A name that is also a value elsewhere, or holds quotes and colons, is one name.
+  const { tensors } = await readSafetensorsHeader(
+    await crafted(`{"__metadata__":{"format":"a","x":"\\"a\\":"},"a":${entry(0)},"\\"a\\":":${entry(8)}}`, 16),
+  );
+  t.deepEqual(
+    tensors.map((e) => e.name),
+    ['a', '"a":'],
+  );
+});
+
+test('data bytes that no tensor covers (between tensors, or after the last) are refused naming where they are', async (t) => {
+  const gap = {
+    a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] },
+    b: { dtype: 'F32', shape: [2], data_offsets: [12, 20] },
+  };
+  await refused(
+    t,
+    await crafted(gap, 20),
+    null,
+    /bytes 8 to 12 of its data belong to no tensor \(they come before b\)/,
+  );
+  const first = { a: { dtype: 'F32', shape: [2], data_offsets: [4, 12] } };
+  await refused(
+    t,
+    await crafted(first, 12),
+    null,
+    /bytes 0 to 4 of its data belong to no tensor \(they come before a\)/,
+  );
+  const tail = { a: { dtype: 'F32', shape: [2], data_offsets: [0, 8] } };
+  await refused(t, await crafted(tail, 13), null, /bytes 8 to 13 of its data, at its end, belong to no tensor/);
+  await refused(t, await crafted({ __metadata__: { format: 'pt' } }, 3), null, /bytes 0 to 3 of its data, at its end/);
+});

@@ -1,9 +1,10 @@
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
 import { loadAgent } from '../../src/gateway/agent-module.ts';
-import { RecordFile } from '../../src/gateway/record-file.ts';
+import { NotARecordFileError, RecordFile } from '../../src/gateway/record-file.ts';
 import { readTasksFile } from '../../src/gateway/tasks-file.ts';
 import { rollout } from '../../src/rollout/rollout.ts';
 import { calc } from '../openai/fixtures.ts';
@@ -82,4 +83,39 @@ test('a records folder whose file ends in a cut line is refused; a whole one is 
   await t.throwsAsync(RecordFile.open(dir), {
     message: /episodes\.jsonl ends in a partial line \(a write was cut off\)/,
   });
+});
+
+test('a records file that is a link (at open, or put in place after) is refused, and the file it points to is unchanged', async (t) => {
+  const { records } = await rollout({
+    scenario: calc,
+    policy: await calc.policies.expert!({ scenario: calc, seed: 0 }),
+    split: 'train',
+    episodes: 2,
+    seed: 2,
+  });
+  const outside = write('outside.jsonl', 'not yours\n');
+  const linked = join(tmp, 'linked');
+  mkdirSync(linked);
+  symlinkSync(outside, join(linked, 'episodes.jsonl'));
+  await t.throwsAsync(RecordFile.open(linked), {
+    instanceOf: NotARecordFileError,
+    message:
+      /linked\/episodes\.jsonl is a symbolic link, not a regular file: records are written only to a regular file/,
+  });
+  // Opened as a file, then swapped for a link: the next record is refused, not written through it.
+  const swapped = join(tmp, 'swapped');
+  const file = await RecordFile.open(swapped);
+  await file.append(records[0]!);
+  rmSync(file.path);
+  symlinkSync(outside, file.path);
+  await t.throwsAsync(file.append(records[1]!), { instanceOf: NotARecordFileError, message: /is a symbolic link/ });
+  t.is(readFileSync(outside, 'utf8'), 'not yours\n');
+  // Put back as a file, the records go on being written (a failed one does not stop the queue).
+  rmSync(file.path);
+  await file.append(records[1]!);
+  t.is(readFileSync(file.path, 'utf8').split('\n').length, 2);
+  const fifo = join(tmp, 'fifo');
+  mkdirSync(fifo);
+  execFileSync('mkfifo', [join(fifo, 'episodes.jsonl')]);
+  await t.throwsAsync(RecordFile.open(fifo), { message: /episodes\.jsonl is a FIFO, not a regular file/ });
 });

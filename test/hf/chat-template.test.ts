@@ -149,6 +149,28 @@ test('a template that reads the clock sees a fixed date (records do not depend o
   });
 });
 
+test('a template that prints a function ({{ namespace }}, a macro without its call) fails; none of its source reaches the prompt', (t) => {
+  const input = { messages: [{ role: 'user', content: 'hi' }], addGenerationPrompt: false };
+  for (const source of [
+    '{{ namespace }}',
+    "{{ 'x' ~ range }}",
+    '{% macro m() %}y{% endmacro %}{{ m }}',
+    '{{ messages[0].content.upper }}',
+    '{{ raise_exception }}',
+  ]) {
+    t.throws(() => new ChatTemplate(source, {}).render(input), {
+      instanceOf: ChatTemplateError,
+      message: /tokenizer_config\.json failed: printed a function as text \(a name used without calling it\?\)/,
+    });
+  }
+  // Called, they are what they were.
+  const called = new ChatTemplate(
+    "{% set ns = namespace(n=1) %}{% macro m() %}y{% endmacro %}{{ ns.n }}{{ m() }}{{ range(2) }}{{ 'x'.upper() }}",
+    {},
+  );
+  t.is(called.render(input), '1y[0, 1]X');
+});
+
 test('named templates: tool_use is picked when tools are given, default otherwise', (t) => {
   const named = new ChatTemplate({ default: 'plain', tool_use: 'with {{ tools | length }} tools' }, {});
   t.is(named.render({ messages: [], addGenerationPrompt: false }), 'plain');

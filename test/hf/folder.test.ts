@@ -1,4 +1,5 @@
 import test, { type ExecutionContext } from 'ava';
+import { execFileSync } from 'node:child_process';
 import {
   copyFile,
   link,
@@ -30,6 +31,7 @@ import {
   writeSafetensors,
   type TensorToWrite,
 } from '../../src/formats/safetensors.ts';
+import { readHfCheckpoint } from '../../src/hf/checkpoint.ts';
 import { ChatTemplateError, HfFolderError } from '../../src/hf/errors.ts';
 import { loadHfModel, openHfChat, openHfFolder } from '../../src/hf/folder.ts';
 import { QWEN3_TOKENIZER_DIR, QWEN3_VOCAB, writeTinyFolder, type TinyFolder } from '../helpers/hf-folder.ts';
@@ -280,6 +282,48 @@ test('no such folder is an HfFolderError naming it', async (t) => {
 test('a file instead of a folder is refused as not a folder', async (t) => {
   const file = join(base, 'config.json');
   await refused(t, openHfFolder(file), HfFolderError, file, null, /is not a folder/);
+});
+
+/** `promise`, or a failure after `ms`: a read that blocks (on a FIFO) fails the test instead of hanging it. */
+function guarded<T>(promise: Promise<T>, ms = 10_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`still reading after ${ms} ms: it blocked`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** A copy of `from` with a FIFO in place of `name`. */
+async function withFifo(name: string, from = base): Promise<string> {
+  const dir = await copyOf({ from });
+  await rm(join(dir, name));
+  execFileSync('mkfifo', [join(dir, name)]);
+  return dir;
+}
+
+test('a FIFO in place of any file a folder names is refused as not a file, without blocking on it', async (t) => {
+  const fifo = /is not a file \(it is a FIFO\)/;
+  for (const name of ['model.safetensors', 'chat_template.jinja', 'tokenizer_config.json', 'generation_config.json']) {
+    const dir = name === 'chat_template.jinja' ? await copyOf() : await withFifo(name);
+    if (name === 'chat_template.jinja') execFileSync('mkfifo', [join(dir, name)]);
+    const cls = name.endsWith('.safetensors') ? ModelFileError : HfFolderError;
+    await refused(t, guarded(openHfFolder(dir)), cls, join(dir, name), null, fifo);
+  }
+  const shard = (await readdir(sharded)).find((n) => n.endsWith('.safetensors'))!;
+  const dir = await withFifo(shard, sharded);
+  await refused(t, guarded(openHfFolder(dir)), ModelFileError, join(dir, shard), null, fifo);
+  const index = await withFifo('model.safetensors.index.json', sharded);
+  await refused(
+    t,
+    guarded(openHfFolder(index)),
+    HfFolderError,
+    join(index, 'model.safetensors.index.json'),
+    null,
+    fifo,
+  );
+  const ckpt = await copyOf();
+  execFileSync('mkfifo', [join(ckpt, 'checkpoint.json')]);
+  await refused(t, guarded(readHfCheckpoint(ckpt)), HfFolderError, join(ckpt, 'checkpoint.json'), null, fifo);
 });
 
 // ─── config.json ─────────────────────────────────────────────────────────────────────────────

@@ -131,4 +131,9 @@ test.serial('replay CLI names the episode, turn and field of a divergence and ex
     new RegExp(`DIVERGED ${rest.episodeId.replace('#', '#')} at turn 1, field reward\\n    expected: 123\\n`),
   );
   t.regex(run.stdout, /5 episodes: 4 verified, 1 diverged, 0 corrupt lines/);
+  // --quiet prints the divergence and the summary only; without it, each episode and its verdict.
+  t.true(run.stdout.startsWith('DIVERGED '), run.stdout);
+  t.notRegex(run.stdout, /^verified /m);
+  const full = cli(['replay', file]);
+  t.is(full.stdout.match(/^verified /gm)?.length, 4);
 });

@@ -1,8 +1,7 @@
 import { InvalidArgumentError, type Command } from 'commander';
-import { existsSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import { openModel } from '../../app/models.ts';
+import { exportModel, openModel } from '../../app/models.ts';
 import { AgentR1Error, UsageError } from '../../core/errors.ts';
 import type { FloatDtype } from '../../formats/dtype.ts';
 import type { TemplateMessage, TemplateTool } from '../../hf/chat-template.ts';
@@ -193,14 +192,14 @@ export function register(program: Command): void {
       "the matrices' dtype: f32, f16 or bf16 (default: the source's, so an export round-trips bit for bit; f32 for LoRA adapters merged)",
       dtype,
     )
-    .option('--force', 'overwrite --out when it exists')
+    .option(
+      '--force',
+      'replace --out when it exists (never a folder the model is read from), once the export is complete',
+    )
     .action(
       async (flags: { model: string; format: 'gguf' | 'hf'; out: string; dtype?: FloatDtype; force?: boolean }) => {
-        if (existsSync(flags.out) && !flags.force)
-          throw new UsageError(`${flags.out} exists; choose another --out, or pass --force to overwrite it`);
         const handle = await openModel(flags.model);
-        if (flags.force && flags.format === 'hf') await rm(flags.out, { recursive: true, force: true });
-        await handle.export(flags.format, flags.out, flags.dtype);
+        await exportModel(handle, flags.format, flags.out, flags);
         process.stderr.write(`wrote ${flags.out}\n`);
       },
     );

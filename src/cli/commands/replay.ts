@@ -86,7 +86,10 @@ export function register(program: Command): void {
       "gateway records: check each turn's prompt ids against this model's chat template",
     )
     .option('--scenario <dir>', RECORD_SCENARIO_HELP, collect, [])
-    .option('--quiet', 'one verdict line per episode instead of the turn-by-turn view')
+    .option(
+      '--quiet',
+      'print only divergences, corrupt lines and the summary (no episode views, no line per verified episode)',
+    )
     .option('--json', 'print {episodes, verified, diverged, corrupt} as the last stdout line')
     .action(async (file: string, flags: ReplayFlags) => {
       const agent = flags.agent === undefined ? undefined : await loadAgent(flags.agent);
@@ -126,7 +129,7 @@ export function register(program: Command): void {
               : agent || format || !record.promptTokens
                 ? ''
                 : ' (its prompt ids unchecked: give --policy)';
-            say(`verified ${record.episodeId}${note}`);
+            if (!flags.quiet) say(`verified ${record.episodeId}${note}`);
           }
           continue;
         }
@@ -150,7 +153,7 @@ export function register(program: Command): void {
         if (!flags.quiet) say(formatEpisode(record));
         if (result.verified) {
           counts.verified++;
-          say(`verified ${record.episodeId}`);
+          if (!flags.quiet) say(`verified ${record.episodeId}`);
         } else {
           counts.diverged++;
           problems.push(result.divergence!);

@@ -1,11 +1,13 @@
 import { Option, type Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { basename, resolve } from 'node:path';
+import { loadModelPolicy } from '../../app/resolve-policy.ts';
 import { UnknownNameError, UsageError } from '../../core/errors.ts';
 import { ChatServer, DEFAULT_MAX_BODY_BYTES } from '../../openai/server.ts';
 import type { ServedPolicy } from '../../openai/chat-format.ts';
 import type { ServablePolicy } from '../../openai/serving-policy.ts';
 import { nonNegativeInt, positiveInt, printJson } from '../common.ts';
+import { terminalLine } from '../terminal-text.ts';
 import { randomBytes } from 'node:crypto';
 import { AGENT_SCENARIO_ID } from '../../record/agent.ts';
 import { Gateway, GATEWAY_DEFAULTS, policyAnswerer } from '../../gateway/gateway.ts';
@@ -48,16 +50,14 @@ function port(value: string): number {
 }
 
 /**
- * A policy to serve: `ckpt:DIR` (a checkpoint) or `hf:DIR` (a Hugging Face folder). `others`: the
- * other specs the caller takes, named in the refusal of an unknown one.
+ * A policy to serve: `ckpt:DIR` (a checkpoint of this project: a Hugging Face model's or the GPT's) or
+ * `hf:DIR`. `others`: the other specs the caller takes, named in the refusal of an unknown one.
  */
 export async function loadServedPolicy(spec: string, others: readonly string[] = []): Promise<ServedPolicy> {
-  const kind = ['ckpt:', 'hf:'].find((p) => spec.startsWith(p));
-  if (!kind) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR', ...others]);
-  const dir = spec.slice(kind.length);
-  if (kind === 'hf:') return (await import('../../policy/hf/hf-policy.ts')).loadHfPolicy(dir);
-  const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
-  return (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
+  const policy = await loadModelPolicy(spec);
+  if (!policy) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR', ...others]);
+  // Both model policies (HfPolicy, TfjsPolicy) are batch policies with a tokenizer and a context.
+  return policy as unknown as ServablePolicy;
 }
 
 export function register(program: Command): void {
@@ -105,7 +105,7 @@ export function register(program: Command): void {
       positiveInt,
       GATEWAY_DEFAULTS.idleTimeoutMs / 1000,
     )
-    .option('--quiet', 'no request log on stderr')
+    .option('--quiet', 'no request log on stderr (why a request failed still is)')
     .option('--json', 'print {url, model, version, records?, teacher?} as one stdout line once listening')
     .action(async (flags: ServeFlags) => {
       const teacher = flags.policy.startsWith('openai:') ? await openTeacher(flags) : undefined;
@@ -137,12 +137,15 @@ export function register(program: Command): void {
         ...(gateway ? { gateway } : { policy: policy!, modelName, ...batching }),
         ...(flags.apiKey !== undefined ? { apiKey: flags.apiKey } : {}),
         maxBodyBytes: flags.maxBodyBytes,
-        onRequest: flags.quiet
-          ? undefined
-          : (e) =>
-              process.stderr.write(
-                `${e.method} ${e.path} ${e.status} ${e.ms.toFixed(0)} ms${e.completionTokens === undefined ? '' : ` (${e.promptTokens} prompt + ${e.completionTokens} completion tokens)`}\n`,
-              ),
+        // A failure's cause goes to this log only (it may name the server's files), even when --quiet.
+        onRequest: (e) => {
+          if (!flags.quiet)
+            process.stderr.write(
+              `${e.method} ${e.path} ${e.status} ${e.ms.toFixed(0)} ms${e.completionTokens === undefined ? '' : ` (${e.promptTokens} prompt + ${e.completionTokens} completion tokens)`}\n`,
+            );
+          if (e.error !== undefined)
+            process.stderr.write(`${terminalLine(`${e.method} ${e.path} ${e.status}: ${e.error}`)}\n`);
+        },
       });
       const url = await server.listen(flags.port, flags.host);
       const what = teacher

@@ -163,7 +163,12 @@ async function initialModel(
     episodes: flags.demoEpisodes,
     ...warmStartTraining(flags, replicas),
     episode,
-    onStep: (s) => bar.update(s.step, { loss: s.loss.toFixed(3), tps: s.tokensPerS.toFixed(0) }),
+    onStep: (s) => {
+      bar.update(s.step, { loss: s.loss.toFixed(3), tps: s.tokensPerS.toFixed(0) });
+      // Every 10th step, as start prints them.
+      if (LINES && (s.step % 10 === 0 || s.step === flags.sftSteps))
+        log(`sft step ${s.step}/${flags.sftSteps}: loss ${s.loss.toFixed(3)}, ${s.tokensPerS.toFixed(0)} tok/s`);
+    },
   });
   bar.stop();
   await ws.trainable.save(warm);
@@ -255,6 +260,12 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   }
 }
 
+/**
+ * The progress bars draw only on a terminal: elsewhere (a log file, CI, a pipe) each step is a line
+ * on stderr instead, as train --agent and start print them.
+ */
+const LINES = !process.stderr.isTTY;
+
 async function trainWith(
   flags: TrainFlags,
   config: TrainConfig,
@@ -306,14 +317,25 @@ async function trainWith(
       signal: controller.signal,
       executor: queue ?? replica,
       replicas,
-      onStep: (m) =>
+      onStep: (m) => {
         bar.update(m.step, {
           reward: f3(m.reward),
           em: f3(m.outcome.em ?? m.success),
           kl: f3(m.kl),
           tps: m.time.tokensPerS.toFixed(0),
-        }),
-      onEval: (e) => bar.update({ em: `${f3(e.outcome.em ?? e.success)} (${e.split})` }),
+        });
+        if (LINES)
+          log(
+            `${config.algo} step ${m.step}/${config.steps}: reward ${f3(m.reward)}, ${m.outcome.em === undefined ? `success ${f3(m.success)}` : `EM ${f3(m.outcome.em)}`}, KL ${f3(m.kl)}, ${m.failed} failed, ${m.skipped} skipped, ${m.time.tokensPerS.toFixed(0)} tok/s`,
+          );
+      },
+      onEval: (e) => {
+        bar.update({ em: `${f3(e.outcome.em ?? e.success)} (${e.split})` });
+        if (LINES)
+          log(
+            `eval on ${e.split} at step ${e.step}: ${e.outcome.em === undefined ? `success ${f3(e.success)}` : `EM ${f3(e.outcome.em)}`}, reward ${f3(e.reward)}`,
+          );
+      },
     });
     return result;
   } finally {
