@@ -1,0 +1,108 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import test from 'ava';
+import type { Task } from '../../src/core/types.ts';
+import { loadAgent } from '../../src/gateway/agent-module.ts';
+import { AgentSession } from '../../src/gateway/agent-session.ts';
+import { DemonstratorAnswerer } from '../../src/gateway/demonstrator-answerer.ts';
+import { BUILT, NOT_BUILT, node } from '../helpers/node-run.ts';
+import { calc } from '../openai/fixtures.ts';
+
+/**
+ * An agent as a user writes it, in a project `npm init -y` made (no "type": "module", no tsx of its
+ * own), outside this repository: ES module syntax in a .ts file, in a .js file, and a .ts file that
+ * imports a helper without its extension. Each loads with the package's own loader and runs.
+ */
+const project = mkdtempSync(join(tmpdir(), 'agent-r1-user-agent-'));
+writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'x', version: '1.0.0', main: 'index.js' }));
+
+/** The agent's body: one request to the model through its client, rewarded when the answer is in it. */
+const ASK = `
+  const response = await fetch(\`\${client.baseURL}/chat/completions\`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: \`Bearer \${client.apiKey}\`, ...client.headers },
+    body: JSON.stringify({ model: client.model, messages: [{ role: 'user', content: task.question }] }),
+  });
+  const text = (await response.json()).choices[0].message.content`;
+
+const AGENTS: { [name: string]: { [file: string]: string } } = {
+  ts: {
+    'index.ts': `type Task = { question: string; answer?: string };
+type Client = { baseURL: string; apiKey: string; model: string; headers: Record<string, string> };
+export default async function agent(task: Task, client: Client): Promise<{ reward: number; success: boolean }> {${ASK} as string;
+  const success = task.answer !== undefined && text.includes(task.answer);
+  return { reward: success ? 1 : 0, success };
+}
+`,
+  },
+  js: {
+    'index.js': `export default async function agent(task, client) {${ASK};
+  const success = task.answer !== undefined && text.includes(task.answer);
+  return { reward: success ? 1 : 0, success };
+}
+export const demonstrator = (task) => \`<answer>\${task.answer}</answer>\`;
+`,
+  },
+  helper: {
+    'judge.ts': `export function judge(text: string, answer?: string): { reward: number; success: boolean } {
+  const success = answer !== undefined && text.includes(answer);
+  return { reward: success ? 1 : 0, success };
+}
+`,
+    'index.ts': `import { judge } from './judge';
+export default async function agent(task: { question: string; answer?: string }, client: any) {${ASK} as string;
+  return judge(text, task.answer);
+}
+`,
+  },
+};
+for (const [name, files] of Object.entries(AGENTS)) {
+  mkdirSync(join(project, name));
+  for (const [file, text] of Object.entries(files)) writeFileSync(join(project, name, file), text);
+}
+
+const tasks = (calc.tasks({ split: 'test', seed: 91, count: 3 }) as Task[]).map((t) => ({
+  id: t.id,
+  question: t.question,
+  answer: t.answer,
+  split: 'test',
+}));
+
+for (const name of Object.keys(AGENTS)) {
+  test(`loadAgent: the ${name} agent of a CommonJS-typed project loads and plays through the gateway`, async (t) => {
+    const agent = await loadAgent(join(project, name));
+    t.is(typeof agent.run, 'function');
+    t.is(agent.demonstrator === undefined, name !== 'js');
+    // The gateway answers with each task's answer: the agent's own code judges it, and its reward stands.
+    const session = await AgentSession.open({ agent, tasks, seed: 1 });
+    try {
+      const answerer = new DemonstratorAnswerer((task) => `<answer>${task.answer}</answer>`, 'test', 'agent-r1');
+      const records = await session.play({ answerer, tasks, group: 1, seed: 1 });
+      t.deepEqual(
+        records.map((r) => [r.status, r.totalReward, r.turns.length]),
+        tasks.map(() => ['ok', 1, 1]),
+      );
+    } finally {
+      await session.close();
+    }
+  });
+}
+
+test('dist/: the compiled package loads each agent with its own tsx, nothing registered before', (t) => {
+  t.true(BUILT, NOT_BUILT);
+  const script = `import { loadAgent } from './dist/src/gateway/index.js';
+    const out = [];
+    for (const name of ${JSON.stringify(Object.keys(AGENTS))}) {
+      const agent = await loadAgent(${JSON.stringify(project)} + '/' + name);
+      out.push([name, typeof agent.run, typeof agent.demonstrator]);
+    }
+    console.log(JSON.stringify(out));`;
+  const r = node(['--input-type=module', '-e', script]);
+  t.is(r.code, 0, r.stderr);
+  t.deepEqual(JSON.parse(r.stdout), [
+    ['ts', 'function', 'undefined'],
+    ['js', 'function', 'function'],
+    ['helper', 'function', 'undefined'],
+  ]);
+});
