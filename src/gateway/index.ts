@@ -16,7 +16,7 @@ export { replayAgent, ReplayGateway, checkAgentRecord, firstDifference } from '.
 export type { AgentReplayResult } from './replay-agent.ts';
 export { DemonstratorAnswerer } from './demonstrator-answerer.ts';
 export { RecordFile, RecordFileError } from './record-file.ts';
-export { readTasksFile, TasksFileError } from './tasks-file.ts';
+export { MissingSplitError, readTasksFile, TasksFileError, tasksOfSplit } from './tasks-file.ts';
 export {
   BadEpisodeIdError,
   BadRewardError,

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import test from 'ava';
@@ -6,8 +6,9 @@ import type { Task } from '../../src/core/types.ts';
 import { loadAgent } from '../../src/gateway/agent-module.ts';
 import { AgentSession } from '../../src/gateway/agent-session.ts';
 import { DemonstratorAnswerer } from '../../src/gateway/demonstrator-answerer.ts';
+import { cli } from '../helpers/cli.ts';
 import { BUILT, NOT_BUILT, node } from '../helpers/node-run.ts';
-import { calc } from '../openai/fixtures.ts';
+import { calc, calculatorCheckpoint } from '../openai/fixtures.ts';
 
 /**
  * An agent as a user writes it, in a project `npm init -y` made (no "type": "module", no tsx of its
@@ -68,6 +69,8 @@ const tasks = (calc.tasks({ split: 'test', seed: 91, count: 3 }) as Task[]).map(
   answer: t.answer,
   split: 'test',
 }));
+const tasksFile = join(project, 'tasks.jsonl');
+writeFileSync(tasksFile, tasks.map((t) => JSON.stringify(t)).join('\n') + '\n');
 
 for (const name of Object.keys(AGENTS)) {
   test(`loadAgent: the ${name} agent of a CommonJS-typed project loads and plays through the gateway`, async (t) => {
@@ -105,4 +108,52 @@ test('dist/: the compiled package loads each agent with its own tsx, nothing reg
     ['js', 'function', 'function'],
     ['helper', 'function', 'undefined'],
   ]);
+});
+
+test.serial('eval --agent: each agent scored on a checkpoint through the CLI, records kept with --out', async (t) => {
+  const { dir } = await calculatorCheckpoint();
+  for (const name of Object.keys(AGENTS)) {
+    const out = join(project, `eval-${name}`);
+    const args = ['eval', '--agent', join(project, name), '--tasks', tasksFile, '--policy', `ckpt:${dir}`];
+    const run = cli([...args, '--out', out, '--json']);
+    t.is(run.code, 0, run.stderr);
+    const summary = run.lastJson();
+    t.like(summary, { split: 'test', episodes: 3, failed: 0, policy: `ckpt:${dir}` }, name);
+    t.true(summary.successRate >= 0 && summary.successRate <= 1);
+    const records = readFileSync(join(out, 'episodes.jsonl'), 'utf8').trim().split('\n');
+    t.is(records.length, 3);
+    t.deepEqual(JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8')), summary);
+    // The text summary: what eval prints for a scenario.
+    const text = cli([...args, '--episodes', '1']);
+    t.is(text.code, 0, text.stderr);
+    t.regex(text.stdout, /^episodes +1$/m);
+    t.regex(text.stdout, /^successRate +\d/m);
+    t.regex(text.stdout, /^meanReward +\d/m);
+  }
+});
+
+test.serial('eval --agent: bad flags and files are usage errors, one line, exit 2', async (t) => {
+  const agent = join(project, 'js');
+  const usage = (args: string[], message: RegExp) => {
+    const r = cli(['eval', ...args]);
+    t.is(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+    t.is(r.stderr.trim().split('\n').length, 1, r.stderr);
+    t.regex(r.stderr, message);
+  };
+  usage(['--agent', agent, '--policy', 'ckpt:x'], /--tasks FILE\.jsonl: the tasks to evaluate .*js\/index\.js on/);
+  usage(
+    ['--agent', agent, '--scenario', 'calculator', '--policy', 'expert'],
+    /give --scenario NAME or --agent FILE \(one of them\)/,
+  );
+  usage(['--policy', 'expert'], /give --scenario NAME or --agent FILE/);
+  usage(
+    ['--agent', agent, '--tasks', tasksFile, '--policy', 'ckpt:x', '--workers', '2'],
+    /--workers: not with --agent/,
+  );
+  usage(['--scenario', 'calculator', '--policy', 'expert', '--tasks', tasksFile], /--tasks: goes with --agent/);
+  usage(
+    ['--agent', agent, '--tasks', tasksFile, '--policy', 'ckpt:x', '--split', 'dev'],
+    /tasks\.jsonl has no tasks in the "dev" split \(the tasks eval plays\)/,
+  );
+  usage(['--agent', agent, '--tasks', tasksFile, '--policy', 'expert'], /policy to serve.*expert/);
 });

@@ -43,14 +43,25 @@ function port(value: string): number {
   return n;
 }
 
-/** A policy to serve: `ckpt:DIR` (a checkpoint) or `hf:DIR` (a Hugging Face folder). */
-export async function loadServedPolicy(spec: string): Promise<ServedPolicy> {
+/**
+ * A policy to serve: `ckpt:DIR` (a checkpoint) or `hf:DIR` (a Hugging Face folder); `temperature`
+ * replaces its saved sampling temperature (0: greedy).
+ */
+export async function loadServedPolicy(spec: string, options: { temperature?: number } = {}): Promise<ServedPolicy> {
   const kind = ['ckpt:', 'hf:'].find((p) => spec.startsWith(p));
   if (!kind) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR']);
   const dir = spec.slice(kind.length);
-  if (kind === 'hf:') return (await import('../../policy/hf/hf-policy.ts')).loadHfPolicy(dir);
+  const sampling = { temperature: options.temperature };
+  if (kind === 'hf:') return (await import('../../policy/hf/hf-policy.ts')).loadHfPolicy(dir, { sampling });
+  // A trained Hugging Face model's checkpoint is its folder plus checkpoint.json (as resolvePolicy reads it).
+  const { readHfCheckpoint, savedSampling } = await import('../../hf/checkpoint.ts');
+  const hf = await readHfCheckpoint(dir);
+  if (hf) {
+    const { loadHfPolicy } = await import('../../policy/hf/hf-policy.ts');
+    return loadHfPolicy(dir, { id: spec, saved: savedSampling(hf.meta), sampling });
+  }
   const { loadCheckpointPolicy } = await import('../../policy/tfjs/tfjs-policy.ts');
-  return (await loadCheckpointPolicy(dir)) as unknown as ServablePolicy;
+  return (await loadCheckpointPolicy(dir, { sampling })) as unknown as ServablePolicy;
 }
 
 export function register(program: Command): void {
