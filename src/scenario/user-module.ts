@@ -1,5 +1,6 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ScenarioError } from '../core/errors.ts';
 
@@ -69,27 +70,60 @@ function esModuleExports(ns: Record<string, unknown>): Record<string, unknown> {
     : ns;
 }
 
+/** `"type"` of the package.json nearest the file (Node's rule: none, or none found, is CommonJS). */
+function packageType(file: string): string {
+  for (let dir = dirname(file); ; dir = dirname(dir)) {
+    const manifest = join(dir, 'package.json');
+    if (existsSync(manifest)) {
+      try {
+        return String((JSON.parse(readFileSync(manifest, 'utf8')) as { type?: unknown }).type ?? 'commonjs');
+      } catch {
+        return 'commonjs'; // Node's own import reports a broken package.json
+      }
+    }
+    if (dirname(dir) === dir) return 'commonjs';
+  }
+}
+
+/** Whether a TypeScript loader (tsx, run with `--import tsx`) already has require's hooks in this thread. */
+const tsLoaderActive = () => createRequire(import.meta.url).extensions['.ts'] !== undefined;
+
+/**
+ * Whether Node's own import cannot load the file as the user wrote it: TypeScript, or a `.js` file
+ * in a CommonJS-typed folder, which may hold `import`/`export` (Node 20.12 refuses it, later ones
+ * re-parse it with a warning on stderr; tsx compiles it, a CommonJS one as well).
+ */
+function wantsTsx(file: string): boolean {
+  return /\.[cm]?tsx?$/.test(file) || (/\.js$/.test(file) && packageType(file) !== 'module');
+}
+
 /**
  * Imports a user's module (a scenario's or an agent's), as the user wrote it: `.ts` or `.js`, ES module
- * syntax in any folder, with or without `"type": "module"`. Where Node loads it (compiled JavaScript,
- * or running from the sources through tsx) it is a plain import; otherwise tsx is registered, in this
- * thread, on first need: the compiled package runs without a loader, and only such a module pays for
- * one. tsx's registration is global, not a namespaced `tsImport`, which would load a second copy of
- * every package the module imports (agent-r1-ts itself, for a scenario: two of every class).
+ * syntax in any folder, with or without `"type": "module"`. Where Node loads it (compiled JavaScript
+ * in an ES module package, or anything when running from the sources through tsx) it is a plain
+ * import; otherwise tsx is registered, in this thread, on first need: the compiled package runs
+ * without a loader, and only such a module pays for one. tsx's registration is global, not a
+ * namespaced `tsImport`, which would load a second copy of every package the module imports
+ * (agent-r1-ts itself, for a scenario: two of every class).
  */
 export async function importUserModule(file: string): Promise<Record<string, unknown>> {
   const url = pathToFileURL(file).href;
+  if (tsLoader === undefined && wantsTsx(file) && !tsLoaderActive()) await registerTsxFor(file);
   try {
     return esModuleExports((await import(url)) as Record<string, unknown>);
   } catch (err) {
     if (!needsTsx(err)) throw err;
   }
+  await registerTsxFor(file);
+  // A failed import stays failed for its URL: the query makes it a new one.
+  return esModuleExports((await import(`${url}?ts`)) as Record<string, unknown>);
+}
+
+async function registerTsxFor(file: string): Promise<void> {
   tsLoader ??= registerTsx();
   try {
     await tsLoader;
   } catch (err) {
     throw new TsLoaderMissingError(file, { cause: err });
   }
-  // A failed import stays failed for its URL: the query makes it a new one.
-  return esModuleExports((await import(`${url}?ts`)) as Record<string, unknown>);
 }

@@ -103,6 +103,8 @@ test('dist/: the compiled package loads each agent with its own tsx, nothing reg
     console.log(JSON.stringify(out));`;
   const r = node(['--input-type=module', '-e', script]);
   t.is(r.code, 0, r.stderr);
+  // Node's own import would re-parse the .js as an ES module, with a warning on stderr: tsx loads it.
+  t.is(r.stderr, '');
   t.deepEqual(JSON.parse(r.stdout), [
     ['ts', 'function', 'undefined'],
     ['js', 'function', 'function'],
