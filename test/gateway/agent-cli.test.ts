@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import test from 'ava';
 import type { Task } from '../../src/core/types.ts';
 import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
+import { exampleAgentFolder } from '../helpers/example-agent.ts';
 import { calc, calculatorCheckpoint } from '../openai/fixtures.ts';
 import agent from '../fixtures/agents/openai-loop.ts';
 import { serializeRecord } from '../../src/record/record.ts';
@@ -169,33 +170,11 @@ test.serial(
   },
 );
 
-/**
- * An agent folder of the example's code (re-exported by path) with the example's tasks of `splits`,
- * the test split cut to `tests`: start --agent reads only the folder's tasks.jsonl.
- */
-function exampleFolder(name: string, splits: string[], tests = Infinity): string {
-  const dir = at(name);
-  mkdirSync(dir);
-  const example = join(repoRoot, 'examples/ai-sdk-agent');
-  writeFileSync(
-    join(dir, 'index.ts'),
-    `export { default, demonstrator } from ${JSON.stringify(join(example, 'index.ts'))};\n`,
-  );
-  const lines = readFileSync(join(example, 'tasks.jsonl'), 'utf8').trim().split('\n');
-  const kept = lines.filter((l) => splits.includes(JSON.parse(l).split));
-  const cut = [
-    ...kept.filter((l) => JSON.parse(l).split !== 'test'),
-    ...kept.filter((l) => JSON.parse(l).split === 'test').slice(0, tests),
-  ];
-  writeFileSync(join(dir, 'tasks.jsonl'), cut.join('\n') + '\n');
-  return dir;
-}
-
 test.serial(
   'start --agent --quick: the warm start from the demonstrator, GRPO through the gateway, the table as JSON; the footer counts the test tasks used',
   (t) => {
     // 4 test tasks, fewer than the quick budget's 8: the footer and the records say 4.
-    const agent = exampleFolder('four-tests', ['train', 'dev', 'test'], 4);
+    const agent = exampleAgentFolder(at('four-tests'), ['train', 'dev', 'test'], 4);
     const r = cli(['start', '--agent', agent, '--quick', '--out', at('start'), '--json'], {
       timeout: 120_000,
     });
@@ -220,7 +199,7 @@ test.serial(
       ['no-test', ['train', 'dev'], 'test'],
       ['no-train', ['dev', 'test'], 'train'],
     ] as const) {
-      const agent = exampleFolder(name, [...splits]);
+      const agent = exampleAgentFolder(at(name), [...splits]);
       const r = cli(['start', '--agent', agent, '--quick', '--out', at(`start-${name}`)]);
       t.is(r.code, 2, r.stderr);
       t.is(r.stderr.trim().split('\n').length, 1, r.stderr);
