@@ -7,6 +7,7 @@ import { loadAgent } from '../../src/gateway/agent-module.ts';
 import { AgentSession } from '../../src/gateway/agent-session.ts';
 import { DemonstratorAnswerer } from '../../src/gateway/demonstrator-answerer.ts';
 import { cli } from '../helpers/cli.ts';
+import { TRAINABLE_QWEN3, writeTinyFolder } from '../helpers/hf-folder.ts';
 import { BUILT, NOT_BUILT, node } from '../helpers/node-run.ts';
 import { calc, calculatorCheckpoint } from '../openai/fixtures.ts';
 
@@ -132,6 +133,15 @@ test.serial('eval --agent: each agent scored on a checkpoint through the CLI, re
     t.regex(text.stdout, /^successRate +\d/m);
     t.regex(text.stdout, /^meanReward +\d/m);
   }
+});
+
+test.serial('eval --agent on a Hugging Face folder (hf:DIR): the same summary', async (t) => {
+  const dir = join(project, 'tiny-qwen3');
+  await writeTinyFolder(dir, { ...TRAINABLE_QWEN3, seed: 3 });
+  const args = ['eval', '--agent', join(project, 'ts'), '--tasks', tasksFile, '--policy', `hf:${dir}`];
+  const run = cli([...args, '--episodes', '2', '--max-tokens-per-turn', '8', '--json']);
+  t.is(run.code, 0, run.stderr);
+  t.like(run.lastJson(), { split: 'test', episodes: 2, failed: 0, meanTurns: 1 });
 });
 
 test.serial('eval --agent: bad flags and files are usage errors, one line, exit 2', async (t) => {
