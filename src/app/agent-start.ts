@@ -7,6 +7,7 @@ import type { AgentModule } from '../gateway/agent-module.ts';
 import { AGENT_MODEL_NAME, AgentSession } from '../gateway/agent-session.ts';
 import { policyAnswerer } from '../gateway/gateway.ts';
 import { summarizeAgentRecords } from '../gateway/play-agent.ts';
+import { tasksOfSplit } from '../gateway/tasks-file.ts';
 import type { ServedPolicy } from '../openai/chat-format.ts';
 import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
 import { resolveConfig, type TrainConfig } from '../rl/config.ts';
@@ -26,6 +27,14 @@ import { METHOD_NAMES, scoreRecords, type MethodScore } from './paper.ts';
  * Base row), trained with GRPO through the gateway (the agent's own code runs every episode), and
  * both are evaluated greedily on the held-out `test` tasks, each episode recorded.
  */
+
+/** The splits `start --agent` reads from the tasks file, and what each is for (its help and errors say so). */
+export const AGENT_START_SPLITS = {
+  train: 'start --agent demonstrates and trains on them',
+  test: "start --agent's held-out table scores on them",
+} as const;
+/** Optional: the GRPO run's dev evals pick its best checkpoint; without it the final one is scored. */
+export const AGENT_START_DEV = 'dev';
 export interface AgentBudget {
   demonstrations: number;
   warmStart: Omit<WarmStartTraining, 'seed' | 'onStep' | 'replicas'>;
@@ -61,6 +70,8 @@ export interface AgentStartEvent {
 
 export interface AgentStartResult {
   scores: MethodScore[];
+  /** The test tasks scored (the split's first `budget.testEpisodes`), and the train tasks used. */
+  tasks: { train: number; test: number; dev: number };
   rewards: number[];
   warmStart: { demonstrations: number; demoSuccess: number; steps: number; parameters: number; finalLoss: number };
   selected: { step: number; devScore: number | null };
@@ -86,6 +97,8 @@ export async function warmStartAgent(
 export async function runAgentStart(options: {
   agent: AgentModule;
   tasks: readonly Task[];
+  /** The tasks file, named when a split it needs is missing. */
+  tasksFile: string;
   seed: number;
   outDir: string;
   budget: AgentBudget;
@@ -103,6 +116,18 @@ export async function runAgentStart(options: {
     seconds[phase] = (now - t) / 1000;
     t = now;
   };
+  // The splits are checked before anything is written: a missing one is a usage error naming it.
+  const trainTasks = tasksOfSplit(options.tasks, 'train', options.tasksFile, AGENT_START_SPLITS.train);
+  const test = tasksOfSplit(options.tasks, 'test', options.tasksFile, AGENT_START_SPLITS.test).slice(
+    0,
+    budget.testEpisodes,
+  );
+  const dev = options.tasks.filter((t) => t.split === AGENT_START_DEV).length;
+  if (dev === 0)
+    emit({
+      message: `${options.tasksFile} has no "${AGENT_START_DEV}" tasks: no dev evals, the final GRPO checkpoint is scored`,
+    });
+  const rl = dev === 0 ? { ...budget.rl, evalEvery: 0 } : budget.rl;
   makeDir(outDir);
   const session = await AgentSession.open({
     agent,
@@ -112,9 +137,6 @@ export async function runAgentStart(options: {
     maxTokensPerTurn: budget.maxTokensPerTurn,
   });
   try {
-    const test = session.tasksOf('test').slice(0, budget.testEpisodes);
-    if (session.tasksOf('train').length === 0 || test.length === 0)
-      throw new RangeError('the agent needs tasks in the train and test splits (tasks.jsonl: "split")');
     const warmDir = join(outDir, 'warm-start');
     const ws = options.hf
       ? await hfWarmStartAgent(session, options.hf, { demonstrations: budget.demonstrations, seed, outDir, emit })
@@ -151,7 +173,7 @@ export async function runAgentStart(options: {
     const result = await train({
       source: session.source(),
       model,
-      config: resolveConfig({ ...budget.rl, algo: 'grpo', seed }),
+      config: resolveConfig({ ...rl, algo: 'grpo', seed }),
       outDir: join(outDir, 'grpo'),
       init: `ckpt:${warmDir}`,
       ...(options.hf ? {} : { replicas: options.replicas }),
@@ -171,6 +193,7 @@ export async function runAgentStart(options: {
     const finalEval = result.evals.find((e) => e.step === result.lastStep);
     const out: AgentStartResult = {
       scores,
+      tasks: { train: trainTasks.length, test: test.length, dev },
       rewards: result.steps.map((s) => s.reward),
       warmStart: {
         demonstrations: ws.demonstrations,

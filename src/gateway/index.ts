@@ -18,7 +18,7 @@ export { DemonstratorAnswerer } from './demonstrator-answerer.ts';
 export { TeacherAnswerer, teacherBaseURL, teacherModel } from './teacher-answerer.ts';
 export type { TeacherOptions } from './teacher-answerer.ts';
 export { NotARecordFileError, RecordFile, RecordFileError } from './record-file.ts';
-export { readTasksFile, TasksFileError } from './tasks-file.ts';
+export { MissingSplitError, readTasksFile, TasksFileError, tasksOfSplit } from './tasks-file.ts';
 export {
   BadEpisodeIdError,
   BadRewardError,

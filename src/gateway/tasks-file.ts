@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import { AgentR1Error } from '../core/errors.ts';
+import { AgentR1Error, UsageError } from '../core/errors.ts';
 import { nestsDeeperThan } from '../core/json-depth.ts';
 import type { Task } from '../core/types.ts';
 import { json } from '../record/record.ts';
@@ -14,6 +14,27 @@ export class TasksFileError extends AgentR1Error {
   ) {
     super(`${file}${line === null ? '' : `:${line}`}: ${why}`);
   }
+}
+
+/**
+ * A tasks file without a split a command needs: a usage error (the file, or the command, is the wrong
+ * one), naming the file, the split and what the split is for.
+ */
+export class MissingSplitError extends UsageError {
+  constructor(
+    readonly file: string,
+    readonly split: string,
+    readonly purpose: string,
+  ) {
+    super(`${file} has no tasks in the "${split}" split (${purpose}): give tasks "split": "${split}"`);
+  }
+}
+
+/** The tasks of `split`, or a MissingSplitError when there are none. */
+export function tasksOfSplit(tasks: readonly Task[], split: string, file: string, purpose: string): Task[] {
+  const found = tasks.filter((t) => t.split === split);
+  if (found.length === 0) throw new MissingSplitError(file, split, purpose);
+  return found;
 }
 
 const taskSchema = z.strictObject({

@@ -37,7 +37,7 @@ test('dist/: a rollout on 2 worker threads runs with no TypeScript loader, and w
   }
 });
 
-test("dist/: a user's TypeScript scenario loads through tsx, registered on need; without tsx, a clear error", (t) => {
+test("dist/: a user's TypeScript scenario loads through the package's tsx, registered on need; tsx unloadable, a clear error", (t) => {
   t.true(BUILT, NOT_BUILT);
   const dir = mkdtempSync(join(tmpdir(), 'agent-r1-build-'));
   try {
@@ -54,7 +54,10 @@ test("dist/: a user's TypeScript scenario loads through tsx, registered on need;
     t.notRegex(ok.stderr, /loaded twice/);
     const noTsx = node(['bin/agent-r1.js', ...args, '--out', join(dir, 'b')], ['tsx']);
     t.not(noTsx.code, 0);
-    t.regex(noTsx.stderr, /index\.ts is TypeScript, and loading it needs tsx: npm install --save-dev tsx/);
+    t.regex(
+      noTsx.stderr,
+      /index\.ts needs a TypeScript loader, and tsx \(a dependency of agent-r1-ts\) cannot be loaded: reinstall agent-r1-ts/,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

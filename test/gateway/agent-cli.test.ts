@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import test from 'ava';
 import type { Task } from '../../src/core/types.ts';
 import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
+import { exampleAgentFolder } from '../helpers/example-agent.ts';
 import { calc, calculatorCheckpoint } from '../openai/fixtures.ts';
 import agent from '../fixtures/agents/openai-loop.ts';
 import { serializeRecord } from '../../src/record/record.ts';
@@ -170,12 +171,15 @@ test.serial(
 );
 
 test.serial(
-  'start --agent --quick: the warm start from the demonstrator, GRPO through the gateway, the table as JSON',
+  'start --agent --quick: the warm start from the demonstrator, GRPO through the gateway, the table as JSON; the footer counts the test tasks used',
   (t) => {
-    const r = cli(['start', '--agent', 'examples/ai-sdk-agent', '--quick', '--out', at('start'), '--json'], {
+    // 4 test tasks, fewer than the quick budget's 8: the footer and the records say 4.
+    const agent = exampleAgentFolder(at('four-tests'), ['train', 'dev', 'test'], 4);
+    const r = cli(['start', '--agent', agent, '--quick', '--out', at('start'), '--json'], {
       timeout: 120_000,
     });
     t.is(r.code, 0, r.stderr);
+    t.regex(r.stdout, /; 4 held-out test tasks \(of \d+ in .*tasks\.jsonl: train 1000, dev 64\)/);
     const table = r.lastJson();
     t.deepEqual(
       table.methods.map((m: { method: string }) => m.method),
@@ -184,9 +188,32 @@ test.serial(
     t.is(typeof table.methods[1].test.successRate, 'number');
     t.regex(r.stdout, /every episode the agent's own code, through the gateway/);
     const records = readFileSync(at('start/test-grpo.jsonl'), 'utf8').trim().split('\n');
-    t.is(records.length, 8);
+    t.is(records.length, 4);
   },
 );
+
+test.serial(
+  'start --agent: a tasks.jsonl without a train or test split is refused, naming the split and the file',
+  (t) => {
+    for (const [name, splits, missing] of [
+      ['no-test', ['train', 'dev'], 'test'],
+      ['no-train', ['dev', 'test'], 'train'],
+    ] as const) {
+      const agent = exampleAgentFolder(at(name), [...splits]);
+      const r = cli(['start', '--agent', agent, '--quick', '--out', at(`start-${name}`)]);
+      t.is(r.code, 2, r.stderr);
+      t.is(r.stderr.trim().split('\n').length, 1, r.stderr);
+      t.true(r.stderr.includes(`${join(agent, 'tasks.jsonl')} has no tasks in the "${missing}" split`), r.stderr);
+      t.false(existsSync(at(`start-${name}`)), 'nothing written');
+    }
+  },
+);
+
+test.serial('start --help names the splits start --agent needs', (t) => {
+  const r = cli(['start', '--help']);
+  t.is(r.code, 0);
+  t.regex(r.stdout.replace(/\s+/g, ' '), /"split": "train" tasks .* "test" tasks .* "dev" tasks, if any/);
+});
 
 test.serial('train --agent and replay --agent refuse what they cannot use, naming it', async (t) => {
   const tasks = writeTasks();

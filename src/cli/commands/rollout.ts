@@ -67,16 +67,22 @@ function workerCount(value: string): number {
 }
 
 /** Refuses to overwrite the records of an earlier run (unless --force), and proves `out` writable up front. */
-function prepareOut(out: string, force: boolean | undefined): void {
+export function prepareOut(out: string, force: boolean | undefined): void {
   const found = ['episodes.jsonl', 'summary.json'].find((f) => existsSync(join(out, f)));
   if (found && !force) throw new OutputExistsError(out, found);
   assertWritableDir(out);
 }
 
-/** Options shared by `rollout` and `eval`. */
-export function rolloutOptions(command: Command, policyRequired: boolean, defaultSplit: string): Command {
+/** Options shared by `rollout` and `eval` (whose --scenario may be an --agent instead). */
+export function rolloutOptions(
+  command: Command,
+  policyRequired: boolean,
+  defaultSplit: string,
+  scenarioRequired = true,
+): Command {
+  if (scenarioRequired) command.requiredOption('--scenario <name>', 'scenario name or folder');
+  else command.option('--scenario <name>', 'scenario name or folder (or --agent)');
   command
-    .requiredOption('--scenario <name>', 'scenario name or folder')
     .option('--split <split>', 'task split', defaultSplit)
     .option('--episodes <n>', 'number of episodes', positiveInt, 100)
     .option('--seed <n>', 'run seed', integer, 0)

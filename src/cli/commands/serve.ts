@@ -51,11 +51,15 @@ function port(value: string): number {
 
 /**
  * A policy to serve: `ckpt:DIR` (a checkpoint of this project: a Hugging Face model's or the GPT's) or
- * `hf:DIR`. `others`: the other specs the caller takes, named in the refusal of an unknown one.
+ * `hf:DIR`. `others`: the other specs the caller takes, named in the refusal of an unknown one;
+ * `temperature` replaces the model's saved sampling temperature (0: greedy).
  */
-export async function loadServedPolicy(spec: string, others: readonly string[] = []): Promise<ServedPolicy> {
-  const policy = await loadModelPolicy(spec);
-  if (!policy) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR', ...others]);
+export async function loadServedPolicy(
+  spec: string,
+  options: { others?: readonly string[]; temperature?: number } = {},
+): Promise<ServedPolicy> {
+  const policy = await loadModelPolicy(spec, { temperature: options.temperature });
+  if (!policy) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR', ...(options.others ?? [])]);
   // Both model policies (HfPolicy, TfjsPolicy) are batch policies with a tokenizer and a context.
   return policy as unknown as ServablePolicy;
 }
@@ -111,7 +115,9 @@ export function register(program: Command): void {
       const teacher = flags.policy.startsWith('openai:') ? await openTeacher(flags) : undefined;
       if (!teacher && flags.teacherModel !== undefined)
         throw new UsageError('--teacher-model is for --policy openai:URL (a teacher)');
-      const policy = teacher ? undefined : await loadServedPolicy(flags.policy, ['openai:URL (with --record)']);
+      const policy = teacher
+        ? undefined
+        : await loadServedPolicy(flags.policy, { others: ['openai:URL (with --record)'] });
       const dir = flags.policy.replace(/^(ckpt|hf):/, '');
       const modelName = flags.modelName ?? (teacher ? teacher.model : basename(resolve(dir)));
       const batching = { maxBatch: flags.maxBatch, maxWaitMs: flags.maxWaitMs };

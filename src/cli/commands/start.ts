@@ -28,8 +28,8 @@ import { FAMILIES, FAMILY_NAMES, hfFamilyBudget, type Family } from '../../app/f
 import { InvalidArgumentError } from 'commander';
 import { UsageError } from '../../core/errors.ts';
 import { loadAgent } from '../../gateway/agent-module.ts';
-import { readTasksFile } from '../../gateway/tasks-file.ts';
-import { agentBudget, runAgentStart } from '../../app/agent-start.ts';
+import { readTasksFile, tasksOfSplit } from '../../gateway/tasks-file.ts';
+import { AGENT_START_SPLITS, agentBudget, runAgentStart } from '../../app/agent-start.ts';
 import { trainReplicas } from '../../rl/train-threads.ts';
 
 function familyName(value: string): string {
@@ -85,7 +85,8 @@ export function register(program: Command): void {
     )
     .option(
       '--agent <dir>',
-      "instead of a family: an agent folder (index.ts's default export, a demonstrator, tasks.jsonl), trained through the gateway",
+      "instead of a family: an agent folder (index.ts's default export, a demonstrator, tasks.jsonl), trained through the gateway; " +
+        'its tasks.jsonl needs "split": "train" tasks (demonstrations, GRPO) and "test" tasks (the held-out table, up to 200); "dev" tasks, if any, pick the best GRPO checkpoint',
     )
     .option(
       '--init <hf:DIR|ckpt:DIR>',
@@ -214,6 +215,9 @@ async function startAgent(flags: StartFlags, hf: { init: string; lora?: LoraRequ
     throw new UsageError(`${agent.file} exports no demonstrator: start --agent warm-starts a model on its episodes`);
   if (!agent.tasksFile) throw new UsageError(`${flags.agent} has no tasks.jsonl beside its index`);
   const tasks = await readTasksFile(agent.tasksFile);
+  // Before the run directory is cleared or a backend starts: a missing split is a usage error.
+  for (const [split, purpose] of Object.entries(AGENT_START_SPLITS))
+    tasksOfSplit(tasks, split, agent.tasksFile, purpose);
   const out = flags.out ?? join('runs', quick ? 'start-agent-quick' : 'start-agent');
   startOver(out, 'agent-start.json');
   const info = await initBackend(flags.backend);
@@ -234,6 +238,7 @@ async function startAgent(flags: StartFlags, hf: { init: string; lora?: LoraRequ
     const result = await runAgentStart({
       agent,
       tasks,
+      tasksFile: agent.tasksFile,
       seed: flags.seed,
       outDir: out,
       budget,
@@ -256,7 +261,7 @@ async function startAgent(flags: StartFlags, hf: { init: string; lora?: LoraRequ
       '',
       formatPaperTable(result.scores, 'success'),
       '',
-      `Success in %, greedy decoding; test ${budget.testEpisodes} held-out tasks; every episode the agent's own code, through the gateway.`,
+      `Success in %, greedy decoding; ${result.tasks.test} held-out test tasks (of ${tasks.length} in ${agent.tasksFile}: train ${result.tasks.train}, dev ${result.tasks.dev}); every episode the agent's own code, through the gateway.`,
       `warm start: ${result.warmStart.demonstrations} demonstrations (${(100 * result.warmStart.demoSuccess).toFixed(0)}% correct), ${result.warmStart.steps} SFT steps, ${result.warmStart.parameters} parameters`,
       `GRPO training reward per step: ${rewards}`,
       `time: ${Object.entries(result.seconds)
