@@ -31,10 +31,16 @@ export function logSoftmaxBlocked(logits: tf.Tensor2D): tf.Tensor2D {
   });
 }
 
-/** Each row's sum [N] of x [N, V], in blocks of 256 and then over the blocks (see logSoftmaxBlocked). */
+/**
+ * Each row's sum [N] of x [N, V], in blocks of about 256 and then over the blocks (see
+ * logSoftmaxBlocked). The block is a divisor of V where one lies in [128, 256] (151,936 and 151,680,
+ * Qwen's, have one), so that no padded copy of x is made; otherwise x is padded to a multiple of 256.
+ */
 function rowSums(x: tf.Tensor2D): tf.Tensor1D {
   const [N, V] = x.shape;
-  const k = 256;
+  let k = 256;
+  while (k >= 128 && V % k !== 0) k--;
+  if (k < 128) k = 256;
   const Vp = Math.ceil(V / k) * k;
   const padded =
     Vp === V
@@ -58,8 +64,11 @@ function logitsOf(h: tf.Tensor2D, head: tf.Tensor2D): tf.Tensor2D {
   return tf.tidy(() => tf.matMul(head, h, false, true).transpose() as tf.Tensor2D);
 }
 
-/** One block's log-softmax, the chosen tokens' log-probs and the entropies; each step in its own scope, so few [n × V] tensors are alive at once. */
-function block(h: tf.Tensor2D, head: tf.Tensor2D, targets: tf.Tensor1D, temperature: number) {
+/**
+ * One block's log-softmax, the chosen tokens' log-probs and, when asked, the entropies; each step in
+ * its own scope, so few [n × V] tensors are alive at once.
+ */
+function block(h: tf.Tensor2D, head: tf.Tensor2D, targets: tf.Tensor1D, temperature: number, withEntropy: boolean) {
   const logp = tf.tidy(() => {
     const logits = logitsOf(h, head);
     return logSoftmaxBlocked(temperature === 1 ? logits : (logits.div(temperature) as tf.Tensor2D));
@@ -69,7 +78,9 @@ function block(h: tf.Tensor2D, head: tf.Tensor2D, targets: tf.Tensor1D, temperat
     const flat = tf.range(0, h.shape[0], 1, 'int32').mul(tf.scalar(V, 'int32')).add(targets) as tf.Tensor1D;
     return tf.gather(logp.reshape([-1]), flat) as tf.Tensor1D;
   });
-  const entropy = tf.tidy(() => rowSums(logp.exp().mul(logp) as tf.Tensor2D).neg() as tf.Tensor1D);
+  const entropy = withEntropy
+    ? tf.tidy(() => rowSums(logp.exp().mul(logp) as tf.Tensor2D).neg() as tf.Tensor1D)
+    : tf.zeros([h.shape[0]]);
   return { logp, picked, entropy };
 }
 
@@ -78,14 +89,18 @@ function block(h: tf.Tensor2D, head: tf.Tensor2D, targets: tf.Tensor1D, temperat
  * entropies [N] at `temperature`, `rows` rows at a time. Differentiable with respect to hidden and
  * head; a head that is a frozen variable (LoRA's) gets no gradient, and the head must outlive the
  * backward pass (it is read there rather than saved: saving copies it, 0.6 GB at Qwen3's vocabulary).
+ * Without `entropy` (SFT, and RL losses with no entropy term) the entropies are zeros and neither pass
+ * computes them: a third of the work over [rows × vocabulary].
  */
 export function chosenLogprobs(
   hidden: tf.Tensor2D,
   head: tf.Tensor2D,
   targets: tf.Tensor1D,
   temperature = 1,
-  rows = blockRows(head.shape[0]),
+  options: { entropy?: boolean; rows?: number } = {},
 ): { logprobs: tf.Tensor1D; entropy: tf.Tensor1D } {
+  const rows = options.rows ?? blockRows(head.shape[0]);
+  const withEntropy = options.entropy ?? true;
   const N = hidden.shape[0];
   const blocks = Array.from(
     { length: Math.ceil(N / rows) },
@@ -98,7 +113,13 @@ export function chosenLogprobs(
     (save as tf.GradSaveFunc)([hid, tg]);
     const parts = blocks.map(([from, n]) =>
       tf.tidy(() => {
-        const out = block(hid.slice([from, 0], [n, -1]), w as tf.Tensor2D, tg.slice([from], [n]), temperature);
+        const out = block(
+          hid.slice([from, 0], [n, -1]),
+          w as tf.Tensor2D,
+          tg.slice([from], [n]),
+          temperature,
+          withEntropy,
+        );
         return tf.stack([out.picked, out.entropy]);
       }),
     );
@@ -111,38 +132,42 @@ export function chosenLogprobs(
         const V = head.shape[0];
         let dw: tf.Tensor2D | null = trainsHead ? tf.zerosLike(head) : null;
         const dh: tf.Tensor2D[] = [];
+        const scale = 1 / temperature;
         for (const [from, n] of blocks) {
           const [dhBlock, dwNext = null] = tf.tidy(() => {
             const h = sh.slice([from, 0], [n, -1]) as tf.Tensor2D;
             const target = st.slice([from], [n]) as tf.Tensor1D;
-            const dLogits = tf.tidy(() => {
-              const { logp, entropy } = block(h, head, target, temperature);
-              const gLp = dy.slice([0, from], [1, n]).reshape([n, 1]);
-              const gEnt = dy.slice([1, from], [1, n]).reshape([n, 1]);
-              // −p·(g_lp + g_ent·(logp + H)), then g_lp added at each row's target.
-              let d = tf.tidy(() =>
-                logp
-                  .exp()
-                  .mul(
-                    logp
-                      .add(entropy.reshape([n, 1]))
-                      .mul(gEnt)
-                      .add(gLp),
-                  )
-                  .neg(),
-              );
-              const at = tf.stack([tf.range(0, n, 1, 'int32'), target], 1) as tf.Tensor2D;
-              const next = d.add(tf.scatterND(at, gLp.reshape([n]), [n, V]));
-              d.dispose();
-              d = next as tf.Tensor2D;
-              return (temperature === 1 ? d : d.div(temperature)) as tf.Tensor2D;
+            const gLp = dy.slice([0, from], [1, n]).reshape([n, 1]);
+            // ∂/∂logits = −p·(g_lp + g_ent·(logp + H)) + g_lp at each row's target. The first term is
+            // dense; the second touches one logit a row, so it goes through the head as rows of it
+            // (gathered here, scattered into dw once for all blocks below), never as an [n × V] one-hot.
+            const dense = tf.tidy(() => {
+              const { logp, entropy } = block(h, head, target, temperature, withEntropy);
+              const g = withEntropy
+                ? logp
+                    .add(entropy.reshape([n, 1]))
+                    .mul(dy.slice([1, from], [1, n]).reshape([n, 1]))
+                    .add(gLp)
+                : gLp;
+              const d = logp.exp().mul(g).neg();
+              return (temperature === 1 ? d : d.mul(scale)) as tf.Tensor2D;
             });
-            const dhBlock = tf.matMul(dLogits, head) as tf.Tensor2D;
-            return dw ? [dhBlock, dw.add(tf.matMul(dLogits, h, true, false)) as tf.Tensor2D] : [dhBlock];
+            const atTarget = tf.gather(head, target).mul(gLp.mul(scale));
+            const dhBlock = tf.matMul(dense, head).add(atTarget) as tf.Tensor2D;
+            return dw ? [dhBlock, dw.add(tf.matMul(dense, h, true, false)) as tf.Tensor2D] : [dhBlock];
           });
           dh.push(dhBlock);
           dw?.dispose();
           dw = dwNext;
+        }
+        if (dw) {
+          // The targets' part of the head's gradient: g_lp·h added to each target's row, all blocks at once.
+          const next = tf.tidy(() => {
+            const g = dy.slice([0, 0], [1, N]).reshape([N, 1]).mul(scale);
+            return dw!.add(tf.unsortedSegmentSum(sh.mul(g), st, V));
+          });
+          dw.dispose();
+          dw = next as tf.Tensor2D;
         }
         const dhAll = tf.concat(dh, 0);
         tf.dispose(dh);

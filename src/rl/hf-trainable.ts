@@ -367,7 +367,9 @@ export function scoreLlama(
         ),
       ) as tf.Tensor2D;
       const targets = tf.gather(tokens.reshape([B * T]), tf.tensor1d(Int32Array.from(select), 'int32')) as tf.Tensor1D;
-      const out = chosenLogprobs(rows, net.head as unknown as tf.Tensor2D, targets, req.temperature ?? 1);
+      const out = chosenLogprobs(rows, net.head as unknown as tf.Tensor2D, targets, req.temperature ?? 1, {
+        entropy: req.entropy === true,
+      });
       return {
         logprobs: place(out.logprobs),
         ...(req.entropy ? { entropy: place(out.entropy) } : {}),

@@ -42,7 +42,7 @@ for (const [V, N, rows, temperature] of [
           entropy: logp.exp().mul(logp).sum(-1).neg() as tf.Tensor1D,
         };
       };
-      const blocked = (hh: tf.Tensor2D, ww: tf.Tensor2D) => chosenLogprobs(hh, ww, targets, temperature, rows);
+      const blocked = (hh: tf.Tensor2D, ww: tf.Tensor2D) => chosenLogprobs(hh, ww, targets, temperature, { rows });
       // A loss that weighs both outputs, so both gradients flow.
       const loss = (f: typeof direct) => (hh: tf.Tensor, ww: tf.Tensor) => {
         const out = f(hh as tf.Tensor2D, ww as tf.Tensor2D);
@@ -60,6 +60,36 @@ for (const [V, N, rows, temperature] of [
     },
   );
 }
+
+test.serial(
+  'without entropies: the log-probs and their gradients as with them, repeated targets summed into the head once each',
+  async (t) => {
+    const [V, N] = [50, 9];
+    const { h, w } = inputs(N, V);
+    const targets = tf.tensor1d(
+      Int32Array.from({ length: N }, (_, i) => i % 3),
+      'int32',
+    );
+    const gLp = tf.randomNormal([N], 0, 1, 'float32', 3);
+    const loss = (entropy: boolean) => (hh: tf.Tensor, ww: tf.Tensor) =>
+      chosenLogprobs(hh as tf.Tensor2D, ww as tf.Tensor2D, targets, 0.8, { rows: 2, entropy })
+        .logprobs.mul(gLp)
+        .sum() as tf.Scalar;
+    const direct = (hh: tf.Tensor, ww: tf.Tensor) =>
+      (tf.logSoftmax(tf.matMul(hh, ww, false, true).div(0.8)) as tf.Tensor2D)
+        .mul(tf.oneHot(targets, V).toFloat())
+        .sum(-1)
+        .mul(gLp)
+        .sum() as tf.Scalar;
+    const without = chosenLogprobs(h, w, targets, 0.8, { rows: 2, entropy: false });
+    t.deepEqual(Array.from(await without.entropy.data()), new Array(N).fill(0));
+    const [gh1, gw1] = tf.grads(loss(false))([h, w]);
+    const [gh2, gw2] = tf.grads(direct)([h, w]);
+    t.true(worst(await gh1!.data(), await gh2!.data()) < 1e-5, 'd/dhidden');
+    t.true(worst(await gw1!.data(), await gw2!.data()) < 1e-5, 'd/dhead');
+    tf.dispose([h, w, targets, gLp, without.logprobs, without.entropy, gh1!, gh2!, gw1!, gw2!]);
+  },
+);
 
 test.serial("at Qwen3's 151,936-token vocabulary, log-probs and entropies are within 1e-5 of float64", async (t) => {
   const V = 151_936;
