@@ -24,3 +24,21 @@ export class ChatTemplateError extends AgentR1Error {
     super(`the chat template of ${file} ${problem}`);
   }
 }
+
+/**
+ * A render that ran past its budget (MAX_TEMPLATE_OPERATIONS operations or TEMPLATE_DEADLINE_MS
+ * milliseconds): a template that never ends, or one too slow for this many messages and tools.
+ */
+export class TemplateBudgetError extends ChatTemplateError {
+  constructor(
+    file: string,
+    readonly unit: 'operations' | 'milliseconds',
+    readonly budget: number,
+  ) {
+    const limit = unit === 'operations' ? 'MAX_TEMPLATE_OPERATIONS' : 'TEMPLATE_DEADLINE_MS';
+    super(
+      file,
+      `ran past its budget of ${budget} ${unit} (${limit}) and was stopped: a template that never ends, or too many messages or tools for it`,
+    );
+  }
+}

@@ -3,8 +3,14 @@ import { spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ChatTemplate, type TemplateMessage, type TemplateTool } from '../../src/hf/chat-template.ts';
-import { ChatTemplateError, HfFolderError } from '../../src/hf/errors.ts';
+import {
+  ChatTemplate,
+  MAX_TEMPLATE_OPERATIONS,
+  TEMPLATE_DEADLINE_MS,
+  type TemplateMessage,
+  type TemplateTool,
+} from '../../src/hf/chat-template.ts';
+import { ChatTemplateError, HfFolderError, TemplateBudgetError } from '../../src/hf/errors.ts';
 import { tokenText } from '../../src/hf/tokenizer.ts';
 import { repoRoot } from '../helpers/cli.ts';
 import { QWEN3_TOKENIZER_DIR } from '../helpers/hf-folder.ts';
@@ -147,6 +153,48 @@ test('a template that reads the clock sees a fixed date (records do not depend o
     instanceOf: ChatTemplateError,
     message: /range\(\) of 100000000 numbers/,
   });
+});
+
+const NEVER_ENDS = '{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}';
+
+test('a template that never ends is stopped at its operation budget, quickly, as a TemplateBudgetError naming it', (t) => {
+  const started = performance.now();
+  const error = t.throws(
+    () => new ChatTemplate(NEVER_ENDS, {}, 'chat_template.jinja').render({ messages: [], addGenerationPrompt: true }),
+    {
+      instanceOf: TemplateBudgetError,
+    },
+  );
+  t.true(error instanceof ChatTemplateError, 'callers that handle template failures handle this one');
+  // The operation budget, or under a loaded machine the deadline: either stops it in about the deadline.
+  t.regex(
+    error!.message,
+    /^the chat template of chat_template\.jinja ran past its budget of (5000000 operations \(MAX_TEMPLATE_OPERATIONS\)|2000 milliseconds \(TEMPLATE_DEADLINE_MS\))/,
+  );
+  t.true(performance.now() - started < TEMPLATE_DEADLINE_MS + 1500);
+  t.is(MAX_TEMPLATE_OPERATIONS, 5_000_000);
+});
+
+test('the budget counts each loop iteration (an empty body too) and the numbers range() makes; the deadline holds whatever the count', (t) => {
+  const render = (source: string, limits: { maxOperations: number; deadlineMs: number }) =>
+    new ChatTemplate(source, {}, 'x.jinja', limits).render({ messages: [], addGenerationPrompt: false });
+  t.is(render('{% for i in range(100) %}{% endfor %}done', { maxOperations: 250, deadlineMs: 60_000 }), 'done');
+  const empty = t.throws(
+    () => render('{% for i in range(100) %}{% endfor %}', { maxOperations: 150, deadlineMs: 60_000 }),
+    {
+      instanceOf: TemplateBudgetError,
+    },
+  );
+  t.like(empty, { file: 'x.jinja', unit: 'operations', budget: 150 });
+  t.throws(() => render('{{ range(1000) | length }}', { maxOperations: 500, deadlineMs: 60_000 }), {
+    instanceOf: TemplateBudgetError,
+    message: /budget of 500 operations/,
+  });
+  const slow = t.throws(() => render(NEVER_ENDS, { maxOperations: Infinity, deadlineMs: 100 }), {
+    instanceOf: TemplateBudgetError,
+  });
+  t.like(slow, { unit: 'milliseconds', budget: 100 });
+  t.regex(slow!.message, /ran past its budget of 100 milliseconds \(TEMPLATE_DEADLINE_MS\)/);
 });
 
 test('named templates: tool_use is picked when tools are given, default otherwise', (t) => {

@@ -1,5 +1,5 @@
 import type { Message } from '../../core/types.ts';
-import { ChatTemplateError } from '../../hf/errors.ts';
+import { ChatTemplateError, TemplateBudgetError } from '../../hf/errors.ts';
 import type { ChatTemplate, TemplateMessage, TemplateTool } from '../../hf/chat-template.ts';
 import type { HfTokenizer } from '../../hf/tokenizer.ts';
 import type { OpenAITool } from '../../tools/tool.ts';
@@ -122,7 +122,8 @@ export class HfChatEncoding implements PolicyEncoding {
         addGenerationPrompt: true,
       });
     } catch (error) {
-      if (!(error instanceof ChatTemplateError)) throw error;
+      // A template out of budget would be so again with a user message: only a refusal is retried.
+      if (!(error instanceof ChatTemplateError) || error instanceof TemplateBudgetError) throw error;
       text = this.template.render({
         messages: [...turn, { role: 'user', content: observation }],
         addGenerationPrompt: true,
