@@ -11,6 +11,7 @@ import {
   type TemplateTool,
 } from '../../src/hf/chat-template.ts';
 import { ChatTemplateError, HfFolderError, TemplateBudgetError } from '../../src/hf/errors.ts';
+import { MAX_REQUEST_MESSAGES, MAX_REQUEST_TOOLS } from '../../src/openai/wire.ts';
 import { tokenText } from '../../src/hf/tokenizer.ts';
 import { repoRoot } from '../helpers/cli.ts';
 import { QWEN3_TOKENIZER_DIR } from '../helpers/hf-folder.ts';
@@ -195,6 +196,23 @@ test('the budget counts each loop iteration (an empty body too) and the numbers 
   });
   t.like(slow, { unit: 'milliseconds', budget: 100 });
   t.regex(slow!.message, /ran past its budget of 100 milliseconds \(TEMPLATE_DEADLINE_MS\)/);
+});
+
+test('a real template with the most messages and tools a request may hold renders well within the budget', async (t) => {
+  const template = await templateOf(QWEN3_TOKENIZER_DIR);
+  const messages = Array.from({ length: MAX_REQUEST_MESSAGES }, (_, i) => ({
+    role: i % 2 === 0 ? 'user' : 'assistant',
+    content: `turn ${i}`,
+  }));
+  const tools = Array.from({ length: MAX_REQUEST_TOOLS }, (_, i) => ({
+    ...TOOLS[0]!,
+    function: { ...TOOLS[0]!.function, name: `tool_${i}` },
+  }));
+  const tight = new ChatTemplate(template.sources, {}, 'tokenizer_config.json', {
+    maxOperations: MAX_TEMPLATE_OPERATIONS / 10,
+    deadlineMs: TEMPLATE_DEADLINE_MS,
+  });
+  t.true(tight.render({ messages, tools, addGenerationPrompt: true }).endsWith('<|im_start|>assistant\n'));
 });
 
 test('named templates: tool_use is picked when tools are given, default otherwise', (t) => {

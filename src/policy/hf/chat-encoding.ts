@@ -74,13 +74,13 @@ export class HfChatEncoding implements PolicyEncoding {
       if (!ids_) continue;
       const where = text.indexOf(marks[i]!, at);
       if (where < 0) throw new ChatTemplateError(this.template.file, "does not write an assistant turn's content");
-      ids.push(...this.encodePiece(text.slice(at, where), after));
+      append(ids, this.encodePiece(text.slice(at, where), after));
       if (ids.length > limit) return ids;
-      ids.push(...ids_);
+      append(ids, ids_);
       at = where + marks[i]!.length;
       after = ids_;
     }
-    ids.push(...this.encodePiece(text.slice(at), after));
+    append(ids, this.encodePiece(text.slice(at), after));
     return ids;
   }
 
@@ -133,4 +133,9 @@ export class HfChatEncoding implements PolicyEncoding {
     if (at < 0) throw new ChatTemplateError(this.template.file, "does not write an assistant turn's content");
     return text.slice(at + SENTINEL.length);
   }
+}
+
+/** Appends in a loop: `push(...ids)` passes each id as an argument, and a long prompt overflows the stack. */
+function append(to: number[], ids: readonly number[]): void {
+  for (const id of ids) to.push(id);
 }
