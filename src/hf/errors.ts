@@ -15,6 +15,21 @@ export class HfFolderError extends AgentR1Error {
   }
 }
 
+/**
+ * A tokenizer.json with more vocabulary entries, merges or added tokens than MAX_TOKENIZER_ENTRIES:
+ * refused from its counts, before the tokenizer is built.
+ */
+export class TokenizerSizeError extends HfFolderError {
+  constructor(
+    file: string,
+    field: string,
+    readonly count: number,
+    readonly limit: number,
+  ) {
+    super(file, field, `holds ${count} entries; the most is ${limit} (MAX_TOKENIZER_ENTRIES, a model's most rows)`);
+  }
+}
+
 /** A chat template that raised (`raise_exception`) or failed while rendering these messages. */
 export class ChatTemplateError extends AgentR1Error {
   constructor(

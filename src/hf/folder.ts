@@ -64,13 +64,7 @@ export async function openHfChat(dir: string): Promise<HfChat> {
   const tokenizerJson = (await readJsonFile(tokenizerFile, MAX_TOKENIZER_BYTES))!;
   const tokenizerConfig =
     (await readJsonFile(tokenizerConfigFile, MAX_TOKENIZER_CONFIG_BYTES, { optional: true })) ?? {};
-  const tokenizer = new HfTokenizer(tokenizerJson, tokenizerConfig, tokenizerFile);
-  if (tokenizer.vocabSize > config.vocabSize)
-    throw new HfFolderError(
-      tokenizerFile,
-      null,
-      `has ${tokenizer.vocabSize} tokens but the model (config.json vocab_size) has ${config.vocabSize} rows`,
-    );
+  const tokenizer = new HfTokenizer(tokenizerJson, tokenizerConfig, tokenizerFile, config.vocabSize);
   const generation = await readJsonFile(join(dir, 'generation_config.json'), MAX_CONFIG_BYTES, { optional: true });
   const generationEos = generation
     ? tokenIdList(generation.eos_token_id, join(dir, 'generation_config.json'), 'eos_token_id')

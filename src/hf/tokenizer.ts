@@ -1,5 +1,13 @@
 import { Tokenizer } from '@huggingface/tokenizers';
-import { HfFolderError } from './errors.ts';
+import { LLAMA_LIMITS } from '../architectures/llama/config.ts';
+import { HfFolderError, TokenizerSizeError } from './errors.ts';
+
+/**
+ * The most vocabulary entries, merges and added tokens a tokenizer.json may hold: as many as a model
+ * may have rows (a tokenizer with more tokens than that serves no model this build loads). They are
+ * counted before the tokenizer is built, which takes minutes and gigabytes for ten million entries.
+ */
+export const MAX_TOKENIZER_ENTRIES = LLAMA_LIMITS.vocabSize;
 
 /** A special token as tokenizer_config.json writes it: a string, or an AddedToken `{content, …}`. */
 type TokenValue = string | { content?: unknown } | null | undefined;
@@ -32,9 +40,11 @@ export class HfTokenizer {
     readonly tokenizerJson: { [key: string]: unknown },
     readonly tokenizerConfig: { [key: string]: unknown },
     readonly file = 'tokenizer.json',
+    /** The model's embedding rows (config.json vocab_size): a tokenizer with more tokens is refused before it is built. */
+    rows?: number,
   ) {
     const fail = (field: string | null, problem: string) => new HfFolderError(file, field, problem);
-    const model = tokenizerJson.model as { type?: unknown; vocab?: unknown } | undefined;
+    const model = tokenizerJson.model as { type?: unknown; vocab?: unknown; merges?: unknown } | undefined;
     if (model === null || typeof model !== 'object') throw fail('model', 'is missing');
     if (model.type !== 'BPE')
       throw fail('model.type', `${JSON.stringify(model.type)}: only BPE tokenizers are supported`);
@@ -42,6 +52,14 @@ export class HfTokenizer {
       throw fail('model.vocab', 'is not an object of token → id');
     const added = tokenizerJson.added_tokens ?? [];
     if (!Array.isArray(added)) throw fail('added_tokens', 'is not a list');
+    // The counts first: each is cheap to read, and one too large is refused before any work that grows with it.
+    const counts: Array<[field: string, count: number]> = [
+      ['model.vocab', Object.keys(model.vocab).length],
+      ['model.merges', Array.isArray(model.merges) ? model.merges.length : 0],
+      ['added_tokens', added.length],
+    ];
+    for (const [field, count] of counts)
+      if (count > MAX_TOKENIZER_ENTRIES) throw new TokenizerSizeError(file, field, count, MAX_TOKENIZER_ENTRIES);
     this.added = added.map((t, i) => {
       const { id, content, special } = (t ?? {}) as { id?: unknown; content?: unknown; special?: unknown };
       if (!Number.isSafeInteger(id) || (id as number) < 0 || typeof content !== 'string')
@@ -56,6 +74,8 @@ export class HfTokenizer {
     }
     for (const t of this.added) if (t.id > max) max = t.id;
     this.vocabSize = max + 1;
+    if (rows !== undefined && this.vocabSize > rows)
+      throw fail(null, `has ${this.vocabSize} tokens but the model (config.json vocab_size) has ${rows} rows`);
     try {
       this.impl = new Tokenizer(tokenizerJson, tokenizerConfig);
     } catch (error) {

@@ -30,7 +30,8 @@ import {
   writeSafetensors,
   type TensorToWrite,
 } from '../../src/formats/safetensors.ts';
-import { ChatTemplateError, HfFolderError } from '../../src/hf/errors.ts';
+import { ChatTemplateError, HfFolderError, TokenizerSizeError } from '../../src/hf/errors.ts';
+import { MAX_TOKENIZER_ENTRIES } from '../../src/hf/tokenizer.ts';
 import { loadHfModel, openHfChat, openHfFolder } from '../../src/hf/folder.ts';
 import { QWEN3_TOKENIZER_DIR, QWEN3_VOCAB, writeTinyFolder, type TinyFolder } from '../helpers/hf-folder.ts';
 
@@ -655,6 +656,48 @@ test('a tokenizer.json without a model, or whose model is not BPE, is refused na
     await writeFile(join(dir, 'tokenizer.json'), JSON.stringify(json));
     await refused(t, openHfChat(dir), HfFolderError, join(dir, 'tokenizer.json'), field, problem);
   }
+});
+
+test('a tokenizer.json with more merges than MAX_TOKENIZER_ENTRIES is refused from the count, before it is built', async (t) => {
+  const dir = await copyOf();
+  const json = JSON.parse(smallTokenizer);
+  // 12 MB: a merge list is the fastest of the three counts to write past the limit; the check is the same loop.
+  json.model.merges = Array.from({ length: MAX_TOKENIZER_ENTRIES + 1 }, () => 'a b');
+  const file = join(dir, 'tokenizer.json');
+  await writeFile(file, JSON.stringify(json));
+  const started = performance.now();
+  const error = await t.throwsAsync(openHfChat(dir), { instanceOf: TokenizerSizeError });
+  t.like(error, { file, field: 'model.merges', count: MAX_TOKENIZER_ENTRIES + 1, limit: MAX_TOKENIZER_ENTRIES });
+  t.is(
+    error!.message,
+    `${file} (model.merges): holds 2097153 entries; the most is 2097152 (MAX_TOKENIZER_ENTRIES, a model's most rows)`,
+  );
+  t.true(performance.now() - started < 10_000);
+  t.true(error instanceof HfFolderError, 'callers that handle a bad folder handle this one');
+});
+
+test("a tokenizer.json with more tokens than the model's rows is refused before it is built (not after)", async (t) => {
+  const dir = await copyOf();
+  const json = JSON.parse(smallTokenizer);
+  // 300,000 entries, past Qwen3's 151,936 rows, and a pre-tokenizer the tokenizer library cannot
+  // build: the refusal names the rows, so the count was checked before the build was tried.
+  for (let i = 256; i < 300_000; i++) json.model.vocab[`tok${i}`] = i;
+  json.pre_tokenizer = { type: 'Unknown' };
+  const file = join(dir, 'tokenizer.json');
+  await writeFile(file, JSON.stringify(json));
+  await refused(
+    t,
+    openHfChat(dir),
+    HfFolderError,
+    file,
+    null,
+    /has 300000 tokens but the model \(config.json vocab_size\) has 151936 rows/,
+  );
+  // With the rows for it, the same file gets as far as the build, which fails.
+  await editJson(join(dir, 'config.json'), (c) => {
+    c.vocab_size = 300_000;
+  });
+  await refused(t, openHfChat(dir), HfFolderError, file, null, /cannot be built into a tokenizer/);
 });
 
 test('a chat template that does not parse is refused naming the file and chat_template (tokenizer_config.json or chat_template.jinja)', async (t) => {
