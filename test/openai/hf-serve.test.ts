@@ -1,5 +1,6 @@
 import test from 'ava';
 import { cp, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
@@ -123,14 +124,30 @@ test("an answer in the model's own tool-call syntax comes back as OpenAI tool_ca
   t.false(format.answer('<tool_call>\n{"name": "add", "arguments": {}}\n</tool_call>', false, callId).calls);
 });
 
-/** POSTs a chat completion request as raw JSON (the openai client would refuse some of these itself). */
-async function post(url: string, body: object): Promise<{ status: number; error: { message: string; code: string } }> {
-  const res = await fetch(`${url}/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify(body),
+/**
+ * POSTs a chat completion request as raw JSON (the openai client would refuse some of these itself),
+ * on a connection of its own: a kept-alive one may be closed by the server as it is reused, on a busy machine.
+ */
+function post(url: string, body: object): Promise<{ status: number; error: { message: string; code: string } }> {
+  const data = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${url}/chat/completions`,
+      {
+        method: 'POST',
+        agent: false,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode!, error: JSON.parse(text).error }));
+      },
+    );
+    req.on('error', reject);
+    req.end(data);
   });
-  return { status: res.status, error: ((await res.json()) as { error: { message: string; code: string } }).error };
 }
 
 test('a request over MAX_REQUEST_TOOLS tools or MAX_REQUEST_MESSAGES messages is a 400 naming the limit, and the server goes on', async (t) => {
