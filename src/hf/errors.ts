@@ -17,7 +17,7 @@ export class HfFolderError extends AgentR1Error {
 
 /**
  * A tokenizer.json with more vocabulary entries, merges or added tokens than MAX_TOKENIZER_ENTRIES:
- * refused from its counts, before the tokenizer is built.
+ * refused from its counts, before it is parsed (from its text) or built.
  */
 export class TokenizerSizeError extends HfFolderError {
   constructor(
@@ -25,8 +25,11 @@ export class TokenizerSizeError extends HfFolderError {
     field: string,
     readonly count: number,
     readonly limit: number,
+    /** Counted from the text, which was read no further than the limit: `count` is a lower bound. */
+    readonly atLeast = false,
   ) {
-    super(file, field, `holds ${count} entries; the most is ${limit} (MAX_TOKENIZER_ENTRIES, a model's most rows)`);
+    const holds = `${atLeast ? 'at least ' : ''}${count}`;
+    super(file, field, `holds ${holds} entries; the most is ${limit} (MAX_TOKENIZER_ENTRIES, a model's most rows)`);
   }
 }
 

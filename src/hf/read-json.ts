@@ -4,11 +4,12 @@ import { HfFolderError } from './errors.ts';
 /**
  * A JSON file of a model folder, size-bounded (a folder is untrusted: a 10 GB "config.json" is
  * refused before it is read), as a plain object. `null` when the file does not exist and may not.
+ * `beforeParse` sees the text first, to refuse what would take too long to parse.
  */
 export async function readJsonFile(
   file: string,
   maxBytes: number,
-  options: { optional?: boolean } = {},
+  options: { optional?: boolean; beforeParse?: (text: string) => void } = {},
 ): Promise<{ [key: string]: unknown } | null> {
   let size: number;
   try {
@@ -22,9 +23,11 @@ export async function readJsonFile(
     throw new HfFolderError(file, null, code === 'ENOENT' ? 'no such file' : `cannot read it (${code ?? error})`);
   }
   if (size > maxBytes) throw new HfFolderError(file, null, `${size} bytes; the most this build reads is ${maxBytes}`);
+  const text = await readFile(file, 'utf8');
+  options.beforeParse?.(text);
   let json: unknown;
   try {
-    json = JSON.parse(await readFile(file, 'utf8'));
+    json = JSON.parse(text);
   } catch (error) {
     throw new HfFolderError(file, null, `is not JSON: ${(error as Error).message}`);
   }

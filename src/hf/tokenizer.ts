@@ -15,6 +15,54 @@ type TokenValue = string | { content?: unknown } | null | undefined;
 /** The special tokens Transformers passes to a chat template by name (those the config sets). */
 const SPECIAL_TOKEN_KEYS = ['bos_token', 'eos_token', 'unk_token', 'sep_token', 'pad_token', 'cls_token', 'mask_token'];
 
+/** The lists of a tokenizer.json whose lengths are bounded by MAX_TOKENIZER_ENTRIES. */
+const COUNTED = ['model.vocab', 'model.merges', 'added_tokens'];
+
+/**
+ * Refuses a tokenizer.json's text whose vocabulary, merges or added tokens are over
+ * MAX_TOKENIZER_ENTRIES, from one scan of the text, before it is parsed: JSON.parse alone takes
+ * minutes on a ten-million-entry vocabulary (a V8 object that large). The scan stops at the first
+ * list past the limit; text that is not JSON is left for JSON.parse to refuse.
+ */
+export function checkTokenizerCounts(text: string, file: string, limit = MAX_TOKENIZER_ENTRIES): void {
+  // One frame per open object or array: its path (`model.vocab`) when every level above it is an
+  // object member of the top two levels, else null; and the commas between its items so far.
+  const frames: Array<{ object: boolean; path: string | null; commas: number }> = [];
+  let key: string | null = null;
+  let expectKey = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    const top = frames[frames.length - 1];
+    if (c === 0x22) {
+      // A string: to its closing quote (one not escaped by an odd run of backslashes).
+      let end = text.indexOf('"', i + 1);
+      for (;;) {
+        if (end < 0) return;
+        let slashes = 0;
+        while (text.charCodeAt(end - 1 - slashes) === 0x5c) slashes++;
+        if (slashes % 2 === 0) break;
+        end = text.indexOf('"', end + 1);
+      }
+      if (expectKey) key = frames.length <= 2 ? text.slice(i + 1, end) : null;
+      i = end;
+    } else if (c === 0x7b || c === 0x5b) {
+      let path: string | null = null;
+      if (!top) path = '';
+      else if (top.object && top.path !== null && key !== null) path = top.path ? `${top.path}.${key}` : key;
+      frames.push({ object: c === 0x7b, path, commas: 0 });
+      expectKey = c === 0x7b;
+    } else if (c === 0x7d || c === 0x5d) {
+      frames.pop();
+      expectKey = false;
+    } else if (c === 0x2c && top) {
+      top.commas++;
+      expectKey = top.object;
+      if (top.commas >= limit && top.path !== null && COUNTED.includes(top.path))
+        throw new TokenizerSizeError(file, top.path, top.commas + 1, limit, true);
+    } else if (c === 0x3a) expectKey = false;
+  }
+}
+
 /** One token of the vocabulary that the tokenizer adds to the model's own (tokenizer.json `added_tokens`). */
 export interface AddedToken {
   id: number;
