@@ -4,7 +4,7 @@
 // (npm run dev --): the package's '#cli' import resolves to src/cli/main.ts under that condition.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { staleSources } from './stale-sources.js';
+import { isCheckout, staleSources } from './stale-sources.js';
 
 const main = import.meta.resolve('#cli');
 if (main.startsWith('file:') && main.endsWith('.js')) {
@@ -13,8 +13,8 @@ if (main.startsWith('file:') && main.endsWith('.js')) {
     console.error(`agent-r1: ${file} is missing: run npm run build (npm install builds it too)`);
     process.exit(1);
   }
-  // In a checkout, say when the sources changed after the build.
-  const newer = staleSources(file);
+  // In a checkout, say when the sources changed after the build (an installed package cannot be rebuilt).
+  const newer = isCheckout() ? staleSources(file) : [];
   if (newer.length > 0) {
     console.error(
       `agent-r1: warning: ${newer[0]}${newer.length > 1 ? ` and ${newer.length - 1} more` : ''} changed ` +

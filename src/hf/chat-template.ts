@@ -1,5 +1,5 @@
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
-import { ChatTemplateError, HfFolderError } from './errors.ts';
+import { ChatTemplateError, HfFolderError, TemplateBudgetError } from './errors.ts';
 
 /** A message as a chat template reads it: OpenAI's shape (tool calls, tool call ids, names) or the plain one. */
 export interface TemplateMessage {
@@ -58,6 +58,29 @@ Object.defineProperty(functionValue, 'value', {
 const MAX_RENDERED_CHARS = 64 * 1024 * 1024;
 
 /**
+ * The most work one render may do, in operations: expressions evaluated, blocks rendered (one per
+ * loop iteration, an empty body included) and numbers made by range(). A template is untrusted code
+ * that runs on the thread serving every request: one that never ends must fail, not hang it. Real
+ * templates take tens of operations per message (Qwen3's and Llama 3's, 4,096 messages and 1,024
+ * tools: under 300,000, 50-200 ms); five million take about a second.
+ */
+export const MAX_TEMPLATE_OPERATIONS = 5_000_000;
+
+/** The longest one render may run (the event loop waits for it), whatever its operations. */
+export const TEMPLATE_DEADLINE_MS = 2_000;
+
+/** The budget of each render (tests give smaller ones). */
+export interface TemplateLimits {
+  maxOperations: number;
+  deadlineMs: number;
+}
+
+export const DEFAULT_TEMPLATE_LIMITS: TemplateLimits = {
+  maxOperations: MAX_TEMPLATE_OPERATIONS,
+  deadlineMs: TEMPLATE_DEADLINE_MS,
+};
+
+/**
  * A model's chat template (Jinja, from tokenizer_config.json or chat_template.jinja), rendered as
  * Transformers' `apply_chat_template(..., tokenize=False)` renders it, through @huggingface/jinja:
  * trim_blocks and lstrip_blocks, `tojson` as Python's json.dumps with ensure_ascii off,
@@ -75,6 +98,7 @@ export class ChatTemplate {
     readonly sources: string | { readonly [name: string]: string },
     private readonly specialTokens: { readonly [name: string]: string },
     readonly file = 'tokenizer_config.json',
+    readonly limits: TemplateLimits = DEFAULT_TEMPLATE_LIMITS,
   ) {
     for (const [name, source] of Object.entries(typeof sources === 'string' ? { default: sources } : sources)) {
       try {
@@ -100,8 +124,9 @@ export class ChatTemplate {
     const tools = input.tools && input.tools.length > 0 ? input.tools : null;
     const template = (tools && this.templates.get('tool_use')) || this.templates.get('default')!;
     let text: unknown;
+    const budget = new RenderBudget(this.file, this.limits);
     try {
-      const env = new Environment(globals());
+      const env = new Environment(globals(budget));
       const variables = {
         ...this.specialTokens,
         ...input.kwargs,
@@ -111,8 +136,9 @@ export class ChatTemplate {
         add_generation_prompt: input.addGenerationPrompt,
       };
       for (const [name, value] of Object.entries(variables)) env.set(name, value);
-      text = new Interpreter(env).run(template.parsed).value;
+      text = budgetedInterpreter(env, budget).run(template.parsed).value;
     } catch (error) {
+      if (error instanceof TemplateBudgetError) throw error;
       throw new ChatTemplateError(this.file, `failed: ${(error as Error).message}`);
     }
     if (typeof text !== 'string') throw new ChatTemplateError(this.file, 'rendered no text');
@@ -122,15 +148,61 @@ export class ChatTemplate {
   }
 }
 
+/** Counts a render's operations and watches its clock; throws TemplateBudgetError once either is spent. */
+class RenderBudget {
+  private operations = 0;
+  /** Operations until the clock is read again (reading it on every one would double a render's time). */
+  private untilClock = 0;
+  private readonly deadline: number;
+
+  constructor(
+    private readonly file: string,
+    private readonly limits: TemplateLimits,
+  ) {
+    this.deadline = performance.now() + limits.deadlineMs;
+  }
+
+  charge(operations: number): void {
+    this.operations += operations;
+    if (this.operations > this.limits.maxOperations)
+      throw new TemplateBudgetError(this.file, 'operations', this.limits.maxOperations);
+    this.untilClock -= operations;
+    if (this.untilClock > 0) return;
+    this.untilClock = 4096;
+    if (performance.now() > this.deadline)
+      throw new TemplateBudgetError(this.file, 'milliseconds', this.limits.deadlineMs);
+  }
+}
+
+/**
+ * @huggingface/jinja's interpreter with each expression evaluated and each block rendered (once per
+ * loop iteration, an empty body included, where no expression runs) charged to a budget. Both
+ * methods are wrapped on the instance: renderBlock is private in the typings (the package is pinned
+ * to a version whose interpreter calls both through `this`).
+ */
+function budgetedInterpreter(env: Environment, budget: RenderBudget): Interpreter {
+  const interpreter = new Interpreter(env);
+  type Method = (...args: unknown[]) => unknown;
+  const methods = interpreter as unknown as { evaluate: Method; renderBlock: Method };
+  for (const name of ['evaluate', 'renderBlock'] as const) {
+    const inner = methods[name].bind(interpreter);
+    methods[name] = (...args) => {
+      budget.charge(1);
+      return inner(...args);
+    };
+  }
+  return interpreter;
+}
+
 /** The longest list `range()` may make (a template is untrusted: it cannot ask for a billion numbers). */
 const MAX_RANGE = 1_000_000;
 
 /**
  * What Transformers' Jinja environment gives every template (the interpreter's own globals, with
- * `strftime_now` at TEMPLATE_DATE and `range` bounded): a parent scope, so a template's variables
+ * `strftime_now` at TEMPLATE_DATE and `range` bounded and charged to the render's budget): a parent scope, so a template's variables
  * may shadow them.
  */
-function globals(): Environment {
+function globals(budget: RenderBudget): Environment {
   const env = new Environment();
   const values: { [name: string]: unknown } = {
     false: false,
@@ -147,6 +219,7 @@ function globals(): Environment {
       if (!step) throw new Error('range() step must not be zero');
       const count = Math.max(0, Math.ceil((to - from) / step));
       if (count > MAX_RANGE) throw new Error(`range() of ${count} numbers; the most is ${MAX_RANGE}`);
+      budget.charge(count);
       return Array.from({ length: count }, (_, i) => from + i * step);
     },
     strftime_now: (format: string) => strftime(TEMPLATE_DATE, format),

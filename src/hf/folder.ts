@@ -10,7 +10,7 @@ import { readSafetensorsHeader, readTensorBytes, tensorValues, type TensorEntry 
 import { ChatTemplate } from './chat-template.ts';
 import { HfFolderError } from './errors.ts';
 import { readFolderFile, readJsonFile } from './read-json.ts';
-import { HfTokenizer } from './tokenizer.ts';
+import { checkTokenizerCounts, HfTokenizer } from './tokenizer.ts';
 
 const MAX_CONFIG_BYTES = 1 << 20;
 const MAX_TOKENIZER_CONFIG_BYTES = 16 << 20;
@@ -61,16 +61,12 @@ export async function openHfChat(dir: string): Promise<HfChat> {
   const config = llamaConfigFromHf(configJson, configFile);
   const tokenizerFile = join(dir, 'tokenizer.json');
   const tokenizerConfigFile = join(dir, 'tokenizer_config.json');
-  const tokenizerJson = (await readJsonFile(tokenizerFile, MAX_TOKENIZER_BYTES))!;
+  const tokenizerJson = (await readJsonFile(tokenizerFile, MAX_TOKENIZER_BYTES, {
+    beforeParse: (text) => checkTokenizerCounts(text, tokenizerFile),
+  }))!;
   const tokenizerConfig =
     (await readJsonFile(tokenizerConfigFile, MAX_TOKENIZER_CONFIG_BYTES, { optional: true })) ?? {};
-  const tokenizer = new HfTokenizer(tokenizerJson, tokenizerConfig, tokenizerFile);
-  if (tokenizer.vocabSize > config.vocabSize)
-    throw new HfFolderError(
-      tokenizerFile,
-      null,
-      `has ${tokenizer.vocabSize} tokens but the model (config.json vocab_size) has ${config.vocabSize} rows`,
-    );
+  const tokenizer = new HfTokenizer(tokenizerJson, tokenizerConfig, tokenizerFile, config.vocabSize);
   const generation = await readJsonFile(join(dir, 'generation_config.json'), MAX_CONFIG_BYTES, { optional: true });
   const generationEos = generation
     ? tokenIdList(generation.eos_token_id, join(dir, 'generation_config.json'), 'eos_token_id')

@@ -43,18 +43,21 @@ export async function readFolderFile(
 
 /**
  * A JSON file of a model folder, size-bounded and a regular file (readFolderFile), as a plain
- * object. `null` when the file does not exist and may not.
+ * object. `null` when the file does not exist and may not. `beforeParse` sees the text first, to
+ * refuse what would take too long to parse.
  */
 export async function readJsonFile(
   file: string,
   maxBytes: number,
-  options: { optional?: boolean } = {},
+  options: { optional?: boolean; beforeParse?: (text: string) => void } = {},
 ): Promise<{ [key: string]: unknown } | null> {
   const bytes = await readFolderFile(file, maxBytes, options);
   if (bytes === null) return null;
+  const text = bytes.toString('utf8');
+  options.beforeParse?.(text);
   let json: unknown;
   try {
-    json = JSON.parse(bytes.toString('utf8'));
+    json = JSON.parse(text);
   } catch (error) {
     throw new HfFolderError(file, null, `is not JSON: ${(error as Error).message}`);
   }

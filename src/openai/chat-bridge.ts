@@ -55,7 +55,8 @@ export class ChatBridge {
     while (i < messages.length && tokens.length <= limit) {
       const assistant = messages[i] as AssistantMessage;
       const ids = given ? given(i) : this.actions.get(key(assistant));
-      tokens.push(...(ids ?? this.template.action(assistantToAction(assistant))));
+      // In a loop, not push(...ids): a long turn as arguments would overflow the stack.
+      for (const id of ids ?? this.template.action(assistantToAction(assistant))) tokens.push(id);
       const after: OpenAIMessage[] = [];
       for (i++; i < messages.length && messages[i]!.role !== 'assistant'; i++) after.push(messages[i]!);
       if (after.length === 0) {
@@ -68,7 +69,7 @@ export class ChatBridge {
           'messages',
         );
       }
-      tokens.push(...this.template.observation(observationText(after, assistant)));
+      for (const id of this.template.observation(observationText(after, assistant))) tokens.push(id);
     }
     return tokens;
   }

@@ -4,6 +4,7 @@ import type { SamplingOptions } from '../architectures/generation.ts';
 import type { Policy } from '../policy/policy.ts';
 import { BatchQueue, type BatchQueueStats } from '../rollout/batch-queue.ts';
 import { chatFormatFor, contextLengthOf, type ChatFormat, type ServedPolicy } from './chat-format.ts';
+import { ChatTemplateError, TemplateBudgetError } from '../hf/errors.ts';
 import { OpenAIHttpError, ServerFailureError } from './errors.ts';
 import { ServingPolicy } from './serving-policy.ts';
 import { normalizeMessages, type ChatCompletion, type ChatCompletionRequest, type FinishReason } from './wire.ts';
@@ -76,7 +77,7 @@ export class ChatCompletions implements TurnAnswerer {
     if (atLeast > context) throw contextExceeded(`at least ${atLeast}`, context);
     // Tokenizing waits for a turn of the event loop, so requests already read are answered first.
     await new Promise((resolve) => setImmediate(resolve));
-    const prompt = format.prompt(messages, body.tools ?? [], context, turn.given);
+    const prompt = renderPrompt(() => format.prompt(messages, body.tools ?? [], context, turn.given));
     if (prompt.length > context) throw contextExceeded(`at least ${prompt.length}`, context);
     const maxTokens = Math.min(
       body.max_completion_tokens ?? body.max_tokens ?? Infinity,
@@ -212,6 +213,20 @@ function cutAtStop(text: string, stop: string | string[] | null | undefined): nu
     if (at >= 0 && (cut === null || at < cut)) cut = at;
   }
   return cut;
+}
+
+/**
+ * The prompt, a chat template's failure as the 400 it is: the template refused these messages
+ * (raise_exception), or ran past its budget on them (too many, or a template that never ends).
+ */
+function renderPrompt(render: () => number[]): number[] {
+  try {
+    return render();
+  } catch (err) {
+    if (!(err instanceof ChatTemplateError)) throw err;
+    const code = err instanceof TemplateBudgetError ? 'template_budget_exceeded' : 'chat_template_error';
+    throw new OpenAIHttpError(400, err.message, 'invalid_request_error', code, 'messages');
+  }
 }
 
 /** A conversation longer than the model's context (400, as the OpenAI API answers it). */

@@ -97,10 +97,30 @@ const toolChoiceSchema = z.union([
     ),
 ]);
 
+/**
+ * The most messages and tools one request may hold. Each is rendered by the model's chat template on
+ * the thread that serves every client, and a template may take time quadratic in them: a request
+ * over these is refused (400) before any of it is rendered. OpenAI's own API takes 2,048 messages
+ * and 128 tools.
+ */
+export const MAX_REQUEST_MESSAGES = 4096;
+export const MAX_REQUEST_TOOLS = 1024;
+
+function tooMany(input: unknown, limit: number, what: 'messages' | 'tools'): string {
+  const given = Array.isArray(input) ? `${input.length} ${what}` : `too many ${what}`;
+  return `${given}: a request holds at most ${limit} (MAX_REQUEST_${what.toUpperCase()})`;
+}
+
 export const chatCompletionRequestSchema = z.object({
   model: z.string().min(1),
-  messages: z.array(messageSchema).min(1, 'messages must hold at least one message'),
-  tools: z.array(toolSchema).nullish(),
+  messages: z
+    .array(messageSchema)
+    .min(1, 'messages must hold at least one message')
+    .max(MAX_REQUEST_MESSAGES, { error: (issue) => tooMany(issue.input, MAX_REQUEST_MESSAGES, 'messages') }),
+  tools: z
+    .array(toolSchema)
+    .max(MAX_REQUEST_TOOLS, { error: (issue) => tooMany(issue.input, MAX_REQUEST_TOOLS, 'tools') })
+    .nullish(),
   tool_choice: toolChoiceSchema.nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().gt(0).max(1).nullish(),

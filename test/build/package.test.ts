@@ -1,10 +1,11 @@
 import test from 'ava';
-import { mkdtempSync, utimesSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { staleSources } from '../../bin/stale-sources.js';
+import { isCheckout, staleSources } from '../../bin/stale-sources.js';
 import { workerEntryUrl } from '../../src/rollout/worker-entry.ts';
-import { SOURCE_ARGS } from '../helpers/cli.ts';
+import { repoRoot, SOURCE_ARGS } from '../helpers/cli.ts';
 import { BUILT, HEAVY, listExports, node, NOT_BUILT } from '../helpers/node-run.ts';
 
 // The compiled package (dist/, which npm install and npm test build): the bin and the root export
@@ -49,4 +50,49 @@ test('a build older than a source is stale (the CLI warns; npm test rebuilds); a
   const future = new Date(Date.now() + 3_600_000);
   utimesSync(stamp, future, future);
   t.deepEqual(staleSources(stamp), []);
+});
+
+/**
+ * The real bin/ scripts in a package laid out at `dir`: a dist/ main that says it ran, built before a
+ * source (a scenario template, as the published package ships), so every source is newer than it.
+ */
+function packageAt(dir: string): string {
+  mkdirSync(join(dir, 'bin'), { recursive: true });
+  for (const f of ['agent-r1.js', 'stale-sources.js']) copyFileSync(join(repoRoot, 'bin', f), join(dir, 'bin', f));
+  writeFileSync(
+    join(dir, 'package.json'),
+    JSON.stringify({ type: 'module', imports: { '#cli': { default: './dist/src/cli/main.js' } } }),
+  );
+  mkdirSync(join(dir, 'dist/src/cli'), { recursive: true });
+  const main = join(dir, 'dist/src/cli/main.js');
+  writeFileSync(main, "process.stdout.write('main ran\\n');\n");
+  utimesSync(main, new Date(0), new Date(0));
+  mkdirSync(join(dir, 'scenarios/templates/mcp'), { recursive: true });
+  writeFileSync(join(dir, 'scenarios/templates/mcp/index.ts'), 'export {};\n');
+  return join(dir, 'bin/agent-r1.js');
+}
+
+test('the stale-build warning: a checkout gets it; an installed package (inside node_modules, no .git) never does', (t) => {
+  const root = mkdtempSync(join(tmpdir(), 'stale-install-'));
+  try {
+    const run = (bin: string) => spawnSync(process.execPath, [bin], { encoding: 'utf8' });
+    const installed = run(packageAt(join(root, 'project/node_modules/agent-r1-ts')));
+    t.is(installed.status, 0, installed.stderr);
+    t.is(installed.stdout, 'main ran\n');
+    t.is(installed.stderr, '', 'no warning a user could not act on');
+    const checkout = run(packageAt(join(root, 'agent-r1-ts')));
+    t.is(checkout.stdout, 'main ran\n');
+    t.regex(
+      checkout.stderr,
+      /warning: scenarios\/templates\/mcp\/index\.ts changed after the build in dist\/: npm run build/,
+    );
+    // A checkout that sits inside node_modules (a git dependency, a clone there) still is one.
+    const cloned = join(root, 'project/node_modules/cloned');
+    const bin = packageAt(cloned);
+    mkdirSync(join(cloned, '.git'));
+    t.regex(run(bin).stderr, /warning: scenarios\/templates\/mcp\/index\.ts changed after the build/);
+    t.true(isCheckout(repoRoot), 'this repository is one');
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });

@@ -226,6 +226,28 @@ for (const [name, args, code, message] of refusals) {
   });
 }
 
+test.serial(
+  'model render: a template that never ends is stopped at its budget, exit 1 within seconds, in one line',
+  (t) => {
+    const spinning = join(root, 'spinning');
+    cpSync(dir, spinning, { recursive: true });
+    writeFileSync(
+      join(spinning, 'chat_template.jinja'),
+      '{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}',
+    );
+    const started = Date.now();
+    const r = cli(['model', 'render', '--model', `hf:${spinning}`, '--messages', messages], { timeout: 60_000 });
+    t.is(r.code, 1, r.stderr);
+    t.true(Date.now() - started < 20_000, `took ${Date.now() - started} ms`);
+    t.regex(
+      r.stderr,
+      /chat_template\.jinja ran past its budget of \d+ (operations \(MAX_TEMPLATE_OPERATIONS\)|milliseconds \(TEMPLATE_DEADLINE_MS\))/,
+    );
+    t.is(r.stdout, '');
+    t.notRegex(r.stderr, /\n\s+at /, 'no stack trace');
+  },
+);
+
 test.serial('rollout --policy hf:DIR gives byte-identical records on 0 and 2 workers, and they replay', (t) => {
   const runs = [0, 2].map((workers) => {
     const out = join(root, `rollout-${workers}`);

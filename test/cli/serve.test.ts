@@ -1,5 +1,6 @@
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -7,6 +8,7 @@ import test from 'ava';
 import OpenAI from 'openai';
 import { cli, cliArgs, repoRoot } from '../helpers/cli.ts';
 import { calculatorCheckpoint } from '../openai/fixtures.ts';
+import { writeTinyFolder } from '../helpers/hf-folder.ts';
 
 test.serial(
   'agent-r1 serve: the openai client talks to it; the request log goes to stderr; SIGTERM stops it cleanly',
@@ -69,6 +71,85 @@ test.serial('agent-r1 serve refuses a policy that is not a checkpoint, and bad p
   t.is(missing.code, 1);
   t.regex(missing.stderr, /cannot read checkpoint/);
 });
+
+const NEVER_ENDS = '{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}';
+
+/** A tiny Hugging Face folder whose chat template is `template`. */
+async function folderWith(template: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'agent-r1-serve-template-'));
+  await writeTinyFolder(dir, {
+    architecture: 'Qwen3ForCausalLM',
+    hidden: 32,
+    layers: 1,
+    heads: 2,
+    kvHeads: 1,
+    headDim: 16,
+    intermediate: 48,
+    seed: 5,
+  });
+  await writeFile(join(dir, 'chat_template.jinja'), template);
+  return dir;
+}
+
+test.serial('agent-r1 serve refuses, at load and within seconds, a chat template that never ends', async (t) => {
+  const dir = await folderWith(NEVER_ENDS);
+  try {
+    const started = Date.now();
+    const r = cli(['serve', '--policy', `hf:${dir}`, '--port', '0'], { timeout: 60_000 });
+    t.is(r.code, 1, r.stderr);
+    t.true(Date.now() - started < 30_000, `took ${Date.now() - started} ms`);
+    t.regex(r.stderr, /chat_template\.jinja ran past its budget of \d+ (operations|milliseconds)/);
+    t.notRegex(r.stderr, /serving "/);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test.serial(
+  'agent-r1 serve: a request its template never finishes is a 400 naming the budget; SIGTERM sent during one ends the server within seconds',
+  async (t) => {
+    // The template loops without end on one message's content only, so the server loads and serves.
+    const dir = await folderWith(
+      `{% if messages[-1].content == 'spin' %}${NEVER_ENDS}{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}`,
+    );
+    const child = spawn(process.execPath, cliArgs(['serve', '--policy', `hf:${dir}`, '--port', '0', '--json']), {
+      cwd: repoRoot,
+    });
+    let stderr = '';
+    child.stderr.on('data', (d) => (stderr += d));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        createInterface({ input: child.stdout }).once('line', resolve);
+        child.once('exit', () => reject(new Error(`serve exited: ${stderr}`)));
+      });
+      const { url, model } = JSON.parse(line);
+      const ask = (content: string) =>
+        fetch(`${url}/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model, messages: [{ role: 'user', content }], max_tokens: 1 }),
+        });
+      const spun = await ask('spin');
+      t.is(spun.status, 400);
+      const { error } = (await spun.json()) as { error: { code: string; message: string } };
+      t.is(error.code, 'template_budget_exceeded');
+      t.regex(error.message, /ran past its budget of \d+ (operations \(MAX_TEMPLATE_OPERATIONS\)|milliseconds)/);
+      t.is((await ask('hello')).status, 200, 'the server goes on');
+      const pending = ask('spin').catch(() => null);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const signalled = Date.now();
+      child.kill('SIGTERM');
+      t.is(await exited, 0);
+      t.true(Date.now() - signalled < 10_000, `exited ${Date.now() - signalled} ms after SIGTERM`);
+      await pending;
+      t.regex(stderr, /shutting down/);
+    } finally {
+      child.kill('SIGKILL');
+      await rm(dir, { recursive: true, force: true });
+    }
+  },
+);
 
 test.serial(
   'agent-r1 serve --record refuses a records file that is a link out of its folder (exit 1), writing nothing',

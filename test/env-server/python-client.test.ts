@@ -10,7 +10,7 @@ import { replayRecord } from '../../src/replay/replay.ts';
 import { loadScenario } from '../../src/scenario/load.ts';
 import { cliArgs, repoRoot } from '../helpers/cli.ts';
 
-// Debian's interpreter: python3-websockets is a Debian package (.ci/run installs it); a pyenv
+// Debian's interpreter: python3-websockets is a Debian package (bin/test-setup.js installs it); a pyenv
 // python3 earlier on PATH would not see it.
 const PYTHON = '/usr/bin/python3';
 const hasWebsockets = spawnSync(PYTHON, ['-c', 'import websockets'], { encoding: 'utf8' }).status === 0;

@@ -58,7 +58,7 @@ function ping(port: number, password?: string): Promise<boolean> {
 }
 
 /**
- * Starts redis-server (Debian's package; `.ci/run` installs it) with nothing saved by snapshot and,
+ * Starts redis-server (Debian's package; bin/test-setup.js, npm test's first step, installs it) with nothing saved by snapshot and,
  * with `appendonly`, an append-only file (fsync every second, as in production); with `password`,
  * clients must authenticate (the URL holds no password: the test gives it as it sees fit).
  */

@@ -3,8 +3,15 @@ import { spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ChatTemplate, type TemplateMessage, type TemplateTool } from '../../src/hf/chat-template.ts';
-import { ChatTemplateError, HfFolderError } from '../../src/hf/errors.ts';
+import {
+  ChatTemplate,
+  MAX_TEMPLATE_OPERATIONS,
+  TEMPLATE_DEADLINE_MS,
+  type TemplateMessage,
+  type TemplateTool,
+} from '../../src/hf/chat-template.ts';
+import { ChatTemplateError, HfFolderError, TemplateBudgetError } from '../../src/hf/errors.ts';
+import { MAX_REQUEST_MESSAGES, MAX_REQUEST_TOOLS } from '../../src/openai/wire.ts';
 import { tokenText } from '../../src/hf/tokenizer.ts';
 import { repoRoot } from '../helpers/cli.ts';
 import { QWEN3_TOKENIZER_DIR } from '../helpers/hf-folder.ts';
@@ -149,6 +156,75 @@ test('a template that reads the clock sees a fixed date (records do not depend o
   });
 });
 
+const NEVER_ENDS = '{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}';
+
+test('a template that never ends is stopped at its operation budget, quickly, as a TemplateBudgetError naming it', (t) => {
+  const started = performance.now();
+  const error = t.throws(
+    () => new ChatTemplate(NEVER_ENDS, {}, 'chat_template.jinja').render({ messages: [], addGenerationPrompt: true }),
+    {
+      instanceOf: TemplateBudgetError,
+    },
+  );
+  t.true(error instanceof ChatTemplateError, 'callers that handle template failures handle this one');
+  // The operation budget, or under a loaded machine the deadline: either stops it in about the deadline.
+  t.regex(
+    error!.message,
+    /^the chat template of chat_template\.jinja ran past its budget of (5000000 operations \(MAX_TEMPLATE_OPERATIONS\)|2000 milliseconds \(TEMPLATE_DEADLINE_MS\))/,
+  );
+  t.true(performance.now() - started < TEMPLATE_DEADLINE_MS + 1500);
+  t.is(MAX_TEMPLATE_OPERATIONS, 5_000_000);
+});
+
+test('the budget counts each loop iteration (an empty body too) and the numbers range() makes; the deadline holds whatever the count', (t) => {
+  const render = (source: string, limits: { maxOperations: number; deadlineMs: number }) =>
+    new ChatTemplate(source, {}, 'x.jinja', limits).render({ messages: [], addGenerationPrompt: false });
+  t.is(render('{% for i in range(100) %}{% endfor %}done', { maxOperations: 250, deadlineMs: 60_000 }), 'done');
+  const empty = t.throws(
+    () => render('{% for i in range(100) %}{% endfor %}', { maxOperations: 150, deadlineMs: 60_000 }),
+    {
+      instanceOf: TemplateBudgetError,
+    },
+  );
+  t.like(empty, { file: 'x.jinja', unit: 'operations', budget: 150 });
+  t.throws(() => render('{{ range(1000) | length }}', { maxOperations: 500, deadlineMs: 60_000 }), {
+    instanceOf: TemplateBudgetError,
+    message: /budget of 500 operations/,
+  });
+  const slow = t.throws(() => render(NEVER_ENDS, { maxOperations: Infinity, deadlineMs: 100 }), {
+    instanceOf: TemplateBudgetError,
+  });
+  t.like(slow, { unit: 'milliseconds', budget: 100 });
+  t.regex(slow!.message, /ran past its budget of 100 milliseconds \(TEMPLATE_DEADLINE_MS\)/);
+});
+
+test('a real template with the most messages and tools a request may hold renders well within the budget', async (t) => {
+  const template = await templateOf(QWEN3_TOKENIZER_DIR);
+  const messages = Array.from({ length: MAX_REQUEST_MESSAGES }, (_, i) => ({
+    role: i % 2 === 0 ? 'user' : 'assistant',
+    content: `turn ${i}`,
+  }));
+  const tools = Array.from({ length: MAX_REQUEST_TOOLS }, (_, i) => ({
+    ...TOOLS[0]!,
+    function: { ...TOOLS[0]!.function, name: `tool_${i}` },
+  }));
+  const tight = new ChatTemplate(template.sources, {}, 'tokenizer_config.json', {
+    maxOperations: MAX_TEMPLATE_OPERATIONS / 10,
+    deadlineMs: TEMPLATE_DEADLINE_MS,
+  });
+  t.true(tight.render({ messages, tools, addGenerationPrompt: true }).endsWith('<|im_start|>assistant\n'));
+});
+
+test('named templates: tool_use is picked when tools are given, default otherwise', (t) => {
+  const named = new ChatTemplate({ default: 'plain', tool_use: 'with {{ tools | length }} tools' }, {});
+  t.is(named.render({ messages: [], addGenerationPrompt: false }), 'plain');
+  t.is(named.render({ messages: [], tools: TOOLS, addGenerationPrompt: false }), 'with 2 tools');
+  t.throws(() => new ChatTemplate({ tool_use: 'x' }, {}), {
+    instanceOf: HfFolderError,
+    message: /no template named "default"/,
+  });
+});
+
 test('a template that prints a function ({{ namespace }}, a macro without its call) fails; none of its source reaches the prompt', (t) => {
   const input = { messages: [{ role: 'user', content: 'hi' }], addGenerationPrompt: false };
   for (const source of [
@@ -169,14 +245,4 @@ test('a template that prints a function ({{ namespace }}, a macro without its ca
     {},
   );
   t.is(called.render(input), '1y[0, 1]X');
-});
-
-test('named templates: tool_use is picked when tools are given, default otherwise', (t) => {
-  const named = new ChatTemplate({ default: 'plain', tool_use: 'with {{ tools | length }} tools' }, {});
-  t.is(named.render({ messages: [], addGenerationPrompt: false }), 'plain');
-  t.is(named.render({ messages: [], tools: TOOLS, addGenerationPrompt: false }), 'with 2 tools');
-  t.throws(() => new ChatTemplate({ tool_use: 'x' }, {}), {
-    instanceOf: HfFolderError,
-    message: /no template named "default"/,
-  });
 });

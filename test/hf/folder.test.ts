@@ -32,7 +32,8 @@ import {
   type TensorToWrite,
 } from '../../src/formats/safetensors.ts';
 import { readHfCheckpoint } from '../../src/hf/checkpoint.ts';
-import { ChatTemplateError, HfFolderError } from '../../src/hf/errors.ts';
+import { ChatTemplateError, HfFolderError, TokenizerSizeError } from '../../src/hf/errors.ts';
+import { checkTokenizerCounts, MAX_TOKENIZER_ENTRIES } from '../../src/hf/tokenizer.ts';
 import { loadHfModel, openHfChat, openHfFolder } from '../../src/hf/folder.ts';
 import { QWEN3_TOKENIZER_DIR, QWEN3_VOCAB, writeTinyFolder, type TinyFolder } from '../helpers/hf-folder.ts';
 
@@ -699,6 +700,71 @@ test('a tokenizer.json without a model, or whose model is not BPE, is refused na
     await writeFile(join(dir, 'tokenizer.json'), JSON.stringify(json));
     await refused(t, openHfChat(dir), HfFolderError, join(dir, 'tokenizer.json'), field, problem);
   }
+});
+
+test('a tokenizer.json with more merges than MAX_TOKENIZER_ENTRIES is refused from its text, before it is parsed', async (t) => {
+  const dir = await copyOf();
+  const json = JSON.parse(smallTokenizer);
+  // 12 MB: a merge list is the fastest of the three lists to write past the limit; the scan is the same.
+  json.model.merges = Array.from({ length: MAX_TOKENIZER_ENTRIES + 1 }, () => 'a b');
+  const file = join(dir, 'tokenizer.json');
+  // What follows the merges is not JSON: the refusal names the count, so it came before JSON.parse.
+  await writeFile(file, `${JSON.stringify(json)} not JSON`);
+  const started = performance.now();
+  const error = await t.throwsAsync(openHfChat(dir), { instanceOf: TokenizerSizeError });
+  t.like(error, { file, field: 'model.merges', count: MAX_TOKENIZER_ENTRIES + 1, limit: MAX_TOKENIZER_ENTRIES });
+  t.is(
+    error!.message,
+    `${file} (model.merges): holds at least 2097153 entries; the most is 2097152 (MAX_TOKENIZER_ENTRIES, a model's most rows)`,
+  );
+  t.true(performance.now() - started < 10_000);
+  t.true(error instanceof HfFolderError, 'callers that handle a bad folder handle this one');
+});
+
+test('the count scan reads strings as JSON does (escaped quotes, brackets and commas in them) and counts only the three lists', (t) => {
+  const vocab = { 'a"b': 0, 'c,d': 1, '[{': 2, '\\': 3, '}]': 4 };
+  const text = JSON.stringify({
+    extra: { vocab: [1, 2, 3, 4, 5, 6, 7], model: { vocab: { x: 1, y: 2, z: 3, w: 4, v: 5, u: 6 } } },
+    model: { type: 'BPE', vocab, merges: ['a b', 'c d'], nested: { vocab: { p: 1, q: 2, r: 3, s: 4, u: 5, v: 6 } } },
+    added_tokens: [{ id: 5, content: ',,,,,,' }],
+  });
+  checkTokenizerCounts(text, 'x.json', 5);
+  t.throws(() => checkTokenizerCounts(text, 'x.json', 4), {
+    instanceOf: TokenizerSizeError,
+    message:
+      "x.json (model.vocab): holds at least 5 entries; the most is 4 (MAX_TOKENIZER_ENTRIES, a model's most rows)",
+  });
+  const added = JSON.stringify({ model: { vocab: {} }, added_tokens: [{ id: 0 }, { id: 1 }, { id: 2 }] });
+  t.throws(() => checkTokenizerCounts(added, 'x.json', 2), {
+    instanceOf: TokenizerSizeError,
+    message: /\(added_tokens\)/,
+  });
+  checkTokenizerCounts('{"model": {"vocab": {"a": 1', 'x.json', 1);
+  t.pass('text cut short is left for JSON.parse to refuse');
+});
+
+test("a tokenizer.json with more tokens than the model's rows is refused before it is built (not after)", async (t) => {
+  const dir = await copyOf();
+  const json = JSON.parse(smallTokenizer);
+  // 300,000 entries, past Qwen3's 151,936 rows, and a pre-tokenizer the tokenizer library cannot
+  // build: the refusal names the rows, so the count was checked before the build was tried.
+  for (let i = 256; i < 300_000; i++) json.model.vocab[`tok${i}`] = i;
+  json.pre_tokenizer = { type: 'Unknown' };
+  const file = join(dir, 'tokenizer.json');
+  await writeFile(file, JSON.stringify(json));
+  await refused(
+    t,
+    openHfChat(dir),
+    HfFolderError,
+    file,
+    null,
+    /has 300000 tokens but the model \(config.json vocab_size\) has 151936 rows/,
+  );
+  // With the rows for it, the same file gets as far as the build, which fails.
+  await editJson(join(dir, 'config.json'), (c) => {
+    c.vocab_size = 300_000;
+  });
+  await refused(t, openHfChat(dir), HfFolderError, file, null, /cannot be built into a tokenizer/);
 });
 
 test('a chat template that does not parse is refused naming the file and chat_template (tokenizer_config.json or chat_template.jinja)', async (t) => {

@@ -1,5 +1,5 @@
 import type { Message } from '../../core/types.ts';
-import { ChatTemplateError } from '../../hf/errors.ts';
+import { ChatTemplateError, TemplateBudgetError } from '../../hf/errors.ts';
 import type { ChatTemplate, TemplateMessage, TemplateTool } from '../../hf/chat-template.ts';
 import type { HfTokenizer } from '../../hf/tokenizer.ts';
 import type { OpenAITool } from '../../tools/tool.ts';
@@ -74,13 +74,13 @@ export class HfChatEncoding implements PolicyEncoding {
       if (!ids_) continue;
       const where = text.indexOf(marks[i]!, at);
       if (where < 0) throw new ChatTemplateError(this.template.file, "does not write an assistant turn's content");
-      ids.push(...this.encodePiece(text.slice(at, where), after));
+      append(ids, this.encodePiece(text.slice(at, where), after));
       if (ids.length > limit) return ids;
-      ids.push(...ids_);
+      append(ids, ids_);
       at = where + marks[i]!.length;
       after = ids_;
     }
-    ids.push(...this.encodePiece(text.slice(at), after));
+    append(ids, this.encodePiece(text.slice(at), after));
     return ids;
   }
 
@@ -122,7 +122,8 @@ export class HfChatEncoding implements PolicyEncoding {
         addGenerationPrompt: true,
       });
     } catch (error) {
-      if (!(error instanceof ChatTemplateError)) throw error;
+      // A template out of budget would be so again with a user message: only a refusal is retried.
+      if (!(error instanceof ChatTemplateError) || error instanceof TemplateBudgetError) throw error;
       text = this.template.render({
         messages: [...turn, { role: 'user', content: observation }],
         addGenerationPrompt: true,
@@ -132,4 +133,9 @@ export class HfChatEncoding implements PolicyEncoding {
     if (at < 0) throw new ChatTemplateError(this.template.file, "does not write an assistant turn's content");
     return text.slice(at + SENTINEL.length);
   }
+}
+
+/** Appends in a loop: `push(...ids)` passes each id as an argument, and a long prompt overflows the stack. */
+function append(to: number[], ids: readonly number[]): void {
+  for (const id of ids) to.push(id);
 }

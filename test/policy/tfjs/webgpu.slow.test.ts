@@ -1,6 +1,6 @@
 /**
  * The webgpu backend (Dawn) against wasm, through whatever adapter Dawn finds here: on a CPU-only
- * machine that is Mesa's llvmpipe behind OpenGL ES (EGL_PLATFORM=surfaceless), which .ci/run
+ * machine that is Mesa's llvmpipe behind OpenGL ES (EGL_PLATFORM=surfaceless), which bin/test-setup.js --slow
  * installs (libegl1, libgles2, libegl-mesa0). Slow: the software GPU runs ~15x slower than wasm.
  *
  * A small checkpoint is trained here on wasm; then one child process per backend (a process
@@ -57,7 +57,7 @@ webgpuTest(
     t.log(probe.tried.join('\n'));
     t.truthy(
       probe.chosen,
-      'no WebGPU adapter: on Debian install libegl1 libgles2 libegl-mesa0 (.ci/run does), or a Vulkan driver',
+      'no WebGPU adapter: on Debian install libegl1 libgles2 libegl-mesa0 (bin/test-setup.js --slow does), or a Vulkan driver',
     );
     const found = probe.chosen!;
     const auto = webgpuVerdict(probe, false);
