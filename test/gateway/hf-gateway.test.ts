@@ -39,6 +39,26 @@ test.after.always(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
+/** A recording gateway in front of the Qwen3 model on a loopback port: `run` gets its URL and the records it seals. */
+async function withGateway(runId: string, run: (url: string, records: EpisodeRecord[]) => Promise<void>) {
+  const records: EpisodeRecord[] = [];
+  const gateway = new Gateway({
+    answerer: policyAnswerer(policy, 'qwen'),
+    modelName: 'qwen',
+    runId,
+    agent: { id: 'agent', version: 'test', options: {} },
+    openOnRequest: true,
+    onRecord: (r) => void records.push(r),
+  });
+  const server = new ChatServer({ gateway });
+  try {
+    await run(await server.listen(0, '127.0.0.1'), records);
+  } finally {
+    await server.close();
+    await gateway.close();
+  }
+}
+
 const TOOLS = [
   {
     type: 'function' as const,
@@ -51,18 +71,7 @@ const TOOLS = [
 ];
 
 test('a Qwen3 model behind the gateway: three turns recorded, each prompt the template rendering of its request', async (t) => {
-  const records: EpisodeRecord[] = [];
-  const gateway = new Gateway({
-    answerer: policyAnswerer(policy, 'qwen'),
-    modelName: 'qwen',
-    runId: 'hf',
-    agent: { id: 'agent', version: 'test', options: {} },
-    openOnRequest: true,
-    onRecord: (r) => void records.push(r),
-  });
-  const server = new ChatServer({ gateway });
-  const url = await server.listen(0, '127.0.0.1');
-  try {
+  await withGateway('hf', async (url, records) => {
     const client = new OpenAI({
       baseURL: url,
       apiKey: 'x',
@@ -99,25 +108,11 @@ test('a Qwen3 model behind the gateway: three turns recorded, each prompt the te
       record!.turns.reduce((n, turn) => n + turn.tokens!.length, 0),
       'the loss is on every sampled id, once',
     );
-  } finally {
-    await server.close();
-    await gateway.close();
-  }
+  });
 });
 
 test('messages as real clients send them reach a Qwen3 template: content null beside tool_calls, text parts, developer, names; forced tool choices and images are 400s', async (t) => {
-  const records: EpisodeRecord[] = [];
-  const gateway = new Gateway({
-    answerer: policyAnswerer(policy, 'qwen'),
-    modelName: 'qwen',
-    runId: 'hf-clients',
-    agent: { id: 'agent', version: 'test', options: {} },
-    openOnRequest: true,
-    onRecord: (r) => void records.push(r),
-  });
-  const server = new ChatServer({ gateway });
-  const url = await server.listen(0, '127.0.0.1');
-  try {
+  await withGateway('hf-clients', async (url, records) => {
     const client = new OpenAI({
       baseURL: url,
       apiKey: 'x',
@@ -206,25 +201,11 @@ test('messages as real clients send them reach a Qwen3 template: content null be
     const divergence = checkAgentRecord(sealRecord(edited), format);
     t.is(divergence?.turn, 0);
     t.is(divergence?.field, 'tokens (decoded)');
-  } finally {
-    await server.close();
-    await gateway.close();
-  }
+  });
 });
 
 test('replay --policy hf:DIR checks a record whose tools the client wrote in any key order', async (t) => {
-  const records: EpisodeRecord[] = [];
-  const gateway = new Gateway({
-    answerer: policyAnswerer(policy, 'qwen'),
-    modelName: 'qwen',
-    runId: 'hf-order',
-    agent: { id: 'agent', version: 'test', options: {} },
-    openOnRequest: true,
-    onRecord: (r) => void records.push(r),
-  });
-  const server = new ChatServer({ gateway });
-  const url = await server.listen(0, '127.0.0.1');
-  try {
+  await withGateway('hf-order', async (url, records) => {
     // "type" before "function", "properties" before "type": not the canonical order the record keeps.
     const tools = [
       {
@@ -253,8 +234,5 @@ test('replay --policy hf:DIR checks a record whose tools the client wrote in any
     const [record] = records;
     const reread = JSON.parse(serializeRecord(record!)) as EpisodeRecord;
     t.is(checkAgentRecord(reread, chatFormatFor(policy)), undefined);
-  } finally {
-    await server.close();
-    await gateway.close();
-  }
+  });
 });
