@@ -63,7 +63,7 @@ export async function runAgentSft(options: AgentSftOptions): Promise<AgentSftRes
     options.onPhase?.('train', { demonstrations: demos.length, successful: used.length });
     const { trainable, ...trained } = await hfSft(
       { ...options, meta: { agent: agent.file, agentVersion: agent.version, demonstrations: demos.length } },
-      (model) => recordSequences(model, used, () => Promise.reject(new Error('an agent has no scenario'))),
+      (model) => recordSequences(model, used),
     );
     await appendJsonl(join(options.out, 'demonstrations.jsonl'), demos);
     const result: AgentSftResult = {

@@ -246,7 +246,7 @@ async function hfWarmStartAgent(
       meta: { demonstrations: demos.length },
       onStep: (s) => options.emit({ sft: s }),
     },
-    (model) => recordSequences(model, used, () => Promise.reject(new Error('an agent has no scenario'))),
+    (model) => recordSequences(model, used),
   );
   return {
     trainable: trained.trainable,
@@ -254,6 +254,6 @@ async function hfWarmStartAgent(
     demoSuccess: summarizeAgentRecords(demos).successRate,
     steps: trained.steps,
     finalLoss: trained.finalLoss,
-    parameters: trained.trainable.variables.reduce((n, v) => n + v.size, 0),
+    parameters: trained.parameters,
   };
 }

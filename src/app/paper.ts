@@ -520,7 +520,7 @@ async function hfWarmStart(
     steps: trained.steps,
     finalLoss: trained.finalLoss,
     seconds: (performance.now() - t0) / 1000,
-    parameters: trained.trainable.variables.reduce((n, v) => n + v.size, 0),
+    parameters: trained.parameters,
   };
 }
 

@@ -28,7 +28,8 @@ export function imitated(records: readonly EpisodeRecord[], minReward?: number):
 export async function recordSequences(
   trainable: HfTrainable,
   records: readonly EpisodeRecord[],
-  scenarioOf: (record: EpisodeRecord) => Promise<Scenario>,
+  scenarioOf: (record: EpisodeRecord) => Promise<Scenario> = (r) =>
+    Promise.reject(new TrainingError(`episode ${r.episodeId} is a scenario's: name its scenario to render it`)),
 ): Promise<TokenSequence[]> {
   const action = (text: string) => trainable.encoding.action(text);
   const agent = records.filter(isAgentRecord);
@@ -78,6 +79,8 @@ export interface HfSftResult {
   sequences: number;
   trainTokens: number;
   seconds: number;
+  /** The weights trained (every weight, or the adapters). */
+  parameters: number;
   trainable: HfTrainable;
 }
 
@@ -119,5 +122,6 @@ export async function hfSft(
     ...(options.context === undefined ? {} : { context: options.context }),
   };
   await trainable.save(options.out);
-  return { hash: trainable.version(), ...trained, sequences: sequences.length, trainable };
+  const parameters = trainable.variables.reduce((n, v) => n + v.size, 0);
+  return { hash: trainable.version(), ...trained, sequences: sequences.length, parameters, trainable };
 }
