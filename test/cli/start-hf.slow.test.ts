@@ -44,11 +44,14 @@ for (const [name, job] of [
     t.true(existsSync(join(out, 'warm-start', 'model.safetensors')));
   });
 
-test.serial('start: an --init that is neither hf: nor ckpt:, or --lora without --init, is refused in one line (exit 2)', (t) => {
-  const lora = cli(['start', '--scenario', 'calculator', '--lora', '8', '--quick', '--out', join(root, 'x')]);
-  t.is(lora.code, 2);
-  t.regex(lora.stderr, /--lora trains adapters on a Hugging Face model/);
-  const bad = cli(['start', '--scenario', 'calculator', '--init', 'nope:x', '--out', join(root, 'x')]);
-  t.is(bad.code, 2);
-  t.regex(bad.stderr, /expected hf:DIR .* or ckpt:DIR/);
-});
+test.serial(
+  'start: an --init that is neither hf: nor ckpt:, or --lora without --init, is refused in one line (exit 2)',
+  (t) => {
+    const lora = cli(['start', '--scenario', 'calculator', '--lora', '8', '--quick', '--out', join(root, 'x')]);
+    t.is(lora.code, 2);
+    t.regex(lora.stderr, /--lora trains adapters on a Hugging Face model/);
+    const bad = cli(['start', '--scenario', 'calculator', '--init', 'nope:x', '--out', join(root, 'x')]);
+    t.is(bad.code, 2);
+    t.regex(bad.stderr, /expected hf:DIR .* or ckpt:DIR/);
+  },
+);
