@@ -27,6 +27,12 @@ export const KERNELS = [
     // Its steps run on several threads over one shared memory, which the host makes and hands in.
     flags: ['--enable', 'threads', '--importMemory', '--sharedMemory', '--maximumMemory', '65536'],
   },
+  {
+    source: 'src/architectures/kernel/head-loss.as.ts',
+    module: 'src/architectures/kernel/head-loss-wasm.ts',
+    constant: 'HEAD_LOSS_WASM',
+    flags: ['--enable', 'threads', '--importMemory', '--sharedMemory', '--maximumMemory', '65536'],
+  },
 ];
 
 /** A kernel's WebAssembly bytes, compiled from its source now. */

@@ -1,4 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
+import { HeadKernel } from '../architectures/kernel/head-kernel.ts';
 
 /**
  * Log-probabilities (and entropies) of chosen tokens under a vocabulary head, computed a block of
@@ -99,6 +100,9 @@ export function chosenLogprobs(
   temperature = 1,
   options: { entropy?: boolean; rows?: number } = {},
 ): { logprobs: tf.Tensor1D; entropy: tf.Tensor1D } {
+  if (fusedHead(hidden, head) && options.rows === undefined) {
+    return fusedChosenLogprobs(hidden, head, targets, temperature, options.entropy ?? true);
+  }
   const rows = options.rows ?? blockRows(head.shape[0]);
   const withEntropy = options.entropy ?? true;
   const N = hidden.shape[0];
@@ -173,6 +177,65 @@ export function chosenLogprobs(
         tf.dispose(dh);
         // A frozen head is not on the trainer's tape: its gradient is never asked for.
         return [dhAll, dw ?? tf.zeros([1]), tf.zerosLike(st)];
+      },
+    };
+  });
+  const [logprobs, entropy] = tf.unstack(op(hidden, head, targets)) as [tf.Tensor1D, tf.Tensor1D];
+  return { logprobs, entropy };
+}
+
+/**
+ * On the CPU backends (wasm, cpu) the head runs in the fused kernel (architectures/kernel/head-loss):
+ * on every core, no [rows × vocabulary] array, the same bits for any thread count. Its rows go four
+ * floats at a time, so the width must be a multiple of 4 (every Hugging Face model's is).
+ */
+function fusedHead(hidden: tf.Tensor2D, head: tf.Tensor2D): boolean {
+  const backend = tf.getBackend();
+  return (backend === 'wasm' || backend === 'cpu') && hidden.shape[1] % 4 === 0 && head.dtype === 'float32';
+}
+
+function fusedChosenLogprobs(
+  hidden: tf.Tensor2D,
+  head: tf.Tensor2D,
+  targets: tf.Tensor1D,
+  temperature: number,
+  withEntropy: boolean,
+): { logprobs: tf.Tensor1D; entropy: tf.Tensor1D } {
+  const kernel = HeadKernel.shared();
+  const [V, d] = head.shape;
+  const N = hidden.shape[0];
+  const invT = 1 / temperature;
+  const trainsHead = !(head instanceof tf.Variable) || head.trainable;
+  // The head's data identity: the same data is not copied into the kernel twice (forward, backward).
+  const key = head.dataId;
+  const op = tf.customGrad((h, w, t) => {
+    const hv = (h as tf.Tensor).dataSync() as Float32Array;
+    const tv = Int32Array.from((t as tf.Tensor).dataSync());
+    const fwd = kernel.forward(key, () => (w as tf.Tensor).dataSync() as Float32Array, V, d, hv, tv, invT);
+    const both = new Float32Array(2 * N);
+    both.set(fwd.logprobs);
+    if (withEntropy) both.set(fwd.entropy, N);
+    const value = tf.tensor2d(both, [2, N]);
+    return {
+      value,
+      gradFunc: (dy: tf.Tensor) => {
+        const g = dy.dataSync() as Float32Array;
+        const gl = g.slice(0, N);
+        const ge = withEntropy ? g.slice(N) : new Float32Array(N);
+        const { dh, dw } = kernel.backward(
+          key,
+          () => head.dataSync() as Float32Array,
+          V,
+          d,
+          hv,
+          tv,
+          invT,
+          fwd,
+          gl,
+          ge,
+          trainsHead,
+        );
+        return [tf.tensor2d(dh, [N, d]), dw ? tf.tensor2d(dw, [V, d]) : tf.zeros([1]), tf.zerosLike(t as tf.Tensor)];
       },
     };
   });

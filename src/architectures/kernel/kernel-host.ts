@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { AgentR1Error } from '../../core/errors.ts';
 import { KVCache } from '../kv-cache.ts';
 
@@ -70,6 +71,12 @@ function kernelModule(base64: string): WebAssembly.Module {
     modules.set(base64, m);
   }
   return m;
+}
+
+/** Threads a kernel call runs on unless told otherwise: AGENT_R1_KERNEL_THREADS, else one per core (at most 8). */
+export function kernelThreads(): number {
+  const env = Number(process.env.AGENT_R1_KERNEL_THREADS);
+  return Number.isInteger(env) && env >= 1 ? Math.min(env, 64) : Math.min(availableParallelism(), 8);
 }
 
 export const ceil8 = (n: number) => (n + 7) & ~7;

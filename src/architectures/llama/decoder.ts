@@ -1,6 +1,5 @@
-import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
-import { KERNEL_BASE, KernelHost } from '../kernel/kernel-host.ts';
+import { KERNEL_BASE, KernelHost, kernelThreads } from '../kernel/kernel-host.ts';
 import { LLAMA_KERNEL_WASM } from './kernel/llama-kernel-wasm.ts';
 import type { LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
@@ -20,12 +19,6 @@ const SYNC = CTL + 64;
 const C_GEN = 10;
 const C_STOP = 11;
 const MAX_PAGES = 65536;
-
-/** Threads a step runs on unless told otherwise: AGENT_R1_KERNEL_THREADS, else one per core (at most 8). */
-export function kernelThreads(): number {
-  const env = Number(process.env.AGENT_R1_KERNEL_THREADS);
-  return Number.isInteger(env) && env >= 1 ? Math.min(env, 64) : Math.min(availableParallelism(), 8);
-}
 
 /**
  * A worker's part: instantiate the kernel on the shared memory, say so, and run its share of every

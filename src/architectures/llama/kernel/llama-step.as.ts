@@ -19,6 +19,7 @@
 // phases. Who computes an output never changes how: the bits are the same for any thread count.
 
 import { at, attend, ceil8, expv, hsum, ptr, slot } from '../../kernel/simd.as';
+import { barrier, first } from '../../kernel/threads.as';
 export { weigh } from '../../kernel/simd.as';
 
 // ---- the model table (i32 slots at `model`, written by the host) ----
@@ -231,36 +232,12 @@ function swiglu(gu: usize, M: i32): void {
 
 // ---- threads: shares of a phase, and the barrier between phases ----
 
-/** The first of `n` items that thread `t` of `T` takes (its share runs to first(n, t + 1, T)). */
-@inline function first(n: i32, t: i32, T: i32): i32 {
-  return <i32>((<i64>n * <i64>t) / <i64>T);
-}
-
 /** A matmul's columns for thread t of T: a multiple of 4 each, the last thread to N. */
 @inline function colFrom(N: i32, t: i32, T: i32): i32 {
   return t == 0 ? 0 : first(N >> 2, t, T) << 2;
 }
 @inline function colTo(N: i32, t: i32, T: i32): i32 {
   return t == T - 1 ? N : first(N >> 2, t + 1, T) << 2;
-}
-
-// The barrier at `sync`: [arrived, generation] (i32 each, in shared memory).
-const SPINS: i32 = 20000;
-
-/** Waits until all `T` threads have come here (a generation barrier: the last one in releases the others). */
-function barrier(sync: usize, T: i32): void {
-  if (T == 1) return;
-  const gen = atomic.load<i32>(sync, 4);
-  if (atomic.add<i32>(sync, 1) == T - 1) {
-    atomic.store<i32>(sync, 0);
-    atomic.store<i32>(sync, gen + 1, 4);
-    atomic.notify(sync + 4);
-    return;
-  }
-  let spins = 0;
-  while (atomic.load<i32>(sync, 4) == gen) {
-    if (++spins > SPINS) memory.atomic.wait32(sync + 4, gen, 1000000);
-  }
 }
 
 // ---- scratch layout (one place: `scratchBytes` and `step` both use it) ----
