@@ -16,7 +16,7 @@ import { rollout, type Scenario, type Task } from 'agent-r1-ts';
 import { McpServer, mcpTools, type McpIsolation } from 'agent-r1-ts/mcp';
 import { filesScenario } from '../scenarios/files/index.ts';
 import { expert } from '../scenarios/files/policies.ts';
-import { FILESYSTEM_SERVER } from '../scenarios/files/server.ts';
+import { filesystemPackage } from '../scenarios/files/server.ts';
 
 const flags = new Command()
   .option('--json', 'print the figures as one JSON object')
@@ -74,7 +74,7 @@ const folder = (() => {
 })();
 const shared = new McpServer({
   command: process.execPath,
-  args: [FILESYSTEM_SERVER, folder.dir],
+  args: [filesystemPackage().entry, folder.dir],
   label: 'server-filesystem',
   isolation: 'shared',
 });

@@ -40,6 +40,7 @@ export {
   ScenarioOptionsError,
   UsageError,
 } from './core/errors.ts';
+export { importOptional, MissingOptionalDependencyError } from './core/optional-import.ts';
 
 // Tools and the ToolEnv: the Tool says what happened, the ToolEnv what it means
 export { tool, toOpenAITool, ToolOutput, type Tool, type ToolContext, type OpenAITool } from './tools/tool.ts';

@@ -10,7 +10,7 @@ import {
 } from 'agent-r1-ts';
 import { mcpEnv, mcpTools, writeFolder, type McpIsolation, type McpServer, type McpState } from 'agent-r1-ts/mcp';
 import { expert, random } from './policies.ts';
-import { FILESYSTEM_PACKAGE_VERSION, filesystemServer } from './server.ts';
+import { filesystemPackage, filesystemServer } from './server.ts';
 import { filesTasks, ROOT, SPLITS, type FilesTask } from './tasks.ts';
 
 export const FILES_REWARDS = {
@@ -119,7 +119,7 @@ export async function filesScenario(
     id: 'files',
     // Records say which server played: its name and version from initialize (the catalog's), and the
     // npm package's version, which the server's own label does not follow.
-    version: `1+${info.name}@${info.version}+npm@${FILESYSTEM_PACKAGE_VERSION}`,
+    version: `1+${info.name}@${info.version}+npm@${filesystemPackage().version}`,
     description:
       'File chores on the real MCP filesystem server (@modelcontextprotocol/server-filesystem), each episode in a folder of its own: ' +
       'find a file by what it mentions and move it, rename by a rule, add a line to the right note; outcome = the final tree equals the expected one.',

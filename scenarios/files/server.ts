@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import { importOptional } from 'agent-r1-ts';
 import { McpServer, type McpCatalog, type McpIsolation } from 'agent-r1-ts/mcp';
 // Imported, not read from a path: the build copies it to dist/ and the worker bundle inlines it.
 import listed from './catalog.json' with { type: 'json' };
@@ -6,18 +7,21 @@ import listed from './catalog.json' with { type: 'json' };
 /** The tools and server name as listed (update-catalog.ts): the scenario loads, and replays, with no server. */
 export const CATALOG = listed as unknown as McpCatalog;
 
-/** server-filesystem's entry script (a dependency of agent-r1-ts: npm ci brings it, nothing is fetched). */
-export const FILESYSTEM_SERVER = createRequire(import.meta.url).resolve(
-  '@modelcontextprotocol/server-filesystem/dist/index.js',
-);
+const PACKAGE = '@modelcontextprotocol/server-filesystem';
+const require = createRequire(import.meta.url);
 
 /**
- * The installed server package's own version: the server reports a label of its own in `initialize`
- * (0.2.0 across releases), so records name both, and a server upgrade shows in them.
+ * server-filesystem's entry script, and the installed package's own version: the server reports a
+ * label of its own in `initialize` (0.2.0 across releases), so records name both, and a server
+ * upgrade shows in them. An optional dependency of agent-r1-ts (npm brings it, nothing is fetched at
+ * run time; only this scenario needs it): one not installed fails the scenario's load, naming it.
  */
-export const FILESYSTEM_PACKAGE_VERSION = (
-  createRequire(import.meta.url)('@modelcontextprotocol/server-filesystem/package.json') as { version: string }
-).version;
+export function filesystemPackage(): { entry: string; version: string } {
+  return importOptional(PACKAGE, 'the files scenario', () => ({
+    entry: require.resolve(`${PACKAGE}/dist/index.js`),
+    version: (require(`${PACKAGE}/package.json`) as { version: string }).version,
+  }));
+}
 
 /** Where update-catalog.ts writes the listing. */
 export const CATALOG_FILE = new URL('./catalog.json', import.meta.url);
@@ -30,9 +34,10 @@ export function filesystemServer(
   isolation: McpIsolation = 'roots',
   extra: { maxServers?: number; spares?: number } = {},
 ) {
+  const { entry } = filesystemPackage();
   return new McpServer({
     command: process.execPath,
-    args: (dir) => [FILESYSTEM_SERVER, dir],
+    args: (dir) => [entry, dir],
     label: 'server-filesystem',
     isolation,
     ...extra,

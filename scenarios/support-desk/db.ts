@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { createActor } from 'xstate';
-import { canonicalJson, createRng, type Rng, type Json } from 'agent-r1-ts';
+import { canonicalJson, createRng, importOptional, type Rng, type Json } from 'agent-r1-ts';
 import { orderMachine, type OrderEvent, type OrderStatus } from './order-machine.ts';
 
 /**
@@ -12,6 +12,11 @@ import { orderMachine, type OrderEvent, type OrderStatus } from './order-machine
  */
 
 export type Db = Database.Database;
+
+// SQLite is an optional dependency of agent-r1-ts (this scenario is the one that needs it): one not
+// installed fails the scenario's load, naming it.
+const Sqlite = (await importOptional('better-sqlite3', 'the support-desk scenario', () => import('better-sqlite3')))
+  .default;
 
 /** "Today" in the store's world: the reference date for the return window. */
 export const TODAY = '2026-03-01';
@@ -268,7 +273,7 @@ const baseOf = new WeakMap<Db, BaseWorld>();
 function baseWorld(customers: number): BaseWorld {
   let base = bases.get(customers);
   if (!base) {
-    const db = new Database(':memory:');
+    const db = new Sqlite(':memory:');
     generate(db, customers);
     db.exec(WRITTEN_SCHEMA);
     const tables = new Map(TABLES.map(([table]) => [table, tableJson(db, table)]));
@@ -287,7 +292,7 @@ export function baseImage(customers = DEFAULT_CUSTOMERS): Buffer {
 /** A private in-memory copy of the base database. */
 export function openCopy(customers = DEFAULT_CUSTOMERS): Db {
   const base = baseWorld(customers);
-  const db = new Database(base.image);
+  const db = new Sqlite(base.image);
   db.pragma('foreign_keys = ON');
   baseOf.set(db, base);
   return db;

@@ -90,7 +90,7 @@ export async function exportRun(options: ExportOptions): Promise<ExportResult> {
   const rows = await recordsToRows(await readRun(options.runDir), options.loadScenario);
   const data =
     options.format === 'parquet'
-      ? new Uint8Array(rowsToParquet(rows))
+      ? new Uint8Array(await rowsToParquet(rows))
       : rows.map((r) => JSON.stringify(r)).join('\n') + '\n';
   writeOutput(options.out, data);
   return {

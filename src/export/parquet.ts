@@ -1,4 +1,5 @@
-import { parquetWriteBuffer } from 'hyparquet-writer';
+import type { parquetWriteBuffer } from 'hyparquet-writer';
+import { importOptional } from '../core/optional-import.ts';
 import type { EpisodeRow } from './episode-row.ts';
 
 type SchemaElement = NonNullable<Parameters<typeof parquetWriteBuffer>[0]['schema']>[number];
@@ -73,8 +74,16 @@ const SCHEMA: SchemaElement[] = [
   json('metrics'),
 ];
 
-/** Rows as one parquet file (snappy), one row per episode (per step, for a step-level run). */
-export function rowsToParquet(rows: readonly EpisodeRow[]): ArrayBuffer {
+/**
+ * Rows as one parquet file (snappy), one row per episode (per step, for a step-level run). The writer,
+ * hyparquet-writer, is an optional dependency (only this export uses it), loaded here.
+ */
+export async function rowsToParquet(rows: readonly EpisodeRow[]): Promise<ArrayBuffer> {
+  const { parquetWriteBuffer } = await importOptional(
+    'hyparquet-writer',
+    'the parquet export (agent-r1 export --format parquet)',
+    () => import('hyparquet-writer'),
+  );
   const column = <K extends keyof EpisodeRow>(name: K, map: (v: EpisodeRow[K]) => unknown = (v) => v) => ({
     name,
     data: rows.map((r) => map(r[name])),

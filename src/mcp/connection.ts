@@ -1,15 +1,9 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import {
-  CallToolResultSchema,
-  ErrorCode,
-  ListRootsRequestSchema,
-  McpError,
-  type CallToolResult,
-  type Tool as McpToolInfo,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult, Tool as McpToolInfo } from '@modelcontextprotocol/sdk/types.js';
 import { McpServerGoneError, McpStartError } from './errors.ts';
 import { ProcessTransport, type ProcessParams } from './process-transport.ts';
+import { type McpSdk, mcpSdk } from './sdk.ts';
 
 /** Where a server is: a command that starts it (stdio), or the URL of one already running (Streamable HTTP). */
 export type McpEndpoint =
@@ -45,9 +39,13 @@ export class McpConnection {
     readonly info: ServerInfo,
     private readonly process: ProcessTransport | undefined,
     private readonly http: StreamableHTTPClientTransport | undefined,
+    private readonly sdk: McpSdk,
   ) {}
 
   static async open(endpoint: McpEndpoint, options: ConnectOptions): Promise<McpConnection> {
+    // The SDK is an optional dependency, loaded by the first connection.
+    const sdk = await mcpSdk();
+    const { Client, ErrorCode, ListRootsRequestSchema, McpError, StreamableHTTPClientTransport } = sdk;
     const client = new Client(
       { name: 'agent-r1-ts', version: '0.1.0' },
       { capabilities: options.root === undefined ? {} : { roots: { listChanged: true } } },
@@ -63,7 +61,7 @@ export class McpConnection {
         return { roots: [{ uri: current }] };
       });
     }
-    const process = endpoint.kind === 'stdio' ? new ProcessTransport(endpoint) : undefined;
+    const process = endpoint.kind === 'stdio' ? new ProcessTransport(endpoint, sdk) : undefined;
     const http =
       endpoint.kind === 'http'
         ? new StreamableHTTPClientTransport(endpoint.url, { requestInit: { headers: endpoint.headers } })
@@ -85,7 +83,7 @@ export class McpConnection {
     }
     const version = client.getServerVersion();
     const info = { name: version?.name ?? 'unknown', version: version?.version ?? 'unknown' };
-    connection = new McpConnection(client, options.label, info, process, http);
+    connection = new McpConnection(client, options.label, info, process, http, sdk);
     connection.root = root;
     root = undefined;
     client.onclose = () => {
@@ -132,7 +130,7 @@ export class McpConnection {
   ): Promise<CallToolResult> {
     if (this.whyGone !== undefined) throw new McpServerGoneError(this.label, this.whyGone);
     try {
-      return (await this.client.callTool({ name, arguments: args }, CallToolResultSchema, {
+      return (await this.client.callTool({ name, arguments: args }, this.sdk.CallToolResultSchema, {
         signal: options.signal,
         // The runner's own timer fires first and aborts `signal`; this one only guards a call made without it.
         timeout: options.timeoutMs + 1000,

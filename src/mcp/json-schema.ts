@@ -1,13 +1,18 @@
 import { createRequire } from 'node:module';
 import type { Ajv2020 } from 'ajv/dist/2020.js';
 import { z } from 'zod';
+import { importOptional } from '../core/optional-import.ts';
+import { MCP_NEEDED_BY } from './sdk.ts';
 
 let ajv: Ajv2020 | undefined;
 function validator(): Ajv2020 {
   if (!ajv) {
     const require = createRequire(import.meta.url);
     const { Ajv2020 } = require('ajv/dist/2020.js') as typeof import('ajv/dist/2020.js');
-    const addFormats = require('ajv-formats') as (a: Ajv2020) => Ajv2020;
+    // Optional, as the SDK is (only MCP tools use it).
+    const addFormats = importOptional('ajv-formats', MCP_NEEDED_BY, () => require('ajv-formats')) as (
+      a: Ajv2020,
+    ) => Ajv2020;
     ajv = addFormats(new Ajv2020({ strict: false, allErrors: true }));
   }
   return ajv;

@@ -1,9 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { deserializeMessage, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { McpSdk } from './sdk.ts';
 
 export interface ProcessParams {
   command: string;
@@ -138,7 +137,7 @@ export class ProcessTransport implements Transport {
       if (text.trim() === '' || this.unusable !== undefined) return;
       let message: JSONRPCMessage;
       try {
-        message = deserializeMessage(text);
+        message = this.sdk.deserializeMessage(text);
       } catch (err) {
         this.onerror?.(err as Error);
         return;
@@ -164,13 +163,16 @@ export class ProcessTransport implements Transport {
   private stderr = '';
   private referenced = true;
 
-  constructor(private readonly params: ProcessParams) {}
+  constructor(
+    private readonly params: ProcessParams,
+    private readonly sdk: Pick<McpSdk, 'deserializeMessage' | 'serializeMessage' | 'getDefaultEnvironment'>,
+  ) {}
 
   start(): Promise<void> {
     if (this.child) throw new Error('ProcessTransport already started');
     return new Promise((resolve, reject) => {
       const child = spawn(this.params.command, [...this.params.args], {
-        env: { ...getDefaultEnvironment(), ...this.params.env },
+        env: { ...this.sdk.getDefaultEnvironment(), ...this.params.env },
         cwd: this.params.cwd,
         stdio: ['pipe', 'pipe', 'pipe'],
         shell: false,
@@ -206,7 +208,7 @@ export class ProcessTransport implements Transport {
     if (this.unusable !== undefined) return Promise.reject(new Error(this.unusable));
     if (!stdin || this.exit) return Promise.reject(new Error('the server process is not running'));
     return new Promise((resolve) => {
-      if (stdin.write(serializeMessage(message))) resolve();
+      if (stdin.write(this.sdk.serializeMessage(message))) resolve();
       else stdin.once('drain', resolve);
     });
   }

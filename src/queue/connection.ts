@@ -1,5 +1,6 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
 import { QueueDatabaseError, QueueUnavailableError, QueueUrlError } from './errors.ts';
+import { queueLibraries } from './libraries.ts';
 
 /** The oldest Redis the queue runs on: BullMQ needs 5; results are written with XADD NOMKSTREAM (6.2). */
 export const MIN_REDIS_VERSION = [6, 2, 0] as const;
@@ -53,7 +54,8 @@ export interface ConnectOptions {
  */
 export async function connectRedis(url: string, options: ConnectOptions = {}): Promise<Redis> {
   const settings = parseRedisUrl(url);
-  const client = new Redis({
+  const { ioredis } = await queueLibraries();
+  const client = new ioredis.Redis({
     ...settings,
     lazyConnect: true,
     connectTimeout: options.timeoutMs ?? 5000,

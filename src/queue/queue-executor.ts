@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Job, Queue } from 'bullmq';
+import type { Job, Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { EpisodeRecord, Json } from '../core/types.ts';
 import { AgentR1Error, CorruptRecordError } from '../core/errors.ts';
@@ -17,10 +17,20 @@ import { referencePolicySpec } from '../scenario/reference-policy.ts';
 import { CheckpointStore } from './checkpoint-store.ts';
 import { connectRedis, isConnectionError, reasonOf, redactUrl } from './connection.ts';
 import { QueueRunError, QueueUnavailableError } from './errors.ts';
+import { queueLibraries } from './libraries.ts';
 import { errorRecord } from '../rollout/error-record.ts';
 import { chunkJobId, type QueuePolicySpec, type RolloutJobData, runKeyOf, SETUP_FAILED } from './job.ts';
 import { DEFAULT_PREFIX, QUEUE_NAME, RUN_TTL_S, type RunKeys, runKeys } from './keys.ts';
 import { openResults, type ResultEntry, readResults } from './result-log.ts';
+
+/** The coordinator's connections, and BullMQ's Job class (BullMQ is loaded on connecting). */
+interface QueueClient {
+  redis: Redis;
+  reader: Redis;
+  queue: Queue;
+  Job: typeof Job;
+  store: CheckpointStore;
+}
 
 export interface QueueExecutorOptions {
   /** redis://HOST:PORT of the queue. */
@@ -130,7 +140,7 @@ function isCheckpointable(policy: Policy): policy is CheckpointablePolicy {
  */
 export class QueueExecutor implements RolloutExecutor {
   readonly stats: QueueStats = { workers: {}, duplicates: 0, faults: [], requeued: 0, resumed: 0, gaveUp: 0 };
-  private client: { redis: Redis; reader: Redis; queue: Queue; store: CheckpointStore } | undefined;
+  private client: QueueClient | undefined;
   private connecting: Promise<NonNullable<QueueExecutor['client']>> | undefined;
   private scratch: string | undefined;
   private saved = { version: '', weights: '', dir: '' };
@@ -169,9 +179,10 @@ export class QueueExecutor implements RolloutExecutor {
         redis.disconnect();
         throw new QueueUnavailableError(redactUrl(this.options.url), reasonOf(err));
       }
-      const queue = new Queue(QUEUE_NAME, { connection: redis, prefix: this.prefix });
+      const { bullmq } = await queueLibraries();
+      const queue = new bullmq.Queue(QUEUE_NAME, { connection: redis, prefix: this.prefix });
       queue.on('error', () => {});
-      this.client = { redis, reader, queue, store: new CheckpointStore(redis, this.prefix) };
+      this.client = { redis, reader, queue, Job: bullmq.Job, store: new CheckpointStore(redis, this.prefix) };
       return this.client;
     })();
     this.connecting.catch(() => {
@@ -270,7 +281,7 @@ class CoordinatedRun {
 
   constructor(
     private readonly owner: QueueExecutor,
-    private readonly client: { redis: Redis; reader: Redis; queue: Queue; store: CheckpointStore },
+    private readonly client: QueueClient,
     private readonly batch: EpisodeBatch,
     private readonly emit: (record: EpisodeRecord) => void,
     private readonly job: {
@@ -373,7 +384,7 @@ class CoordinatedRun {
     const { redis, queue } = this.client;
     for (const id of await redis.smembers(this.keys.jobs)) {
       if (this.jobs.has(id)) continue;
-      const job = await Job.fromId<RolloutJobData>(queue, id);
+      const job = await this.client.Job.fromId<RolloutJobData>(queue, id);
       if (!job?.data?.items) continue;
       // A job no worker could set up for (another scenario version, a missing folder) is made again:
       // kept, its id would stand for the chunk's new job, and fail the resumed run as it failed this one.
@@ -533,7 +544,7 @@ class CoordinatedRun {
         this.owner.stats.requeued++;
         this.settings.onEvent?.({ type: 'requeued', job: next, episodes: missing.length, reason });
       } else if (state === 'failed') {
-        const failed = await Job.fromId(queue, id);
+        const failed = await this.client.Job.fromId(queue, id);
         const reason = failed?.failedReason || 'failed';
         if (reason.startsWith(SETUP_FAILED)) {
           // Removed, so that the run resumed on workers that can set up makes this job again.

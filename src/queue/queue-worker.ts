@@ -1,6 +1,6 @@
 import { homedir, hostname, availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
+import type { Job, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { AgentR1Error } from '../core/errors.ts';
 import type { Policy } from '../policy/policy.ts';
@@ -14,6 +14,7 @@ import { CheckpointCache, CheckpointStore } from './checkpoint-store.ts';
 import { connectRedis, parseRedisUrl, reasonOf } from './connection.ts';
 import { parseRolloutJob, type RolloutJobData, SETUP_FAILED } from './job.ts';
 import { DEFAULT_PREFIX, QUEUE_NAME, runKeys } from './keys.ts';
+import { type QueueLibraries, queueLibraries } from './libraries.ts';
 import { appendEnd, appendRecord } from './result-log.ts';
 import { StoredCheckpointPolicy } from './stored-policy.ts';
 
@@ -103,11 +104,12 @@ export class QueueWorker {
   private constructor(
     private readonly options: QueueWorkerOptions,
     private readonly redis: Redis,
+    private readonly bullmq: QueueLibraries['bullmq'],
   ) {
     this.name = options.name ?? `${hostname()}-${process.pid}`;
     const prefix = options.prefix ?? DEFAULT_PREFIX;
     this.cache = new CheckpointCache(new CheckpointStore(redis, prefix), options.cacheDir ?? defaultCacheDir());
-    this.worker = new Worker(QUEUE_NAME, (job, token, signal) => this.process(job, token, signal), {
+    this.worker = new bullmq.Worker(QUEUE_NAME, (job, token, signal) => this.process(job, token, signal), {
       connection: { ...parseRedisUrl(options.url), retryStrategy: (n: number) => Math.min(n * 100, 1000) },
       prefix,
       name: this.name,
@@ -134,7 +136,7 @@ export class QueueWorker {
   /** Connects and starts taking jobs; a QueueUnavailableError if Redis cannot be reached. */
   static async start(options: QueueWorkerOptions): Promise<QueueWorker> {
     const redis = await connectRedis(options.url);
-    const worker = new QueueWorker(options, redis);
+    const worker = new QueueWorker(options, redis, (await queueLibraries()).bullmq);
     await worker.worker.waitUntilReady();
     worker.emitStatus();
     return worker;
@@ -198,7 +200,7 @@ export class QueueWorker {
     try {
       data = parseRolloutJob(job.data);
     } catch (err) {
-      throw new UnrecoverableError(`${SETUP_FAILED} a malformed job (${reasonOf(err)})`);
+      throw new this.bullmq.UnrecoverableError(`${SETUP_FAILED} a malformed job (${reasonOf(err)})`);
     }
     const jobId = job.id ?? `${data.run}-${data.chunk}`;
     const progress = { run: data.run, done: 0, total: data.items.length };
@@ -276,7 +278,7 @@ export class QueueWorker {
       if (signal?.aborted) {
         if (this.returning && token) {
           await job.moveToWait(token);
-          throw new WaitingError();
+          throw new this.bullmq.WaitingError();
         }
         throw new AgentR1Error(`job ${jobId} ${String(signal.reason ?? 'was cancelled')}`);
       }

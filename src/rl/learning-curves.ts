@@ -1,5 +1,5 @@
-import * as vega from 'vega';
-import * as vegaLite from 'vega-lite';
+import type * as vegaLite from 'vega-lite';
+import { importOptional } from '../core/optional-import.ts';
 
 /** One point of a learning curve: a series (algorithm), a step and a value (EM). */
 export interface CurvePoint {
@@ -40,7 +40,10 @@ export async function learningCurvesSvg(
       },
     ],
   };
-  const compiled = vegaLite.compile(spec).spec;
+  // Optional dependencies (the viewer's charts use them too), loaded on use.
+  const vega = await importOptional('vega', 'learningCurvesSvg', () => import('vega'));
+  const { compile } = await importOptional('vega-lite', 'learningCurvesSvg', () => import('vega-lite'));
+  const compiled = compile(spec).spec;
   const view = new vega.View(vega.parse(compiled), { renderer: 'none' });
   try {
     return await view.toSVG();

@@ -1,6 +1,7 @@
 import { existsSync, realpathSync, statSync } from 'node:fs';
 import { isAbsolute, resolve, sep } from 'node:path';
 import { ScenarioError, ScenarioOptionsError, UsageError } from '../core/errors.ts';
+import { MissingOptionalDependencyError } from '../core/optional-import.ts';
 import { ScenarioFolderMissingError, UnknownScenarioError, UntrustedScenarioError } from './errors.ts';
 import type { Scenario, ScenarioDefinition } from './scenario.ts';
 import { importUserModule, scenarioEntry } from './user-module.ts';
@@ -21,7 +22,8 @@ export async function instantiateScenario(
   try {
     scenario = typeof definition === 'function' ? await definition(options) : definition;
   } catch (err) {
-    if (err instanceof ScenarioError) throw err;
+    // A package the scenario needs is not installed: not a problem with its options.
+    if (err instanceof ScenarioError || err instanceof MissingOptionalDependencyError) throw err;
     throw new ScenarioOptionsError(err instanceof Error ? err.message : String(err), { cause: err });
   }
   if (!scenario || typeof scenario !== 'object' || typeof scenario.id !== 'string') {

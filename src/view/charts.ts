@@ -1,5 +1,5 @@
-import * as vega from 'vega';
-import { compile, type TopLevelSpec } from 'vega-lite';
+import type { TopLevelSpec } from 'vega-lite';
+import { importOptional } from '../core/optional-import.ts';
 import { trusted, type Html } from './html.ts';
 import type { MetricRow, RunInfo } from './run-dir.ts';
 
@@ -13,9 +13,26 @@ export interface Chart {
   svg: Html;
 }
 
+/** What needs Vega and Vega-Lite (optional dependencies: only the charts use them), as the messages say. */
+const NEEDED_BY = 'chart rendering (agent-r1 view, agent-r1 report)';
+
+/**
+ * Vega and Vega-Lite, loaded on first use; the viewer loads them before it listens, so that one
+ * not installed is said at once rather than on a page.
+ */
+export async function chartLibraries(): Promise<{
+  vega: Pick<typeof import('vega'), 'View' | 'parse'>;
+  vegaLite: Pick<typeof import('vega-lite'), 'compile'>;
+}> {
+  const vega = await importOptional('vega', NEEDED_BY, () => import('vega'));
+  const vegaLite = await importOptional('vega-lite', NEEDED_BY, () => import('vega-lite'));
+  return { vega, vegaLite };
+}
+
 /** Renders a Vega-Lite spec to an SVG string in Node, headless (no DOM, no canvas, no network). */
 async function renderSvg(spec: TopLevelSpec): Promise<Html> {
-  const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
+  const { vega, vegaLite } = await chartLibraries();
+  const view = new vega.View(vega.parse(vegaLite.compile(spec).spec), { renderer: 'none' });
   try {
     return trusted(await view.toSVG());
   } finally {
@@ -128,6 +145,7 @@ export async function rewardHistogram(series: readonly { run: string; rewards: r
   }
   if (lo === Infinity) [lo, hi] = [0, 1];
   if (lo === hi) [lo, hi] = [lo - 0.5, hi + 0.5];
+  const { vega } = await chartLibraries();
   const { start, step } = (
     vega as unknown as {
       bin(o: { extent: [number, number]; maxbins: number }): { start: number; stop: number; step: number };

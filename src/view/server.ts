@@ -13,7 +13,7 @@ import { agentVerdict } from '../gateway/replay-agent.ts';
 import { loadRecordScenario, type ScenarioRegistry } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { groupAdvantages } from './advantages.ts';
-import { metricCharts, rewardHistogram, runSeries, type Chart } from './charts.ts';
+import { chartLibraries, metricCharts, rewardHistogram, runSeries, type Chart } from './charts.ts';
 import { EpisodeIndex } from './episode-index.ts';
 import { RunDirError, ViewerStartError, ViewRequestError } from './errors.ts';
 import { fmtNumber, html, type Html } from './html.ts';
@@ -329,6 +329,8 @@ function errorPage(status: number, message: string): string {
 
 /** Starts the viewer on host:port (127.0.0.1 and a free port by default). */
 export async function startViewer(options: ViewerOptions): Promise<Viewer> {
+  // Every run page draws charts: a chart library that is not installed is said now, not on a page.
+  await chartLibraries();
   const app = new ViewerApp(options.dirs, options.scenarios, options.scenario);
   const host = options.host ?? '127.0.0.1';
   let port = 0;

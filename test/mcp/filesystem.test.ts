@@ -5,7 +5,9 @@ import test from 'ava';
 import { createRng, ToolRunner, type Task } from 'agent-r1-ts';
 import { listMcpCatalog, mcpEnv, mcpTools, McpServer, type McpState } from 'agent-r1-ts/mcp';
 import type { ToolEnv } from '../../src/env/tool-env.ts';
-import { CATALOG, FILESYSTEM_SERVER } from '../../scenarios/files/server.ts';
+import { CATALOG, filesystemPackage } from '../../scenarios/files/server.ts';
+
+const FILESYSTEM_SERVER = filesystemPackage().entry;
 
 // Every test here talks to the real @modelcontextprotocol/server-filesystem, one process per episode.
 

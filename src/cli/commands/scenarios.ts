@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { builtinScenarios } from '../../../scenarios/index.ts';
+import { MissingOptionalDependencyError } from '../../core/optional-import.ts';
 import { loadScenario } from '../../scenario/load.ts';
 import type { Scenario } from '../../scenario/scenario.ts';
 import { printJson } from '../common.ts';
@@ -16,12 +17,14 @@ export function register(program: Command): void {
         try {
           s = await loadScenario(name, builtinScenarios);
         } catch (err) {
-          // Dataset scenarios cannot be built without their file; list them with what they need.
+          // Dataset scenarios cannot be built without their file, others without an optional package
+          // that is not installed; list them with what they need.
           const why = err instanceof Error ? err.message : String(err);
+          const needs = err instanceof MissingOptionalDependencyError ? 'not installed' : 'needs options';
           rows.push({
             name,
             version: '',
-            description: `(needs options) ${why}`,
+            description: `(${needs}) ${why}`,
             tools: [] as string[],
             splits: [] as string[],
             policies: [] as string[],
