@@ -241,6 +241,7 @@ async function hfWarmStartAgent(
       out: join(options.outDir, 'warm-start'),
       steps: hf.steps,
       batchSize: hf.batchSize,
+      microbatch: hf.microbatch ?? hf.batchSize,
       lr: hf.lr,
       temperature: 0,
       meta: { demonstrations: demos.length },

@@ -219,7 +219,7 @@ export function hfFamilyBudget(
   if (quick) return { ...budget, hf: { ...model, steps: 4, batchSize: 4, lr } };
   return {
     ...budget,
-    hf: { ...model, steps: 300, batchSize: 8, lr },
+    hf: { ...model, steps: 150, batchSize: 8, lr },
     rl: {
       ...budget.rl,
       steps: 20,

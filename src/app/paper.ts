@@ -122,6 +122,8 @@ export interface HfWarmStart {
   lora?: LoraRequest;
   steps: number;
   batchSize: number;
+  /** Sequences per forward pass (default: all of a step's, one pass). */
+  microbatch?: number;
   lr: number;
 }
 
@@ -504,6 +506,7 @@ async function hfWarmStart(
       out,
       steps: hf.steps,
       batchSize: hf.batchSize,
+      microbatch: hf.microbatch ?? hf.batchSize,
       lr: hf.lr,
       temperature: 0,
       meta: { scenario: options.scenario.id, teacher: demoPolicy.id, episodes: records.length },
