@@ -6,7 +6,7 @@ import { cli } from '../helpers/cli.ts';
 import { exampleAgentFolder } from '../helpers/example-agent.ts';
 
 // start --agent on a tasks file without the optional dev split (slow: a whole quick run, ~15 s; the
-// fast suite runs one with dev, in agent-cli.test.ts).
+// agent-cli.slow.test.ts runs one with dev).
 const tmp = mkdtempSync(join(tmpdir(), 'agent-r1-start-agent-'));
 
 test('start --agent --quick without dev tasks: no dev evals, the final GRPO checkpoint scored, the footer says so', (t) => {

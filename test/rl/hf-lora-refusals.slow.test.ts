@@ -8,7 +8,7 @@ import { initBackend } from '../../src/policy/tfjs/backend.ts';
 import { HfTrainable } from '../../src/rl/hf-trainable.ts';
 import { TRAINABLE_QWEN3, writeTinyFolder, type TinyFolder } from '../helpers/hf-folder.ts';
 
-// The slow part of hf-lora.test.ts: a LoRA checkpoint saved, copied and refused three ways (~20 s).
+// Beside hf-lora.slow.test.ts: a LoRA checkpoint saved, copied and refused three ways (~20 s).
 let root: string;
 let dir: string;
 const SPEC: TinyFolder = { ...TRAINABLE_QWEN3, seed: 21 };

@@ -14,7 +14,7 @@ import { loadScenario } from '../../src/scenario/load.ts';
 import { referencePolicy } from '../../src/scenario/reference-policy.ts';
 import { TRAINABLE_QWEN3, writeTinyFolder } from '../helpers/hf-folder.ts';
 
-// The slow part of hf-trainable.test.ts: an SFT step of the small Qwen3 three times over (~30 s).
+// Beside hf-trainable.slow.test.ts: an SFT step of the small Qwen3 three times over (~30 s).
 let root: string;
 let dir: string;
 test.before(async () => {
