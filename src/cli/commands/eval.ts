@@ -31,6 +31,7 @@ const SCENARIO_ONLY = [
   'chunk',
   'queueTimeout',
   'resume',
+  'passK',
 ];
 
 export function register(program: Command): void {
@@ -53,6 +54,11 @@ export function register(program: Command): void {
       positiveInt,
       120,
     )
+    .option(
+      '--pass-k <K>',
+      "run each of --episodes tasks K times (derived seeds) and report τ-bench's pass^k and pass@k for k = 1..K",
+      positiveInt,
+    )
     .option('--out <dir>', 'also write the records here');
   command.action(async (flags: EvalFlags) => {
     if ((flags.scenario === undefined) === (flags.agent === undefined))
@@ -70,6 +76,10 @@ function scenarioEval(flags: EvalFlags, command: Command) {
   const agentOnly = (['tasks', 'agentTimeout'] as const).filter((name) => command.getOptionValueSource(name) === 'cli');
   if (agentOnly.length > 0)
     throw new UsageError(`${agentOnly.map((n) => flagName(command, n)).join(', ')}: goes with --agent, not --scenario`);
+  if (flags.passK !== undefined && command.getOptionValueSource('group') === 'cli')
+    throw new UsageError('--pass-k K runs each task K times: not with --group');
+  if (flags.passK !== undefined && flags.queue)
+    throw new UsageError('--pass-k: not with --queue (the runs are counted as they finish, in this process)');
   return runRolloutCommand({ ...flags, scenario: flags.scenario! });
 }
 

@@ -28,6 +28,7 @@ import {
 import { canRunInWorkers, workerThreads } from '../../rollout/worker-threads.ts';
 import { capWorkers, MAX_WORKERS } from '../../rollout/worker-count.ts';
 import { availableParallelism } from 'node:os';
+import { passAtK } from '../../rollout/pass-k.ts';
 import {
   checkQueueFlags,
   type QueueFlags,
@@ -57,6 +58,8 @@ export interface RolloutFlags extends QueueFlags {
   out?: string;
   force?: boolean;
   json?: boolean;
+  /** eval --pass-k K: each of --episodes tasks runs K times (derived seeds); the summary gains pass^k. */
+  passK?: number;
 }
 
 function workerCount(value: string): number {
@@ -155,13 +158,19 @@ export async function runRolloutCommand(
   const onSigint = () => controller.abort();
   process.once('SIGINT', onSigint);
   const started = performance.now();
+  const K = flags.passK ?? 1;
+  const episodes = flags.episodes * K;
+  const group = flags.passK ?? flags.group;
+  // Each task's runs: episode i is run i % K of task ⌊i / K⌋ (the plan's groups).
+  const runs: boolean[][] = Array.from({ length: flags.passK ? flags.episodes : 0 }, () => Array(K).fill(false));
   let rewardSum = 0;
   let count = 0;
   let tokens = 0;
-  bar.start(flags.episodes, 0, { reward: '-', tps: '0', workers: 'no worker yet' });
+  bar.start(episodes, 0, { reward: '-', tps: '0', workers: 'no worker yet' });
   // Each episode's line is written as it came (from a worker thread: its bytes, never parsed here).
   const onEpisode = (episode: FinishedEpisode) => {
     writer?.writeLine(episode.line);
+    if (flags.passK) runs[Math.floor(episode.digest.index / K)]![episode.digest.index % K] = episode.digest.success;
     rewardSum += episode.digest.totalReward;
     count++;
     tokens += episode.digest.tokens;
@@ -185,14 +194,14 @@ export async function runRolloutCommand(
     scenario,
     policy,
     split: flags.split,
-    episodes: flags.episodes,
+    episodes,
     seed: flags.seed,
-    group: flags.group,
+    group,
     signal: controller.signal,
     onEpisode,
   };
   // External (network) policies run in this thread: their time is waiting, not compute.
-  const { workers, reason } = capWorkers(flags.workers, flags.episodes);
+  const { workers, reason } = capWorkers(flags.workers, episodes);
   const inWorkers = !queue && workers > 0 && canRunInWorkers(policy, scenario);
   if (inWorkers && reason)
     process.stderr.write(`workers: ${reason}
@@ -215,6 +224,7 @@ export async function runRolloutCommand(
       throughput,
       ...(batching ? { batching } : {}),
       ...(queue ? { queue: queueSummary(queue.stats) } : {}),
+      ...(flags.passK && !controller.signal.aborted ? passKSummary(runs) : {}),
     };
     if (controller.signal.aborted) {
       const resume = queue ? '; run it again with --resume to continue' : '';
@@ -232,9 +242,7 @@ export async function runRolloutCommand(
     return summary;
   } catch (err) {
     if (queue && !controller.signal.aborted) {
-      process.stderr.write(
-        `\n${count} of ${flags.episodes} episodes were written; run it again with --resume to continue\n`,
-      );
+      process.stderr.write(`\n${count} of ${episodes} episodes were written; run it again with --resume to continue\n`);
     }
     throw err;
   } finally {
@@ -243,6 +251,15 @@ export async function runRolloutCommand(
     await executor?.close();
     process.off('SIGINT', onSigint);
   }
+}
+
+/** pass^k and pass@k for k = 1..K as a table, and why the figures are exact. */
+function passKSummary(runs: boolean[][]) {
+  const rows = passAtK(runs);
+  return {
+    passK: Object.fromEntries(rows.map((r) => [`k=${r.k}`, { 'pass^k': r.passHat, 'pass@k': r.passAt }])),
+    passKNote: `${runs.length} tasks × ${rows.length} runs; exact: each run's seed derives from --seed, the task and the run, so the same command gives these figures again to the digit`,
+  };
 }
 
 export function register(program: Command): void {
