@@ -1,24 +1,25 @@
 /**
  * Generation of a Hugging Face model against llama.cpp (not a test): prefill and decode tokens/s
  * of the Llama family's decode kernel and of llama.cpp (node-llama-cpp 3.21.1's CPU build, installed
- * on first use by test/oracles/llama-cpp.mjs) on the same random weights, F32 in both engines (the
- * GGUF is this project's export of the folder; llama.cpp keeps F32 keys and values too), in one run.
+ * on first use by test/oracles/llama-cpp.mjs) on the same random weights in the same dtype (the
+ * folder's: F32, or BF16 for the `-bf16` shapes; the GGUF is this project's export of the folder in
+ * that dtype; both engines keep F32 keys and values), in one run.
  *
- *   npx tsx --conditions=source bench/llm.ts [--json] [--shapes qwen3-0.6b,tiny (also smollm2-135m-body)] [--batches 1,16] [--prompt 128] [--decode 32] [--threads N] [--cache DIR]
+ *   npx tsx --conditions=source bench/llm.ts [--json] [--shapes qwen3-0.6b,tiny (also qwen3-0.6b-bf16, smollm2-135m-body)] [--batches 1,16] [--prompt 128] [--decode 32] [--threads N] [--cache DIR]
  *
  * Each row: B sequences of a `prompt`-token prompt each. Prefill: the B prompts in one batch (llama.cpp:
  * B sequences of one context evaluated at once), tokens / time. Decode: then `decode` greedy tokens
  * per sequence, one step for all B at a time; the figure aggregates over the batch (B·decode / time).
  * Both engines run on --threads threads (default: one per core).
  * Random folders and their GGUFs are made once and kept in --cache (default ~/.cache/agent-r1/bench).
- * The last line with --json: {"threads":N,"load":[…],"rows":[{"shape","batch","ours":{"prefillTokensPerSecond",
+ * The last line with --json: {"threads":N,"load":[…],"rows":[{"shape","dtype","batch","ours":{"prefillTokensPerSecond",
  * "decodeTokensPerSecond"},"llamaCpp":{…}}, …]}.
  */
 import { availableParallelism, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { LlamaDecoder } from '../src/architectures/llama/decoder.ts';
 import { loadHfModel, openHfFolder } from '../src/hf/folder.ts';
-import { BENCH_CACHE, randomFolder } from './random-folders.ts';
+import { BENCH_CACHE, randomFolder, SHAPES } from './random-folders.ts';
 // @ts-expect-error: a plain ES module beside the tests (node-llama-cpp is not a dependency)
 import { openLlama } from '../test/oracles/llama-cpp.mjs';
 
@@ -129,16 +130,17 @@ async function llamaCpp(gguf: string, B: number): Promise<Rates> {
 
 const load = loadavg().map((x) => Number(x.toFixed(2)));
 say(`load before: ${load.join(' ')}; threads ${threads}; prompt ${PROMPT}, decode ${DECODE}`);
-const out: Array<{ shape: string; batch: number; ours: Rates; llamaCpp: Rates }> = [];
+const out: Array<{ shape: string; dtype: string; batch: number; ours: Rates; llamaCpp: Rates }> = [];
 for (const shape of args.shapes.split(',')) {
   const { dir, gguf } = await randomFolder(shape, { cache: args.cache, gguf: true, say });
+  const dtype = SHAPES[shape]!.dtype ?? 'F32';
   for (const B of batches) {
     const a = await ours(dir, B);
     const b = await llamaCpp(gguf, B);
-    out.push({ shape, batch: B, ours: a, llamaCpp: b });
+    out.push({ shape, dtype, batch: B, ours: a, llamaCpp: b });
     const f = (x: number) => x.toFixed(1).padStart(8);
     say(
-      `${shape.padEnd(11)} batch ${String(B).padStart(2)}  prefill ${f(a.prefillTokensPerSecond)} vs ${f(b.prefillTokensPerSecond)} tok/s (${(a.prefillTokensPerSecond / b.prefillTokensPerSecond).toFixed(2)}×)` +
+      `${shape.padEnd(15)} batch ${String(B).padStart(2)}  prefill ${f(a.prefillTokensPerSecond)} vs ${f(b.prefillTokensPerSecond)} tok/s (${(a.prefillTokensPerSecond / b.prefillTokensPerSecond).toFixed(2)}×)` +
         `  decode ${f(a.decodeTokensPerSecond)} vs ${f(b.decodeTokensPerSecond)} tok/s (${(a.decodeTokensPerSecond / b.decodeTokensPerSecond).toFixed(2)}×)`,
     );
   }

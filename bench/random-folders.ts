@@ -30,6 +30,19 @@ export const SHAPES: { [name: string]: TinyFolder } = {
     seed: 1,
     maxPositions: 40960,
   },
+  /** Qwen3-0.6B's shape in BF16, as Qwen publishes it: the matrices stay 16-bit in memory and in the decode kernel. */
+  'qwen3-0.6b-bf16': {
+    architecture: 'Qwen3ForCausalLM',
+    hidden: 1024,
+    layers: 28,
+    heads: 16,
+    kvHeads: 8,
+    headDim: 128,
+    intermediate: 3072,
+    seed: 1,
+    maxPositions: 40960,
+    dtype: 'BF16',
+  },
   'smollm2-135m-body': {
     architecture: 'LlamaForCausalLM',
     hidden: 576,
@@ -88,7 +101,7 @@ export async function randomFolder(
   if (options.gguf && !existsSync(gguf)) {
     options.say?.(`exporting ${gguf}`);
     const folder = await openHfFolder(dir);
-    await exportGguf(folder, (await loadHfModel(folder)).model, gguf, 'F32');
+    await exportGguf(folder, (await loadHfModel(folder)).model, gguf, shape.dtype ?? 'F32');
   }
   return { dir, gguf };
 }

@@ -3,7 +3,7 @@ import type { LlamaModel } from '../architectures/llama/model.ts';
 import { loraScale, mergeLora, type LoraAdapters } from '../architectures/lora.ts';
 import type { Json } from '../core/types.ts';
 import { HfFolderError } from './errors.ts';
-import { hashModel, loadHfModel, openHfFolder, type HfFolder } from './folder.ts';
+import { hashModel, loadHfModel, openHfFolder, type HfFolder, type LoadDtype } from './folder.ts';
 import { readPeftAdapter } from './peft.ts';
 import { readJsonFile } from './read-json.ts';
 
@@ -86,11 +86,14 @@ export interface LoadedModelDir {
  */
 export async function loadModelDir(
   dir: string,
-  options: { contextLength?: number; keepBase?: boolean } = {},
+  options: { contextLength?: number; keepBase?: boolean; dtype?: LoadDtype } = {},
 ): Promise<LoadedModelDir> {
   const { folder, checkpoint } = await openModelDir(dir);
   const file = join(dir, HF_CHECKPOINT_FILE);
-  const { model, hash: folderHash } = await loadHfModel(folder, { contextLength: options.contextLength });
+  const { model, hash: folderHash } = await loadHfModel(folder, {
+    contextLength: options.contextLength,
+    dtype: options.dtype,
+  });
   let hash = folderHash;
   let adapters: LoraAdapters | null = null;
   let base: Map<string, Float32Array> | null = null;
@@ -108,6 +111,7 @@ export async function loadModelDir(
       base?.set(name, w.slice());
       const [out, inDim] = [pair.B.length / adapters.config.rank, pair.A.length / adapters.config.rank];
       mergeLora(w, pair, loraScale(adapters.config), out, inDim, w);
+      model.setWeight(name, w);
     }
     hash = await hashModel(folder.dir, model);
   }

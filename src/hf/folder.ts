@@ -4,7 +4,7 @@ import { canonicalJson } from '../core/canonical-json.ts';
 import { basename, join } from 'node:path';
 import { ModelConfigError } from '../architectures/errors.ts';
 import { llamaConfigFromHf, llamaWeights, tokenIdList, type LlamaConfig } from '../architectures/llama/config.ts';
-import { LlamaModel } from '../architectures/llama/model.ts';
+import { Bfloat16Weight, LlamaModel, type StoredWeight } from '../architectures/llama/model.ts';
 import { isFloatDtype, type FloatDtype } from '../formats/dtype.ts';
 import { readSafetensorsHeader, readTensorBytes, tensorValues, type TensorEntry } from '../formats/safetensors.ts';
 import { ChatTemplate } from './chat-template.ts';
@@ -233,17 +233,26 @@ export async function hashModel(dir: string, model: LlamaModel): Promise<string>
   return h.digest();
 }
 
-/** Reads the folder's weights (float32) into a model, with its content hash (ModelHasher). */
+/** How a model's weights are held once loaded: as the checkpoint stores them, or all widened to float32. */
+export type LoadDtype = 'auto' | 'F32';
+
+/**
+ * Reads the folder's weights into a model, with its content hash (ModelHasher, over the float32
+ * values, whatever the dtype). Matrices stored in BF16 stay bfloat16 (`dtype: 'auto'`, the default:
+ * half the memory, and the decode kernel streams half the bytes, with the same logits as widened);
+ * `dtype: 'F32'` widens them. F16 and the vectors (norms, biases) are read as float32.
+ */
 export async function loadHfModel(
   folder: HfFolder,
-  options: { contextLength?: number } = {},
+  options: { contextLength?: number; dtype?: LoadDtype } = {},
 ): Promise<{ model: LlamaModel; hash: string }> {
   const h = await ModelHasher.of(folder.dir);
-  const weights = new Map<string, Float32Array>();
+  const weights = new Map<string, StoredWeight>();
   for (const [name, entry] of folder.weights) {
     const values = tensorValues(entry, await readTensorBytes(entry));
     h.weight(name, entry.shape, values);
-    weights.set(name, values);
+    const keep16 = entry.dtype === 'BF16' && entry.shape.length === 2 && (options.dtype ?? 'auto') === 'auto';
+    weights.set(name, keep16 ? Bfloat16Weight.of(values) : values);
   }
   return { model: new LlamaModel(folder.config, weights, options), hash: h.digest() };
 }

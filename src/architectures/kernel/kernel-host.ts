@@ -120,25 +120,42 @@ export abstract class KernelHost {
 
   /**
    * Writes the model into memory: a table of `slots` i32 at the model pointer (the kernel's M_*
-   * slots), then each array 16-byte aligned, placed by `put(slot, floats, fill)`, which notes the
-   * array's address in the table and fills it once the memory has grown to hold them all.
+   * slots), then each array 16-byte aligned, placed by `put(slot, floats, fill)` (or, for 16-bit
+   * values, `put16(slot, halves, fill)`), which notes the array's address in the table and fills it
+   * once the memory has grown to hold them all.
    */
   protected writeModel(
     slots: number,
-    lay: (table: Int32Array, put: (slot: number, floats: number, fill: (f: Float32Array) => void) => void) => void,
+    lay: (
+      table: Int32Array,
+      put: (slot: number, floats: number, fill: (f: Float32Array) => void) => void,
+      put16: (slot: number, halves: number, fill: (u: Uint16Array) => void) => void,
+    ) => void,
   ): void {
     const table = new Int32Array(slots);
     let at = this.modelPtr + align16(slots * 4);
-    const place: Array<[number, number, (f: Float32Array) => void]> = [];
-    lay(table, (slot, floats, fill) => {
+    const place: Array<(buf: ArrayBufferLike) => void> = [];
+    const reserve = (slot: number, bytes: number) => {
       table[slot] = at;
-      place.push([at, floats, fill]);
-      at += align16(floats * 4);
-    });
+      const start = at;
+      at += align16(bytes);
+      return start;
+    };
+    lay(
+      table,
+      (slot, floats, fill) => {
+        const start = reserve(slot, floats * 4);
+        place.push((buf) => fill(new Float32Array(buf, start, floats)));
+      },
+      (slot, halves, fill) => {
+        const start = reserve(slot, halves * 2);
+        place.push((buf) => fill(new Uint16Array(buf, start, halves)));
+      },
+    );
     this.ensure(at);
     const buf = this.exports.memory.buffer;
     new Int32Array(buf, this.modelPtr, slots).set(table);
-    for (const [start, floats, fill] of place) fill(new Float32Array(buf, start, floats));
+    for (const fill of place) fill(buf);
     this.sessionBase = align16(at);
   }
 

@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { KERNEL_BASE, KernelHost, kernelThreads } from '../kernel/kernel-host.ts';
 import { LLAMA_KERNEL_WASM } from './kernel/llama-kernel-wasm.ts';
-import type { LlamaModel } from './model.ts';
+import type { Bfloat16Weight, LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
 
 // The model table's slots (llama-step.as.ts M_* and L_*).
@@ -11,6 +11,7 @@ const FLAG_QKV_BIAS = 1;
 const FLAG_O_BIAS = 2;
 const FLAG_MLP_BIAS = 4;
 const FLAG_QK_NORM = 8;
+const FLAG_BF16 = 16;
 
 // The control block, in page 0 (which the kernel leaves to the host): i32 slots 0–9 the step's
 // arguments, then the generation (moved on to start a step) and stop; the kernel's barrier after it.
@@ -52,7 +53,8 @@ const stopWorkers = new FinalizationRegistry<{ memory: WebAssembly.Memory; worke
 
 /**
  * The Llama family's decode kernel (kernel/llama-step.as.ts) on the shared kernel host. The weights
- * go into the kernel's memory as the checkpoint stores them ([out, in], float32), q/k/v and gate/up
+ * go into the kernel's memory as the checkpoint stores them ([out, in]; the matrices float32, or
+ * bfloat16 when the model holds every one in bfloat16), q/k/v and gate/up
  * side by side so that each pair is one matmul; the embedding serves as the head when tied. They are
  * copied in when the model's revision changed since the last copy.
  *
@@ -157,17 +159,30 @@ export class LlamaDecoder extends KernelHost {
         at += p.length;
       }
     };
-    this.writeModel(M_LAYERS + c.numLayers * LAYER_SLOTS, (table, put) => {
+    // The matrices in bfloat16 when the model holds every one so, else all in float32.
+    const bf16 = m.bfloat16;
+    const halves = (names: string[]) => (u: Uint16Array) => {
+      let at = 0;
+      for (const name of names) {
+        const { bits } = m.stored(name) as Bfloat16Weight;
+        u.set(bits, at);
+        at += bits.length;
+      }
+    };
+    this.writeModel(M_LAYERS + c.numLayers * LAYER_SLOTS, (table, put, put16) => {
+      const matrix = (slot: number, size: number, names: string[]) =>
+        bf16 ? put16(slot, size, halves(names)) : put(slot, size, stacked(names.map((n) => m.weight(n))));
       table.set([d, H, Hkv, dh, c.numLayers, M, V], 0);
       table[7] =
         (c.qkvBias ? FLAG_QKV_BIAS : 0) |
         (c.oBias ? FLAG_O_BIAS : 0) |
         (c.mlpBias ? FLAG_MLP_BIAS : 0) |
-        (c.qkNorm ? FLAG_QK_NORM : 0);
+        (c.qkNorm ? FLAG_QK_NORM : 0) |
+        (bf16 ? FLAG_BF16 : 0);
       table[8] = new Int32Array(Float32Array.of(c.rmsNormEps).buffer)[0]!;
-      put(9, V * d, plain(m.weight('model.embed_tokens.weight')));
+      matrix(9, V * d, ['model.embed_tokens.weight']);
       if (c.tieEmbeddings) table[10] = table[9]!;
-      else put(10, V * d, plain(m.weight('lm_head.weight')));
+      else matrix(10, V * d, ['lm_head.weight']);
       put(11, d, plain(m.weight('model.norm.weight')));
       put(12, rope.cos.length, plain(rope.cos));
       put(13, rope.sin.length, plain(rope.sin));
@@ -177,18 +192,22 @@ export class LlamaDecoder extends KernelHost {
         const w = (name: string) => m.weight(p + name);
         const s = M_LAYERS + l * LAYER_SLOTS;
         put(s, d, plain(w('input_layernorm.weight')));
-        put(s + 1, qkvRows * d, stacked(['q', 'k', 'v'].map((x) => w(`self_attn.${x}_proj.weight`))));
+        matrix(
+          s + 1,
+          qkvRows * d,
+          ['q', 'k', 'v'].map((x) => `${p}self_attn.${x}_proj.weight`),
+        );
         if (c.qkvBias) put(s + 2, qkvRows, stacked(['q', 'k', 'v'].map((x) => w(`self_attn.${x}_proj.bias`))));
-        put(s + 3, d * H * dh, plain(w('self_attn.o_proj.weight')));
+        matrix(s + 3, d * H * dh, [`${p}self_attn.o_proj.weight`]);
         if (c.oBias) put(s + 4, d, plain(w('self_attn.o_proj.bias')));
         if (c.qkNorm) {
           put(s + 5, dh, plain(w('self_attn.q_norm.weight')));
           put(s + 6, dh, plain(w('self_attn.k_norm.weight')));
         }
         put(s + 7, d, plain(w('post_attention_layernorm.weight')));
-        put(s + 8, 2 * M * d, stacked([w('mlp.gate_proj.weight'), w('mlp.up_proj.weight')]));
+        matrix(s + 8, 2 * M * d, [`${p}mlp.gate_proj.weight`, `${p}mlp.up_proj.weight`]);
         if (c.mlpBias) put(s + 9, 2 * M, stacked([w('mlp.gate_proj.bias'), w('mlp.up_proj.bias')]));
-        put(s + 10, d * M, plain(w('mlp.down_proj.weight')));
+        matrix(s + 10, d * M, [`${p}mlp.down_proj.weight`]);
         if (c.mlpBias) put(s + 11, d, plain(w('mlp.down_proj.bias')));
       }
     });

@@ -2,18 +2,49 @@ import { ModelConfigError } from '../errors.ts';
 import { llamaWeights, type LlamaConfig } from './config.ts';
 
 /**
- * A model of the Llama family: its config and its weights, float32, by their Hugging Face names
- * ([out, in] row-major for a projection, as the checkpoint stores them). `revision` counts changes
- * to the weights, so the decode kernel copies them in again only after an update.
+ * A matrix kept in bfloat16, the checkpoint's own bits: half the memory of float32, and half the
+ * bytes a decode step streams. Its float32 values are exact (a bfloat16 is a float32's top half).
+ */
+export class Bfloat16Weight {
+  constructor(readonly bits: Uint16Array) {}
+
+  /** The top halves of float32 values that are bfloat16 values (as read from a BF16 tensor): exact. */
+  static of(values: Float32Array): Bfloat16Weight {
+    const wide = new Uint32Array(values.buffer, values.byteOffset, values.length);
+    const bits = new Uint16Array(values.length);
+    for (let i = 0; i < bits.length; i++) bits[i] = wide[i]! >>> 16;
+    return new Bfloat16Weight(bits);
+  }
+
+  get length(): number {
+    return this.bits.length;
+  }
+
+  toFloat32(): Float32Array {
+    const out = new Uint32Array(this.bits.length);
+    for (let i = 0; i < out.length; i++) out[i] = this.bits[i]! << 16;
+    return new Float32Array(out.buffer);
+  }
+}
+
+/** A weight as the model holds it: float32, or a bfloat16 matrix kept as such. */
+export type StoredWeight = Float32Array | Bfloat16Weight;
+
+/**
+ * A model of the Llama family: its config and its weights by their Hugging Face names ([out, in]
+ * row-major for a projection, as the checkpoint stores them), float32 or (matrices loaded from a
+ * bfloat16 checkpoint) bfloat16. `revision` counts changes to the weights, so the decode kernel
+ * copies them in again only after an update.
  */
 export class LlamaModel {
   revision = 0;
   /** The positions the model is run at (at most the config's max_position_embeddings). */
   readonly contextLength: number;
+  private readonly stores: Map<string, StoredWeight>;
 
   constructor(
     readonly config: LlamaConfig,
-    readonly weights: ReadonlyMap<string, Float32Array>,
+    weights: ReadonlyMap<string, StoredWeight>,
     options: { contextLength?: number } = {},
   ) {
     for (const spec of llamaWeights(config)) {
@@ -23,18 +54,54 @@ export class LlamaModel {
       if (w.length !== size)
         throw new ModelConfigError('weights', spec.name, `has ${w.length} values; [${spec.shape}] needs ${size}`);
     }
+    this.stores = new Map(weights);
     this.contextLength = Math.min(options.contextLength ?? DEFAULT_CONTEXT, config.maxPositions);
   }
 
-  weight(name: string): Float32Array {
-    const w = this.weights.get(name);
+  /** Every weight as it is held, by name. */
+  get weights(): ReadonlyMap<string, StoredWeight> {
+    return this.stores;
+  }
+
+  /** A weight as it is held (the decode kernel reads bfloat16 matrices as they are). */
+  stored(name: string): StoredWeight {
+    const w = this.stores.get(name);
     if (!w) throw new ModelConfigError('weights', name, 'is missing');
     return w;
   }
 
-  /** The vocabulary head's weights [V, d]: the embedding when tied. */
+  /** A weight's float32 values: for a bfloat16 matrix, a new widened copy (writing to it changes nothing: setWeight does). */
+  weight(name: string): Float32Array {
+    const w = this.stored(name);
+    return w instanceof Bfloat16Weight ? w.toFloat32() : w;
+  }
+
+  /** The vocabulary head's weights [V, d] as float32: the embedding when tied. */
   get head(): Float32Array {
     return this.weight(this.config.tieEmbeddings ? 'model.embed_tokens.weight' : 'lm_head.weight');
+  }
+
+  /** Replaces a weight's values (float32 from now on); the caller moves `revision` on. */
+  setWeight(name: string, values: Float32Array): void {
+    const w = this.stored(name);
+    if (values.length !== w.length)
+      throw new ModelConfigError('weights', name, `has ${w.length} values; ${values.length} were given`);
+    if (w instanceof Float32Array) w.set(values);
+    else this.stores.set(name, values.slice());
+  }
+
+  /** Whether every matrix is held in bfloat16 (the decode kernel then reads them so). */
+  get bfloat16(): boolean {
+    return llamaWeights(this.config).every(
+      (s) => s.shape.length === 1 || this.stores.get(s.name) instanceof Bfloat16Weight,
+    );
+  }
+
+  /** Bytes the weights take as held. */
+  get weightBytes(): number {
+    let n = 0;
+    for (const w of this.stores.values()) n += w instanceof Bfloat16Weight ? w.bits.byteLength : w.byteLength;
+    return n;
   }
 }
 

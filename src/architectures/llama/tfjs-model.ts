@@ -381,13 +381,15 @@ export class LlamaTfjs {
         const base = this.variables.get(name)!;
         const [out, inDim] = base.shape as [number, number];
         const pair = { A: (await A.data()) as Float32Array, B: (await B.data()) as Float32Array };
-        mergeLora((await base.data()) as Float32Array, pair, scale, out, inDim, this.model.weight(name));
+        const merged = new Float32Array(out * inDim);
+        mergeLora((await base.data()) as Float32Array, pair, scale, out, inDim, merged);
+        this.model.setWeight(name, merged);
       }
     } else {
       for (const [name, v] of this.variables) {
         if (!v.trainable) continue;
         const data = (await v.data()) as Float32Array;
-        this.model.weight(name).set(data);
+        this.model.setWeight(name, data);
       }
     }
     this.model.revision++;

@@ -5,8 +5,11 @@
 // its optional biases, Qwen3's per-head q/k RMSNorm, rotate-half rotary, append to each row's KV cache,
 // grouped-query attention, output projection, RMSNorm, SwiGLU MLP), the final norm and the vocabulary
 // head (the embedding when tied). The host (../decoder.ts) owns the memory: it writes the weights
-// once per policy version in the checkpoint's own layout ([out][in], row-major, float32), and each
-// step's rows; calls `step` once; reads the logits back.
+// once per policy version in the checkpoint's own layout ([out][in], row-major), and each step's
+// rows; calls `step` once; reads the logits back. The matrices (embedding, head, projections) are
+// float32, or bfloat16 kept as such (F_BF16: half the bytes a decode step streams), each value
+// widened to float32 as it is loaded (exact: a bfloat16 is a float32's top half), so a bfloat16
+// model's logits are the same bits as its float32 widening's. Norms, biases and rotary: float32.
 //
 // A row's numbers depend on that row alone, so its logits are the same bits in any batch: every
 // output of a matmul is one dot product (four lanes over k ascending, summed (l0 + l1) + (l2 + l3),
@@ -58,6 +61,7 @@ const F_QKV_BIAS: i32 = 1;
 const F_O_BIAS: i32 = 2;
 const F_MLP_BIAS: i32 = 4;
 const F_QK_NORM: i32 = 8;
+const F_BF16: i32 = 16; // the matrices are bfloat16
 
 // ---- a row of the step (i32 slots at `rows + 32·r`), as the GPT kernel's ----
 const R_NEW: i32 = 0;
@@ -68,11 +72,24 @@ const R_TOK: i32 = 5;
 const ROW_BYTES: i32 = 32;
 
 // ---- matmul: out[s][n] = (out[s][n] +) Σ_k x[s][k]·w[n][k] (+ b[n]), w row-major [N][K] ----
+// W is the weights' element type: f32, or u16 for bfloat16 (each instance compiled on its own, the
+// test on sizeof<W>() folded away).
+
+/** Four weights from k on, as float32 lanes (bfloat16: the 16 bits moved to the top). */
+@inline function wv<W>(w: usize, k: i32): v128 {
+  if (sizeof<W>() == 2) return i32x4.shl(v128.load16x4_u(w + (<usize>k << 1)), 16);
+  return v128.load(w + (<usize>k << 2));
+}
+/** One weight as float32. */
+@inline function ws<W>(w: usize, k: i32): f32 {
+  if (sizeof<W>() == 2) return reinterpret<f32>(<u32>load<u16>(w + (<usize>k << 1)) << 16);
+  return load<f32>(w + (<usize>k << 2));
+}
 
 /** A dot product's chain finished: its lanes summed, then the tail of k (past the last multiple of 4) in order. */
-@inline function finish(acc: v128, x: usize, w: usize, K4: i32, K: i32): f32 {
+@inline function finish<W>(acc: v128, x: usize, w: usize, K4: i32, K: i32): f32 {
   let s = hsum(acc);
-  for (let k = K4; k < K; k++) s += load<f32>(at(x, k)) * load<f32>(at(w, k));
+  for (let k = K4; k < K; k++) s += load<f32>(at(x, k)) * ws<W>(w, k);
   return s;
 }
 
@@ -86,9 +103,9 @@ const ROW_BYTES: i32 = 32;
  * 2 columns (8 chains at once), else 1 row × 4 columns (a decode step of one row streams the weights
  * once); each chain is the same arithmetic in every block, so a row's result does not depend on its block.
  */
-function matmul(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32, bias: usize, out: usize, os: i32, resid: bool): void {
+function matmul<W>(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32, bias: usize, out: usize, os: i32, resid: bool): void {
   const K4 = K & ~3;
-  const wRow = <usize>K << 2;
+  const wRow = <usize>K * sizeof<W>();
   const xRow = <usize>xs << 2;
   let s = 0;
   for (; s + 4 <= S; s += 4) {
@@ -108,7 +125,7 @@ function matmul(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32, bi
       let a20 = f32x4.splat(0), a21 = f32x4.splat(0), a30 = f32x4.splat(0), a31 = f32x4.splat(0);
       for (let k = 0; k < K4; k += 4) {
         const o = <usize>k << 2;
-        const b0 = v128.load(w0 + o), b1 = v128.load(w1 + o);
+        const b0 = wv<W>(w0, k), b1 = wv<W>(w1, k);
         let c = v128.load(x0 + o);
         a00 = f32x4.add(a00, f32x4.mul(c, b0)); a01 = f32x4.add(a01, f32x4.mul(c, b1));
         c = v128.load(x1 + o);
@@ -118,30 +135,30 @@ function matmul(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32, bi
         c = v128.load(x3 + o);
         a30 = f32x4.add(a30, f32x4.mul(c, b0)); a31 = f32x4.add(a31, f32x4.mul(c, b1));
       }
-      emit(at(o0, n), finish(a00, x0, w0, K4, K), bias, n, resid);
-      emit(at(o0, n + 1), finish(a01, x0, w1, K4, K), bias, n + 1, resid);
-      emit(at(o1, n), finish(a10, x1, w0, K4, K), bias, n, resid);
-      emit(at(o1, n + 1), finish(a11, x1, w1, K4, K), bias, n + 1, resid);
-      emit(at(o2, n), finish(a20, x2, w0, K4, K), bias, n, resid);
-      emit(at(o2, n + 1), finish(a21, x2, w1, K4, K), bias, n + 1, resid);
-      emit(at(o3, n), finish(a30, x3, w0, K4, K), bias, n, resid);
-      emit(at(o3, n + 1), finish(a31, x3, w1, K4, K), bias, n + 1, resid);
+      emit(at(o0, n), finish<W>(a00, x0, w0, K4, K), bias, n, resid);
+      emit(at(o0, n + 1), finish<W>(a01, x0, w1, K4, K), bias, n + 1, resid);
+      emit(at(o1, n), finish<W>(a10, x1, w0, K4, K), bias, n, resid);
+      emit(at(o1, n + 1), finish<W>(a11, x1, w1, K4, K), bias, n + 1, resid);
+      emit(at(o2, n), finish<W>(a20, x2, w0, K4, K), bias, n, resid);
+      emit(at(o2, n + 1), finish<W>(a21, x2, w1, K4, K), bias, n + 1, resid);
+      emit(at(o3, n), finish<W>(a30, x3, w0, K4, K), bias, n, resid);
+      emit(at(o3, n + 1), finish<W>(a31, x3, w1, K4, K), bias, n + 1, resid);
     }
     for (; n < N; n++) {
       const w0 = w + <usize>n * wRow;
       let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
       for (let k = 0; k < K4; k += 4) {
         const o = <usize>k << 2;
-        const b0 = v128.load(w0 + o);
+        const b0 = wv<W>(w0, k);
         a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + o), b0));
         a1 = f32x4.add(a1, f32x4.mul(v128.load(x1 + o), b0));
         a2 = f32x4.add(a2, f32x4.mul(v128.load(x2 + o), b0));
         a3 = f32x4.add(a3, f32x4.mul(v128.load(x3 + o), b0));
       }
-      emit(at(o0, n), finish(a0, x0, w0, K4, K), bias, n, resid);
-      emit(at(o1, n), finish(a1, x1, w0, K4, K), bias, n, resid);
-      emit(at(o2, n), finish(a2, x2, w0, K4, K), bias, n, resid);
-      emit(at(o3, n), finish(a3, x3, w0, K4, K), bias, n, resid);
+      emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
+      emit(at(o1, n), finish<W>(a1, x1, w0, K4, K), bias, n, resid);
+      emit(at(o2, n), finish<W>(a2, x2, w0, K4, K), bias, n, resid);
+      emit(at(o3, n), finish<W>(a3, x3, w0, K4, K), bias, n, resid);
     }
   }
   for (; s < S; s++) {
@@ -157,26 +174,31 @@ function matmul(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32, bi
       for (let k = 0; k < K4; k += 4) {
         const o = <usize>k << 2;
         const c = v128.load(x0 + o);
-        a0 = f32x4.add(a0, f32x4.mul(c, v128.load(w0 + o)));
-        a1 = f32x4.add(a1, f32x4.mul(c, v128.load(w1 + o)));
-        a2 = f32x4.add(a2, f32x4.mul(c, v128.load(w2 + o)));
-        a3 = f32x4.add(a3, f32x4.mul(c, v128.load(w3 + o)));
+        a0 = f32x4.add(a0, f32x4.mul(c, wv<W>(w0, k)));
+        a1 = f32x4.add(a1, f32x4.mul(c, wv<W>(w1, k)));
+        a2 = f32x4.add(a2, f32x4.mul(c, wv<W>(w2, k)));
+        a3 = f32x4.add(a3, f32x4.mul(c, wv<W>(w3, k)));
       }
-      emit(at(o0, n), finish(a0, x0, w0, K4, K), bias, n, resid);
-      emit(at(o0, n + 1), finish(a1, x0, w1, K4, K), bias, n + 1, resid);
-      emit(at(o0, n + 2), finish(a2, x0, w2, K4, K), bias, n + 2, resid);
-      emit(at(o0, n + 3), finish(a3, x0, w3, K4, K), bias, n + 3, resid);
+      emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
+      emit(at(o0, n + 1), finish<W>(a1, x0, w1, K4, K), bias, n + 1, resid);
+      emit(at(o0, n + 2), finish<W>(a2, x0, w2, K4, K), bias, n + 2, resid);
+      emit(at(o0, n + 3), finish<W>(a3, x0, w3, K4, K), bias, n + 3, resid);
     }
     for (; n < N; n++) {
       const w0 = w + <usize>n * wRow;
       let a0 = f32x4.splat(0);
       for (let k = 0; k < K4; k += 4) {
         const o = <usize>k << 2;
-        a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + o), v128.load(w0 + o)));
+        a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + o), wv<W>(w0, k)));
       }
-      emit(at(o0, n), finish(a0, x0, w0, K4, K), bias, n, resid);
+      emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
     }
   }
+}
+
+/** n bfloat16 values at `src` as float32 at `out` (an embedding row). */
+function widen(src: usize, n: i32, out: usize): void {
+  for (let k = 0; k < n; k++) store<f32>(at(out, k), ws<u16>(src, k));
 }
 
 // ---- row-wise pieces ----
@@ -289,6 +311,29 @@ export function step(
   T: i32,
   sync: usize,
 ): void {
+  if (slot(model, M_FLAGS) & F_BF16) stepOf<u16>(model, rows, R, tokens, S, out, scratch, C, t, T, sync);
+  else stepOf<f32>(model, rows, R, tokens, S, out, scratch, C, t, T, sync);
+}
+
+/**
+ * `step` with the matrices' element type W (f32, or u16 for bfloat16): one instance of each. (A
+ * single step branching on the dtype at each matmul gave other bits on two threads than on one
+ * while V8 ran it on its baseline compiler, Liftoff; the cause was not found, and the float32
+ * instance is the code that always gave the same bits.)
+ */
+function stepOf<W>(
+  model: usize,
+  rows: usize,
+  R: i32,
+  tokens: usize,
+  S: i32,
+  out: usize,
+  scratch: usize,
+  C: i32,
+  t: i32,
+  T: i32,
+  sync: usize,
+): void {
   carve(model, scratch, S, R, C, T);
   const d = slot(model, M_D);
   const H = slot(model, M_H);
@@ -310,7 +355,6 @@ export function step(
   const cosT = ptr(model, M_COS);
   const sinT = ptr(model, M_SIN);
   const embed = ptr(model, M_EMBED);
-  const rowBytes = <usize>d << 2;
   const kvBytes = <usize>kw << 2;
   const scores = at(sScores, t * (C + 8));
   const s0 = first(S, t, T);
@@ -322,8 +366,10 @@ export function step(
     const n = slot(row, R_NEW);
     const tok = at(tokens, slot(row, R_TOK));
     for (let j = 0; j < n; j++) {
-      if (s + j >= s0 && s + j < s1)
-        memory.copy(at(sX, (s + j) * d8), embed + <usize>load<i32>(at(tok, j)) * rowBytes, rowBytes);
+      if (s + j < s0 || s + j >= s1) continue;
+      const id = <usize>load<i32>(at(tok, j));
+      if (sizeof<W>() == 2) widen(embed + id * (<usize>d << 1), d, at(sX, (s + j) * d8));
+      else memory.copy(at(sX, (s + j) * d8), embed + id * (<usize>d << 2), <usize>d << 2);
     }
     s += n;
   }
@@ -335,7 +381,7 @@ export function step(
     const lp = at(model, M_LAYERS + l * LAYER_SLOTS);
     for (let i = s0; i < s1; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_ATTN_NORM), eps);
     barrier(sync, T);
-    matmul(sH, d8, S, d, ptr(lp, L_WQKV), colFrom(nQkv, t, T), colTo(nQkv, t, T), flags & F_QKV_BIAS ? ptr(lp, L_BQKV) : 0, sQKV, qkv8, false);
+    matmul<W>(sH, d8, S, d, ptr(lp, L_WQKV), colFrom(nQkv, t, T), colTo(nQkv, t, T), flags & F_QKV_BIAS ? ptr(lp, L_BQKV) : 0, sQKV, qkv8, false);
     barrier(sync, T);
     // The rotary and the cache writes, a token at a time: this thread's tokens.
     s = 0;
@@ -391,15 +437,15 @@ export function step(
       s += n;
     }
     barrier(sync, T);
-    matmul(sCtx, ctx8, S, qw, ptr(lp, L_WO), colFrom(d, t, T), colTo(d, t, T), flags & F_O_BIAS ? ptr(lp, L_BO) : 0, sX, d8, true);
+    matmul<W>(sCtx, ctx8, S, qw, ptr(lp, L_WO), colFrom(d, t, T), colTo(d, t, T), flags & F_O_BIAS ? ptr(lp, L_BO) : 0, sX, d8, true);
     barrier(sync, T);
     for (let i = s0; i < s1; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_MLP_NORM), eps);
     barrier(sync, T);
-    matmul(sH, d8, S, d, ptr(lp, L_WGU), colFrom(2 * M, t, T), colTo(2 * M, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BGU) : 0, sMlp, m8, false);
+    matmul<W>(sH, d8, S, d, ptr(lp, L_WGU), colFrom(2 * M, t, T), colTo(2 * M, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BGU) : 0, sMlp, m8, false);
     barrier(sync, T);
     for (let i = s0; i < s1; i++) swiglu(at(sMlp, i * m8), M);
     barrier(sync, T);
-    matmul(sMlp, m8, S, M, ptr(lp, L_WD), colFrom(d, t, T), colTo(d, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BD) : 0, sX, d8, true);
+    matmul<W>(sMlp, m8, S, M, ptr(lp, L_WD), colFrom(d, t, T), colTo(d, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BD) : 0, sX, d8, true);
     barrier(sync, T);
   }
 
@@ -421,6 +467,6 @@ export function step(
     s += n;
   }
   barrier(sync, T);
-  matmul(sLast, d8, R, d, ptr(model, M_HEAD), colFrom(V, t, T), colTo(V, t, T), 0, out, ceil8(V), false);
+  matmul<W>(sLast, d8, R, d, ptr(model, M_HEAD), colFrom(V, t, T), colTo(V, t, T), 0, out, ceil8(V), false);
   barrier(sync, T);
 }
