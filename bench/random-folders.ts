@@ -43,6 +43,19 @@ export const SHAPES: { [name: string]: TinyFolder } = {
     maxPositions: 40960,
     dtype: 'BF16',
   },
+  /** Qwen3-1.7B's shape in BF16 (1.72B parameters, tied): past what float32 fits in the decode kernel's 4 GiB. */
+  'qwen3-1.7b-bf16': {
+    architecture: 'Qwen3ForCausalLM',
+    hidden: 2048,
+    layers: 28,
+    heads: 16,
+    kvHeads: 8,
+    headDim: 128,
+    intermediate: 6144,
+    seed: 1,
+    maxPositions: 40960,
+    dtype: 'BF16',
+  },
   'smollm2-135m-body': {
     architecture: 'LlamaForCausalLM',
     hidden: 576,

@@ -3,7 +3,14 @@ import { lstat, readFile, stat } from 'node:fs/promises';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { basename, join } from 'node:path';
 import { ModelConfigError } from '../architectures/errors.ts';
-import { llamaConfigFromHf, llamaWeights, tokenIdList, type LlamaConfig } from '../architectures/llama/config.ts';
+import {
+  kernelWeightBytes,
+  llamaConfigFromHf,
+  llamaWeights,
+  MAX_KERNEL_WEIGHT_BYTES,
+  tokenIdList,
+  type LlamaConfig,
+} from '../architectures/llama/config.ts';
 import { Bfloat16Weight, LlamaModel, type StoredWeight } from '../architectures/llama/model.ts';
 import { isFloatDtype, type FloatDtype } from '../formats/dtype.ts';
 import { readSafetensorsHeader, readTensorBytes, tensorValues, type TensorEntry } from '../formats/safetensors.ts';
@@ -49,7 +56,25 @@ export interface HfChat {
 export async function openHfFolder(dir: string): Promise<HfFolder> {
   const chat = await openHfChat(dir);
   const weights = await indexWeights(dir, chat.config);
+  checkKernelFits(dir, chat.config, weights, 'auto');
   return { ...chat, weights, dtype: matrixDtype(weights) };
+}
+
+/**
+ * Refuses, before a weight is read, a model whose weights would not fit the decode kernel's memory
+ * as they would be held (BF16 matrices in bfloat16 unless widened), with the numbers.
+ */
+function checkKernelFits(dir: string, config: LlamaConfig, weights: Map<string, TensorEntry>, dtype: LoadDtype): void {
+  const keep16 = (name: string) => dtype === 'auto' && weights.get(name)?.dtype === 'BF16';
+  const bytes = kernelWeightBytes(config, keep16);
+  if (bytes <= MAX_KERNEL_WEIGHT_BYTES) return;
+  const held = dtype === 'auto' && matrixDtype(weights) === 'BF16' ? 'its matrices in bfloat16' : 'in float32';
+  const gb = (n: number) => (n / 1e9).toFixed(2);
+  throw new ModelConfigError(
+    join(dir, 'config.json'),
+    null,
+    `the weights take ${gb(bytes)} GB held ${held}; the decode kernel's WebAssembly memory (4 GiB) holds at most ${gb(MAX_KERNEL_WEIGHT_BYTES)} GB of them beside the KV caches: about 900M parameters in float32, 1.8B in bfloat16 (a BF16 checkpoint loaded as it is)`,
+  );
 }
 
 /** A folder's config, tokenizer and template, read and checked; its weights are not looked at. */
@@ -246,6 +271,7 @@ export async function loadHfModel(
   folder: HfFolder,
   options: { contextLength?: number; dtype?: LoadDtype } = {},
 ): Promise<{ model: LlamaModel; hash: string }> {
+  checkKernelFits(folder.dir, folder.config, folder.weights, options.dtype ?? 'auto');
   const h = await ModelHasher.of(folder.dir);
   const weights = new Map<string, StoredWeight>();
   for (const [name, entry] of folder.weights) {

@@ -14,6 +14,7 @@ import {
   HF_CHECKPOINT_FILE,
   HF_CHECKPOINT_FORMAT,
   loadModelDir,
+  openModelDir,
   readHfCheckpoint,
   type HfCheckpointJson,
 } from '../hf/checkpoint.ts';
@@ -106,6 +107,7 @@ export class HfTrainable implements TrainablePolicy {
     dir: string,
     options: { id?: string; contextLength?: number; lora?: LoraRequest; seed?: number; valueHead?: boolean } = {},
   ): Promise<HfTrainable> {
+    checkTfjsHeapFits(parameterCount((await openModelDir(dir)).folder.config), tf.getBackend(), dir);
     const loaded = await loadModelDir(dir, { contextLength: options.contextLength, keepBase: true });
     const { folder, model, checkpoint } = loaded;
     let net: LlamaTfjs;
@@ -322,6 +324,28 @@ const WASM_FULL_FINE_TUNING_BYTES = 2 ** 30;
  * two moments), before any activation. Past what the wasm backend's heap holds, the first step would
  * die as "memory access out of bounds", far from its cause: refused here, with what would fit.
  */
+/**
+ * The wasm backend's heap (4 GiB) holds the model in float32 while it trains, LoRA or not: at most
+ * this many bytes of weights, beside the activations (Qwen3-0.6B's 2.4 GB trains; measured in
+ * docs/benchmarks.md).
+ */
+const WASM_TRAINING_WEIGHT_BYTES = 3_200_000_000;
+
+/**
+ * Training (LoRA too: the frozen base is a float32 copy in the tensor backend) refused up front
+ * when the wasm heap cannot hold the weights, with the numbers: a BF16 model that the decode kernel
+ * runs may still be too big to train here.
+ */
+export function checkTfjsHeapFits(parameters: number, backend: string, dir: string): void {
+  const bytes = 4 * parameters;
+  if (backend !== 'wasm' || bytes <= WASM_TRAINING_WEIGHT_BYTES) return;
+  throw new TrainingError(
+    `training ${dir} (${(parameters / 1e6).toFixed(0)}M parameters) holds its weights in float32 in the tensor backend: ` +
+      `${(bytes / 1e9).toFixed(1)} GB; the wasm backend's 4 GiB heap holds about ${Math.floor(WASM_TRAINING_WEIGHT_BYTES / 4 / 1e6)}M parameters ` +
+      'beside the activations: use a GPU backend (--backend tensorflow-gpu or webgpu) or a smaller model (generating and serving it works)',
+  );
+}
+
 export function checkFullFineTuningFits(parameters: number, backend: string, dir: string): void {
   const bytes = 16 * parameters;
   if (backend !== 'wasm' || bytes <= WASM_FULL_FINE_TUNING_BYTES) return;

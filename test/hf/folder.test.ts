@@ -446,14 +446,14 @@ test('sizes past the limits, and sizes that are not positive integers, are refus
 
 test('a config whose parameter count is over MAX_WEIGHT_FLOATS is refused before any weight (or the tokenizer) is read', async (t) => {
   const dir = await withConfig((c) => {
-    c.hidden_size = 8192; // the embedding alone: 151,936 × 8,192 = 1.24 × 10⁹ floats
+    c.hidden_size = 16384; // the embedding alone: 151,936 × 16,384 = 2.49 × 10⁹ floats
   });
   // Neither the weights nor the tokenizer could be read: the refusal comes first.
   await replaceFile(join(dir, 'model.safetensors'), 'not a safetensors file');
   await writeFile(join(dir, 'tokenizer.json'), 'not JSON');
   const count = parameterCount({
     ...llamaConfigFromHf(JSON.parse(await readFile(join(base, 'config.json'), 'utf8')), 'config.json'),
-    hiddenSize: 8192,
+    hiddenSize: 16384,
   });
   t.true(count > MAX_WEIGHT_FLOATS);
   await refused(
@@ -462,7 +462,9 @@ test('a config whose parameter count is over MAX_WEIGHT_FLOATS is refused before
     ModelConfigError,
     join(dir, 'config.json'),
     null,
-    new RegExp(`the model has ${count} parameters; this build runs models of at most ${MAX_WEIGHT_FLOATS}`),
+    new RegExp(
+      `the model has ${count} parameters; this build runs models of at most ${MAX_WEIGHT_FLOATS} \\(in bfloat16`,
+    ),
   );
 });
 

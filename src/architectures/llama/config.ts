@@ -61,11 +61,23 @@ export const LLAMA_LIMITS = {
 } as const;
 
 /**
- * The most float32 values a model's weights may hold: the decode kernel keeps them in WebAssembly
- * memory, which is at most 4 GiB with room for the KV caches (about 900M parameters: Qwen3-0.6B,
- * Qwen2.5-0.5B and SmolLM2-360M fit; Llama 3.2 1B does not).
+ * Bytes of weights the decode kernel can hold: its WebAssembly memory is at most 4 GiB, and the KV
+ * caches and a step's scratch need the rest. Float32 weights take 4 bytes a parameter (about 900M
+ * parameters: Qwen3-0.6B, Qwen2.5-0.5B, SmolLM2-360M), bfloat16 matrices 2 (about 1.8B: Qwen3-1.7B,
+ * SmolLM2-1.7B; Llama 3.2 3B does not fit). Checked once a folder's dtypes are known (kernelWeightBytes).
  */
-export const MAX_WEIGHT_FLOATS = 900_000_000;
+export const MAX_KERNEL_WEIGHT_BYTES = 3_600_000_000;
+
+/** The most parameters a config may declare, checked before anything is read: its weights in bfloat16 within MAX_KERNEL_WEIGHT_BYTES. */
+export const MAX_WEIGHT_FLOATS = MAX_KERNEL_WEIGHT_BYTES / 2;
+
+/** Bytes the decode kernel holds the weights in: 2 a value for the matrices `bf16` says are kept in bfloat16, else 4. */
+export function kernelWeightBytes(config: LlamaConfig, bf16: (name: string) => boolean): number {
+  return llamaWeights(config).reduce((n, w) => {
+    const size = w.shape.reduce((a, b) => a * b, 1);
+    return n + size * (w.shape.length === 2 && bf16(w.name) ? 2 : 4);
+  }, 0);
+}
 
 /** The keys each architecture's Transformers config defaults, where a checkpoint's config.json leaves them out. */
 const DEFAULTS: {
@@ -158,7 +170,7 @@ export function llamaConfigFromHf(json: unknown, file: string): LlamaConfig {
   if (floats > MAX_WEIGHT_FLOATS)
     throw fail(
       null,
-      `the model has ${floats} parameters; this build runs models of at most ${MAX_WEIGHT_FLOATS} (its decode kernel's 4 GiB of WebAssembly memory)`,
+      `the model has ${floats} parameters; this build runs models of at most ${MAX_WEIGHT_FLOATS} (in bfloat16, in its decode kernel's 4 GiB of WebAssembly memory)`,
     );
   return config;
 }

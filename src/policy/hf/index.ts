@@ -5,7 +5,7 @@
  *
  *   const policy = await loadHfPolicy('./Qwen3-0.6B');            // a BatchPolicy: rollout({ policy, … })
  *   const folder = await openHfFolder('./Qwen3-0.6B');            // config, tokenizer, template, weight index
- *   const { model } = await loadHfModel(folder);                  // float32 weights
+ *   const { model } = await loadHfModel(folder);                  // float32 weights (BF16 matrices kept 16-bit)
  *   await exportGguf(folder, model, 'qwen3.gguf', 'F32');
  *   const { model: tuned } = await loadModelDir('./runs/grpo/final');  // a checkpoint: LoRA adapters merged
  */
@@ -41,14 +41,16 @@ export { HfFolderError, ChatTemplateError } from '../../hf/errors.ts';
 export {
   LLAMA_ARCHITECTURES,
   LLAMA_LORA_TARGETS,
+  MAX_KERNEL_WEIGHT_BYTES,
   MAX_WEIGHT_FLOATS,
+  kernelWeightBytes,
   llamaConfigFromHf,
   llamaWeights,
   parameterCount,
   type LlamaArchitecture,
   type LlamaConfig,
 } from '../../architectures/llama/config.ts';
-export { LlamaModel } from '../../architectures/llama/model.ts';
+export { Bfloat16Weight, LlamaModel, type StoredWeight } from '../../architectures/llama/model.ts';
 export { LlamaDecoder } from '../../architectures/llama/decoder.ts';
 export { ModelConfigError } from '../../architectures/errors.ts';
 export { generateOnKernel, type GenerateRequest, type GenerateResult } from '../../architectures/generation.ts';
