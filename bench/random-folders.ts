@@ -12,6 +12,19 @@ import { writeTinyFolder, type TinyFolder } from '../test/helpers/hf-folder.ts';
 
 export const BENCH_CACHE = join(homedir(), '.cache', 'agent-r1', 'bench');
 
+/** Qwen3-0.6B's shape (596M parameters, tied), in F32. */
+const QWEN3_0_6B: TinyFolder = {
+  architecture: 'Qwen3ForCausalLM',
+  hidden: 1024,
+  layers: 28,
+  heads: 16,
+  kvHeads: 8,
+  headDim: 128,
+  intermediate: 3072,
+  seed: 1,
+  maxPositions: 40960,
+};
+
 /**
  * The shapes: Qwen3-0.6B's (hidden 1024, 28 layers, 16 heads, 8 KV heads, head 128, MLP 3072, tied;
  * 596 M parameters), SmolLM2-135M's body (hidden 576, 30 layers, 9 heads, 3 KV heads, MLP 1536, tied)
@@ -19,30 +32,9 @@ export const BENCH_CACHE = join(homedir(), '.cache', 'agent-r1', 'bench');
  * would make 135 M), and the tests' tiny one.
  */
 export const SHAPES: { [name: string]: TinyFolder } = {
-  'qwen3-0.6b': {
-    architecture: 'Qwen3ForCausalLM',
-    hidden: 1024,
-    layers: 28,
-    heads: 16,
-    kvHeads: 8,
-    headDim: 128,
-    intermediate: 3072,
-    seed: 1,
-    maxPositions: 40960,
-  },
+  'qwen3-0.6b': QWEN3_0_6B,
   /** Qwen3-0.6B's shape in BF16, as Qwen publishes it: the matrices stay 16-bit in memory and in the decode kernel. */
-  'qwen3-0.6b-bf16': {
-    architecture: 'Qwen3ForCausalLM',
-    hidden: 1024,
-    layers: 28,
-    heads: 16,
-    kvHeads: 8,
-    headDim: 128,
-    intermediate: 3072,
-    seed: 1,
-    maxPositions: 40960,
-    dtype: 'BF16',
-  },
+  'qwen3-0.6b-bf16': { ...QWEN3_0_6B, dtype: 'BF16' },
   /** Qwen3-1.7B's shape in BF16 (1.72B parameters, tied): past what float32 fits in the decode kernel's 4 GiB. */
   'qwen3-1.7b-bf16': {
     architecture: 'Qwen3ForCausalLM',
