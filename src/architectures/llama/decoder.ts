@@ -152,26 +152,22 @@ export class LlamaDecoder extends KernelHost {
     const { hiddenSize: d, numHeads: H, numKvHeads: Hkv, headDim: dh, intermediateSize: M, vocabSize: V } = c;
     const rope = ropeTables(c, m.contextLength);
     const plain = (x: Float32Array) => (f: Float32Array) => f.set(x);
-    const stacked = (parts: Float32Array[]) => (f: Float32Array) => {
-      let at = 0;
-      for (const p of parts) {
-        f.set(p, at);
-        at += p.length;
-      }
-    };
+    const stacked =
+      <A extends Float32Array | Uint16Array>(parts: A[]) =>
+      (f: A) => {
+        let at = 0;
+        for (const p of parts) {
+          f.set(p, at);
+          at += p.length;
+        }
+      };
     // The matrices in bfloat16 when the model holds every one so, else all in float32.
     const bf16 = m.bfloat16;
-    const halves = (names: string[]) => (u: Uint16Array) => {
-      let at = 0;
-      for (const name of names) {
-        const { bits } = m.stored(name) as Bfloat16Weight;
-        u.set(bits, at);
-        at += bits.length;
-      }
-    };
     this.writeModel(M_LAYERS + c.numLayers * LAYER_SLOTS, (table, put, put16) => {
       const matrix = (slot: number, size: number, names: string[]) =>
-        bf16 ? put16(slot, size, halves(names)) : put(slot, size, stacked(names.map((n) => m.weight(n))));
+        bf16
+          ? put16(slot, size, stacked(names.map((n) => (m.stored(n) as Bfloat16Weight).bits)))
+          : put(slot, size, stacked(names.map((n) => m.weight(n))));
       table.set([d, H, Hkv, dh, c.numLayers, M, V], 0);
       table[7] =
         (c.qkvBias ? FLAG_QKV_BIAS : 0) |
