@@ -11,6 +11,7 @@ import { makeDir } from '../core/make-dir.ts';
 import type { FloatDtype } from '../formats/dtype.ts';
 import type { TemplateMessage, TemplateTool } from '../hf/chat-template.ts';
 import { loadModelDir, openModelDir, readHfCheckpoint } from '../hf/checkpoint.ts';
+import type { LoadDtype } from '../hf/folder.ts';
 import { ExportOverwritesInputError, HfFolderError } from '../hf/errors.ts';
 import { exportGguf, exportHf } from '../hf/export.ts';
 import { actionFormatOf } from '../policy/hf/hf-policy.ts';
@@ -45,10 +46,10 @@ export interface ModelHandle {
   export(format: 'gguf' | 'hf', out: string, dtype?: FloatDtype): Promise<void>;
 }
 
-export async function openModel(spec: string): Promise<ModelHandle> {
-  if (spec.startsWith('hf:')) return hfHandle(spec, spec.slice('hf:'.length));
+export async function openModel(spec: string, options: { dtype?: LoadDtype } = {}): Promise<ModelHandle> {
+  if (spec.startsWith('hf:')) return hfHandle(spec, spec.slice('hf:'.length), options.dtype);
   if (spec.startsWith('ckpt:') && (await readHfCheckpoint(spec.slice('ckpt:'.length))))
-    return hfHandle(spec, spec.slice('ckpt:'.length));
+    return hfHandle(spec, spec.slice('ckpt:'.length), options.dtype);
   if (spec.startsWith('ckpt:')) {
     const { loadCheckpoint } = await import('../policy/tfjs/checkpoint.ts');
     const { initBackend } = await import('../policy/tfjs/backend.ts');
@@ -144,10 +145,10 @@ function within(path: string, folder: string): boolean {
 }
 
 /** A Hugging Face folder or checkpoint (LoRA adapters merged into their base when the weights are needed). */
-async function hfHandle(spec: string, dir: string): Promise<ModelHandle> {
+async function hfHandle(spec: string, dir: string, dtype?: LoadDtype): Promise<ModelHandle> {
   const { folder, checkpoint } = await openModelDir(dir);
   let loaded: LlamaModel | undefined;
-  const model = async () => (loaded ??= (await loadModelDir(dir)).model);
+  const model = async () => (loaded ??= (await loadModelDir(dir, { dtype })).model);
   const c = folder.config;
   const template = () => {
     if (!folder.template)

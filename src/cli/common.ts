@@ -8,6 +8,7 @@ import type { Scenario } from '../scenario/scenario.ts';
 import { MAX_TRAIN_THREADS } from '../rollout/worker-count.ts';
 import { terminalText } from './terminal-text.ts';
 import { readHfCheckpoint } from '../hf/checkpoint.ts';
+import type { LoadDtype } from '../hf/folder.ts';
 
 export { EXIT_FAILED, EXIT_USAGE } from './exit-codes.ts';
 
@@ -36,6 +37,16 @@ export function finiteNumber(value: string): number {
   const n = Number(value);
   if (value.trim() === '' || !Number.isFinite(n)) throw new InvalidArgumentError('expected a number');
   return n;
+}
+
+/** `--dtype` of a command that loads a Hugging Face model: how its weights are held. */
+export const LOAD_DTYPE_HELP =
+  "how a Hugging Face model's weights are held: auto (BF16 matrices stay 16-bit: half the memory) or f32 (all widened; the same logits, bit for bit)";
+
+export function loadDtype(value: string): LoadDtype {
+  if (value === 'auto') return 'auto';
+  if (value.toLowerCase() === 'f32') return 'F32';
+  throw new InvalidArgumentError('expected auto or f32');
 }
 
 /** Whether `--init` names a Hugging Face model: hf:DIR, or ckpt:DIR of one trained here. */

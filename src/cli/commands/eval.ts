@@ -108,7 +108,7 @@ async function evalAgent(flags: EvalFlags & { agent: string }, command: Command)
   const tasks = await readTasksFile(tasksFile);
   // Before the model loads: a file without the split is refused at once.
   tasksOfSplit(tasks, flags.split, tasksFile, EVAL_SPLIT_PURPOSE);
-  const policy = await loadServedPolicy(flags.policy, { temperature: flags.temperature });
+  const policy = await loadServedPolicy(flags.policy, { temperature: flags.temperature, dtype: flags.dtype });
   process.stderr.write(`agent: ${agent.file} (version ${agent.version}), ${flags.split} tasks from ${tasksFile}\n`);
   const { records, summary } = await evaluateAgent({
     agent,

@@ -5,7 +5,8 @@ import { exportModel, openModel } from '../../app/models.ts';
 import { AgentR1Error, UsageError } from '../../core/errors.ts';
 import type { FloatDtype } from '../../formats/dtype.ts';
 import type { TemplateMessage, TemplateTool } from '../../hf/chat-template.ts';
-import { nonNegativeInt, nonNegativeNumber, positiveInt, printJson } from '../common.ts';
+import { LOAD_DTYPE_HELP, loadDtype, nonNegativeInt, nonNegativeNumber, positiveInt, printJson } from '../common.ts';
+import type { LoadDtype } from '../../hf/folder.ts';
 
 /** A messages or tools file that is not what the command reads. */
 class ConversationFileError extends AgentR1Error {
@@ -150,6 +151,7 @@ export function register(program: Command): void {
     .requiredOption('--max-new-tokens <n>', 'the most tokens to generate', positiveInt)
     .option('--temperature <t>', 'sampling temperature (0: greedy)', nonNegativeNumber, 0)
     .option('--seed <n>', "the sampler's seed (temperature > 0)", nonNegativeInt, 0)
+    .option('--dtype <d>', LOAD_DTYPE_HELP, loadDtype)
     .option('--json', 'print {"ids", "logprobs", "text"} as the last stdout line')
     .action(
       async (flags: {
@@ -160,13 +162,14 @@ export function register(program: Command): void {
         maxNewTokens: number;
         temperature: number;
         seed: number;
+        dtype?: LoadDtype;
         json?: boolean;
       }) => {
         if ((flags.promptIds === undefined) === (flags.messages === undefined))
           throw new UsageError('give the prompt as one of --prompt-ids or --messages');
         if (flags.tools !== undefined && flags.messages === undefined)
           throw new UsageError('--tools goes with --messages');
-        const handle = await openModel(flags.model);
+        const handle = await openModel(flags.model, { dtype: flags.dtype });
         const prompt =
           flags.promptIds ??
           handle.tokenize(handle.render(await readMessages(flags.messages!), await readTools(flags.tools), true));

@@ -19,12 +19,15 @@ import {
   formatSummary,
   integer,
   keyValue,
+  LOAD_DTYPE_HELP,
+  loadDtype,
   nonNegativeInt,
   nonNegativeNumber,
   positiveInt,
   printJson,
   scenarioFromFlags,
 } from '../common.ts';
+import type { LoadDtype } from '../../hf/folder.ts';
 import { canRunInWorkers, workerThreads } from '../../rollout/worker-threads.ts';
 import { capWorkers, MAX_WORKERS } from '../../rollout/worker-count.ts';
 import { availableParallelism } from 'node:os';
@@ -55,6 +58,7 @@ export interface RolloutFlags extends QueueFlags {
   maxTotalTokens?: number;
   context?: string;
   temperature?: number;
+  dtype?: LoadDtype;
   out?: string;
   force?: boolean;
   json?: boolean;
@@ -117,6 +121,7 @@ export function rolloutOptions(
       "a checkpoint policy's sampling temperature instead of the one it was saved with (0: greedy, as the paper table evaluates)",
       nonNegativeNumber,
     )
+    .option('--dtype <d>', LOAD_DTYPE_HELP, loadDtype)
     .option('--force', 'overwrite the records of an existing --out run directory')
     .option('--json', 'print the summary as JSON on the last stdout line');
   queueOptions(command, { resume: true });
@@ -134,7 +139,10 @@ export async function runRolloutCommand(
   const scenario = await scenarioFromFlags(flags);
   checkSplit(scenario, flags.split);
   const context = contextSetting(scenario, flags.context);
-  const policy = await resolvePolicy(flags.policy, scenario, flags.seed, { temperature: flags.temperature });
+  const policy = await resolvePolicy(flags.policy, scenario, flags.seed, {
+    temperature: flags.temperature,
+    dtype: flags.dtype,
+  });
   if (flags.policy.startsWith('ckpt:')) {
     const { backendInfo } = await import('../../policy/tfjs/backend.ts');
     const info = backendInfo();

@@ -6,7 +6,8 @@ import { UnknownNameError, UsageError } from '../../core/errors.ts';
 import { ChatServer, DEFAULT_MAX_BODY_BYTES } from '../../openai/server.ts';
 import type { ServedPolicy } from '../../openai/chat-format.ts';
 import type { ServablePolicy } from '../../openai/serving-policy.ts';
-import { nonNegativeInt, positiveInt, printJson } from '../common.ts';
+import { LOAD_DTYPE_HELP, loadDtype, nonNegativeInt, positiveInt, printJson } from '../common.ts';
+import type { LoadDtype } from '../../hf/folder.ts';
 import { terminalLine } from '../terminal-text.ts';
 import { randomBytes } from 'node:crypto';
 import { AGENT_SCENARIO_ID } from '../../record/agent.ts';
@@ -22,6 +23,7 @@ interface ServeFlags {
   host: string;
   apiKey?: string;
   modelName?: string;
+  dtype?: LoadDtype;
   maxBatch: number;
   maxWaitMs: number;
   maxBodyBytes: number;
@@ -56,9 +58,9 @@ function port(value: string): number {
  */
 export async function loadServedPolicy(
   spec: string,
-  options: { others?: readonly string[]; temperature?: number } = {},
+  options: { others?: readonly string[]; temperature?: number; dtype?: LoadDtype } = {},
 ): Promise<ServedPolicy> {
-  const policy = await loadModelPolicy(spec, { temperature: options.temperature });
+  const policy = await loadModelPolicy(spec, { temperature: options.temperature, dtype: options.dtype });
   if (!policy) throw new UnknownNameError('policy to serve', spec, ['ckpt:DIR', 'hf:DIR', ...(options.others ?? [])]);
   // Both model policies (HfPolicy, TfjsPolicy) are batch policies with a tokenizer and a context.
   return policy as unknown as ServablePolicy;
@@ -109,15 +111,18 @@ export function register(program: Command): void {
       positiveInt,
       GATEWAY_DEFAULTS.idleTimeoutMs / 1000,
     )
+    .option('--dtype <d>', LOAD_DTYPE_HELP, loadDtype)
     .option('--quiet', 'no request log on stderr (why a request failed still is)')
     .option('--json', 'print {url, model, version, records?, teacher?} as one stdout line once listening')
     .action(async (flags: ServeFlags) => {
       const teacher = flags.policy.startsWith('openai:') ? await openTeacher(flags) : undefined;
       if (!teacher && flags.teacherModel !== undefined)
         throw new UsageError('--teacher-model is for --policy openai:URL (a teacher)');
+      if (teacher && flags.dtype !== undefined)
+        throw new UsageError("--dtype is for a model served here (ckpt:DIR, hf:DIR), not a teacher's endpoint");
       const policy = teacher
         ? undefined
-        : await loadServedPolicy(flags.policy, { others: ['openai:URL (with --record)'] });
+        : await loadServedPolicy(flags.policy, { others: ['openai:URL (with --record)'], dtype: flags.dtype });
       const dir = flags.policy.replace(/^(ckpt|hf):/, '');
       const modelName = flags.modelName ?? (teacher ? teacher.model : basename(resolve(dir)));
       const batching = { maxBatch: flags.maxBatch, maxWaitMs: flags.maxWaitMs };

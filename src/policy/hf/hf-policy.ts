@@ -12,7 +12,7 @@ import type { ActionFormat, PolicyOutput } from '../../core/types.ts';
 import type { ChatTemplate } from '../../hf/chat-template.ts';
 import { HfFolderError } from '../../hf/errors.ts';
 import { loadModelDir } from '../../hf/checkpoint.ts';
-import type { HfChat } from '../../hf/folder.ts';
+import type { HfChat, LoadDtype } from '../../hf/folder.ts';
 import type { BatchPolicy, EncodingSpec, PolicyRequest } from '../policy.ts';
 import { HfChatEncoding } from './chat-encoding.ts';
 
@@ -23,6 +23,11 @@ export interface HfPolicyOptions {
   cacheBytes?: number;
   /** Positions the model runs at (default: the config's, at most 32768). */
   contextLength?: number;
+  /**
+   * How the weights are held: 'auto' keeps BF16 matrices 16-bit, 'F32' widens them. The logits are
+   * the same bits either way (the kernel widens each lane exactly), so records are too.
+   */
+  dtype?: LoadDtype;
 }
 
 /**
@@ -133,7 +138,10 @@ export async function loadHfPolicy(
   dir: string,
   options: HfPolicyOptions & { id?: string; saved?: SamplingOptions } = {},
 ): Promise<HfPolicy> {
-  const { folder, model, hash } = await loadModelDir(dir, { contextLength: options.contextLength });
+  const { folder, model, hash } = await loadModelDir(dir, {
+    contextLength: options.contextLength,
+    dtype: options.dtype,
+  });
   requireTemplate(folder);
   const override = Object.entries(options.sampling ?? {})
     .filter(([, v]) => v !== undefined)
