@@ -2,6 +2,7 @@ import { assign, createActor, setup, type ActorScope, type SnapshotFrom } from '
 import { DEFAULT_EPISODE_CONFIG } from '../src/core/types.ts';
 import type {
   EndReason,
+  ReplyRecord,
   EpisodeConfig,
   Message,
   Outcome,
@@ -22,6 +23,10 @@ import { stepContext, type ShownContext } from '../src/record/step-context.ts';
  * One episode of the Agent-R1 MDP as a state machine:
  *
  *   generate —parseToolCall→ execute → transition —reward→ (generate | context → generate | outcome → done)
+ *
+ * In a conversation (a scenario with a user), a message of the agent's (any action that is not a
+ * tool call) goes to the user instead of ending the episode: `respond` waits for the user's reply,
+ * which the ToolEnv turns into what the agent is shown next (a user message).
  *
  * With the paper's concatenation each step sees the whole history; in the step-level MDP the
  * machine waits in `context` after each turn for the ToolEnv to say what the next step is shown.
@@ -51,6 +56,15 @@ export interface TransitionInput {
   history: readonly TurnRecord[];
   /** The action's token ids, when the policy tokenizes (a chat template may need how the turn ended). */
   actionTokens?: readonly number[];
+  /** The user's reply to the agent's message (conversations). */
+  reply?: ReplyRecord;
+}
+
+export interface RespondInput {
+  turn: number;
+  /** The agent's message. */
+  message: string;
+  history: readonly TurnRecord[];
 }
 
 /** A step result plus the observation's token ids, when the policy tokenizes. */
@@ -77,6 +91,8 @@ export interface EpisodeOutcomeInput {
 export interface EpisodeActors {
   generate(input: GenerateInput, signal?: AbortSignal): Promise<PolicyOutput>;
   execute(input: ExecuteInput, signal?: AbortSignal): Promise<ToolResult[]>;
+  /** The user's reply to the agent's message (conversations only). */
+  respond(input: RespondInput, signal?: AbortSignal): Promise<ReplyRecord>;
   transition(input: TransitionInput): Promise<TransitionOutput>;
   /** The next step's context (step-level episodes only): messages, and their ids for a tokenizing policy. */
   context(input: ContextRequest): Promise<ShownContext>;
@@ -94,12 +110,15 @@ export interface EpisodeInput {
   promptTokens?: number[];
   /** The ToolEnv presents each step's context (the step-level MDP); otherwise the history concatenates. */
   stepLevel?: boolean;
+  /** The agent talks with a user: its messages are answered (respond), not the episode's end. */
+  conversation?: boolean;
 }
 
 /** The answers that move the machine on from a waiting state. */
 export type EpisodeEvent =
   | { type: 'GENERATED'; output: PolicyOutput; tokenCount: number; action: ParsedAction }
   | { type: 'EXECUTED'; results: ToolResult[] }
+  | { type: 'RESPONDED'; reply: ReplyRecord }
   | { type: 'TRANSITIONED'; step: TransitionOutput }
   | { type: 'CONTEXTED'; shown: ShownContext }
   | { type: 'SCORED'; outcome: Outcome }
@@ -126,12 +145,14 @@ interface PendingTurn {
   tokenCount: number;
   action: ParsedAction | null;
   results: ToolResult[];
+  reply?: ReplyRecord;
   states: string[];
 }
 
 interface EpisodeContext {
   config: EpisodeConfig;
   stepLevel: boolean;
+  conversation: boolean;
   /** What the next step is shown: the whole history, or (step-level) the ToolEnv's context. */
   messages: Message[];
   tokens: number[] | undefined;
@@ -145,7 +166,16 @@ interface EpisodeContext {
 }
 
 /** What a turn's path names: the machine's states and its two stages that are actions. */
-type StageName = 'generate' | 'parseToolCall' | 'execute' | 'transition' | 'reward' | 'context' | 'outcome' | 'done';
+type StageName =
+  | 'generate'
+  | 'parseToolCall'
+  | 'execute'
+  | 'respond'
+  | 'transition'
+  | 'reward'
+  | 'context'
+  | 'outcome'
+  | 'done';
 
 const emptyTurn = (): PendingTurn => ({
   output: null,
@@ -207,7 +237,8 @@ function endReasonAfter(
   step: TransitionOutput,
   totalTokens = totalTokensAfter(context, step),
 ): EndReason | null {
-  if (context.pending.action!.kind === 'answer') return 'answered';
+  if (context.pending.reply?.ended) return 'user_ended';
+  if (context.pending.action!.kind === 'answer' && !context.conversation) return 'answered';
   if (step.done) return 'done';
   if (context.turns.length + 1 >= context.config.maxTurns) return 'max_turns';
   if (totalTokens >= context.config.maxTotalTokens) return 'max_tokens';
@@ -216,7 +247,7 @@ function endReasonAfter(
 
 /** The reward stage, on TRANSITIONED: the turn is finished and the budgets checked. */
 function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<EpisodeContext> {
-  const { output, tokenCount, action, results, states } = context.pending;
+  const { output, tokenCount, action, results, reply, states } = context.pending;
   // Fields in canonical (sorted) order, so that the record is written by JSON.stringify (the action's
   // tool-call arguments, as the model wrote them, copied into that order where they are not).
   const turn = { action: inCanonicalOrderCopy(action!) } as TurnRecord;
@@ -227,6 +258,7 @@ function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<Ep
   if (output!.logprobs) turn.logprobs = output!.logprobs;
   turn.observation = step.observation;
   if (step.observationTokens) turn.observationTokens = step.observationTokens;
+  if (reply) turn.reply = reply;
   turn.results = results;
   turn.reward = step.reward;
   turn.states = [...states, 'transition', 'reward'];
@@ -236,7 +268,7 @@ function finishTurn(context: EpisodeContext, step: TransitionOutput): Partial<Ep
   if (output!.tokens) turn.tokens = output!.tokens;
 
   const messages: Message[] = [...context.messages, { content: output!.text, role: 'assistant' }];
-  if (step.observation !== null) messages.push({ content: step.observation, role: 'tool' });
+  if (step.observation !== null) messages.push({ content: step.observation, role: reply ? 'user' : 'tool' });
   const tokens = context.tokens && [...context.tokens, ...(output!.tokens ?? []), ...(step.observationTokens ?? [])];
   const answer = action!.kind === 'answer' ? action!.text : context.answer;
   const totalTokens = totalTokensAfter(context, step);
@@ -258,6 +290,7 @@ function initialContext(input: EpisodeInput): EpisodeContext {
   return {
     config: input.config,
     stepLevel: input.stepLevel ?? false,
+    conversation: input.conversation ?? false,
     messages: input.prompt.slice(),
     tokens: input.promptTokens?.slice(),
     totalTokens: 0,
@@ -310,6 +343,8 @@ export const episodeMachine = setup({
   },
   guards: {
     callsTools: ({ event }) => event.type === 'GENERATED' && event.action.kind === 'tool_calls',
+    messagesUser: ({ context, event }) =>
+      context.conversation && event.type === 'GENERATED' && event.action.kind === 'answer',
     finished: ({ context, event }) => event.type === 'TRANSITIONED' && endReasonAfter(context, event.step) !== null,
     stepLevel: ({ context }) => context.stepLevel,
   },
@@ -322,6 +357,7 @@ export const episodeMachine = setup({
       on: {
         GENERATED: [
           { guard: 'callsTools', target: 'execute', actions: 'parseToolCall' },
+          { guard: 'messagesUser', target: 'respond', actions: 'parseToolCall' },
           { target: 'transition', actions: 'parseToolCall' },
         ],
         FAILED: { target: 'outcome', actions: { type: 'fail', params: { left: 'generate' } } },
@@ -336,6 +372,17 @@ export const episodeMachine = setup({
           })),
         },
         FAILED: { target: 'outcome', actions: { type: 'fail', params: { left: 'execute' } } },
+      },
+    },
+    respond: {
+      on: {
+        RESPONDED: {
+          target: 'transition',
+          actions: assign(({ context, event }) => ({
+            pending: withPath({ ...context.pending, reply: event.reply }, 'respond'),
+          })),
+        },
+        FAILED: { target: 'outcome', actions: { type: 'fail', params: { left: 'respond' } } },
       },
     },
     transition: {
@@ -457,10 +504,16 @@ async function answer(
         const calls = action.kind === 'tool_calls' ? action.calls : [];
         return { type: 'EXECUTED', results: await actors.execute({ turn, calls }, signal) };
       }
+      case 'respond': {
+        const action = context.pending.action as Extract<ParsedAction, { kind: 'answer' }>;
+        const input = { turn, message: action.text, history: context.turns };
+        return { type: 'RESPONDED', reply: await actors.respond(input, signal) };
+      }
       case 'transition': {
-        const { action, results, output } = context.pending;
+        const { action, results, output, reply } = context.pending;
         const input: TransitionInput = { turn, action: action!, results, history: context.turns };
         if (output?.tokens) input.actionTokens = output.tokens;
+        if (reply) input.reply = reply;
         return { type: 'TRANSITIONED', step: checkStep(await actors.transition(input)) };
       }
       case 'context': {

@@ -11,6 +11,7 @@ export const builtinScenarios: { [name: string]: () => Promise<{ default: Scenar
   '2wiki': () => import('./2wiki/index.ts'),
   musique: () => import('./musique/index.ts'),
   'support-desk': () => import('./support-desk/index.ts'),
+  helpdesk: () => import('./helpdesk/index.ts'),
   gridworld: () => import('./gridworld/index.ts'),
   files: () => import('./files/index.ts'),
 };

@@ -24,6 +24,9 @@ export type {
   EpisodeConfig,
   EpisodeRecord,
   RecordPolicy,
+  ReplyRecord,
+  ReplyStep,
+  RoleName,
 } from './core/types.ts';
 export { DEFAULT_EPISODE_CONFIG, RECORD_SCHEMA_VERSION } from './core/types.ts';
 export { createRng, deriveSeed, type Rng } from './core/rng.ts';
@@ -57,7 +60,9 @@ export {
   type Summarizer,
   type TaskQuery,
   type PolicyFactory,
+  type UserRole,
 } from './scenario/scenario.ts';
+export { END_CONVERSATION } from './scenario/end-conversation.ts';
 export {
   loadScenario,
   loadScenarioFolder,

@@ -39,6 +39,28 @@ export async function resolvePolicy(
 }
 
 /**
+ * Who plays a scenario's user (`--user-policy`): one of its scripted users by name, or any model
+ * policy (`ckpt:DIR`, `hf:DIR`, `openai:MODEL@URL`) reading the user's own view.
+ */
+export async function resolveUserPolicy(spec: string, scenario: Scenario, seed: number): Promise<Policy> {
+  const role = scenario.user;
+  if (!role) throw new UsageError(`--user-policy: scenario ${scenario.id} has no user (it is not a conversation)`);
+  if (Object.hasOwn(role.policies, spec)) return role.policies[spec]!({ scenario, seed });
+  const model = await loadModelPolicy(spec);
+  if (model) return model;
+  if (spec.startsWith('openai:')) {
+    const { openAIPolicyFromSpec } = await import('../openai/external-policy.ts');
+    return openAIPolicyFromSpec(spec);
+  }
+  throw new UnknownNameError('user policy', spec, [
+    ...Object.keys(role.policies),
+    'ckpt:DIR',
+    'hf:DIR',
+    'openai:MODEL@URL',
+  ]);
+}
+
+/**
  * The policy of a model spec: `ckpt:DIR`, a checkpoint this project saved (a Hugging Face model's,
  * full or LoRA adapters over their base, or the built-in GPT's), or `hf:DIR`, a Hugging Face folder;
  * null for any other spec. The one way every command reads a model policy, so each takes what the

@@ -61,7 +61,7 @@ export class NoRecordsError extends AgentR1Error {
  */
 export class MalformedAnswerError extends AgentR1Error {
   constructor(
-    readonly source: 'policy' | 'ToolEnv step' | 'ToolEnv context' | 'ToolEnv outcome',
+    readonly source: 'policy' | 'user policy' | 'ToolEnv step' | 'ToolEnv context' | 'ToolEnv outcome',
     readonly problem: string,
     readonly value: unknown,
   ) {

@@ -74,8 +74,38 @@ export interface Outcome {
   metrics?: { [key: string]: number };
 }
 
-/** Why an episode ended: the agent answered, the environment said the task is over, a budget ran out, or an error. */
-export type EndReason = 'answered' | 'done' | 'max_turns' | 'max_tokens' | 'error';
+/**
+ * Why an episode ended: the agent answered, the environment said the task is over, the user ended
+ * the conversation (scenarios with a user role), a budget ran out, or an error.
+ */
+export type EndReason = 'answered' | 'done' | 'user_ended' | 'max_turns' | 'max_tokens' | 'error';
+export const END_REASONS: readonly EndReason[] = ['answered', 'done', 'user_ended', 'max_turns', 'max_tokens', 'error'];
+
+/** The roles besides the agent that may take turns in an episode. */
+export const ROLES = ['user'] as const;
+export type RoleName = (typeof ROLES)[number];
+
+/** One generation of another role within its reply: what its policy wrote, what it asked for, what its tools did. */
+export interface ReplyStep {
+  text: string;
+  tokens?: number[];
+  logprobs?: number[];
+  action: ParsedAction;
+  results: ToolResult[];
+}
+
+/**
+ * Another role's turn, in answer to the agent's message (τ²'s simulated user): the steps its policy
+ * took (its own tool calls, on the same world, then its message), what the agent is shown, and
+ * whether it ended the conversation.
+ */
+export interface ReplyRecord {
+  role: RoleName;
+  steps: ReplyStep[];
+  /** The message the agent is shown (null when the role ended without one). */
+  text: string | null;
+  ended: boolean;
+}
 
 /** What the policy produced for one turn. Token ids and log-probs only when the policy has them. */
 export interface PolicyOutput {
@@ -114,6 +144,8 @@ export interface TurnRecord {
    * absent for the paper's concatenation and for the first turn, which sees the record's prompt).
    */
   context?: StepContext;
+  /** The other role's reply to this turn's message (a scenario with a user): its observation is the reply's text. */
+  reply?: ReplyRecord;
 }
 
 /**
@@ -211,6 +243,8 @@ export interface EpisodeRecord {
   sample: number;
   seed: number;
   policy: RecordPolicy;
+  /** Who played each other role (a scenario with a user), and the opening messages of its own view. */
+  roles?: { [role in RoleName]?: { policy: RecordPolicy; prompt: Message[] } };
   config: EpisodeConfig;
   prompt: Message[];
   promptTokens?: number[];

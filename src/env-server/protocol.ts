@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { json } from '../record/record.ts';
+import { END_REASONS } from '../core/types.ts';
 import { EnvProtocolError } from './errors.ts';
 
 export { ENV_ERROR_CODES, type EnvErrorCode } from './errors.ts';
@@ -141,7 +142,7 @@ export const observationSchema = z.object({
     .object({ reward: z.number(), success: z.boolean(), metrics: z.record(z.string(), z.number()).optional() })
     .optional()
     .describe('when done: the outcome (EM/F1 in metrics where the scenario has them)'),
-  end_reason: z.enum(['answered', 'done', 'max_turns', 'max_tokens', 'error']).optional(),
+  end_reason: z.enum(END_REASONS).optional(),
   answer: z.string().nullable().optional(),
   error: z.string().optional().describe('when the episode ended in an error: what happened'),
   total_reward: z.number().optional().describe('when done: process rewards + outcome reward, as recorded'),

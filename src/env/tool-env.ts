@@ -8,6 +8,7 @@ import type {
   ToolResult,
   TurnRecord,
   EndReason,
+  ReplyRecord,
 } from '../core/types.ts';
 import type { OpenAITool } from '../tools/tool.ts';
 
@@ -27,6 +28,8 @@ export interface StepInput<TTask extends Task = Task, TState = unknown> {
   /** The turns before this one. */
   history: readonly TurnRecord[];
   rng: Rng;
+  /** The user's reply, when the action was a message to the user (a scenario with a user role). */
+  reply?: ReplyRecord;
 }
 
 export interface ContextInput<TTask extends Task = Task, TState = unknown> {

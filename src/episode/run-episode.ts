@@ -12,12 +12,21 @@ import type { Policy } from '../policy/policy.ts';
 import { sealRecord } from '../record/record.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { ToolRunner, type ToolCache } from '../tools/runner.ts';
-import { driveEpisode, openAITools, type DrivenEpisode, type EpisodeDrivers } from './drive-episode.ts';
+import { toOpenAITool } from '../tools/tool.ts';
+import {
+  driveEpisode,
+  openAITools,
+  type DrivenEpisode,
+  type EpisodeDrivers,
+  type UserDrivers,
+} from './drive-episode.ts';
 
 export interface RunEpisodeOptions {
   scenario: Scenario;
   task: Task;
   policy: Policy;
+  /** Who plays the scenario's user (a scenario with one): default, its `defaultPolicy`. */
+  userPolicy?: Policy;
   /** The episode's seed; derive it with episodeSeed(runSeed, task.id, sample). */
   seed: number;
   index?: number;
@@ -68,10 +77,12 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
     onToolTime: options.metrics ? (ms) => (options.metrics!.toolMs += ms) : undefined,
   });
   try {
+    const userPolicy = scenario.user && (options.userPolicy ?? (await defaultUserPolicy(scenario, seed)));
     const driven = await driveEpisode(scenario, task, seed, config, {
       encode: policy.encode,
       signal: options.signal,
       onStep: options.onStep,
+      user: userPolicy && userDrivers(scenario, task, `${episodeId}/user`, userPolicy, config, options),
       act: (input, signal) =>
         policy.act({
           episodeId,
@@ -86,10 +97,61 @@ export async function runEpisode(options: RunEpisodeOptions): Promise<EpisodeRec
         }),
       execute: (call, ctx) => runner.run(call, { task, rng: ctx.rng, state: ctx.state, signal: ctx.signal }),
     });
-    return buildRecord(options, { episodeId, index, sample, config }, driven);
+    return buildRecord({ ...options, userPolicy }, { episodeId, index, sample, config }, driven);
   } finally {
     policy.release?.(episodeId);
+    options.userPolicy?.release?.(`${episodeId}/user`);
   }
+}
+
+const defaultUsers = new WeakMap<Scenario, Promise<Policy>>();
+
+/** The scenario's own user (its `defaultPolicy`), made once per scenario. */
+export function defaultUserPolicy(scenario: Scenario, seed: number): Promise<Policy> {
+  let made = defaultUsers.get(scenario);
+  if (!made) {
+    const role = scenario.user!;
+    const factory = role.policies[role.defaultPolicy];
+    if (!factory)
+      throw new Error(
+        `scenario ${scenario.id}: its user's default policy "${role.defaultPolicy}" is not among its user policies`,
+      );
+    made = Promise.resolve(factory({ scenario, seed }));
+    defaultUsers.set(scenario, made);
+  }
+  return made;
+}
+
+/** The user's live side: its policy acts on its own view, its tools run on the episode's world. */
+function userDrivers(
+  scenario: Scenario,
+  task: Task,
+  episodeId: string,
+  policy: Policy,
+  config: EpisodeConfig,
+  options: RunEpisodeOptions,
+): UserDrivers {
+  const role = scenario.user!;
+  const tools = role.tools.map(toOpenAITool);
+  const runner = new ToolRunner(role.tools, {
+    timeoutMs: config.toolTimeoutMs,
+    maxOutputChars: config.maxToolOutputChars,
+    onToolTime: options.metrics ? (ms) => (options.metrics!.toolMs += ms) : undefined,
+  });
+  return {
+    act: (input, signal) =>
+      policy.act({
+        episodeId,
+        task,
+        tools,
+        messages: input.messages,
+        turn: input.turn,
+        seed: input.seed,
+        maxTokens: input.maxTokens,
+        signal,
+      }),
+    execute: (call, ctx) => runner.run(call, { task, rng: ctx.rng, state: ctx.state, signal: ctx.signal }),
+  };
 }
 
 const scenarioRefs = new WeakMap<Scenario, EpisodeRecord['scenario']>();
@@ -111,7 +173,9 @@ export function scenarioRef(scenario: Scenario): EpisodeRecord['scenario'] {
 
 /** Assembles and seals a record from a driven episode. Shared by live runs and replay. */
 export function buildRecord(
-  options: Pick<RunEpisodeOptions, 'scenario' | 'task' | 'policy' | 'seed' | 'group' | 'runId'>,
+  options: Pick<RunEpisodeOptions, 'scenario' | 'task' | 'policy' | 'seed' | 'group' | 'runId'> & {
+    userPolicy?: Pick<Policy, 'id' | 'version'>;
+  },
   ids: { episodeId: string; index: number; sample: number; config: EpisodeConfig },
   driven: DrivenEpisode,
 ): EpisodeRecord {
@@ -130,6 +194,16 @@ export function buildRecord(
     processReward,
     prompt: driven.prompt,
     ...(driven.promptTokens ? { promptTokens: driven.promptTokens } : {}),
+    ...(driven.userPrompt && options.userPolicy
+      ? {
+          roles: {
+            user: {
+              policy: { id: options.userPolicy.id, version: options.userPolicy.version },
+              prompt: driven.userPrompt,
+            },
+          },
+        }
+      : {}),
     runId: options.runId ?? 'adhoc',
     sample: ids.sample,
     scenario: scenarioRef(options.scenario),

@@ -27,8 +27,9 @@ export interface PolicyEncoding {
   /**
    * The tokens appended after an action: the observation in the chat template, up to the next
    * assistant turn. `action`: the action's ids, where the template needs to know how the turn ended.
+   * `role`: a tool's result (the default), or the user's reply in a conversation.
    */
-  observation(text: string, action?: readonly number[]): number[];
+  observation(text: string, action?: readonly number[], role?: 'tool' | 'user'): number[];
   /** Tokens appended when an action produced no observation (closing the assistant turn). */
   end?(): number[];
 }

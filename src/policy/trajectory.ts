@@ -101,7 +101,9 @@ export function recordTokens(record: EpisodeRecord, options: RecordTokensOptions
   const observation = (turn: TurnRecord, last: boolean, actionIds: readonly number[]): readonly number[] => {
     if (!enc) return turn.observationTokens ?? [];
     if (turn.observation === null) return last && enc.end ? enc.end() : [];
-    return ids && turn.observationTokens ? turn.observationTokens : enc.observation(turn.observation, actionIds);
+    return ids && turn.observationTokens
+      ? turn.observationTokens
+      : enc.observation(turn.observation, actionIds, turn.reply ? 'user' : 'tool');
   };
   const actions = record.turns.map((turn, i) => {
     const start = tokens.length;

@@ -8,7 +8,12 @@ import type { EpisodeRecord, Json } from '../core/types.ts';
 import { AgentR1Error, CorruptRecordError } from '../core/errors.ts';
 import type { Policy } from '../policy/policy.ts';
 import { recordChecksum, serializeRecord } from '../record/record.ts';
-import type { EpisodeBatch, ExecutorReport, RolloutExecutor } from '../rollout/executor.ts';
+import {
+  UserPolicyPlacementError,
+  type EpisodeBatch,
+  type ExecutorReport,
+  type RolloutExecutor,
+} from '../rollout/executor.ts';
 import { isBatchPolicy } from '../rollout/in-thread.ts';
 import type { EpisodePlanItem } from '../rollout/plan.ts';
 import type { CheckpointablePolicy } from '../rollout/worker-threads.ts';
@@ -196,6 +201,7 @@ export class QueueExecutor implements RolloutExecutor {
     emit: (record: EpisodeRecord) => void,
     signal?: AbortSignal,
   ): Promise<ExecutorReport> {
+    if (batch.userPolicy) throw new UserPolicyPlacementError();
     const client = await this.connection();
     const policy = await this.policySpec(batch.policy, batch.scenario);
     const scenario = {

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { canonicalJson, fieldJson } from '../core/canonical-json.ts';
 import { CorruptRecordError, RecordSchemaVersionError } from '../core/errors.ts';
 import { nestsDeeperThan } from '../core/json-depth.ts';
-import { ACTION_FORMATS, RECORD_SCHEMA_VERSION, type EpisodeRecord } from '../core/types.ts';
+import { ACTION_FORMATS, END_REASONS, RECORD_SCHEMA_VERSION, ROLES, type EpisodeRecord } from '../core/types.ts';
 
 /** sha256 of the canonical JSON of every field but the checksum. */
 export function recordChecksum(record: Omit<EpisodeRecord, 'checksum'> | EpisodeRecord): string {
@@ -120,6 +120,12 @@ export const episodeRecordSchema = z.object({
   sample: z.number().int().nonnegative(),
   seed: z.number().int(),
   policy: z.object({ id: z.string(), version: z.string(), textOnly: z.literal(true).optional() }),
+  roles: z
+    .partialRecord(
+      z.enum(ROLES),
+      z.object({ policy: z.object({ id: z.string(), version: z.string() }), prompt: z.array(message) }),
+    )
+    .optional(),
   config: z.object({
     actionFormat: z.enum(ACTION_FORMATS).optional(),
     maxTurns: z.number(),
@@ -148,6 +154,22 @@ export const episodeRecordSchema = z.object({
       info: jsonObject.optional(),
       states: z.array(z.string()),
       context: stepContext.optional(),
+      reply: z
+        .object({
+          role: z.enum(ROLES),
+          steps: z.array(
+            z.object({
+              text: z.string(),
+              tokens: ints.optional(),
+              logprobs: z.array(z.number()).optional(),
+              action,
+              results: z.array(toolResult),
+            }),
+          ),
+          text: z.string().nullable(),
+          ended: z.boolean(),
+        })
+        .optional(),
     }),
   ),
   answer: z.string().nullable(),
@@ -156,7 +178,7 @@ export const episodeRecordSchema = z.object({
   totalReward: z.number(),
   totalTokens: z.number().int(),
   status: z.enum(['ok', 'error']),
-  endReason: z.enum(['answered', 'done', 'max_turns', 'max_tokens', 'error']),
+  endReason: z.enum(END_REASONS),
   error: z.string().optional(),
   checksum: z.string(),
 });

@@ -1,4 +1,4 @@
-import type { EpisodeRecord, PolicyOutput, ToolResult } from '../core/types.ts';
+import type { EpisodeRecord, PolicyOutput, ReplyRecord, ToolResult } from '../core/types.ts';
 import { AgentR1Error } from '../core/errors.ts';
 import { canonicalJson } from '../core/canonical-json.ts';
 import { driveEpisode } from '../episode/drive-episode.ts';
@@ -43,6 +43,7 @@ const TURN_FIELDS = [
   'info',
   'tokenCount',
   'text',
+  'reply',
 ] as const;
 const EPISODE_FIELDS = [
   'answer',
@@ -53,6 +54,7 @@ const EPISODE_FIELDS = [
   'endReason',
   'status',
   'error',
+  'roles',
 ] as const;
 
 /**
@@ -90,6 +92,13 @@ export async function replayRecord(
         maxOutputChars: record.config.maxToolOutputChars,
       })
     : undefined;
+  const userRunner =
+    options.liveTools && scenario.user
+      ? new ToolRunner(scenario.user.tools, {
+          timeoutMs: record.config.toolTimeoutMs,
+          maxOutputChars: record.config.maxToolOutputChars,
+        })
+      : undefined;
   const driven = await driveEpisode(scenario, record.task, record.seed, record.config, {
     encode: record.promptTokens ? recordedEncoding(record) : undefined,
     tools: runner ? 'live' : 'recorded',
@@ -103,6 +112,21 @@ export async function replayRecord(
         );
       return recorded;
     },
+    // The user's turns come from the record too: a reply the record does not have is a divergence,
+    // never a call to the model (or script) that played it.
+    user: {
+      act: async ({ turn, step }) => recordedReplyOutput(record, turn, step),
+      execute: async (call, ctx): Promise<ToolResult> => {
+        if (userRunner)
+          return userRunner.run(call, { task: record.task, rng: ctx.rng, state: ctx.state, signal: ctx.signal });
+        const recorded = record.turns[ctx.turn]?.reply?.steps[ctx.step]?.results[ctx.callIndex];
+        if (!recorded)
+          throw new AgentR1Error(
+            `the user's step ${ctx.step + 1} of turn ${ctx.turn} calls a tool the record has no result for (call ${ctx.callIndex + 1})`,
+          );
+        return recorded;
+      },
+    },
   });
   const replayed = buildRecord(
     {
@@ -113,6 +137,7 @@ export async function replayRecord(
       seed: record.seed,
       group: record.group,
       runId: record.runId,
+      userPolicy: record.roles?.user?.policy,
     },
     { episodeId: record.episodeId, index: record.index, sample: record.sample, config: record.config },
     driven,
@@ -159,6 +184,34 @@ function recordedOutput(record: EpisodeRecord, turn: number): PolicyOutput {
   return out;
 }
 
+function recordedReplyOutput(record: EpisodeRecord, turn: number, step: number): PolicyOutput {
+  const s = record.turns[turn]?.reply?.steps[step];
+  if (!s)
+    throw new AgentR1Error(
+      `the replay asked the user for step ${step + 1} of its reply to turn ${turn}, which the record does not have`,
+    );
+  const out: PolicyOutput = { text: s.text };
+  if (s.tokens) out.tokens = s.tokens;
+  if (s.logprobs) out.logprobs = s.logprobs;
+  return out;
+}
+
+/** Where two replies first differ, as a field path (`reply.steps[1].text`), with both values. */
+function replyDivergence(e: ReplyRecord | undefined, a: ReplyRecord | undefined) {
+  if (!e || !a) return { field: 'reply', expected: e, actual: a };
+  const n = Math.max(e.steps.length, a.steps.length);
+  for (let k = 0; k < n; k++) {
+    const es = e.steps[k];
+    const as = a.steps[k];
+    if (!es || !as) return { field: `reply.steps[${k}]`, expected: es, actual: as };
+    for (const f of ['text', 'action', 'results', 'tokens', 'logprobs'] as const)
+      if (!same(es[f], as[f])) return { field: `reply.steps[${k}].${f}`, expected: es[f], actual: as[f] };
+  }
+  for (const f of ['text', 'ended', 'role'] as const)
+    if (!same(e[f], a[f])) return { field: `reply.${f}`, expected: e[f], actual: a[f] };
+  return { field: 'reply', expected: e, actual: a };
+}
+
 function firstDifferentCall(expected: readonly ToolResult[], actual: readonly ToolResult[]): number {
   let k = 0;
   while (k < Math.max(expected.length, actual.length) && same(expected[k], actual[k])) k++;
@@ -188,6 +241,7 @@ export function firstDivergence(expected: EpisodeRecord, actual: EpisodeRecord):
       };
     for (const field of TURN_FIELDS) {
       if (same(e[field], a[field])) continue;
+      if (field === 'reply') return { episodeId: id, turn: i, ...replyDivergence(e.reply, a.reply) };
       if (field === 'results') {
         // Drift is told at the call that returned something else, not as the whole turn's list.
         const call = firstDifferentCall(e.results, a.results);

@@ -1,3 +1,4 @@
+import { AgentR1Error } from '../core/errors.ts';
 import type { EpisodeConfig } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
@@ -7,10 +8,19 @@ import type { EpisodePlanItem, TaskDraw } from './plan.ts';
 
 export type { Finished };
 
+/** A user policy named by the run is an object of this thread: other threads and machines cannot be sent it. */
+export class UserPolicyPlacementError extends AgentR1Error {
+  constructor() {
+    super('a run that names its user policy plays in this thread: no worker threads, replica or queue');
+  }
+}
+
 /** Planned episodes of one run, ready to be played. */
 export interface EpisodeBatch {
   scenario: Scenario;
   policy: Policy;
+  /** Who plays the scenario's user, when the run names one (played in this thread). */
+  userPolicy?: Policy;
   runId: string;
   config: EpisodeConfig;
   items: readonly EpisodePlanItem[];

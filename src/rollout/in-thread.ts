@@ -23,11 +23,17 @@ export function inThread(options: InThreadOptions = {}): RolloutExecutor {
       const queue = isBatchPolicy(batch.policy)
         ? new BatchQueue(batch.policy, { maxBatch: options.maxBatch ?? 64, maxWaitMs: 0 })
         : undefined;
+      // A model playing the user generates for all the episodes in flight together too.
+      const userQueue =
+        batch.userPolicy && isBatchPolicy(batch.userPolicy)
+          ? new BatchQueue(batch.userPolicy, { maxBatch: options.maxBatch ?? 64, maxWaitMs: 0 })
+          : undefined;
       const metrics = { toolMs: 0 };
       try {
         const context = {
           ...batch,
           policy: queue?.direct() ?? batch.policy,
+          userPolicy: userQueue?.direct() ?? batch.userPolicy,
           toolCache: toolCacheOf(batch.scenario),
           metrics,
           signal,
@@ -35,6 +41,7 @@ export function inThread(options: InThreadOptions = {}): RolloutExecutor {
         await playEpisodes(batch.items, batch.concurrency ?? 8, context, emit);
       } finally {
         queue?.close();
+        userQueue?.close();
       }
       return { threads: 1, toolMs: metrics.toolMs, crashes: 0, ...(queue ? { batching: queue.stats() } : {}) };
     },

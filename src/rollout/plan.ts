@@ -9,6 +9,8 @@ import { episodeConfig, episodeSeed } from '../episode/run-episode.ts';
 export interface PlanOptions {
   scenario: Scenario;
   policy: Policy;
+  /** Who plays the scenario's user, when a run names one (default: the scenario's own). */
+  userPolicy?: Policy;
   split: string;
   /** Total episodes (tasks × group). */
   episodes: number;
@@ -76,6 +78,7 @@ export function runIdOf(options: PlanOptions): string {
   const key = canonicalJson({
     scenario: [options.scenario.id, options.scenario.version, options.scenario.options],
     policy: [options.policy.id, options.policy.version],
+    ...(options.userPolicy ? { user: [options.userPolicy.id, options.userPolicy.version] } : {}),
     split: options.split,
     episodes: options.episodes,
     seed: options.seed,

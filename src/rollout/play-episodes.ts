@@ -9,6 +9,7 @@ import { runEpisode } from '../episode/run-episode.ts';
 export interface EpisodeContext {
   scenario: Scenario;
   policy: Policy;
+  userPolicy?: Policy;
   runId: string;
   config: EpisodeConfig;
   toolCache?: ToolCache;
@@ -51,6 +52,7 @@ export async function playEpisodes(
         scenario: context.scenario,
         task: item.task,
         policy: context.policy,
+        userPolicy: context.userPolicy,
         seed: item.seed,
         index: item.index,
         sample: item.sample,

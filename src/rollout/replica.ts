@@ -1,4 +1,10 @@
-import type { EpisodeBatch, ExecutorReport, Finished, RolloutExecutor } from './executor.ts';
+import {
+  UserPolicyPlacementError,
+  type EpisodeBatch,
+  type ExecutorReport,
+  type Finished,
+  type RolloutExecutor,
+} from './executor.ts';
 import { inThread } from './in-thread.ts';
 import { WorkerThreads } from './worker-threads.ts';
 
@@ -41,6 +47,7 @@ export class Replica implements RolloutExecutor {
   }
 
   async play(batch: EpisodeBatch, emit: (finished: Finished) => void, signal?: AbortSignal): Promise<ExecutorReport> {
+    if (batch.userPolicy) throw new UserPolicyPlacementError();
     const split = Math.ceil(batch.items.length / 2);
     const theirs = batch.items.slice(split);
     const done = new Set<number>();

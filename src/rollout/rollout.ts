@@ -101,6 +101,7 @@ export async function rollout(options: RolloutOptions): Promise<RolloutResult> {
   const batch = {
     scenario: options.scenario,
     policy: options.policy,
+    ...(options.userPolicy ? { userPolicy: options.userPolicy } : {}),
     runId,
     config,
     items: plan,

@@ -10,7 +10,13 @@ import type { Policy } from '../policy/policy.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { referencePolicySpec } from '../scenario/reference-policy.ts';
 import { BatchQueue } from './batch-queue.ts';
-import type { EpisodeBatch, ExecutorReport, Finished, RolloutExecutor } from './executor.ts';
+import {
+  UserPolicyPlacementError,
+  type EpisodeBatch,
+  type ExecutorReport,
+  type Finished,
+  type RolloutExecutor,
+} from './executor.ts';
 import { FinishedEpisode } from './finished-episode.ts';
 import { isBatchPolicy } from './in-thread.ts';
 import type { EpisodePlanItem } from './plan.ts';
@@ -97,6 +103,7 @@ export class WorkerThreads implements RolloutExecutor {
   }
 
   async play(batch: EpisodeBatch, emit: (finished: Finished) => void, signal?: AbortSignal): Promise<ExecutorReport> {
+    if (batch.userPolicy) throw new UserPolicyPlacementError();
     const spec = await this.policySpec(batch.policy, batch.scenario);
     const maxBatch = this.options.maxBatch ?? (spec.kind === 'copy' ? 64 : 32);
     const queue =

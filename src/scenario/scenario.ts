@@ -1,8 +1,8 @@
 import type { AnyStateMachine } from 'xstate';
-import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
+import type { EpisodeConfig, EpisodeRecord, Message, Task } from '../core/types.ts';
 import type { ToolEnv } from '../env/tool-env.ts';
 import type { Policy } from '../policy/policy.ts';
-import type { Tool } from '../tools/tool.ts';
+import type { OpenAITool, Tool } from '../tools/tool.ts';
 
 export interface TaskQuery {
   split: string;
@@ -17,6 +17,29 @@ export interface PolicyFactoryContext {
 }
 
 export type PolicyFactory = (ctx: PolicyFactoryContext) => Policy | Promise<Policy>;
+
+/**
+ * The user of a scenario (τ²-bench's simulated user, "dual control"): someone the agent talks with,
+ * with instructions the agent does not see, tools of its own that act on the same world as the
+ * agent's, and a policy of its own — a scripted one of the scenario's (seeded, in personas), or any
+ * model policy (`hf:DIR`, `ckpt:DIR`, `openai:URL`).
+ *
+ * Turns: when the agent writes a message (not a tool call), the user replies; within its reply it
+ * may call its own tools (each call a step, at most `maxSteps` steps in all) before it writes its
+ * message. A message containing END_CONVERSATION (end-conversation.ts) ends the episode (`user_ended`); the agent is
+ * shown the message without it.
+ */
+export interface UserRole<TTask extends Task = Task, TState = any> {
+  /** The opening messages of the user's own view: its instructions (persona, what it knows, what it wants). */
+  prompt(task: TTask, tools: readonly OpenAITool[]): Message[];
+  tools: readonly Tool<any, TState>[];
+  /** Scripted user policies by name. */
+  policies: { [name: string]: PolicyFactory };
+  /** The policy that plays the user unless a run names another. */
+  defaultPolicy: string;
+  /** Most steps (tool calls, then the message) of one reply; past it, the reply ends with no message. */
+  maxSteps: number;
+}
 
 /** Everything a scenario is: where tasks come from, what the agent can do, and what it means. */
 export interface Scenario<TTask extends Task = Task, TState = any> {
@@ -39,6 +62,8 @@ export interface Scenario<TTask extends Task = Task, TState = any> {
   env: ToolEnv<TTask, TState>;
   /** Scripted reference policies by name (expert, random, naive-rag, …). */
   policies: { [name: string]: PolicyFactory };
+  /** The user the agent talks with, when the task is a conversation (UserRole). */
+  user?: UserRole<TTask, TState>;
   /** The environment's own state machine, when it has one (drawn by the viewer and the docs). */
   worldMachine?: AnyStateMachine;
   /** Scenario defaults for the episode budgets. */

@@ -1,5 +1,5 @@
 import { closeSync, existsSync, fstatSync, openSync, readSync } from 'node:fs';
-import { RECORD_SCHEMA_VERSION, type EndReason, type EpisodeRecord } from '../core/types.ts';
+import { END_REASONS, RECORD_SCHEMA_VERSION, type EndReason, type EpisodeRecord } from '../core/types.ts';
 import { CorruptRecordError, RecordSchemaVersionError } from '../core/errors.ts';
 import { parseRecordLine } from '../record/record.ts';
 import { RunDirError } from './errors.ts';
@@ -51,7 +51,7 @@ export interface Facets {
 const CHUNK = 1 << 20;
 /** Bytes compared at the start of the file and just before the indexed end, to tell a rewrite from an append. */
 const FINGERPRINT = 512;
-const END_REASONS: ReadonlySet<unknown> = new Set<EndReason>(['answered', 'done', 'max_turns', 'max_tokens', 'error']);
+const END_REASON_SET: ReadonlySet<unknown> = new Set<EndReason>(END_REASONS);
 
 /** The text an episode is searched by: what the agent generated, and its answer. */
 function generatedText(record: Pick<EpisodeRecord, 'turns' | 'answer'>): string {
@@ -81,7 +81,7 @@ function summaryFields(r: unknown): Omit<EpisodeSummary, 'ordinal' | 'line' | 'o
   if (!turns.every((x) => isObject(x) && typeof x.text === 'string')) bad('turns');
   if (r.answer !== null && typeof r.answer !== 'string') bad('answer');
   if (r.status !== 'ok' && r.status !== 'error') bad('status');
-  if (!END_REASONS.has(r.endReason)) bad('endReason');
+  if (!END_REASON_SET.has(r.endReason)) bad('endReason');
   if (typeof r.totalReward !== 'number' || !Number.isFinite(r.totalReward)) bad('totalReward');
   return {
     episodeId: str(r.episodeId, 'episodeId'),

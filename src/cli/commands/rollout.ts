@@ -2,12 +2,12 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
-import { resolvePolicy } from '../../app/resolve-policy.ts';
+import { resolvePolicy, resolveUserPolicy } from '../../app/resolve-policy.ts';
 import { rollout, type ThroughputSummary } from '../../rollout/rollout.ts';
 import type { RolloutSummary } from '../../rollout/summary.ts';
 import { RecordWriter } from '../../record/jsonl.ts';
 import type { FinishedEpisode } from '../../rollout/finished-episode.ts';
-import { OutputExistsError } from '../../core/errors.ts';
+import { OutputExistsError, UsageError } from '../../core/errors.ts';
 import { writeOutput } from '../../core/write-output.ts';
 import { assertWritableDir } from '../../core/writable-dir.ts';
 import { contextSetting } from '../../env/context.ts';
@@ -59,6 +59,8 @@ export interface RolloutFlags extends QueueFlags {
   context?: string;
   temperature?: number;
   dtype?: LoadDtype;
+  /** Who plays the scenario's user: one of its scripted users, or a model policy. */
+  userPolicy?: string;
   out?: string;
   force?: boolean;
   json?: boolean;
@@ -122,6 +124,10 @@ export function rolloutOptions(
       nonNegativeNumber,
     )
     .option('--dtype <d>', LOAD_DTYPE_HELP, loadDtype)
+    .option(
+      '--user-policy <spec>',
+      "who plays the scenario's user (a conversation, e.g. helpdesk): one of its scripted users, or ckpt:DIR, hf:DIR, openai:MODEL@URL (default: the scenario's own; played in this thread)",
+    )
     .option('--force', 'overwrite the records of an existing --out run directory')
     .option('--json', 'print the summary as JSON on the last stdout line');
   queueOptions(command, { resume: true });
@@ -148,6 +154,9 @@ export async function runRolloutCommand(
     const info = backendInfo();
     if (info) process.stderr.write(`backend: ${info.name} (${info.reason})\n`);
   }
+  const userPolicy =
+    flags.userPolicy === undefined ? undefined : await resolveUserPolicy(flags.userPolicy, scenario, flags.seed);
+  if (userPolicy && flags.queue) throw new UsageError('--user-policy plays in this thread: not with --queue');
   await checkQueueFlags(flags, policy, scenario, flags.policy);
   // Connected before the output is opened: an unreachable queue leaves no file behind.
   const queue = flags.queue
@@ -201,6 +210,7 @@ export async function runRolloutCommand(
     config,
     scenario,
     policy,
+    ...(userPolicy ? { userPolicy } : {}),
     split: flags.split,
     episodes,
     seed: flags.seed,
@@ -210,7 +220,7 @@ export async function runRolloutCommand(
   };
   // External (network) policies run in this thread: their time is waiting, not compute.
   const { workers, reason } = capWorkers(flags.workers, episodes);
-  const inWorkers = !queue && workers > 0 && canRunInWorkers(policy, scenario);
+  const inWorkers = !queue && !userPolicy && workers > 0 && canRunInWorkers(policy, scenario);
   if (inWorkers && reason)
     process.stderr.write(`workers: ${reason}
 `);

@@ -45,9 +45,9 @@ export class HfChatEncoding implements PolicyEncoding {
     return this.template.render({ messages, tools, addGenerationPrompt: true });
   }
 
-  observation(text: string, action?: readonly number[]): number[] {
+  observation(text: string, action?: readonly number[], role: 'tool' | 'user' = 'tool'): number[] {
     // When the sampled ids already end the turn, what the template writes after it starts past that token.
-    return this.encodePiece(this.tail(text), action);
+    return this.encodePiece(this.tail(text, role), action);
   }
 
   /**
@@ -98,7 +98,7 @@ export class HfChatEncoding implements PolicyEncoding {
   withTools(tools: readonly OpenAITool[]): PolicyEncoding & { action(text: string): number[] } {
     return {
       prompt: (messages) => this.prompt(messages, tools),
-      observation: (text, action) => this.observation(text, action),
+      observation: (text, action, role) => this.observation(text, action, role),
       action: (text) => this.action(text),
     };
   }
@@ -110,7 +110,7 @@ export class HfChatEncoding implements PolicyEncoding {
   }
 
   /** The text the template writes after an assistant turn's content, up to the next generation prompt. */
-  private tail(observation: string): string {
+  private tail(observation: string, role: 'tool' | 'user' = 'tool'): string {
     const turn: TemplateMessage[] = [
       { role: 'user', content: 'x' },
       { role: 'assistant', content: SENTINEL },
@@ -118,7 +118,7 @@ export class HfChatEncoding implements PolicyEncoding {
     let text: string;
     try {
       text = this.template.render({
-        messages: [...turn, { role: 'tool', content: observation }],
+        messages: [...turn, { role, content: observation }],
         addGenerationPrompt: true,
       });
     } catch (error) {

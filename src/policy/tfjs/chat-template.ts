@@ -31,7 +31,8 @@ export function chatEncoding(tok: Tokenizer): PolicyEncoding & { action(text: st
       out.push(assistant);
       return out;
     },
-    observation(text: string): number[] {
+    observation(text: string, _action?: readonly number[], from: 'tool' | 'user' = 'tool'): number[] {
+      if (from === 'user') return [end, role('user'), ...tok.encode(text), end, assistant];
       return [
         end,
         role('tool'),
