@@ -12,6 +12,7 @@ import { startBudget, startScenarioOptions } from './start.ts';
  *   calculator   ≈ GSM8K      multi-step word problems, one tool call per operation (success)
  *   gridworld    ≈ ALFWorld   a large dark dungeon, 20–40 turns, step-level context: the state card
  *   support-desk ≈ WebShop    multi-tool database work under the store's rules (the final database)
+ *   helpdesk     ≈ τ²-bench   a conversation with a simulated customer who holds the phone (dual control)
  */
 export interface Family {
   scenario: string;
@@ -149,6 +150,45 @@ export const FAMILIES: { [name: string]: Family } = {
           checkpointEvery: 4,
         },
         evalEpisodes: { test: 100, ood: 50 },
+      };
+    },
+    evalSplits: ['test', 'ood'],
+    references: REFERENCES,
+  },
+  helpdesk: {
+    scenario: 'helpdesk',
+    like: 'τ²-bench telecom',
+    metric: 'success',
+    options: () => ({}),
+    budget: (quick) => {
+      // A conversation: the customer's replies are the agent's observations (the status read-out).
+      const episode = { maxTokensPerTurn: 64, maxTurns: 12 };
+      if (quick) return quickBudget({ ...episode, maxTurns: 6 }, 1024);
+      return {
+        episode,
+        select: 'best-dev',
+        warmStart: {
+          demoPolicy: 'noisy-expert',
+          episodes: 400,
+          steps: 800,
+          batchSize: 8,
+          lr: 6e-3,
+          vocabSize: 768,
+          model: { dModel: 64, nLayers: 2, contextLength: 1024, copyHead: true },
+        },
+        rl: {
+          steps: 16,
+          tasksPerStep: 8,
+          group: 8,
+          minibatch: 64,
+          lr: 1e-3,
+          klMode: 'none',
+          klCoef: 0,
+          evalEvery: 4,
+          evalEpisodes: 64,
+          checkpointEvery: 4,
+        },
+        evalEpisodes: { test: 200, ood: 100 },
       };
     },
     evalSplits: ['test', 'ood'],

@@ -10,7 +10,7 @@ import { UsageError } from '../core/errors.ts';
  * `cd DIR && npm install && npx agent-r1 scenario check .` works.
  */
 
-export const TEMPLATES = ['minimal', 'world-machine', 'mcp'] as const;
+export const TEMPLATES = ['minimal', 'world-machine', 'mcp', 'user-sim'] as const;
 export type Template = (typeof TEMPLATES)[number];
 
 export interface InitOptions {

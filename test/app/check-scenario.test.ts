@@ -166,6 +166,19 @@ test('state kept across episodes is named, and a sound scenario says what it pla
   );
 });
 
+test('the user-sim template (a conversation with a scripted user) checks clean: both sides replay, in a worker thread too', async (t) => {
+  const userSim = await checkScenarioDir('scenarios/templates/user-sim');
+  t.deepEqual([userSim.problems, userSim.warnings], [[], []]);
+  t.true(
+    userSim.checked.some((c) =>
+      /^policies\.expert: \d+ episodes played here and in a fresh worker thread: identical bytes; replayed .*verified; success (\d+)\/\1$/.test(
+        c,
+      ),
+    ),
+    userSim.checked.join('\n'),
+  );
+});
+
 test('checkScenario on an object (no folder) plays the second run in this thread', async (t) => {
   const { problems, warnings, checked } = await checkScenario(calculator, { episodesPerSplit: 1 });
   t.deepEqual([problems, warnings], [[], []]);

@@ -57,6 +57,8 @@ test('scenario init writes a project: an ES module package on agent-r1-ts, xstat
   ]);
   const mcp = initScenarioProject(join(scratch, 'facts'), { template: 'mcp' });
   t.deepEqual(mcp.files, minimal.files);
+  const userSim = initScenarioProject(join(scratch, 'router'), { template: 'user-sim' });
+  t.deepEqual(userSim.files, minimal.files);
   const mcpPkg = JSON.parse(readFileSync(join(mcp.dir, 'package.json'), 'utf8'));
   t.truthy(mcpPkg.dependencies['@modelcontextprotocol/server-memory'], 'npm install brings the server');
   t.falsy(pkg.dependencies['@modelcontextprotocol/server-memory'], 'only the mcp template depends on it');
