@@ -170,7 +170,7 @@ export const FAMILIES: { [name: string]: Family } = {
         warmStart: {
           demoPolicy: 'noisy-expert',
           episodes: 400,
-          steps: 800,
+          steps: 250,
           batchSize: 8,
           lr: 6e-3,
           vocabSize: 768,
@@ -181,7 +181,7 @@ export const FAMILIES: { [name: string]: Family } = {
           tasksPerStep: 8,
           group: 8,
           minibatch: 64,
-          lr: 1e-3,
+          lr: 3e-4,
           klMode: 'none',
           klCoef: 0,
           evalEvery: 4,

@@ -132,6 +132,8 @@ test('scenario options: unknown names and bad values are refused, and a plain sc
     ['gridworld', { size: 'large', noisyDoor: '2' }, /noisyDoor must be in \[0, 1\]/],
     ['support-desk', { prompt: 'tiny' }, /prompt must be full, compact or terse/],
     ['support-desk', { noisyKind: 'late' }, /noisyKind must be both, no-identify, early/],
+    ['helpdesk', { noisyRate: '1.5' }, /noisyRate must be in \[0, 1\]/],
+    ['helpdesk', { persona: 'rude' }, /unknown option persona; valid: noisyRate/],
   ] as const) {
     const err = await t.throwsAsync(load(name, options), { instanceOf: ScenarioOptionsError });
     t.regex(err!.message, message);
