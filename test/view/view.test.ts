@@ -21,6 +21,7 @@ import { escapeHtml, html } from '../../src/view/html.ts';
 import { layerNodes, machineGraph } from '../../src/view/machine-graph.ts';
 import { episodePath, episodeView, worldPath } from '../../src/view/pages/episode.ts';
 import { gridworld } from '../../scenarios/gridworld/index.ts';
+import { helpdesk } from '../../scenarios/helpdesk/index.ts';
 import { parseEpisodeQuery } from '../../src/view/pages/run.ts';
 import { buildReport, pickExamples } from '../../src/view/report.ts';
 import { parseMetrics, readRunDir, runNames } from '../../src/view/run-dir.ts';
@@ -465,4 +466,15 @@ test("a step-level episode shows each step's context, collapsed where it only gr
   t.is((carded.match(/data-context="new"/g) ?? []).length, card.turns.length - 1);
   t.true(carded.includes('key not carried; door locked. Next: the key'));
   t.false(view(records[0]!).includes('data-context'), 'a concatenated episode shows no contexts');
+});
+
+test("a conversation's episode shows the user's replies: its steps, its own tool calls and results, and its end", async (t) => {
+  const desk = helpdesk as unknown as Scenario;
+  const policy = await desk.policies.expert!({ scenario: desk, seed: 1 });
+  const record = (await rollout({ scenario: desk, policy, split: 'test', episodes: 1, seed: 1 })).records[0]!;
+  const page = episodeView({ record, episodeGraph: machineGraph(episodeMachine) }).value;
+  t.is((page.match(/data-role="user"/g) ?? []).length, record.turns.filter((turn) => turn.reply).length);
+  t.true(page.includes('<b class="call-name">check_status</b>'));
+  t.true(page.includes('ended the conversation'));
+  t.true(page.includes('###STOP###'));
 });

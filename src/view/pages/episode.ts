@@ -1,4 +1,4 @@
-import type { EpisodeRecord, Json, TurnRecord } from '../../core/types.ts';
+import type { EpisodeRecord, Json, ReplyRecord, TurnRecord } from '../../core/types.ts';
 import { shownContexts, type ShownContext } from '../../record/step-context.ts';
 import type { ReplayResult } from '../../replay/replay.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
@@ -85,11 +85,25 @@ function turnView(turn: TurnRecord, decode: TokenDecoder | undefined, shown?: Sh
     ${turn.tokens ? html`<details open><summary>action tokens${turn.logprobs ? ', coloured by probability' : ''}</summary>${renderTokens(turn.tokens, turn.logprobs, decode)}</details>` : ''}
     ${action}
     ${extra.map(resultView)}
+    ${turn.reply ? replyView(turn.reply) : ''}
     <div class="muted">observation</div>
     ${turn.observation === null ? html`<div class="observation muted" data-null="true">(none)</div>` : html`<pre class="observation">${turn.observation}</pre>`}
     <div>process reward <b class="turn-reward" data-value="${turn.reward}">${fmtNumber(turn.reward)}</b>${turn.done ? html` <span class="badge">done</span>` : ''}</div>
     ${turn.info ? html`<details><summary>step info</summary><pre>${pretty(turn.info)}</pre></details>` : ''}
   </section>`;
+}
+
+/** The other role's reply to the turn's message: each of its steps (its own tool calls and results), then its message. */
+function replyView(reply: ReplyRecord): Html {
+  return html`<details open class="reply" data-role="${reply.role}"><summary>the ${reply.role}'s reply: ${reply.steps.length} step${reply.steps.length === 1 ? '' : 's'}${reply.ended ? html` <span class="badge">ended the conversation</span>` : ''}</summary>
+    ${reply.steps.map(
+      (
+        step,
+        k,
+      ) => html`<div class="reply-step" data-step="${k}"><div class="muted">${reply.role}, step ${k + 1}${step.tokens ? ` (${step.tokens.length} tokens)` : ''}</div><pre class="reply-text">${step.text}</pre>
+      ${step.action.kind === 'tool_calls' ? step.action.calls.map((c, i) => html`<div class="call"><span class="badge">call</span> <b class="call-name">${c.name}</b> <code>${pretty(c.arguments)}</code>${step.results[i] ? resultView(step.results[i]!) : ''}</div>`) : ''}
+      ${step.action.kind === 'invalid' ? html`<span class="badge invalid">invalid</span> <span class="action-error">${step.action.error}</span>` : ''}</div>`,
+    )}</details>`;
 }
 
 function resultView(r: EpisodeRecord['turns'][number]['results'][number]): Html {
