@@ -8,7 +8,7 @@ import { cli } from '../helpers/cli.ts';
 // `agent-r1 start --scenario S --quick` for every task family but the main job (which
 // start.slow.test.ts runs): demonstrations → warm start → GRPO → greedy evaluation → the table and
 // its JSON line, end to end on a tiny budget.
-for (const family of ['calculator', 'gridworld', 'support-desk']) {
+for (const family of ['calculator', 'gridworld', 'support-desk', 'helpdesk']) {
   test.serial(`start --scenario ${family} --quick runs the whole pipeline and prints the table`, async (t) => {
     t.timeout(10 * 60_000);
     const out = join(await mkdtemp(join(tmpdir(), `start-${family}-`)), 'run');

@@ -246,6 +246,7 @@ test.serial(
     const expected: Record<string, number> = {
       generate: 0,
       execute: 0,
+      respond: 0,
       transition: 0,
       context: 0,
       outcome: 0,
