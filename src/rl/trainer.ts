@@ -99,6 +99,8 @@ export interface TrainOptions {
   evalTemperature?: number;
   /** Where episodes are played (default: in this thread; see Replica for two threads). */
   executor?: RolloutExecutor;
+  /** Who plays the scenario's user in the rollouts and evals (default: the scenario's own; this thread only). */
+  userPolicy?: Policy;
   /**
    * Where a GPT policy's update computes its micro-batch gradients (default: this thread; see
    * TrainThreads). It changes the time an update takes, never its result.
@@ -171,6 +173,7 @@ function scenarioSource(opts: TrainOptions): EpisodeSource {
         concurrency: config.concurrency,
         config: opts.episode,
         executor: opts.executor,
+        ...(opts.userPolicy ? { userPolicy: opts.userPolicy } : {}),
       }),
   };
 }

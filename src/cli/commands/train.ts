@@ -7,7 +7,7 @@ import { assertWritableDir } from '../../core/writable-dir.ts';
 import { initBackend, type BackendInfo } from '../../policy/tfjs/backend.ts';
 import type { GradientExecutor } from '../../policy/tfjs/data-parallel.ts';
 import { trainReplicas } from '../../rl/train-threads.ts';
-import { resolvePolicy } from '../../app/resolve-policy.ts';
+import { resolvePolicy, resolveUserPolicy } from '../../app/resolve-policy.ts';
 import { ALGORITHMS, defaultConfig, resolveConfig, type TrainConfig } from '../../rl/config.ts';
 import { TrainingError } from '../../rl/errors.ts';
 import { UnknownNameError, UsageError } from '../../core/errors.ts';
@@ -71,6 +71,8 @@ interface TrainFlags extends QueueFlags {
   evalEpisodes?: number;
   checkpointEvery?: number;
   demoPolicy?: string;
+  /** Who plays the scenario's user (a conversation): a scripted user of its, or a model policy. */
+  userPolicy?: string;
   demoEpisodes: number;
   sftSteps: number;
   dModel: number;
@@ -253,6 +255,8 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
     : trainReplicas(info.name, flags.trainThreads ?? availableParallelism());
   if (note) log(note);
   try {
+    if (!scenario && flags.userPolicy !== undefined)
+      throw new UsageError('--user-policy is for a scenario with a user (--scenario), not --agent');
     if (!scenario) return await trainAgentWith(flags, config, replicas);
     return await trainWith(flags, config, scenario, info, replicas, queue);
   } finally {
@@ -295,9 +299,12 @@ async function trainWith(
   const onSigint = () => controller.abort();
   process.once('SIGINT', onSigint);
   const startStep = flags.resume ? ((await readLatest(flags.out))?.step ?? 0) : 0;
+  const userPolicy =
+    flags.userPolicy === undefined ? undefined : await resolveUserPolicy(flags.userPolicy, scenario, config.seed);
+  if (userPolicy && queue) throw new UsageError('--user-policy plays in this thread: not with --queue');
   // A GPT checkpoint can be replicated into a worker thread that plays half of every rollout.
   const replica =
-    !queue && flags.replica !== false && canUseReplica(info.name) && model instanceof GptTrainable
+    !queue && !userPolicy && flags.replica !== false && canUseReplica(info.name) && model instanceof GptTrainable
       ? new Replica({
           backend: info.name,
           scenarioSource: flags.scenario!,
@@ -316,6 +323,7 @@ async function trainWith(
       episode,
       signal: controller.signal,
       executor: queue ?? replica,
+      ...(userPolicy ? { userPolicy } : {}),
       replicas,
       onStep: (m) => {
         bar.update(m.step, {
@@ -465,6 +473,10 @@ export function register(program: Command): void {
     .option('--kl-estimator <k>', `KL estimator: ${KL_ESTIMATORS.join(', ')} (default: k3 with the loss, else k1)`)
     .option('--entropy-coef <x>', `entropy bonus coefficient (default ${DEFAULTS.entropyCoef})`, number)
     .option('--temperature <x>', `sampling temperature of rollouts (default ${DEFAULTS.temperature})`, number)
+    .option(
+      '--user-policy <spec>',
+      "who plays the scenario's user (a conversation, e.g. helpdesk) in the rollouts and evals: one of its scripted users, or ckpt:DIR, hf:DIR, openai:MODEL@URL (played in this thread)",
+    )
     .option(
       '--eval-every <k>',
       `eval on dev before training, every k steps and after the last (default ${DEFAULTS.evalEvery}; 0: no eval)`,
