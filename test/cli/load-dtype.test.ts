@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runRolloutCommand, type RolloutFlags } from '../../src/cli/commands/rollout.ts';
 import type { LoadDtype } from '../../src/hf/folder.ts';
-import { cli } from '../helpers/cli.ts';
 import { writeTinyFolder } from '../helpers/hf-folder.ts';
 
 // `--dtype auto|f32` says how a Hugging Face model's weights are held: a BF16 checkpoint's matrices
@@ -58,30 +57,6 @@ test('a BF16 model held 16-bit or widened to f32 samples the same records, byte 
   t.true(kept.length > 0);
   t.is(await rolloutBytes('F32'), kept);
   t.is(await rolloutBytes('auto'), kept);
-});
-
-test.serial('model generate --dtype: f32 gives the same tokens; anything but auto or f32 is refused', (t) => {
-  const generate = (...extra: string[]) =>
-    cli([
-      'model',
-      'generate',
-      '--model',
-      `hf:${dir}`,
-      '--prompt-ids',
-      '1,2,3',
-      '--max-new-tokens',
-      '5',
-      '--json',
-      ...extra,
-    ]);
-  const auto = generate();
-  t.is(auto.code, 0, auto.stderr);
-  const wide = generate('--dtype', 'f32');
-  t.is(wide.code, 0, wide.stderr);
-  t.deepEqual(wide.lastJson(), auto.lastJson());
-  const bad = generate('--dtype', 'bf16');
-  t.is(bad.code, 2);
-  t.regex(bad.stderr, /--dtype.*expected auto or f32/);
 });
 
 test('--dtype with a scripted policy is refused: it holds no weights', async (t) => {

@@ -7,7 +7,6 @@ import { runRolloutCommand, type RolloutFlags } from '../../src/cli/commands/rol
 import { loadRecords } from '../../src/record/jsonl.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
-import { cli } from '../helpers/cli.ts';
 import { writeTinyFolder } from '../helpers/hf-folder.ts';
 
 // `--user-policy`: a model plays the help desk's customer. Its turns record their sampled ids and
@@ -77,33 +76,3 @@ test('--user-policy: an unknown name lists the choices; a scenario without a use
     message: /--user-policy plays in this thread/,
   });
 });
-
-test.serial(
-  "train --user-policy: the rollouts' user is that policy (a model here), recorded; not with --agent",
-  async (t) => {
-    const out = join(root, 'train');
-    const r = cli([
-      'train',
-      ...['--algo', 'grpo', '--scenario', 'helpdesk', '--user-policy', `hf:${folder}`, '--steps', '1'],
-      ...['--tasks-per-step', '1', '--group', '2', '--demo-episodes', '4', '--sft-steps', '1'],
-      ...['--d-model', '16', '--layers', '1', '--eval-every', '0', '--out', out],
-    ]);
-    t.is(r.code, 0, r.stderr);
-    const { records } = await loadRecords(join(out, 'episodes.jsonl'));
-    t.is(records.length, 2);
-    for (const record of records) t.is(record.roles!.user!.policy.id, `hf:${folder}`);
-    const agent = cli([
-      'train',
-      '--algo',
-      'grpo',
-      '--agent',
-      'examples/ai-sdk-agent',
-      '--user-policy',
-      'scripted',
-      '--out',
-      join(root, 'a'),
-    ]);
-    t.is(agent.code, 2);
-    t.regex(agent.stderr, /--user-policy is for a scenario with a user/);
-  },
-);
