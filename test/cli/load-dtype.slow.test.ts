@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cli } from '../helpers/cli.ts';
-import { writeTinyFolder } from '../helpers/hf-folder.ts';
+import { ONE_LAYER_QWEN3, writeTinyFolder } from '../helpers/hf-folder.ts';
 
 // The CLI end of test/cli/load-dtype.test.ts: a spawned `model generate --dtype` gives the same
 // tokens held 16-bit or widened, and refuses any other dtype.
@@ -14,13 +14,7 @@ test.before(async () => {
   root = await mkdtemp(join(tmpdir(), 'agent-r1-load-dtype-'));
   dir = join(root, 'qwen3-bf16');
   await writeTinyFolder(dir, {
-    architecture: 'Qwen3ForCausalLM',
-    hidden: 32,
-    layers: 1,
-    heads: 2,
-    kvHeads: 1,
-    headDim: 16,
-    intermediate: 48,
+    ...ONE_LAYER_QWEN3,
     dtype: 'BF16',
     seed: 7,
   });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runRolloutCommand, type RolloutFlags } from '../../src/cli/commands/rollout.ts';
 import type { LoadDtype } from '../../src/hf/folder.ts';
-import { writeTinyFolder } from '../helpers/hf-folder.ts';
+import { ONE_LAYER_QWEN3, writeTinyFolder } from '../helpers/hf-folder.ts';
 
 // `--dtype auto|f32` says how a Hugging Face model's weights are held: a BF16 checkpoint's matrices
 // stay 16-bit (auto) or are widened (f32). The kernel widens each lane exactly, so the two sample
@@ -16,13 +16,7 @@ test.before(async () => {
   root = await mkdtemp(join(tmpdir(), 'agent-r1-load-dtype-'));
   dir = join(root, 'qwen3-bf16');
   await writeTinyFolder(dir, {
-    architecture: 'Qwen3ForCausalLM',
-    hidden: 32,
-    layers: 1,
-    heads: 2,
-    kvHeads: 1,
-    headDim: 16,
-    intermediate: 48,
+    ...ONE_LAYER_QWEN3,
     dtype: 'BF16',
     seed: 7,
   });

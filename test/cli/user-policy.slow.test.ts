@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadRecords } from '../../src/record/jsonl.ts';
 import { cli } from '../helpers/cli.ts';
-import { writeTinyFolder } from '../helpers/hf-folder.ts';
+import { ONE_LAYER_QWEN3, writeTinyFolder } from '../helpers/hf-folder.ts';
 
 // The CLI end of test/cli/user-policy.test.ts: a spawned `train --user-policy hf:DIR` trains the
 // agent against a model playing the help desk's customer, and every rollout record names it.
@@ -15,13 +15,7 @@ test.before(async () => {
   root = await mkdtemp(join(tmpdir(), 'agent-r1-user-policy-'));
   folder = join(root, 'qwen3');
   await writeTinyFolder(folder, {
-    architecture: 'Qwen3ForCausalLM',
-    hidden: 32,
-    layers: 1,
-    heads: 2,
-    kvHeads: 1,
-    headDim: 16,
-    intermediate: 48,
+    ...ONE_LAYER_QWEN3,
     seed: 11,
   });
 });

@@ -7,7 +7,7 @@ import { runRolloutCommand, type RolloutFlags } from '../../src/cli/commands/rol
 import { loadRecords } from '../../src/record/jsonl.ts';
 import { replayRecord } from '../../src/replay/replay.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
-import { writeTinyFolder } from '../helpers/hf-folder.ts';
+import { ONE_LAYER_QWEN3, writeTinyFolder } from '../helpers/hf-folder.ts';
 
 // `--user-policy`: a model plays the help desk's customer. Its turns record their sampled ids and
 // log-probs as the agent's do, and the records replay without the model.
@@ -18,13 +18,7 @@ test.before(async () => {
   root = await mkdtemp(join(tmpdir(), 'agent-r1-user-policy-'));
   folder = join(root, 'qwen3');
   await writeTinyFolder(folder, {
-    architecture: 'Qwen3ForCausalLM',
-    hidden: 32,
-    layers: 1,
-    heads: 2,
-    kvHeads: 1,
-    headDim: 16,
-    intermediate: 48,
+    ...ONE_LAYER_QWEN3,
     seed: 11,
   });
 });

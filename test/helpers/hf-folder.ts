@@ -69,6 +69,17 @@ export const TRAINABLE_QWEN3: Omit<TinyFolder, 'seed'> = {
   embedStd: 0.2,
 };
 
+/** The smallest Qwen3 folder the CLI tests play (one layer): a user model, a BF16 load. Give it a seed. */
+export const ONE_LAYER_QWEN3: Omit<TinyFolder, 'seed'> = {
+  architecture: 'Qwen3ForCausalLM',
+  hidden: 32,
+  layers: 1,
+  heads: 2,
+  kvHeads: 1,
+  headDim: 16,
+  intermediate: 48,
+};
+
 /**
  * Writes a random model folder of the Llama family at real shapes, with Qwen3's tokenizer and chat
  * template: config.json, generation_config.json, safetensors weights, tokenizer files. Weights are
