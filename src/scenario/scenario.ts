@@ -1,5 +1,5 @@
 import type { AnyStateMachine } from 'xstate';
-import type { EpisodeConfig, EpisodeRecord, Message, Task } from '../core/types.ts';
+import type { EpisodeConfig, EpisodeRecord, Message, Outcome, Task } from '../core/types.ts';
 import type { ToolEnv } from '../env/tool-env.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { OpenAITool, Tool } from '../tools/tool.ts';
@@ -39,6 +39,12 @@ export interface UserRole<TTask extends Task = Task, TState = any> {
   defaultPolicy: string;
   /** Most steps (tool calls, then the message) of one reply; past it, the reply ends with no message. */
   maxSteps: number;
+  /**
+   * The user's reward for an episode, when a run trains the user (`train --roles agent,user`):
+   * default the outcome's (a cooperative role); a competing role's is opposed, e.g. `-outcome.reward`.
+   * `record`: the whole episode, for a reward that reads what the user said or did.
+   */
+  reward?(outcome: Outcome, record: EpisodeRecord): number;
 }
 
 /** Everything a scenario is: where tasks come from, what the agent can do, and what it means. */
