@@ -46,7 +46,7 @@ const bestCheckpoint = (e: DevEval, outDir: string): BestCheckpoint => ({
   dir: join(outDir, 'best'),
 });
 
-async function saveBest(model: TrainablePolicy, outDir: string, e: DevEval): Promise<BestCheckpoint> {
+async function saveBest(model: Pick<TrainablePolicy, 'save'>, outDir: string, e: DevEval): Promise<BestCheckpoint> {
   const best = bestCheckpoint(e, outDir);
   await replaceDir(best.dir, async (tmp) => {
     await model.save(tmp);
@@ -111,7 +111,7 @@ export class BestDevCheckpoint {
   }
 
   /** Saves the model as the best when eval `e` of it is (ties go to the later step). */
-  async consider(model: TrainablePolicy, e: DevEval): Promise<void> {
+  async consider(model: Pick<TrainablePolicy, 'save'>, e: DevEval): Promise<void> {
     if (!improves(e, this.score)) return;
     this.current = await saveBest(model, this.outDir, e);
     this.score = this.current.devScore;

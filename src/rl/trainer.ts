@@ -5,6 +5,9 @@ import type { EpisodeConfig, EpisodeRecord, Task } from '../core/types.ts';
 import { AdamW } from '../policy/tfjs/adamw.ts';
 import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
 import { buildTrajectories } from '../policy/trajectory.ts';
+import { roleView } from '../record/role-view.ts';
+import { toOpenAITool } from '../tools/tool.ts';
+import { makeDir } from '../core/make-dir.ts';
 import type { RolloutExecutor } from '../rollout/executor.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { Scenario } from '../scenario/scenario.ts';
@@ -22,7 +25,7 @@ import {
   writeFileAtomic,
 } from './run-dir.ts';
 import type { TrainablePolicy } from './trainable.ts';
-import type { UpdateMetrics } from './update/metrics.ts';
+import { emptyMetrics, type UpdateMetrics } from './update/metrics.ts';
 import type { Scorer } from './update/score.ts';
 import { updateOnBatch } from './update/update.ts';
 import { TensorBoardWriter } from './tensorboard.ts';
@@ -45,6 +48,8 @@ export interface StepMetrics extends UpdateMetrics {
   rolloutTokens: number;
   /** Wall-clock figures: they vary between runs and are kept apart from everything else. */
   time: { rolloutS: number; updateS: number; tokensPerS: number };
+  /** The user's update, when the run trains it (TrainOptions.user): its mean reward and its samples' figures. */
+  user?: UpdateMetrics & { reward: number; episodes: number };
 }
 
 export interface EvalMetrics {
@@ -77,6 +82,8 @@ export interface EpisodeSource {
     tasks?: Task[];
     group?: number;
     indexOffset?: number;
+    /** Who plays the scenario's user (default: the source's own choice). */
+    userPolicy?: Policy;
   }): Promise<{ records: EpisodeRecord[]; summary: { meanReward: number; successRate: number } & object }>;
 }
 
@@ -101,6 +108,15 @@ export interface TrainOptions {
   executor?: RolloutExecutor;
   /** Who plays the scenario's user in the rollouts and evals (default: the scenario's own; this thread only). */
   userPolicy?: Policy;
+  /**
+   * Train the scenario's user too (`train --roles agent,user`): this model plays it in the rollouts
+   * and evals and learns from its own view of each episode (roleView), with its own optimizer, its
+   * loss on its own tokens only, its advantages among its own samples, and the reward the scenario
+   * gives the user (UserRole.reward). Checkpoints keep it in `user/` beside the agent's policy.
+   */
+  user?: TrainablePolicy;
+  /** Whether the agent's weights learn (default true; false, with `user`: the user learns against a fixed agent). */
+  trainAgent?: boolean;
   /**
    * Where a GPT policy's update computes its micro-batch gradients (default: this thread; see
    * TrainThreads). It changes the time an update takes, never its result.
@@ -173,7 +189,7 @@ function scenarioSource(opts: TrainOptions): EpisodeSource {
         concurrency: config.concurrency,
         config: opts.episode,
         executor: opts.executor,
-        ...(opts.userPolicy ? { userPolicy: opts.userPolicy } : {}),
+        ...((request.userPolicy ?? opts.userPolicy) ? { userPolicy: request.userPolicy ?? opts.userPolicy } : {}),
       }),
   };
 }
@@ -188,6 +204,7 @@ async function evaluate(opts: TrainOptions, source: EpisodeSource, step: number)
     split: config.evalSplit,
     episodes: config.evalEpisodes,
     seed: deriveSeed(config.seed, 'eval'),
+    ...(opts.user ? { userPolicy: opts.user.policy(sampling) } : {}),
   });
   return {
     kind: 'eval',
@@ -217,7 +234,10 @@ function stepScalars(row: StepMetrics | EvalMetrics): object {
  * an uninterrupted run.
  */
 export async function train(opts: TrainOptions): Promise<TrainResult> {
-  const { model, config, outDir } = opts;
+  const { model, config, outDir, user } = opts;
+  const trainAgent = opts.trainAgent ?? true;
+  if (user && !opts.scenario?.user) throw new TrainingError('training the user needs a scenario with a user');
+  if (!trainAgent && !user) throw new TrainingError('nothing to train: the agent is fixed and no user model is given');
   const source = opts.source ?? scenarioSource(opts);
   const runConfig = {
     config,
@@ -227,11 +247,16 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     initVersion: model.version(),
     episode: opts.episode ?? {},
     evalTemperature: opts.evalTemperature ?? 0,
+    ...(user ? { roles: { agent: trainAgent, user: user.version() } } : {}),
   };
   await prepareRunDir(outDir, runConfig, opts.resume ?? false);
   const optimizer = new AdamW(model.variables, { lr: config.lr, weightDecay: config.weightDecay });
-  const ref: (Scorer & { dispose(): void }) | null =
-    config.klMode !== 'none' && config.klCoef > 0 ? await model.freeze() : null;
+  const userOptimizer = user && new AdamW(user.variables, { lr: config.lr, weightDecay: config.weightDecay });
+  const withKl = config.klMode !== 'none' && config.klCoef > 0;
+  const ref: (Scorer & { dispose(): void }) | null = withKl ? await model.freeze() : null;
+  const userRef: (Scorer & { dispose(): void }) | null = user && withKl ? await user.freeze() : null;
+  // Wherever the agent's policy is saved, a trained user's goes in its `user/` folder.
+  const models = { save: (dir: string) => saveModels(model, user, dir) };
   const metricsPath = join(outDir, 'metrics.jsonl');
   const tb = new TensorBoardWriter(join(outDir, 'tb'));
   const episodesPath = join(outDir, 'episodes.jsonl');
@@ -243,6 +268,11 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     await model.load(join(dir, 'policy'));
     await model.weightsChanged();
     await optimizer.load(dir);
+    if (user) {
+      await user.load(join(dir, 'policy', 'user'));
+      await user.weightsChanged();
+      await userOptimizer!.load(join(dir, 'user-optimizer'));
+    }
     start = latest.step;
   }
   let keptEvals: EvalMetrics[] = [];
@@ -264,7 +294,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     await appendJsonl(metricsPath, [e]);
     tb.scalars(e.step, stepScalars(e), `eval/${e.split}/`);
     // ties go to the later step: leaving the final policy needs a strictly better dev score
-    await selection.consider(model, e);
+    await selection.consider(models, e);
     opts.onEval?.(e);
   };
   if (start === 0 && config.evalEvery > 0) await doEval(0);
@@ -276,6 +306,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
       const t0 = performance.now();
       const sampling = { temperature: config.temperature };
       const policy = model.policy(sampling);
+      const userPolicy = user?.policy(sampling);
       const { records } = await source.play({
         policy,
         split: config.trainSplit,
@@ -284,15 +315,31 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         seed: deriveSeed(config.seed, 'rollout', s),
         tasks: batchTasks(pool, config, s),
         indexOffset: s * episodesPerStep,
+        ...(userPolicy ? { userPolicy } : {}),
       });
       const t1 = performance.now();
       const { sequences, skipped } = buildTrajectories(records);
       let advantageValues: number[] = [];
       const shuffleSeed = deriveSeed(config.seed, 'minibatch', s);
-      const update = await updateOnBatch(model, ref, optimizer, config, sequences, shuffleSeed, {
-        onAdvantages: (values) => (advantageValues = values),
-        replicas: opts.replicas,
-      });
+      const update = trainAgent
+        ? await updateOnBatch(model, ref, optimizer, config, sequences, shuffleSeed, {
+            onAdvantages: (values) => (advantageValues = values),
+            replicas: opts.replicas,
+          })
+        : emptyMetrics(0);
+      const userUpdate =
+        user && userPolicy
+          ? await updateUser(
+              user,
+              userPolicy,
+              userRef,
+              userOptimizer!,
+              config,
+              records,
+              deriveSeed(config.seed, 'minibatch-user', s),
+              opts.scenario!,
+            )
+          : undefined;
       const t2 = performance.now();
       const rolloutTokens = sequences.reduce((a, q) => a + q.mask.reduce((x, y) => x + y, 0), 0);
       const metrics: StepMetrics = {
@@ -309,6 +356,7 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
         rolloutTokens,
         ...update,
         time: { rolloutS: (t1 - t0) / 1000, updateS: (t2 - t1) / 1000, tokensPerS: rolloutTokens / ((t2 - t0) / 1000) },
+        ...(userUpdate ? { user: userUpdate } : {}),
       };
       await appendJsonl(episodesPath, records);
       await appendJsonl(metricsPath, [metrics]);
@@ -328,19 +376,63 @@ export async function train(opts: TrainOptions): Promise<TrainResult> {
     }
   } finally {
     ref?.dispose();
+    userRef?.dispose();
     optimizer.dispose();
+    userOptimizer?.dispose();
   }
   if (step === config.steps && config.evalEvery > 0 && step % config.evalEvery !== 0) await doEval(step);
   const finalDir = join(outDir, 'final');
-  await replaceDir(finalDir, (tmp) => model.save(tmp));
+  await replaceDir(finalDir, (tmp) => models.save(tmp));
   return { steps, evals, finalDir, lastStep: step, best: selection.best };
 
   async function checkpoint(at: number) {
     const dir = await writeCheckpoint(outDir, at, async (tmp) => {
-      await model.save(join(tmp, 'policy'));
+      await models.save(join(tmp, 'policy'));
       await optimizer.save(tmp);
+      if (userOptimizer) {
+        makeDir(join(tmp, 'user-optimizer'));
+        await userOptimizer.save(join(tmp, 'user-optimizer'));
+      }
       await writeFileAtomic(join(tmp, 'trainer.json'), JSON.stringify({ step: at, version: model.version() }));
     });
     opts.onCheckpoint?.(dir, at);
   }
+}
+
+async function saveModels(model: TrainablePolicy, user: TrainablePolicy | undefined, dir: string): Promise<void> {
+  await model.save(dir);
+  if (user) await user.save(join(dir, 'user'));
+}
+
+/**
+ * The user's update on a rollout batch: each episode as the user lived it (roleView: its own
+ * prompts, the agent's messages as what it heard, its sampled ids), its reward the scenario's for
+ * the user, then the same update as the agent's on those samples alone — so its advantages are
+ * normalized among its own samples, never against the agent's.
+ */
+async function updateUser(
+  user: TrainablePolicy,
+  policy: Policy,
+  ref: Scorer | null,
+  optimizer: AdamW,
+  config: TrainConfig,
+  records: readonly EpisodeRecord[],
+  shuffleSeed: number,
+  scenario: Scenario,
+): Promise<UpdateMetrics & { reward: number; episodes: number }> {
+  const role = scenario.user!;
+  const encode = policy.encode;
+  if (!encode) throw new TrainingError(`the user's policy ${policy.id} does not tokenize: it cannot be trained`);
+  const tools = role.tools.map(toOpenAITool);
+  const views = records.flatMap((r) => {
+    if (r.status !== 'ok') return [];
+    const view = roleView(r, 'user', {
+      encode: (messages) => encode.prompt(messages, tools),
+      ...(role.reward ? { reward: (rec: EpisodeRecord) => role.reward!(rec.outcome, rec) } : {}),
+    });
+    return view ? [view] : [];
+  });
+  const { sequences } = buildTrajectories(views);
+  const update = await updateOnBatch(user, ref, optimizer, config, sequences, shuffleSeed);
+  return { ...update, reward: mean(views.map((v) => v.totalReward)), episodes: views.length };
 }

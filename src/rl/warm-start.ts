@@ -9,6 +9,7 @@ import type { Chunking } from '../policy/tfjs/tokenizer.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { RolloutSummary } from '../rollout/summary.ts';
 import type { Scenario } from '../scenario/scenario.ts';
+import { roleView } from '../record/role-view.ts';
 import { TrainingError } from './errors.ts';
 import { GptTrainable } from './tfjs-trainable.ts';
 
@@ -42,12 +43,16 @@ export interface WarmStartOptions {
   /** Model replicas in other threads that compute the micro-batch gradients (same weights, less time). */
   replicas?: GradientExecutor;
   episode?: Partial<EpisodeConfig>;
+  /** Who plays the scenario's user in the demonstrations (a scenario with a user; default: its own). */
+  userPolicy?: Policy;
   onStep?(stats: { step: number; steps: number; loss: number; tokensPerS: number }): void;
 }
 
 export interface WarmStartResult {
   trainable: GptTrainable;
   demos: RolloutSummary;
+  /** The demonstrations played (a user's warm start reads its view of them: userWarmStart). */
+  records: readonly EpisodeRecord[];
   /** Demonstrations (episodes) trained on, and their share that succeeded. */
   demonstrations: number;
   demoSuccess: number;
@@ -81,6 +86,7 @@ export async function sftWarmStart(options: WarmStartOptions): Promise<WarmStart
     seed: deriveSeed(options.seed, 'demos'),
     concurrency: 16,
     config: options.episode,
+    ...(options.userPolicy ? { userPolicy: options.userPolicy } : {}),
     onRecord: () => {},
   });
   return warmStartOnRecords(records, { id: options.demoPolicy.id, summary }, options, t0);
@@ -128,6 +134,7 @@ export async function warmStartOnRecords(
       },
     }),
     demos: summary,
+    records,
     demonstrations: used.length,
     sequences: trained.sequences,
     demoSuccess,
@@ -142,4 +149,23 @@ export async function warmStartOnRecords(
 /** For step-level demonstrations, the sequences they make (one per step): ", 8231 sequences (one per step)". */
 export function sequencesWords(ws: { demonstrations: number; sequences: number }): string {
   return ws.sequences > ws.demonstrations ? `, ${ws.sequences} sequences (one per step)` : '';
+}
+
+/**
+ * The warm start of a scenario's user (a role trained beside the agent): a GPT of its own, SFT on
+ * the user's view of the same demonstrations (roleView: its instructions, the agent's messages as
+ * what it heard, its replies as its actions).
+ */
+export async function userWarmStart(
+  records: readonly EpisodeRecord[],
+  demos: { id: string; summary: RolloutSummary },
+  options: WarmStartTraining,
+): Promise<WarmStartResult> {
+  const t0 = performance.now();
+  const views = records.flatMap((r) => {
+    const view = r.status === 'ok' ? roleView(r, 'user') : null;
+    return view ? [view] : [];
+  });
+  if (views.length === 0) throw new TrainingError(`the user (${demos.id}) never spoke in the demonstrations`);
+  return warmStartOnRecords(views, demos, options, t0);
 }

@@ -15,6 +15,8 @@ export function chatEncoding(tok: Tokenizer): PolicyEncoding & { action(text: st
   const role = (r: Message['role']) => tok.special(`<|${r}|>`);
   const end = tok.special('<|end|>');
   const assistant = tok.special('<|assistant|>');
+  const closeAnswer = tok.special('</answer>');
+  const closeCall = tok.special('</tool_call>');
   return {
     // Tool messages are wrapped as observations are, so that a context a ToolEnv writes (the
     // step-level MDP) reads like the history an episode builds: the concatenated history, written as
@@ -46,9 +48,15 @@ export function chatEncoding(tok: Tokenizer): PolicyEncoding & { action(text: st
     end(): number[] {
       return [end, tok.eos];
     },
-    /** An action's text as the model would have produced it (for SFT on scripted policies' records). */
+    /**
+     * An action's text as the model would have produced it (for SFT on scripted policies' records):
+     * a turn that no `</answer>` or `</tool_call>` closes (a user's plain message) ends where the model
+     * writes `<|end|>`, so that ends it here too.
+     */
     action(text: string): number[] {
-      return tok.encode(text);
+      const ids = tok.encode(text);
+      const last = ids.at(-1);
+      return last === closeAnswer || last === closeCall ? ids : [...ids, end];
     },
   };
 }
