@@ -12,6 +12,7 @@ export const builtinScenarios: { [name: string]: () => Promise<{ default: Scenar
   musique: () => import('./musique/index.ts'),
   'support-desk': () => import('./support-desk/index.ts'),
   helpdesk: () => import('./helpdesk/index.ts'),
+  guessing: () => import('./guessing/index.ts'),
   gridworld: () => import('./gridworld/index.ts'),
   files: () => import('./files/index.ts'),
 };

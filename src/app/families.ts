@@ -13,6 +13,7 @@ import { startBudget, startScenarioOptions } from './start.ts';
  *   gridworld    ≈ ALFWorld   a large dark dungeon, 20–40 turns, step-level context: the state card
  *   support-desk ≈ WebShop    multi-tool database work under the store's rules (the final database)
  *   helpdesk     ≈ τ²-bench   a conversation with a simulated customer who holds the phone (dual control)
+ *   guessing     a game of two roles (a guesser and a describer), co-trained vs the guesser alone
  */
 export interface Family {
   scenario: string;
@@ -30,7 +31,7 @@ export interface Family {
   references: readonly { method: string; policy: string }[];
 }
 
-export type FamilyBudget = Pick<PaperOptions, 'warmStart' | 'rl' | 'evalEpisodes' | 'episode' | 'select'>;
+export type FamilyBudget = Pick<PaperOptions, 'warmStart' | 'rl' | 'evalEpisodes' | 'episode' | 'select' | 'user'>;
 
 const REFERENCES = [
   { method: 'Expert (scripted, the ceiling)', policy: 'expert' },
@@ -189,6 +190,47 @@ export const FAMILIES: { [name: string]: Family } = {
           checkpointEvery: 4,
         },
         evalEpisodes: { test: 200, ood: 100 },
+      };
+    },
+    evalSplits: ['test', 'ood'],
+    references: REFERENCES,
+  },
+  guessing: {
+    scenario: 'guessing',
+    like: 'a referential game',
+    metric: 'success',
+    options: () => ({}),
+    budget: (quick) => {
+      // Two roles: the demonstrations' describer names the wrong attribute of the secret in half its
+      // rounds (noisy), and the user's warm start imitates that; only co-training can fix it.
+      const episode = { maxTokensPerTurn: 32, maxTurns: 2 };
+      if (quick) return { ...quickBudget(episode, 256), user: { demoPolicy: 'noisy' } };
+      return {
+        episode,
+        user: { demoPolicy: 'noisy', steps: 300 },
+        select: 'best-dev',
+        warmStart: {
+          demoPolicy: 'noisy-expert',
+          episodes: 600,
+          steps: 900,
+          batchSize: 8,
+          lr: 6e-3,
+          vocabSize: 384,
+          model: { dModel: 64, nLayers: 2, contextLength: 256, copyHead: true },
+        },
+        rl: {
+          steps: 40,
+          tasksPerStep: 8,
+          group: 8,
+          minibatch: 64,
+          lr: 1e-3,
+          klMode: 'none',
+          klCoef: 0,
+          evalEvery: 8,
+          evalEpisodes: 64,
+          checkpointEvery: 8,
+        },
+        evalEpisodes: { test: 200, ood: 200 },
       };
     },
     evalSplits: ['test', 'ood'],

@@ -25,7 +25,14 @@ import { train, type EvalMetrics, type StepMetrics } from '../rl/trainer.ts';
 import type { TrainablePolicy } from '../rl/trainable.ts';
 import { naiveRagModel, type TokenizingPolicy } from './naive-rag.ts';
 import { referencePolicy } from '../scenario/reference-policy.ts';
-import { sequencesWords, sftWarmStart, type WarmStartOptions, type WarmStartResult } from '../rl/warm-start.ts';
+import {
+  sequencesWords,
+  sftWarmStart,
+  userWarmStart,
+  type WarmStartOptions,
+  type WarmStartResult,
+} from '../rl/warm-start.ts';
+import { resolveUserPolicy } from './resolve-policy.ts';
 import type { ContextCut } from '../policy/tfjs/sft.ts';
 
 /**
@@ -113,6 +120,13 @@ export interface PaperOptions {
    * model (default 1: this thread; see TrainThreads). The same weights come out, in less time.
    */
   trainThreads?: number;
+  /**
+   * Train the scenario's user too (a game of two roles): the demonstrations play the user policy
+   * `demoPolicy` (one of the scenario's user policies), the user's warm start is a GPT of its own SFT
+   * on its view of them, and each algorithm gives two rows: the agent trained against that warm user
+   * kept fixed, and both roles co-trained (`train --roles agent,user`). The built-in GPT only.
+   */
+  user?: { demoPolicy: string /** The user's SFT steps (default: the agent's). */; steps?: number };
   onEvent?(event: PaperEvent): void;
 }
 
@@ -130,10 +144,12 @@ export interface HfWarmStart {
 export interface PaperResult {
   scores: MethodScore[];
   /** dev EM vs step, per algorithm (from the trainer's evals). */
-  curves: { algo: Algorithm; step: number; em: number; reward: number }[];
+  curves: { algo: Algorithm; step: number; em: number; reward: number; coTrained?: true }[];
   /** Mean training reward per step, per algorithm. */
-  rewards: { algo: Algorithm; step: number; reward: number }[];
-  warmStart: Omit<WarmStartResult, 'trainable' | 'demos'> & { dir: string };
+  rewards: { algo: Algorithm; step: number; reward: number; coTrained?: true }[];
+  warmStart: Omit<WarmStartResult, 'trainable' | 'demos' | 'records'> & { dir: string };
+  /** The user's warm start, when the run trains the scenario's user (PaperOptions.user). */
+  userWarmStart?: Omit<WarmStartResult, 'trainable' | 'demos' | 'records'> & { dir: string };
   runDirs: { [algo: string]: string };
   /** The RL step whose policy the table evaluates, per algorithm, and its dev score. */
   selected: { [algo: string]: { step: number; devScore: number | null } };
@@ -232,9 +248,16 @@ export async function evaluateModel(
   seed: number,
   episode?: Partial<EpisodeConfig>,
   executor?: RolloutExecutor,
+  /** Who plays the scenario's user (default: its own). */
+  userPolicy?: Policy,
 ): Promise<MethodScore> {
   const policy = model.policy({ temperature: 0 });
-  const { records } = await rollout({ ...evalRollout(scenario, split, episodes, seed, episode), policy, executor });
+  const { records } = await rollout({
+    ...evalRollout(scenario, split, episodes, seed, episode),
+    policy,
+    executor,
+    ...(userPolicy ? { userPolicy } : {}),
+  });
   return scoreRecords(method, split, records);
 }
 
@@ -252,7 +275,8 @@ export async function runPaper(options: PaperOptions): Promise<PaperResult> {
   const backend = tf.getBackend();
   // A worker thread's replica and the training threads copy the GPT: a Hugging Face model runs here.
   const replica =
-    options.replica && !options.hf && canUseReplica(backend)
+    // A user played by a model of this thread (PaperOptions.user) keeps every episode here too.
+    options.replica && !options.hf && !options.user && canUseReplica(backend)
       ? new Replica({
           backend,
           scenarioSource: options.scenarioSource,
@@ -285,6 +309,8 @@ async function runPaperWith(
     evalEpisodeCount(scenario, split, split === 'ood' ? options.evalEpisodes.ood : options.evalEpisodes.test);
   // an evaluation size the scenario cannot give fails now, not after the warm start
   for (const split of splits) count(split);
+  if (options.user && (options.hf || options.warmStartFrom))
+    throw new RangeError("training the user beside the agent needs the built-in GPT's own warm start");
   const select = options.select ?? 'final';
   if (select === 'best-dev' && resolveConfig({ ...options.rl, algo: 'grpo', seed }).evalEvery === 0) {
     throw new RangeError('selecting the best dev checkpoint needs dev evals: set rl.evalEvery > 0');
@@ -323,6 +349,7 @@ async function runPaperWith(
   }
   lap('oracle-reader');
 
+  const userDemo = options.user && (await resolveUserPolicy(options.user.demoPolicy, scenario, seed));
   const demoFactory = scenario.policies[options.warmStart.demoPolicy];
   if (!demoFactory)
     throw new Error(`scenario ${scenario.id} has no "${options.warmStart.demoPolicy}" policy for the warm start`);
@@ -337,12 +364,38 @@ async function runPaperWith(
           demoPolicy: await demoFactory({ scenario, seed }),
           seed,
           replicas,
+          ...(userDemo ? { userPolicy: userDemo } : {}),
           onStep: (s) => emit({ phase: 'sft-step', sft: s }),
         });
   // Said, not silent: demonstrations the context cut lost their last actions.
   const cut = 'cut' in ws ? (ws.cut as ContextCut | undefined) : undefined;
   const warmDir = join(options.outDir, 'warm-start');
   await ws.trainable.save(warmDir);
+  // The user's warm start: its own GPT on its view of the same demonstrations, saved in warm-start/user.
+  const userWs =
+    userDemo && 'records' in ws
+      ? await userWarmStart(
+          (ws as WarmStartResult).records,
+          { id: userDemo.id, summary: (ws as WarmStartResult).demos },
+          {
+            ...options.warmStart,
+            steps: options.user!.steps ?? options.warmStart.steps,
+            seed,
+            replicas,
+            onStep: (s) => emit({ phase: 'sft-step', sft: s }),
+          },
+        )
+      : undefined;
+  const userWarmDir = join(warmDir, 'user');
+  if (userWs) {
+    await userWs.trainable.save(userWarmDir);
+    emit({
+      phase: 'warm-start',
+      message: `the user's warm start: its view of ${userWs.demonstrations} demonstrations, ${userWs.steps} SFT steps, loss ${userWs.finalLoss.toFixed(3)}`,
+    });
+  }
+  // Who plays the user in the model's evaluations: the warm user (greedy), or the scenario's own.
+  const warmUser = userWs?.trainable.policy({ temperature: 0 });
   lap('warm-start');
   emit({
     phase: 'warm-start',
@@ -385,6 +438,7 @@ async function runPaperWith(
         seed,
         options.episode,
         executor,
+        warmUser,
       ),
     );
   lap('eval-base');
@@ -394,10 +448,26 @@ async function runPaperWith(
   const rewards: PaperResult['rewards'] = [];
   const runDirs: { [algo: string]: string } = {};
   const selected: PaperResult['selected'] = {};
-  for (const algo of options.algos) {
-    const model = await reload(warmDir, `rl-${algo}`);
-    const outDir = join(options.outDir, algo);
-    runDirs[algo] = outDir;
+  // Each algorithm's runs: the agent alone (against the warm user, kept fixed, when there is one),
+  // and, for a game of two roles, both roles co-trained.
+  const runs = options.algos.flatMap((algo) =>
+    userWs
+      ? [
+          { algo, key: algo, method: `${METHOD_NAMES[algo]} (agent; the user fixed)`, coTrained: false },
+          {
+            algo,
+            key: `${algo}-co-trained`,
+            method: `${METHOD_NAMES[algo]} co-trained (agent + user)`,
+            coTrained: true,
+          },
+        ]
+      : [{ algo, key: algo, method: METHOD_NAMES[algo], coTrained: false }],
+  );
+  for (const { algo, key, method, coTrained } of runs) {
+    const model = await reload(warmDir, `rl-${key}`);
+    const user = coTrained ? await GptTrainable.fromCheckpoint(userWarmDir, { id: `rl-${key}-user` }) : undefined;
+    const outDir = join(options.outDir, key);
+    runDirs[key] = outDir;
     const config = resolveConfig({ ...options.rl, algo, seed });
     const result = await train({
       scenario,
@@ -408,46 +478,47 @@ async function runPaperWith(
       episode: options.episode,
       executor,
       replicas,
+      ...(user ? { user } : warmUser ? { userPolicy: warmUser } : {}),
       onStep: (m) => emit({ phase: 'rl-step', step: m, algo }),
       onEval: (e) => emit({ phase: 'rl-eval', eval: e, algo }),
     });
-    for (const e of result.evals) curves.push({ algo, step: e.step, em: devScore(e), reward: e.reward });
-    for (const s of result.steps) rewards.push({ algo, step: s.step, reward: s.reward });
-    lap(`train-${algo}`);
+    for (const e of result.evals)
+      curves.push({ algo, step: e.step, em: devScore(e), reward: e.reward, ...(coTrained ? { coTrained } : {}) });
+    for (const s of result.steps)
+      rewards.push({ algo, step: s.step, reward: s.reward, ...(coTrained ? { coTrained } : {}) });
+    lap(`train-${key}`);
     // best-dev: the best checkpoint, unless it is the final policy (in memory) or there is none (no eval after step 0)
     const best = select === 'best-dev' && result.best && result.best.step !== result.lastStep ? result.best : null;
     const finalEval = result.evals.find((e) => e.step === result.lastStep);
-    selected[algo] = best
+    selected[key] = best
       ? { step: best.step, devScore: best.devScore }
       : { step: result.lastStep, devScore: finalEval ? devScore(finalEval) : null };
-    const chosen = best ? await reload(best.dir, `rl-${algo}`) : model;
+    const chosen = best ? await reload(best.dir, `rl-${key}`) : model;
+    // A co-trained user is evaluated as it was at the chosen step (best/user beside best/).
+    const chosenUser =
+      user && best ? await GptTrainable.fromCheckpoint(join(best.dir, 'user'), { id: `rl-${key}-user` }) : user;
     if (best)
       emit({
         phase: 'eval',
         algo,
-        message: `${algo}: evaluating the best dev checkpoint, step ${best.step} (dev ${(100 * best.devScore).toFixed(1)})`,
+        message: `${key}: evaluating the best dev checkpoint, step ${best.step} (dev ${(100 * best.devScore).toFixed(1)})`,
       });
     try {
+      const evalUser = chosenUser ? chosenUser.policy({ temperature: 0 }) : warmUser;
       for (const split of splits)
         scores.push(
-          await evaluateModel(
-            scenario,
-            METHOD_NAMES[algo],
-            chosen,
-            split,
-            count(split),
-            seed,
-            options.episode,
-            executor,
-          ),
+          await evaluateModel(scenario, method, chosen, split, count(split), seed, options.episode, executor, evalUser),
         );
     } finally {
       if (chosen !== model) dispose(chosen);
       dispose(model);
+      if (chosenUser && chosenUser !== user) dispose(chosenUser);
+      if (user) dispose(user);
     }
-    lap(`eval-${algo}`);
+    lap(`eval-${key}`);
   }
   dispose(ws.trainable);
+  if (userWs) dispose(userWs.trainable);
   const result: PaperResult = {
     scores,
     curves,
@@ -462,6 +533,20 @@ async function runPaperWith(
       parameters: ws.parameters,
       dir: warmDir,
     },
+    ...(userWs
+      ? {
+          userWarmStart: {
+            demonstrations: userWs.demonstrations,
+            sequences: userWs.sequences,
+            demoSuccess: userWs.demoSuccess,
+            steps: userWs.steps,
+            finalLoss: userWs.finalLoss,
+            seconds: userWs.seconds,
+            parameters: userWs.parameters,
+            dir: userWarmDir,
+          },
+        }
+      : {}),
     runDirs,
     selected,
     seconds,
@@ -484,7 +569,7 @@ async function hfWarmStart(
   options: PaperOptions,
   demoPolicy: Policy,
   onStep: (s: { step: number; steps: number; loss: number; tokensPerS: number }) => void,
-): Promise<Omit<WarmStartResult, 'demos' | 'trainable'> & { trainable: HfTrainable }> {
+): Promise<Omit<WarmStartResult, 'demos' | 'trainable' | 'records'> & { trainable: HfTrainable }> {
   const hf = options.hf!;
   const t0 = performance.now();
   const { records, summary } = await rollout({

@@ -25,3 +25,33 @@ for (const family of ['calculator', 'gridworld', 'support-desk', 'helpdesk']) {
     t.true(existsSync(join(out, 'grpo', 'final', 'model.json')));
   });
 }
+
+test.serial(
+  'start --scenario guessing --quick: the two-role game gives the one-role and the co-trained rows',
+  async (t) => {
+    t.timeout(10 * 60_000);
+    const out = join(await mkdtemp(join(tmpdir(), 'start-guessing-')), 'run');
+    const r = cli(['start', '--scenario', 'guessing', '--quick', '--out', out, '--json'], { timeout: 10 * 60_000 });
+    t.is(r.code, 0, r.stderr.slice(-2000));
+    t.log(r.stdout);
+    const table = r.lastJson() as { methods: { method: string }[] };
+    t.deepEqual(
+      table.methods.map((m) => m.method),
+      [
+        'Expert (scripted, the ceiling)',
+        'Noisy expert (the demonstrations)',
+        'Base Tool Call',
+        'GRPO (agent; the user fixed)',
+        'GRPO co-trained (agent + user)',
+      ],
+    );
+    for (const dir of [
+      ['warm-start', 'user'],
+      ['grpo', 'final'],
+      ['grpo-co-trained', 'final', 'user'],
+    ])
+      t.true(existsSync(join(out, ...dir, 'model.json')), dir.join('/'));
+    t.false(existsSync(join(out, 'grpo', 'final', 'user')), 'the one-role run trains no user');
+    t.regex(r.stdout, /^co-trained training reward per step: /m);
+  },
+);

@@ -162,7 +162,8 @@ export function register(program: Command): void {
             const m = e.step;
             say(
               `${e.algo} step ${m.step}/${budget.rl.steps}  reward ${m.reward.toFixed(3)}  ${metric} ${(m.outcome.em ?? m.success).toFixed(3)}  ` +
-                `entropy ${m.entropy.toFixed(3)}  clip ${m.clipFraction.toFixed(3)}  grad ${m.gradNorm.toFixed(2)}  ${m.time.tokensPerS.toFixed(0)} tok/s`,
+                `entropy ${m.entropy.toFixed(3)}  clip ${m.clipFraction.toFixed(3)}  grad ${m.gradNorm.toFixed(2)}  ${m.time.tokensPerS.toFixed(0)} tok/s` +
+                (m.user ? `  user: entropy ${m.user.entropy.toFixed(3)}  grad ${m.user.gradNorm.toFixed(2)}` : ''),
             );
           }
           if (e.eval)
@@ -171,7 +172,8 @@ export function register(program: Command): void {
             );
         },
       });
-      const rewards = result.rewards.map((r) => r.reward);
+      const rewards = result.rewards.filter((r) => !r.coTrained).map((r) => r.reward);
+      const coTrained = result.rewards.filter((r) => r.coTrained).map((r) => r.reward);
       const half = Math.max(1, Math.floor(rewards.length / 2));
       const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
       const episodes = family.evalSplits.map(
@@ -188,12 +190,29 @@ export function register(program: Command): void {
         `warm start: ${result.warmStart.demonstrations} noisy-expert demonstrations (${(100 * result.warmStart.demoSuccess).toFixed(0)}% correct; ` +
           `${habits})${sequencesWords(result.warmStart)}, ` +
           `${result.warmStart.steps} SFT steps, ${result.warmStart.parameters} parameters`,
+        ...(result.userWarmStart
+          ? [
+              `the user's warm start: its view of the same demonstrations (${family.budget(quick).user?.demoPolicy} user), ` +
+                `${result.userWarmStart.steps} SFT steps, ${result.userWarmStart.parameters} parameters`,
+            ]
+          : []),
         `GRPO training reward per step: ${rewards.map((r) => r.toFixed(3)).join(' ')}`,
         `mean reward, first half → second half: ${avg(rewards.slice(0, half)).toFixed(3)} → ${avg(rewards.slice(half)).toFixed(3)}`,
+        ...(coTrained.length > 0
+          ? [
+              `co-trained training reward per step: ${coTrained.map((r) => r.toFixed(3)).join(' ')}`,
+              `co-trained mean reward, first half → second half: ${avg(coTrained.slice(0, half)).toFixed(3)} → ${avg(coTrained.slice(half)).toFixed(3)}`,
+            ]
+          : []),
         `time: ${Object.entries(result.seconds)
           .map(([k, v]) => `${k} ${v.toFixed(0)} s`)
           .join(', ')}; total ${((performance.now() - t0) / 1000).toFixed(0)} s`,
         `run directory: ${out}  (GRPO policy: ckpt:${join(out, 'grpo', 'final')}; metrics: ${join(out, 'grpo', 'metrics.jsonl')})`,
+        ...(result.userWarmStart
+          ? [
+              `co-trained: ckpt:${join(out, 'grpo-co-trained', 'final')} and its user ckpt:${join(out, 'grpo-co-trained', 'final', 'user')}`,
+            ]
+          : []),
       ];
       process.stdout.write(lines.join('\n') + '\n');
       if (flags.json) {
