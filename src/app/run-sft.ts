@@ -1,8 +1,9 @@
-import type { EpisodeConfig } from '../core/types.ts';
+import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
+import { roleView } from '../record/role-view.ts';
 import type { Policy } from '../policy/policy.ts';
 import { modelHash, saveCheckpoint } from '../policy/tfjs/checkpoint.ts';
 import type { SamplingOptions } from '../architectures/generation.ts';
-import { trainSft, type SftOptions, type SftResult } from '../policy/tfjs/sft.ts';
+import { SftError, trainSft, type SftOptions, type SftResult } from '../policy/tfjs/sft.ts';
 import { TfjsPolicy } from '../policy/tfjs/tfjs-policy.ts';
 import { rollout } from '../rollout/rollout.ts';
 import type { RolloutSummary } from '../rollout/summary.ts';
@@ -10,8 +11,15 @@ import type { Scenario } from '../scenario/scenario.ts';
 
 export interface RunSftOptions {
   scenario: Scenario;
-  /** The reference policy whose episodes are cloned. */
+  /** The reference policy whose episodes are cloned (with `role: 'user'`, the agent the user talks with). */
   teacher: Policy;
+  /**
+   * Whose turns are cloned: the agent's (the default) or the scenario's user's, from its own view of
+   * each episode (roleView): a model that plays the user (`--user-policy ckpt:DIR`, `train --roles`).
+   */
+  role?: 'agent' | 'user';
+  /** Who plays the scenario's user in the episodes (default: its own); with `role: 'user'`, the one cloned. */
+  userPolicy?: Policy;
   episodes: number;
   seed: number;
   split?: string;
@@ -50,10 +58,15 @@ export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
     episodes: options.episodes,
     seed: options.seed,
     config: options.episode,
+    ...(options.userPolicy ? { userPolicy: options.userPolicy } : {}),
   });
   options.onPhase?.('train', { records: records.length, teacherSuccess: summary.successRate });
+  const user = options.role === 'user';
+  const cloned = user ? userViews(records) : records;
+  if (cloned.length === 0)
+    throw new SftError(`the user never spoke in the ${records.length} episodes: nothing to clone`);
   // A demonstration the context would cut loses its last actions: refused, with the context that holds them all.
-  const trained = await trainSft({ overContext: 'refuse', ...options.train, records, seed: options.seed });
+  const trained = await trainSft({ overContext: 'refuse', ...options.train, records: cloned, seed: options.seed });
   const sampling = options.sampling ?? {};
   let hash: string;
   if (options.out) {
@@ -61,6 +74,7 @@ export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
     hash = await saveCheckpoint(options.out, trained.model, trained.tokenizer, {
       scenario: options.scenario.id,
       teacher: options.teacher.id,
+      ...(user ? { role: 'user', user: options.userPolicy?.id ?? null } : {}),
       episodes: options.episodes,
       seed: options.seed,
       steps: trained.steps,
@@ -89,7 +103,9 @@ export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
     result.eval = (
       await rollout({
         scenario: options.scenario,
-        policy,
+        // The cloned user is evaluated as it will be used: answering the agent it learned from.
+        ...(user ? { policy: options.teacher, userPolicy: policy } : { policy }),
+        ...(!user && options.userPolicy ? { userPolicy: options.userPolicy } : {}),
         split: evalSplit,
         episodes: n,
         seed: options.seed + 1,
@@ -99,4 +115,12 @@ export async function runSft(options: RunSftOptions): Promise<RunSftResult> {
     ).summary;
   }
   return result;
+}
+
+/** The user's view of each episode it spoke in (an `ok` one). */
+function userViews(records: readonly EpisodeRecord[]): EpisodeRecord[] {
+  return records.flatMap((r) => {
+    const view = r.status === 'ok' ? roleView(r, 'user') : null;
+    return view ? [view] : [];
+  });
 }

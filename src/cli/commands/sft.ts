@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { InvalidArgumentError, type Command } from 'commander';
 import cliProgress from 'cli-progress';
-import { resolvePolicy } from '../../app/resolve-policy.ts';
+import { resolvePolicy, resolveUserPolicy } from '../../app/resolve-policy.ts';
 import { writeOutput } from '../../core/write-output.ts';
 import { assertWritableDir } from '../../core/writable-dir.ts';
 import { initBackend, type BackendInfo } from '../../policy/tfjs/backend.ts';
@@ -13,7 +13,7 @@ import type { LoraRequest } from '../../rl/hf-trainable.ts';
 import { SftContextError } from '../../policy/tfjs/sft.ts';
 import { CHUNKINGS, type Chunking } from '../../policy/tfjs/tokenizer.ts';
 import { contextSetting } from '../../env/context.ts';
-import { UsageError } from '../../core/errors.ts';
+import { UnknownNameError, UsageError } from '../../core/errors.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import { builtinScenarios } from '../../../scenarios/index.ts';
 import { loadAgent } from '../../gateway/agent-module.ts';
@@ -53,6 +53,8 @@ interface SftFlags {
   records?: string;
   minReward?: number;
   policy: string;
+  role?: string;
+  userPolicy?: string;
   init?: string;
   lora?: number;
   loraAlpha?: number;
@@ -115,7 +117,15 @@ export function register(program: Command): void {
       finiteNumber,
     )
     .requiredOption('--out <dir>', 'checkpoint directory (written atomically)')
-    .option('--policy <name>', 'reference policy to clone', 'expert')
+    .option('--policy <name>', 'reference policy to clone (with --role user: the agent the user talks with)', 'expert')
+    .option(
+      '--role <name>',
+      "whose turns are cloned: agent (the default) or user (a scenario's user, from its own view of each episode)",
+    )
+    .option(
+      '--user-policy <spec>',
+      "who plays the scenario's user in the episodes: one of its scripted users or a model (with --role user: the one cloned)",
+    )
     .option(
       '--init <hf:DIR>',
       'train this Hugging Face model (hf:DIR, or ckpt:DIR of one trained here) on its own chat template instead of a new GPT (the GPT flags do not apply)',
@@ -187,6 +197,10 @@ export function register(program: Command): void {
         );
       if (flags.tasks !== undefined && !flags.agent) throw new UsageError('--tasks goes with --agent');
       if (flags.minReward !== undefined && !flags.records) throw new UsageError('--min-reward goes with --records');
+      if ((flags.role !== undefined || flags.userPolicy !== undefined) && (flags.init || flags.agent || flags.records))
+        throw new UsageError(
+          "--role and --user-policy go with --scenario into the built-in GPT (not with --init, --agent or --records)",
+        );
       if ((flags.agent || flags.records) && !flags.init)
         throw new UsageError(
           `${sources[0]} trains a Hugging Face model: give --init hf:DIR (or ckpt:DIR of one); train --agent warm-starts the GPT`,
@@ -210,6 +224,10 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
   const scenario = await scenarioFromFlags({ ...flags, scenario: flags.scenario! });
   checkSplit(scenario, 'train');
   const teacher = await resolvePolicy(flags.policy, scenario, flags.seed);
+  const role = sftRole(flags.role);
+  if (role === 'user' && !scenario.user) throw new UsageError(`--role user: scenario ${scenario.id} has no user`);
+  const userPolicy =
+    flags.userPolicy === undefined ? undefined : await resolveUserPolicy(flags.userPolicy, scenario, flags.seed);
   const context = contextSetting(scenario, flags.context);
   // Training takes minutes; a checkpoint that cannot be saved must fail now, not after it.
   // The checkpoint is written beside --out first and renamed into place: both must take files.
@@ -223,6 +241,8 @@ async function sftCommand(flags: SftFlags, backend: BackendInfo, replicas: Train
   const result = await runSft({
     scenario,
     teacher,
+    ...(role === 'user' ? { role } : {}),
+    ...(userPolicy ? { userPolicy } : {}),
     episodes: flags.episodes,
     seed: flags.seed,
     out: flags.out,
@@ -457,4 +477,10 @@ function sftBar() {
       on = false;
     },
   };
+}
+
+/** `--role`: the agent (the default) or the scenario's user. */
+function sftRole(value: string | undefined): 'agent' | 'user' {
+  if (value === undefined || value === 'agent' || value === 'user') return value ?? 'agent';
+  throw new UnknownNameError('role', value, ['agent', 'user']);
 }

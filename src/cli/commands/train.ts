@@ -24,7 +24,7 @@ import { loadAgent } from '../../gateway/agent-module.ts';
 import { AgentSession } from '../../gateway/agent-session.ts';
 import { readTasksFile } from '../../gateway/tasks-file.ts';
 import { warmStartAgent } from '../../app/agent-start.ts';
-import type { EpisodeConfig } from '../../core/types.ts';
+import { ROLES, type EpisodeConfig } from '../../core/types.ts';
 import {
   CONTEXT_HELP,
   contextMode,
@@ -73,6 +73,7 @@ interface TrainFlags extends QueueFlags {
   demoPolicy?: string;
   /** Who plays the scenario's user (a conversation): a scripted user of its, or a model policy. */
   userPolicy?: string;
+  roles?: string;
   demoEpisodes: number;
   sftSteps: number;
   dModel: number;
@@ -181,14 +182,24 @@ async function initialModel(
 }
 
 /** The model `--init` names: a Hugging Face model (with --lora's adapters), or a GPT checkpoint. */
-async function modelFromInit(flags: TrainFlags, init: string) {
+async function modelFromInit(flags: TrainFlags, init: string, id = 'rl') {
   if (await isHfModel(init)) {
     const lora = loraRequest(flags, true);
     const valueHead = flags.algo === 'ppo';
-    const model = await HfTrainable.load(initDir(init), { id: 'rl', lora, seed: flags.seed, valueHead });
+    const model = await HfTrainable.load(initDir(init), { id, lora, seed: flags.seed, valueHead });
     return { model, init };
   }
-  return { model: await GptTrainable.fromCheckpoint(init.slice(5)), init };
+  return { model: await GptTrainable.fromCheckpoint(init.slice(5), { id }), init };
+}
+
+/** The roles `--roles` trains: `agent` (the default), `user`, or both (`agent,user`). */
+export function rolesFlag(value: string | undefined): { agent: boolean; user: boolean } {
+  if (value === undefined) return { agent: true, user: false };
+  const names = value.split(',').map((s) => s.trim());
+  const valid = ['agent', ...ROLES];
+  for (const name of names) if (!valid.includes(name)) throw new UnknownNameError('role', name, valid);
+  if (new Set(names).size !== names.length) throw new UsageError(`--roles names a role twice: ${value}`);
+  return { agent: names.includes('agent'), user: names.includes('user') };
 }
 
 const initDir = (spec: string) => spec.replace(/^(hf|ckpt):/, '');
@@ -257,6 +268,8 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   try {
     if (!scenario && flags.userPolicy !== undefined)
       throw new UsageError('--user-policy is for a scenario with a user (--scenario), not --agent');
+    if (!scenario && flags.roles !== undefined && flags.roles !== 'agent')
+      throw new UsageError('--roles: an agent module (--agent) has no other role to train');
     if (!scenario) return await trainAgentWith(flags, config, replicas);
     return await trainWith(flags, config, scenario, info, replicas, queue);
   } finally {
@@ -282,6 +295,9 @@ async function trainWith(
   // The warm start's demonstrations, the rollouts and the evals all see what each step is shown.
   const context = contextSetting(scenario, flags.context);
   const episode: Partial<EpisodeConfig> = context === undefined ? {} : { context };
+  // Which roles learn, checked before any warm start.
+  const roles = rolesFlag(flags.roles);
+  const userSpec = roles.user ? userModelSpec(flags, scenario) : undefined;
   const { model, init } = await initialModel(flags, scenario, log, replicas, episode);
   if (model instanceof HfTrainable && model.lora) {
     const trained = model.variables.reduce((n, v) => n + v.size, 0);
@@ -299,12 +315,22 @@ async function trainWith(
   const onSigint = () => controller.abort();
   process.once('SIGINT', onSigint);
   const startStep = flags.resume ? ((await readLatest(flags.out))?.step ?? 0) : 0;
+  // A trained user starts from the model --user-policy names, and plays the user as it learns.
+  const user = userSpec ? (await modelFromInit(flags, userSpec, 'rl-user')).model : undefined;
+  if (user) log(`roles: ${roles.agent ? 'the agent and ' : ''}the user (from ${flags.userPolicy}) trained`);
   const userPolicy =
-    flags.userPolicy === undefined ? undefined : await resolveUserPolicy(flags.userPolicy, scenario, config.seed);
+    flags.userPolicy === undefined || user
+      ? undefined
+      : await resolveUserPolicy(flags.userPolicy, scenario, config.seed);
   if (userPolicy && queue) throw new UsageError('--user-policy plays in this thread: not with --queue');
   // A GPT checkpoint can be replicated into a worker thread that plays half of every rollout.
   const replica =
-    !queue && !userPolicy && flags.replica !== false && canUseReplica(info.name) && model instanceof GptTrainable
+    !queue &&
+    !userPolicy &&
+    !user &&
+    flags.replica !== false &&
+    canUseReplica(info.name) &&
+    model instanceof GptTrainable
       ? new Replica({
           backend: info.name,
           scenarioSource: flags.scenario!,
@@ -324,6 +350,7 @@ async function trainWith(
       signal: controller.signal,
       executor: queue ?? replica,
       ...(userPolicy ? { userPolicy } : {}),
+      ...(user ? { user, trainAgent: roles.agent } : {}),
       replicas,
       onStep: (m) => {
         bar.update(m.step, {
@@ -478,6 +505,10 @@ export function register(program: Command): void {
       "who plays the scenario's user (a conversation, e.g. helpdesk) in the rollouts and evals: one of its scripted users, or ckpt:DIR, hf:DIR, openai:MODEL@URL (played in this thread)",
     )
     .option(
+      '--roles <list>',
+      "who learns: agent (the default), user, or agent,user (a scenario with a user; the user's model is --user-policy ckpt:DIR|hf:DIR, saved in user/ beside the agent's)",
+    )
+    .option(
       '--eval-every <k>',
       `eval on dev before training, every k steps and after the last (default ${DEFAULTS.evalEvery}; 0: no eval)`,
       integer,
@@ -530,6 +561,7 @@ export function register(program: Command): void {
             : []),
           `metrics: ${join(flags.out, 'metrics.jsonl')}`,
           `policy: ckpt:${result.finalDir}`,
+          ...(existsSync(join(result.finalDir, 'user')) ? [`user: ckpt:${join(result.finalDir, 'user')}`] : []),
           ...(result.best
             ? [
                 `best dev checkpoint (step ${result.best.step}, dev ${f3(result.best.devScore)}): ckpt:${result.best.dir}`,
@@ -539,4 +571,16 @@ export function register(program: Command): void {
         process.stdout.write(lines.join('\n') + '\n');
       }
     });
+}
+
+/** The model a trained user starts from: --user-policy, which must name one (ckpt:DIR or hf:DIR). */
+function userModelSpec(flags: TrainFlags, scenario: { id: string; user?: unknown }): string {
+  if (!scenario.user) throw new UsageError(`--roles user: scenario ${scenario.id} has no user`);
+  const spec = flags.userPolicy;
+  if (spec === undefined || !/^(ckpt|hf):./.test(spec))
+    throw new UsageError(
+      `--roles user trains the user's model: name the one it starts from with --user-policy ckpt:DIR|hf:DIR${spec === undefined ? '' : ` (got ${spec})`}`,
+    );
+  if (flags.queue) throw new UsageError('--roles user: the user plays in this thread, not with --queue');
+  return spec;
 }
