@@ -199,7 +199,7 @@ export function register(program: Command): void {
       if (flags.minReward !== undefined && !flags.records) throw new UsageError('--min-reward goes with --records');
       if ((flags.role !== undefined || flags.userPolicy !== undefined) && (flags.init || flags.agent || flags.records))
         throw new UsageError(
-          "--role and --user-policy go with --scenario into the built-in GPT (not with --init, --agent or --records)",
+          '--role and --user-policy go with --scenario into the built-in GPT (not with --init, --agent or --records)',
         );
       if ((flags.agent || flags.records) && !flags.init)
         throw new UsageError(
