@@ -11,12 +11,10 @@ import {
 import { z } from 'zod';
 import {
   DEFAULT_NOISY_RATE,
-  NOISY_GUESSER_RATE,
   describerPrompt,
   expertDescriber,
   expertGuesser,
   noisyDescriber,
-  noisyGuesser,
 } from './roles.ts';
 import { metaOf, roundTasks, SPLITS, taskOfId } from './tasks.ts';
 
@@ -98,7 +96,7 @@ function guessing(rate: number, options: { [key: string]: string }): Scenario<Ta
     task: taskOfId,
     tools: [guessTool],
     env: guessingEnv,
-    policies: { expert: () => expertGuesser, 'noisy-expert': ({ seed }) => noisyGuesser(seed, NOISY_GUESSER_RATE) },
+    policies: { expert: () => expertGuesser },
     user: {
       prompt: describerPrompt,
       tools: [],

@@ -4,15 +4,12 @@ import { metaOf } from './tasks.ts';
 /**
  * The two roles' scripted players. The guesser (the agent) asks once, then guesses the first item
  * that has the clue's word; the describer (the user) names the secret's attribute that no other item
- * has. Their noisy versions are the demonstrators a warm start imitates: the noisy describer names
- * the shared attribute in `rate` of its rounds (a clue that fits two items), the noisy guesser
- * guesses at random in NOISY_GUESSER_RATE of its rounds.
+ * has. The noisy describer, the demonstrations' user, names the shared attribute in `rate` of its
+ * rounds (a clue that fits two items), drawn per round whatever the round is like.
  */
 
 export const ASK = 'Which one is it?';
 export const DEFAULT_NOISY_RATE = 0.5;
-/** The noisy guesser's share of random guesses. */
-export const NOISY_GUESSER_RATE = 0;
 
 const say = (text: string) => ({ text: `<answer>${text}</answer>` });
 const guess = (item: string) => ({
@@ -32,31 +29,18 @@ const clueOf = (messages: readonly Message[]) => {
   return users.length > 1 ? users.at(-1)!.content.trim().toLowerCase() : null;
 };
 
-function guesserAction(messages: readonly Message[], random: (items: string[]) => string | null): { text: string } {
+function guesserAction(messages: readonly Message[]): { text: string } {
   const clue = clueOf(messages);
   if (clue === null) return say(ASK);
   const items = itemsOf(messages);
-  const pick = random(items) ?? items.find((it) => it.split(' ').includes(clue)) ?? items[0] ?? '';
-  return guess(pick);
+  return guess(items.find((it) => it.split(' ').includes(clue)) ?? items[0] ?? '');
 }
 
 export const expertGuesser: Policy = {
   id: 'expert',
   version: 'guessing-guesser-1',
-  act: async ({ messages }) => guesserAction(messages, () => null),
+  act: async ({ messages }) => guesserAction(messages),
 };
-
-export function noisyGuesser(seed: number, rate: number): Policy {
-  return {
-    id: 'noisy-expert',
-    version: `guessing-noisy-guesser-1:${rate}`,
-    act: async ({ messages, episodeId }) => {
-      const rng = createRng(deriveSeed(seed, 'guessing-noisy-guesser', episodeId));
-      const noisy = rng.next() < rate;
-      return guesserAction(messages, (items) => (noisy ? rng.pick(items) : null));
-    },
-  };
-}
 
 /** What the describer is told (the opening of its own view; a model playing it reads this). */
 export function describerPrompt(task: Task): Message[] {

@@ -90,7 +90,11 @@ export interface PaperOptions {
    * Scripted reference rows: the scenario's policies by name, evaluated like the methods (an expert
    * shows what perfect play scores; the demonstrator what the warm start imitates).
    */
-  references?: readonly { method: string; policy: string }[];
+  references?: readonly {
+    method: string;
+    policy: string /** Who plays the scenario's user (default: its own). */;
+    user?: string;
+  }[];
   /** Episodes per evaluation split: a number, or 'all' (one per task of the split). */
   evalEpisodes: { test: EvalEpisodes; ood: EvalEpisodes };
   evalSplits?: readonly string[];
@@ -233,8 +237,14 @@ export async function evaluateMethod(
   episodes: number,
   seed: number,
   episode?: Partial<EpisodeConfig>,
+  /** Who plays the scenario's user (default: its own). */
+  userPolicy?: Policy,
 ): Promise<MethodScore> {
-  const { records } = await rollout({ ...evalRollout(scenario, split, episodes, seed, episode), policy });
+  const { records } = await rollout({
+    ...evalRollout(scenario, split, episodes, seed, episode),
+    policy,
+    ...(userPolicy ? { userPolicy } : {}),
+  });
   return scoreRecords(method, split, records);
 }
 
@@ -419,10 +429,13 @@ async function runPaperWith(
   scores.push(...oracle);
   lap('naive-rag');
   if (options.references?.length) {
-    for (const { method, policy: name } of options.references) {
+    for (const { method, policy: name, user } of options.references) {
       const policy = await referencePolicy(scenario, name, seed);
+      const userPolicy = user === undefined ? undefined : await resolveUserPolicy(user, scenario, seed);
       for (const split of splits)
-        scores.push(await evaluateMethod(scenario, method, policy, split, count(split), seed, options.episode));
+        scores.push(
+          await evaluateMethod(scenario, method, policy, split, count(split), seed, options.episode, userPolicy),
+        );
     }
     emit({ phase: 'baseline', message: 'scripted references evaluated' });
     lap('references');

@@ -45,7 +45,7 @@ test('sft --role user clones the describer; train --roles agent,user trains it w
   t.is(meta.role, 'user');
   t.is(meta.user, 'noisy');
   t.is((u.lastJson() as { eval: { episodes: number } }).eval.episodes, 4);
-  const a = sft(['--policy', 'noisy-expert', '--user-policy', 'noisy', '--out', agent]);
+  const a = sft(['--policy', 'expert', '--user-policy', 'noisy', '--out', agent]);
   t.is(a.code, 0, a.stderr.slice(-1500));
   const r = cli([
     ...[

@@ -39,7 +39,7 @@ test.serial(
       table.methods.map((m) => m.method),
       [
         'Expert (scripted, the ceiling)',
-        'Noisy expert (the demonstrations)',
+        'Expert, noisy describer (the demonstrations)',
         'Base Tool Call',
         'GRPO (agent; the user fixed)',
         'GRPO co-trained (agent + user)',

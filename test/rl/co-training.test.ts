@@ -45,7 +45,7 @@ const warm = (async () => {
   await initBackend('wasm');
   const { records, summary } = await rollout({
     scenario: game,
-    policy: await referencePolicy(game, 'noisy-expert', 1),
+    policy: await referencePolicy(game, 'expert', 1),
     userPolicy: await game.user!.policies['noisy']!({ scenario: game, seed: 1 }),
     split: 'train',
     episodes: 64,
@@ -58,7 +58,7 @@ const warm = (async () => {
     vocabSize: 300,
     model: { dModel: 32, nLayers: 1, nHeads: 2, contextLength: 256, copyHead: true },
   };
-  const agent = await warmStartOnRecords(records, { id: 'noisy-expert', summary }, training);
+  const agent = await warmStartOnRecords(records, { id: 'expert', summary }, training);
   const user = await userWarmStart(records, { id: 'noisy', summary }, training);
   const dir = await tmp();
   await agent.trainable.save(join(dir, 'agent'));

@@ -61,7 +61,7 @@ test('the expert guesser with the scripted describer wins every round; the noisy
 test('a round replays from its record alone, the describer included', async (t) => {
   const { records } = await rollout({
     scenario,
-    policy: await referencePolicy(scenario, 'noisy-expert', 2),
+    policy: await referencePolicy(scenario, 'expert', 2),
     userPolicy: await user('noisy'),
     split: 'dev',
     episodes: 8,

@@ -187,7 +187,7 @@ export function register(program: Command): void {
         formatPaperTable(result.scores, family.metric),
         '',
         `${family.metric === 'em' ? 'EM and F1' : 'Success'} in %, greedy decoding; ${episodes.join(' and ')} episodes.`,
-        `warm start: ${result.warmStart.demonstrations} noisy-expert demonstrations (${(100 * result.warmStart.demoSuccess).toFixed(0)}% correct; ` +
+        `warm start: ${result.warmStart.demonstrations} ${budget.warmStart.demoPolicy} demonstrations (${(100 * result.warmStart.demoSuccess).toFixed(0)}% correct; ` +
           `${habits})${sequencesWords(result.warmStart)}, ` +
           `${result.warmStart.steps} SFT steps, ${result.warmStart.parameters} parameters`,
         ...(result.userWarmStart
