@@ -9,13 +9,7 @@ import {
   type TurnRecord,
 } from 'agent-r1-ts';
 import { z } from 'zod';
-import {
-  DEFAULT_NOISY_RATE,
-  describerPrompt,
-  expertDescriber,
-  expertGuesser,
-  noisyDescriber,
-} from './roles.ts';
+import { DEFAULT_NOISY_RATE, describerPrompt, expertDescriber, expertGuesser, noisyDescriber } from './roles.ts';
 import { metaOf, roundTasks, SPLITS, taskOfId } from './tasks.ts';
 
 /**
