@@ -11,7 +11,7 @@ import {
   tokenIdList,
   type LlamaConfig,
 } from '../architectures/llama/config.ts';
-import { Bfloat16Weight, LlamaModel, type StoredWeight } from '../architectures/llama/model.ts';
+import { Bfloat16Weight, Float16Weight, LlamaModel, type StoredWeight } from '../architectures/llama/model.ts';
 import { isFloatDtype, type FloatDtype } from '../formats/dtype.ts';
 import { readSafetensorsHeader, readTensorBytes, tensorValues, type TensorEntry } from '../formats/safetensors.ts';
 import { ChatTemplate } from './chat-template.ts';
@@ -65,15 +65,15 @@ export async function openHfFolder(dir: string): Promise<HfFolder> {
  * as they would be held (BF16 matrices in bfloat16 unless widened), with the numbers.
  */
 function checkKernelFits(dir: string, config: LlamaConfig, weights: Map<string, TensorEntry>, dtype: LoadDtype): void {
-  const keep16 = (name: string) => dtype === 'auto' && weights.get(name)?.dtype === 'BF16';
+  const keep16 = (name: string) => dtype === 'auto' && isHalf(weights.get(name)?.dtype);
   const bytes = kernelWeightBytes(config, keep16);
   if (bytes <= MAX_KERNEL_WEIGHT_BYTES) return;
-  const held = dtype === 'auto' && matrixDtype(weights) === 'BF16' ? 'its matrices in bfloat16' : 'in float32';
+  const held = dtype === 'auto' && isHalf(matrixDtype(weights)) ? 'its matrices in 16 bits' : 'in float32';
   const gb = (n: number) => (n / 1e9).toFixed(2);
   throw new ModelConfigError(
     join(dir, 'config.json'),
     null,
-    `the weights take ${gb(bytes)} GB held ${held}; the decode kernel's WebAssembly memory (4 GiB) holds at most ${gb(MAX_KERNEL_WEIGHT_BYTES)} GB of them beside the KV caches: about 900M parameters in float32, 1.8B in bfloat16 (a BF16 checkpoint loaded as it is)`,
+    `the weights take ${gb(bytes)} GB held ${held}; the decode kernel's WebAssembly memory (4 GiB) holds at most ${gb(MAX_KERNEL_WEIGHT_BYTES)} GB of them beside the KV caches: about 900M parameters in float32, 1.8B in 16 bits (a BF16 or F16 checkpoint loaded as it is)`,
   );
 }
 
@@ -198,6 +198,8 @@ async function indexWeights(dir: string, config: LlamaConfig): Promise<Map<strin
   return weights;
 }
 
+const isHalf = (dtype: string | undefined) => dtype === 'BF16' || dtype === 'F16';
+
 function matrixDtype(weights: Map<string, TensorEntry>): FloatDtype {
   const matrix = [...weights.values()].find((e) => e.shape.length === 2);
   return (matrix?.dtype ?? 'F32') as FloatDtype;
@@ -263,9 +265,9 @@ export type LoadDtype = 'auto' | 'F32';
 
 /**
  * Reads the folder's weights into a model, with its content hash (ModelHasher, over the float32
- * values, whatever the dtype). Matrices stored in BF16 stay bfloat16 (`dtype: 'auto'`, the default:
- * half the memory, and the decode kernel streams half the bytes, with the same logits as widened);
- * `dtype: 'F32'` widens them. F16 and the vectors (norms, biases) are read as float32.
+ * values, whatever the dtype). Matrices stored in BF16 or F16 stay 16-bit (`dtype: 'auto'`, the
+ * default: half the memory, and the decode kernel streams half the bytes, with the same logits as
+ * widened); `dtype: 'F32'` widens them. The vectors (norms, biases) are read as float32.
  */
 export async function loadHfModel(
   folder: HfFolder,
@@ -277,8 +279,8 @@ export async function loadHfModel(
   for (const [name, entry] of folder.weights) {
     const values = tensorValues(entry, await readTensorBytes(entry));
     h.weight(name, entry.shape, values);
-    const keep16 = entry.dtype === 'BF16' && entry.shape.length === 2 && (options.dtype ?? 'auto') === 'auto';
-    weights.set(name, keep16 ? Bfloat16Weight.of(values) : values);
+    const keep16 = isHalf(entry.dtype) && entry.shape.length === 2 && (options.dtype ?? 'auto') === 'auto';
+    weights.set(name, !keep16 ? values : entry.dtype === 'BF16' ? Bfloat16Weight.of(values) : Float16Weight.of(values));
   }
   return { model: new LlamaModel(folder.config, weights, options), hash: h.digest() };
 }

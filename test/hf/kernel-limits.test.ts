@@ -69,7 +69,7 @@ test('Qwen3-1.7B in BF16 opens (3.44 GB held in bfloat16); widened to float32 it
   t.is(parameterCount(folder.config), 1_720_574_976);
   const error = await t.throwsAsync(loadHfModel(folder, { dtype: 'F32' }), { instanceOf: ModelConfigError });
   t.regex(error!.message, /the weights take 6\.88 GB held in float32; .* holds at most 3\.60 GB of them/);
-  t.regex(error!.message, /about 900M parameters in float32, 1\.8B in bfloat16/);
+  t.regex(error!.message, /about 900M parameters in float32, 1\.8B in 16 bits/);
 });
 
 test('the same model in F32 is refused when the folder opens, naming the sizes', async (t) => {

@@ -1,7 +1,7 @@
 import { Worker } from 'node:worker_threads';
 import { KERNEL_BASE, KernelHost, kernelThreads } from '../kernel/kernel-host.ts';
 import { LLAMA_KERNEL_WASM } from './kernel/llama-kernel-wasm.ts';
-import type { Bfloat16Weight, LlamaModel } from './model.ts';
+import type { Bfloat16Weight, Float16Weight, LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
 
 // The model table's slots (llama-step.as.ts M_* and L_*).
@@ -12,6 +12,7 @@ const FLAG_O_BIAS = 2;
 const FLAG_MLP_BIAS = 4;
 const FLAG_QK_NORM = 8;
 const FLAG_BF16 = 16;
+const FLAG_F16 = 32;
 
 // The control block, in page 0 (which the kernel leaves to the host): i32 slots 0–9 the step's
 // arguments, then the generation (moved on to start a step) and stop; the kernel's barrier after it.
@@ -161,12 +162,12 @@ export class LlamaDecoder extends KernelHost {
           at += p.length;
         }
       };
-    // The matrices in bfloat16 when the model holds every one so, else all in float32.
-    const bf16 = m.bfloat16;
+    // The matrices in bfloat16 or half when the model holds every one so, else all in float32.
+    const half = m.matrixFormat;
     this.writeModel(M_LAYERS + c.numLayers * LAYER_SLOTS, (table, put, put16) => {
       const matrix = (slot: number, size: number, names: string[]) =>
-        bf16
-          ? put16(slot, size, stacked(names.map((n) => (m.stored(n) as Bfloat16Weight).bits)))
+        half
+          ? put16(slot, size, stacked(names.map((n) => (m.stored(n) as Bfloat16Weight | Float16Weight).bits)))
           : put(slot, size, stacked(names.map((n) => m.weight(n))));
       table.set([d, H, Hkv, dh, c.numLayers, M, V], 0);
       table[7] =
@@ -174,7 +175,7 @@ export class LlamaDecoder extends KernelHost {
         (c.oBias ? FLAG_O_BIAS : 0) |
         (c.mlpBias ? FLAG_MLP_BIAS : 0) |
         (c.qkNorm ? FLAG_QK_NORM : 0) |
-        (bf16 ? FLAG_BF16 : 0);
+        (half === 'BF16' ? FLAG_BF16 : half === 'F16' ? FLAG_F16 : 0);
       table[8] = new Int32Array(Float32Array.of(c.rmsNormEps).buffer)[0]!;
       matrix(9, V * d, ['model.embed_tokens.weight']);
       if (c.tieEmbeddings) table[10] = table[9]!;

@@ -1,3 +1,4 @@
+import { fromFloat32, toFloat32 } from '../../formats/dtype.ts';
 import { ModelConfigError } from '../errors.ts';
 import { llamaWeights, type LlamaConfig } from './config.ts';
 
@@ -27,8 +28,36 @@ export class Bfloat16Weight {
   }
 }
 
-/** A weight as the model holds it: float32, or a bfloat16 matrix kept as such. */
-export type StoredWeight = Float32Array | Bfloat16Weight;
+/**
+ * A matrix kept in IEEE half precision, an F16 checkpoint's own bits: half the memory of float32.
+ * Its float32 values are exact (every half is a float32), so its logits are its widening's.
+ */
+export class Float16Weight {
+  constructor(readonly bits: Uint16Array) {}
+
+  /** Float32 values that are halves (as read from an F16 tensor), as their half bits: exact. */
+  static of(values: Float32Array): Float16Weight {
+    const bytes = fromFloat32(values, 'F16');
+    return new Float16Weight(new Uint16Array(bytes.buffer, bytes.byteOffset, values.length));
+  }
+
+  get length(): number {
+    return this.bits.length;
+  }
+
+  toFloat32(): Float32Array {
+    return toFloat32(new Uint8Array(this.bits.buffer, this.bits.byteOffset, this.bits.byteLength), 'F16');
+  }
+}
+
+/** A weight as the model holds it: float32, or a 16-bit matrix kept as such (bfloat16 or half). */
+export type StoredWeight = Float32Array | Bfloat16Weight | Float16Weight;
+
+/** The 16-bit formats a matrix can be held in. */
+export type HalfFormat = 'BF16' | 'F16';
+
+const halfFormatOf = (w: StoredWeight | undefined): HalfFormat | null =>
+  w instanceof Bfloat16Weight ? 'BF16' : w instanceof Float16Weight ? 'F16' : null;
 
 /**
  * A model of the Llama family: its config and its weights by their Hugging Face names ([out, in]
@@ -73,7 +102,7 @@ export class LlamaModel {
   /** A weight's float32 values: for a bfloat16 matrix, a new widened copy (writing to it changes nothing: setWeight does). */
   weight(name: string): Float32Array {
     const w = this.stored(name);
-    return w instanceof Bfloat16Weight ? w.toFloat32() : w;
+    return w instanceof Float32Array ? w : w.toFloat32();
   }
 
   /** The vocabulary head's weights [V, d] as float32: the embedding when tied. */
@@ -92,15 +121,20 @@ export class LlamaModel {
 
   /** Whether every matrix is held in bfloat16 (the decode kernel then reads them so). */
   get bfloat16(): boolean {
-    return llamaWeights(this.config).every(
-      (s) => s.shape.length === 1 || this.stores.get(s.name) instanceof Bfloat16Weight,
-    );
+    return this.matrixFormat === 'BF16';
+  }
+
+  /** The 16-bit format every matrix is held in (the decode kernel then reads them so), or null. */
+  get matrixFormat(): HalfFormat | null {
+    const matrices = llamaWeights(this.config).filter((s) => s.shape.length === 2);
+    const format = halfFormatOf(this.stores.get(matrices[0]!.name));
+    return matrices.every((s) => halfFormatOf(this.stores.get(s.name)) === format) ? format : null;
   }
 
   /** Bytes the weights take as held. */
   get weightBytes(): number {
     let n = 0;
-    for (const w of this.stores.values()) n += w instanceof Bfloat16Weight ? w.bits.byteLength : w.byteLength;
+    for (const w of this.stores.values()) n += w instanceof Float32Array ? w.byteLength : w.bits.byteLength;
     return n;
   }
 }

@@ -7,9 +7,10 @@
 // head (the embedding when tied). The host (../decoder.ts) owns the memory: it writes the weights
 // once per policy version in the checkpoint's own layout ([out][in], row-major), and each step's
 // rows; calls `step` once; reads the logits back. The matrices (embedding, head, projections) are
-// float32, or bfloat16 kept as such (F_BF16: half the bytes a decode step streams), each value
-// widened to float32 as it is loaded (exact: a bfloat16 is a float32's top half), so a bfloat16
-// model's logits are the same bits as its float32 widening's. Norms, biases and rotary: float32.
+// float32, or bfloat16 or IEEE half kept as such (F_BF16, F_F16: half the bytes a decode step
+// streams), each value widened to float32 as it is loaded (exact: a bfloat16 is a float32's top half,
+// a half a float32 with fewer bits), so a 16-bit model's logits are the same bits as its float32
+// widening's. Norms, biases and rotary: float32.
 //
 // A row's numbers depend on that row alone, so its logits are the same bits in any batch: every
 // output of a matmul is one dot product (four lanes over k ascending, summed (l0 + l1) + (l2 + l3),
@@ -62,6 +63,7 @@ const F_O_BIAS: i32 = 2;
 const F_MLP_BIAS: i32 = 4;
 const F_QK_NORM: i32 = 8;
 const F_BF16: i32 = 16; // the matrices are bfloat16
+const F_F16: i32 = 32; // the matrices are IEEE half
 
 // ---- a row of the step (i32 slots at `rows + 32·r`), as the GPT kernel's ----
 const R_NEW: i32 = 0;
@@ -72,16 +74,32 @@ const R_TOK: i32 = 5;
 const ROW_BYTES: i32 = 32;
 
 // ---- matmul: out[s][n] = (out[s][n] +) Σ_k x[s][k]·w[n][k] (+ b[n]), w row-major [N][K] ----
-// W is the weights' element type: f32, or u16 for bfloat16 (each instance compiled on its own, the
-// test on sizeof<W>() folded away).
+// W is the weights' element type: f32, u16 for bfloat16, or i16 standing for IEEE half (each
+// instance compiled on its own, the tests on W folded away).
+
+/**
+ * Halves (in the low 16 bits of each lane) as float32, exactly: the exponent and mantissa moved to
+ * float32's places and scaled by 2^112 (the two biases' difference; a subnormal half becomes a
+ * normal float32, exactly), the sign put back; infinities and NaNs get float32's all-ones exponent.
+ */
+@inline function halves(h: v128): v128 {
+  const em = i32x4.shl(v128.and(h, i32x4.splat(0x7fff)), 13);
+  const scaled = f32x4.mul(em, f32x4.splat(reinterpret<f32>(<u32>0x77800000)));
+  const special = i32x4.eq(v128.and(h, i32x4.splat(0x7c00)), i32x4.splat(0x7c00));
+  const value = v128.bitselect(v128.or(em, i32x4.splat(0x7f800000)), scaled, special);
+  return v128.or(value, i32x4.shl(v128.and(h, i32x4.splat(0x8000)), 16));
+}
 
 /** Four weights from k on, as float32 lanes (bfloat16: the 16 bits moved to the top). */
 @inline function wv<W>(w: usize, k: i32): v128 {
+  if (isSigned<W>() && sizeof<W>() == 2) return halves(v128.load16x4_u(w + (<usize>k << 1)));
   if (sizeof<W>() == 2) return i32x4.shl(v128.load16x4_u(w + (<usize>k << 1)), 16);
   return v128.load(w + (<usize>k << 2));
 }
 /** One weight as float32. */
 @inline function ws<W>(w: usize, k: i32): f32 {
+  if (isSigned<W>() && sizeof<W>() == 2)
+    return f32x4.extract_lane(halves(i32x4.splat(<i32>load<u16>(w + (<usize>k << 1)))), 0);
   if (sizeof<W>() == 2) return reinterpret<f32>(<u32>load<u16>(w + (<usize>k << 1)) << 16);
   return load<f32>(w + (<usize>k << 2));
 }
@@ -196,9 +214,9 @@ function matmul<W>(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32,
   }
 }
 
-/** n bfloat16 values at `src` as float32 at `out` (an embedding row). */
-function widen(src: usize, n: i32, out: usize): void {
-  for (let k = 0; k < n; k++) store<f32>(at(out, k), ws<u16>(src, k));
+/** n 16-bit values (W: bfloat16 or half) at `src` as float32 at `out` (an embedding row). */
+function widen<W>(src: usize, n: i32, out: usize): void {
+  for (let k = 0; k < n; k++) store<f32>(at(out, k), ws<W>(src, k));
 }
 
 // ---- row-wise pieces ----
@@ -311,12 +329,14 @@ export function step(
   T: i32,
   sync: usize,
 ): void {
-  if (slot(model, M_FLAGS) & F_BF16) stepOf<u16>(model, rows, R, tokens, S, out, scratch, C, t, T, sync);
+  const flags = slot(model, M_FLAGS);
+  if (flags & F_BF16) stepOf<u16>(model, rows, R, tokens, S, out, scratch, C, t, T, sync);
+  else if (flags & F_F16) stepOf<i16>(model, rows, R, tokens, S, out, scratch, C, t, T, sync);
   else stepOf<f32>(model, rows, R, tokens, S, out, scratch, C, t, T, sync);
 }
 
 /**
- * `step` with the matrices' element type W (f32, or u16 for bfloat16): one instance of each. (A
+ * `step` with the matrices' element type W (f32, u16 for bfloat16, i16 for half): one instance of each. (A
  * single step branching on the dtype at each matmul gave other bits on two threads than on one
  * while V8 ran it on its baseline compiler, Liftoff; the cause was not found, and the float32
  * instance is the code that always gave the same bits.)
@@ -368,7 +388,7 @@ function stepOf<W>(
     for (let j = 0; j < n; j++) {
       if (s + j < s0 || s + j >= s1) continue;
       const id = <usize>load<i32>(at(tok, j));
-      if (sizeof<W>() == 2) widen(embed + id * (<usize>d << 1), d, at(sX, (s + j) * d8));
+      if (sizeof<W>() == 2) widen<W>(embed + id * (<usize>d << 1), d, at(sX, (s + j) * d8));
       else memory.copy(at(sX, (s + j) * d8), embed + id * (<usize>d << 2), <usize>d << 2);
     }
     s += n;
