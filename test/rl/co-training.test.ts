@@ -2,71 +2,15 @@ import test from 'ava';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import guessingScenario from '../../scenarios/guessing/index.ts';
-import { deriveSeed } from '../../src/core/rng.ts';
 import type { EpisodeRecord } from '../../src/core/types.ts';
-import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { resolveConfig } from '../../src/rl/config.ts';
 import { TrainingError } from '../../src/rl/errors.ts';
 import { GptTrainable } from '../../src/rl/tfjs-trainable.ts';
 import { train } from '../../src/rl/trainer.ts';
-import { userWarmStart, warmStartOnRecords } from '../../src/rl/warm-start.ts';
-import { rollout } from '../../src/rollout/rollout.ts';
-import { referencePolicy } from '../../src/scenario/reference-policy.ts';
-import type { Scenario } from '../../src/scenario/scenario.ts';
+import { config, load, scenario, shortClue } from '../helpers/guessing-pair.ts';
 import { BigramPolicy, readJsonl, tmp, toyConfig, toyScenario } from './toy.ts';
 
 // Two roles trained in one run (train --roles agent,user): each its own weights, optimizer and
-// samples, saved side by side, resumed exactly.
-
-const game = (guessingScenario as unknown as (o: { [k: string]: string }) => Scenario)({});
-// The tiny models below never win a round, so the game's reward would be 0 for every sample (no
-// advantage, no update): the user is rewarded here for a short first clue, which varies.
-const shortClue = (record: EpisodeRecord) =>
-  -(record.turns.find((turn) => turn.reply)?.reply?.steps[0]?.text.length ?? 0) / 50;
-const scenario: Scenario = { ...game, user: { ...game.user!, reward: (_outcome, record) => shortClue(record) } };
-const config = resolveConfig({
-  algo: 'grpo',
-  seed: 3,
-  steps: 2,
-  tasksPerStep: 2,
-  group: 4,
-  minibatch: 8,
-  lr: 1e-2,
-  klMode: 'none',
-  klCoef: 0,
-  evalEvery: 1,
-  evalEpisodes: 4,
-  checkpointEvery: 1,
-});
-
-/** A tiny guesser and a tiny describer, warm-started on a few noisy demonstrations; saved once. */
-const warm = (async () => {
-  await initBackend('wasm');
-  const { records, summary } = await rollout({
-    scenario: game,
-    policy: await referencePolicy(game, 'expert', 1),
-    userPolicy: await game.user!.policies['noisy']!({ scenario: game, seed: 1 }),
-    split: 'train',
-    episodes: 64,
-    seed: deriveSeed(1, 'demos'),
-  });
-  const training = {
-    seed: 1,
-    steps: 60,
-    lr: 1e-2,
-    vocabSize: 300,
-    model: { dModel: 32, nLayers: 1, nHeads: 2, contextLength: 256, copyHead: true },
-  };
-  const agent = await warmStartOnRecords(records, { id: 'expert', summary }, training);
-  const user = await userWarmStart(records, { id: 'noisy', summary }, training);
-  const dir = await tmp();
-  await agent.trainable.save(join(dir, 'agent'));
-  await user.trainable.save(join(dir, 'user'));
-  return dir;
-})();
-
-const load = async (name: string) => GptTrainable.fromCheckpoint(join(await warm, name), { id: `t-${name}` });
+// samples, saved side by side (resumed exactly: co-training.slow.test.ts).
 
 test('co-training: both roles learn, each saved beside the other, the user recorded as it was at each step', async (t) => {
   const [model, user] = [await load('agent'), await load('user')];
@@ -98,20 +42,6 @@ test('co-training: both roles learn, each saved beside the other, the user recor
   t.is(typeof row.user.entropy, 'number');
   const config0 = JSON.parse(await readFile(join(out, 'config.json'), 'utf8'));
   t.deepEqual(config0.roles, { agent: true, user: user0 });
-});
-
-test('a co-trained run stopped and resumed ends with the weights and records of one that was not', async (t) => {
-  const whole = await tmp();
-  const [a, u] = [await load('agent'), await load('user')];
-  await train({ scenario, model: a, user: u, config, outDir: whole });
-  const parts = await tmp();
-  const [a1, u1] = [await load('agent'), await load('user')];
-  await train({ scenario, model: a1, user: u1, config, outDir: parts, stopAfter: 1 });
-  const [a2, u2] = [await load('agent'), await load('user')];
-  await train({ scenario, model: a2, user: u2, config, outDir: parts, resume: true });
-  t.is(a2.version(), a.version());
-  t.is(u2.version(), u.version());
-  t.deepEqual(await readFile(join(parts, 'episodes.jsonl')), await readFile(join(whole, 'episodes.jsonl')));
 });
 
 test('the user alone learns against a fixed agent; runs that cannot train a role are refused', async (t) => {
