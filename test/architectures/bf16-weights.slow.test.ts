@@ -2,10 +2,10 @@ import test from 'ava';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LlamaDecoder } from '../../src/architectures/llama/decoder.ts';
 import { Bfloat16Weight, type LlamaModel } from '../../src/architectures/llama/model.ts';
 import { loadHfModel, openHfFolder } from '../../src/hf/folder.ts';
 import { writeTinyFolder } from '../helpers/hf-folder.ts';
+import { kernelLogits } from '../helpers/kernel-logits.ts';
 
 // A BF16 checkpoint's matrices stay bfloat16 in memory and in the decode kernel (half the bytes a
 // step streams), widened lane by lane as they are loaded: the logits are the same bits as the
@@ -36,22 +36,6 @@ const FOLDER = {
   seed: 3,
 } as const;
 
-const ROWS = [[151644, 872, 198, 9707, 11], [5], Array.from({ length: 23 }, (_, i) => 100 + i * 11)];
-
-/** Prefill of three rows of different lengths, then one more token each: every logit. */
-async function logits(model: LlamaModel, threads: number): Promise<Float32Array[]> {
-  const decoder = new LlamaDecoder(model, { threads });
-  await decoder.prepare();
-  const s = decoder.session(ROWS.map(() => ({ capacity: 64 })));
-  try {
-    const prefill = s.step(ROWS.map((tokens, slot) => ({ slot, tokens }))).map((l) => l.slice());
-    const next = s.step(ROWS.map((_, slot) => ({ slot, tokens: [slot + 1] }))).map((l) => l.slice());
-    return [...prefill, ...next];
-  } finally {
-    s.close();
-  }
-}
-
 const load = async (dtype: 'auto' | 'F32') => loadHfModel(await openHfFolder(dir), { dtype });
 let loaded: Promise<{
   kept: Awaited<ReturnType<typeof load>>;
@@ -62,7 +46,7 @@ let loaded: Promise<{
 const both = () =>
   (loaded ??= (async () => {
     const wide = await load('F32');
-    return { kept: await load('auto'), wide, reference: await logits(wide.model, 1) };
+    return { kept: await load('auto'), wide, reference: await kernelLogits(wide.model, 1) };
   })());
 
 test('a BF16 folder keeps its matrices in bfloat16 (half the bytes), its vectors in float32; dtype F32 widens all; one hash', async (t) => {
@@ -84,8 +68,8 @@ test('a BF16 folder keeps its matrices in bfloat16 (half the bytes), its vectors
 test('the kernel on bfloat16 matrices gives the same logits, bit for bit, as on their float32 widening, on 1 and 2 threads', async (t) => {
   const { kept: k, reference } = await both();
   const kept = k.model;
-  t.deepEqual(await logits(kept, 1), reference);
-  t.deepEqual(await logits(kept, 2), reference);
+  t.deepEqual(await kernelLogits(kept, 1), reference);
+  t.deepEqual(await kernelLogits(kept, 2), reference);
 });
 
 test('a bfloat16 matrix replaced (training writes float32 back) goes to the kernel in float32, the others widened', async (t) => {
@@ -96,11 +80,11 @@ test('a bfloat16 matrix replaced (training writes float32 back) goes to the kern
   kept.revision++;
   t.false(kept.bfloat16);
   t.true(kept.stored(name) instanceof Float32Array);
-  t.deepEqual(await logits(kept, 1), reference, 'the same values, now through the float32 path');
+  t.deepEqual(await kernelLogits(kept, 1), reference, 'the same values, now through the float32 path');
   // A real change moves the logits (the replacement is not ignored).
   const changed = kept.weight(name).map((v) => v * 2);
   kept.setWeight(name, changed);
   kept.revision++;
-  t.notDeepEqual(await logits(kept, 1), reference);
+  t.notDeepEqual(await kernelLogits(kept, 1), reference);
   t.throws(() => kept.setWeight(name, new Float32Array(3)), { message: /has 2688 values; 3 were given/ });
 });

@@ -2,10 +2,10 @@ import test from 'ava';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LlamaDecoder } from '../../src/architectures/llama/decoder.ts';
 import { Float16Weight, type LlamaModel } from '../../src/architectures/llama/model.ts';
 import { loadHfModel, openHfFolder } from '../../src/hf/folder.ts';
 import { writeTinyFolder } from '../helpers/hf-folder.ts';
+import { kernelLogits } from '../helpers/kernel-logits.ts';
 
 // An F16 checkpoint's matrices stay half precision in memory and in the decode kernel, widened lane
 // by lane as they are loaded (subnormal halves included: weights of std 0.02 have many): the logits
@@ -33,21 +33,6 @@ test.after.always(async () => {
   await rm(root, { recursive: true, force: true });
 });
 
-const ROWS = [[151644, 872, 198, 9707, 11], [5], Array.from({ length: 23 }, (_, i) => 100 + i * 11)];
-
-async function logits(model: LlamaModel, threads: number): Promise<Float32Array[]> {
-  const decoder = new LlamaDecoder(model, { threads });
-  await decoder.prepare();
-  const s = decoder.session(ROWS.map(() => ({ capacity: 64 })));
-  try {
-    const prefill = s.step(ROWS.map((tokens, slot) => ({ slot, tokens }))).map((l) => l.slice());
-    const next = s.step(ROWS.map((_, slot) => ({ slot, tokens: [slot + 1] }))).map((l) => l.slice());
-    return [...prefill, ...next];
-  } finally {
-    s.close();
-  }
-}
-
 const load = async (dtype: 'auto' | 'F32') => loadHfModel(await openHfFolder(dir), { dtype });
 
 test('an F16 folder keeps its matrices in half precision; the kernel gives the float32 widening’s logits, bit for bit, on 1 and 2 threads', async (t) => {
@@ -64,7 +49,7 @@ test('an F16 folder keeps its matrices in half precision; the kernel gives the f
   );
   t.true(subnormal, 'the weights hold subnormal halves');
   for (const name of wide.model.weights.keys()) t.deepEqual(kept.model.weight(name), wide.model.weight(name), name);
-  const reference = await logits(wide.model, 1);
-  t.deepEqual(await logits(kept.model, 1), reference);
-  t.deepEqual(await logits(kept.model, 2), reference);
+  const reference = await kernelLogits(wide.model, 1);
+  t.deepEqual(await kernelLogits(kept.model, 1), reference);
+  t.deepEqual(await kernelLogits(kept.model, 2), reference);
 });
