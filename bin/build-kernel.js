@@ -28,6 +28,12 @@ export const KERNELS = [
     flags: ['--enable', 'threads', '--importMemory', '--sharedMemory', '--maximumMemory', '65536'],
   },
   {
+    source: 'src/architectures/kernel/linear.as.ts',
+    module: 'src/architectures/kernel/linear-wasm.ts',
+    constant: 'LINEAR_WASM',
+    flags: ['--enable', 'threads', '--importMemory', '--sharedMemory', '--maximumMemory', '65536'],
+  },
+  {
     source: 'src/architectures/kernel/head-loss.as.ts',
     module: 'src/architectures/kernel/head-loss-wasm.ts',
     constant: 'HEAD_LOSS_WASM',

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { LLAMA_LORA_TARGETS, parameterCount } from '../architectures/llama/config.ts';
+import { LLAMA_LORA_TARGETS, llamaWeights, parameterCount, type LlamaConfig } from '../architectures/llama/config.ts';
 import type { LlamaModel } from '../architectures/llama/model.ts';
 import { LlamaTfjs } from '../architectures/llama/tfjs-model.ts';
 import { checkLoraConfig, initLora, type LoraAdapters, type LoraConfig } from '../architectures/lora.ts';
@@ -107,7 +107,12 @@ export class HfTrainable implements TrainablePolicy {
     dir: string,
     options: { id?: string; contextLength?: number; lora?: LoraRequest; seed?: number; valueHead?: boolean } = {},
   ): Promise<HfTrainable> {
-    checkTfjsHeapFits(parameterCount((await openModelDir(dir)).folder.config), tf.getBackend(), dir);
+    const opened = await openModelDir(dir);
+    // On the CPU backends a LoRA run's frozen projections stay in the linear kernel, in their own
+    // dtype, on every core; only the rest of the model is a tensor.
+    const cpu = tf.getBackend() === 'wasm' || tf.getBackend() === 'cpu';
+    const baseKernel = cpu && Boolean(options.lora || opened.checkpoint?.base);
+    checkTfjsHeapFits(tensorParameters(opened.folder.config, baseKernel), tf.getBackend(), dir);
     const loaded = await loadModelDir(dir, { contextLength: options.contextLength, keepBase: true });
     const { folder, model, checkpoint } = loaded;
     let net: LlamaTfjs;
@@ -118,7 +123,7 @@ export class HfTrainable implements TrainablePolicy {
         throw new TrainingError(
           `${dir} holds rank-${c.rank} adapters (alpha ${c.alpha}); --lora ${options.lora.rank} --lora-alpha ${options.lora.alpha} asks for others`,
         );
-      net = new LlamaTfjs(model, { lora: loaded.adapters, base: loaded.base! });
+      net = new LlamaTfjs(model, { lora: loaded.adapters, base: loaded.base!, baseKernel });
       base = checkpoint!.base!;
     } else if (options.lora) {
       const config = { ...options.lora, targets: [...LLAMA_LORA_TARGETS] };
@@ -128,7 +133,7 @@ export class HfTrainable implements TrainablePolicy {
         weights.map((w) => w.shape),
         '--lora',
       );
-      net = new LlamaTfjs(model, { lora: initLora(config, weights, options.seed ?? 0) });
+      net = new LlamaTfjs(model, { lora: initLora(config, weights, options.seed ?? 0), baseKernel });
       base = { dir: resolve(folder.dir), hash: loaded.hash };
     } else {
       checkFullFineTuningFits(parameterCount(model.config), tf.getBackend(), dir);
@@ -336,6 +341,16 @@ const WASM_TRAINING_WEIGHT_BYTES = 3_200_000_000;
  * when the wasm heap cannot hold the weights, with the numbers: a BF16 model that the decode kernel
  * runs may still be too big to train here.
  */
+/** Parameters the tensor backend holds: all of them, or with the base in the linear kernel all but the layers' projections. */
+function tensorParameters(config: LlamaConfig, baseKernel: boolean): number {
+  const inKernel = baseKernel
+    ? llamaWeights(config)
+        .filter((w) => w.shape.length === 2 && w.name.startsWith('model.layers.'))
+        .reduce((n, w) => n + w.shape[0]! * w.shape[1]!, 0)
+    : 0;
+  return parameterCount(config) - inKernel;
+}
+
 export function checkTfjsHeapFits(parameters: number, backend: string, dir: string): void {
   const bytes = 4 * parameters;
   if (backend !== 'wasm' || bytes <= WASM_TRAINING_WEIGHT_BYTES) return;

@@ -84,3 +84,60 @@ test('a checkpointed forward (layers recomputed a sequence at a time in the back
     checkpointed.dispose();
   }
 });
+
+test('LoRA over a frozen base kept in the linear kernel (its checkpoint dtype, every core): the gradients and states of the base as tensors, checkpointed or not; the merged weights alike', async (t) => {
+  for (const dtype of ['F32', 'BF16'] as const) {
+    const dir = join(root, `qwen3-kernel-base-${dtype}`);
+    await writeTinyFolder(dir, {
+      architecture: 'Qwen3ForCausalLM',
+      hidden: 32,
+      layers: 2,
+      heads: 4,
+      kvHeads: 2,
+      headDim: 8,
+      intermediate: 40,
+      tie: true,
+      seed: 4,
+      embedStd: 0.3,
+      ...(dtype === 'BF16' ? { dtype } : {}),
+    });
+    const { model } = await loadHfModel(await openHfFolder(dir));
+    const lora = initLora(
+      { rank: 2, alpha: 4, targets: [...LLAMA_LORA_TARGETS] },
+      loraWeights(model.config, LLAMA_LORA_TARGETS),
+      1,
+    );
+    for (const pair of lora.pairs.values()) pair.B.forEach((_, i) => (pair.B[i] = Math.cos(i) * 0.1));
+    const tokens = [
+      [5, 9, 200, 7, 7, 31, 2],
+      [151644, 3, 4, 5, 6, 100, 8],
+    ];
+    const tensors = new LlamaTfjs(model, { lora });
+    const kernel = new LlamaTfjs(model, { lora, baseKernel: true });
+    const recomputed = new LlamaTfjs(model, { lora, baseKernel: true, checkpoint: { above: 0, chunkBytes: 0 } });
+    t.truthy(kernel.linear);
+    t.false(kernel.variables.has('model.layers.0.self_attn.q_proj.weight'), 'the base matrix is not a tensor');
+    const want = gradients(tensors, tokens);
+    for (const [name, net] of [
+      ['kernel', kernel],
+      ['kernel, recomputed', recomputed],
+    ] as const) {
+      const got = gradients(net, tokens);
+      t.is(got.length, want.length);
+      got.forEach((g, i) => {
+        const scale = want[i]!.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+        const worst = g.reduce((m, x, j) => Math.max(m, Math.abs(x - want[i]![j]!)), 0);
+        t.true(
+          scale > 0 && worst <= 1e-4 * scale,
+          `${dtype} ${name}: ${net.trainableVariables[i]!.name} differs by ${worst} (scale ${scale})`,
+        );
+      });
+    }
+    // The merged weights the sampler gets are the same either way.
+    await tensors.writeBack();
+    const fromTensors = model.weight('model.layers.1.mlp.down_proj.weight').slice();
+    await kernel.writeBack();
+    t.deepEqual(model.weight('model.layers.1.mlp.down_proj.weight'), fromTensors);
+    for (const net of [tensors, kernel, recomputed]) net.dispose();
+  }
+});

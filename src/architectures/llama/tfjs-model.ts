@@ -1,7 +1,8 @@
 import * as tf from '@tensorflow/tfjs';
+import { LinearKernel, type LinearMatrix } from '../kernel/linear-kernel.ts';
 import { loraScale, mergeLora, type LoraAdapters, type LoraConfig } from '../lora.ts';
 import { llamaWeights, type LlamaConfig } from './config.ts';
-import type { LlamaModel } from './model.ts';
+import { Bfloat16Weight, Float16Weight, type LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
 
 const NEG = -1e9;
@@ -51,6 +52,10 @@ function variable(values: Float32Array, shape: number[], trainable: boolean, nam
  * model after an update, and the kernel notices. With LoRA adapters the weights are the frozen base
  * and only the adapters train: a projection computes x·Wᵀ + scale·(x·Aᵀ)·Bᵀ, and `writeBack` merges
  * W + scale·B·A into the model (what the kernel samples from).
+ *
+ * With `baseKernel` (LoRA only) the frozen projections are not tensors at all: they stay in a
+ * LinearKernel, in the checkpoint's dtype, outside the backend's heap, and their products, forward
+ * and backward to the inputs, run there on every core (a custom op: x·Wᵀ, and dy·W for its gradient).
  */
 export class LlamaTfjs {
   readonly config: LlamaConfig;
@@ -64,6 +69,9 @@ export class LlamaTfjs {
   private rope: { cos: tf.Tensor2D; sin: tf.Tensor2D; positions: number } | null = null;
   private readonly causal = new Map<number, tf.Tensor4D>();
   private readonly kvHeads: tf.Tensor1D;
+  /** The frozen projections, with `baseKernel` (shared with a `weightsOf` instance's). */
+  readonly linear: LinearKernel | null;
+  private readonly ownsLinear: boolean;
 
   constructor(
     readonly model: LlamaModel,
@@ -76,6 +84,8 @@ export class LlamaTfjs {
       base?: ReadonlyMap<string, Float32Array>;
       /** Read the weights of this instance (a frozen base) rather than copying the model's. */
       weightsOf?: LlamaTfjs;
+      /** With LoRA: keep the frozen projections in a LinearKernel rather than as tensors. */
+      baseKernel?: boolean;
       /**
        * Activation checkpointing: recompute layers in the backward pass when a forward's activations
        * pass `above` bytes, `chunkBytes` of them at a time (defaults CHECKPOINT_BYTES, CHUNK_BYTES).
@@ -89,15 +99,22 @@ export class LlamaTfjs {
     const uid = `llama${nextId++}/`;
     this.ownsWeights = !options.weightsOf;
     this.variables = options.weightsOf?.variables ?? new Map();
+    this.ownsLinear = !options.weightsOf && Boolean(options.lora && options.baseKernel);
+    this.linear = options.weightsOf
+      ? options.weightsOf.linear
+      : this.ownsLinear
+        ? new LinearKernel(frozenProjections(model, options.base))
+        : null;
     if (this.ownsWeights)
       for (const { name, shape } of llamaWeights(this.config))
-        this.variables.set(
-          name,
-          variable(options.base?.get(name) ?? model.weight(name), shape, trainable && !options.lora, uid + name),
-        );
+        if (!this.linear?.has(name))
+          this.variables.set(
+            name,
+            variable(options.base?.get(name) ?? model.weight(name), shape, trainable && !options.lora, uid + name),
+          );
     this.lora = options.lora?.config ?? null;
     for (const [name, { A, B }] of options.lora?.pairs ?? []) {
-      const [out, inDim] = this.variables.get(name)!.shape as [number, number];
+      const [out, inDim] = this.matrixShape(name);
       const r = this.lora!.rank;
       this.adapters.set(name, {
         A: variable(A, [r, inDim], trainable, `${uid}${name}.lora_A`),
@@ -129,6 +146,23 @@ export class LlamaTfjs {
 
   private w(name: string): tf.Variable {
     return this.variables.get(name)!;
+  }
+
+  /** A weight matrix's [out, in], wherever it is kept. */
+  private matrixShape(name: string): [number, number] {
+    return this.linear?.has(name) ? this.linear.shape(name) : (this.variables.get(name)!.shape as [number, number]);
+  }
+
+  /** input · Wᵀ for a projection the LinearKernel holds; its gradient to the input is dy · W there. */
+  private kernelProduct(weight: string, input: tf.Tensor2D): tf.Tensor2D {
+    const linear = this.linear!;
+    const [S, K] = input.shape;
+    const [N] = linear.shape(weight);
+    const op = tf.customGrad((x) => ({
+      value: tf.tensor2d(linear.apply(weight, (x as tf.Tensor).dataSync() as Float32Array, S), [S, N]),
+      gradFunc: (dy: tf.Tensor) => tf.tensor2d(linear.apply(weight, dy.dataSync() as Float32Array, S, true), [S, K]),
+    }));
+    return op(input) as tf.Tensor2D;
   }
 
   /**
@@ -187,7 +221,9 @@ export class LlamaTfjs {
     const p = `model.layers.${l}.`;
     const proj = (name: string, input: tf.Tensor2D, bias: boolean) => {
       const weight = `${p}${name}.weight`;
-      let y = tf.matMul(input, get(weight), false, true) as tf.Tensor2D;
+      let y = this.linear?.has(weight)
+        ? this.kernelProduct(weight, input)
+        : (tf.matMul(input, get(weight), false, true) as tf.Tensor2D);
       if (this.adapters.has(weight)) {
         const low = tf.matMul(input, get(`${weight}.lora_A`), false, true);
         y = y.add(tf.matMul(low, get(`${weight}.lora_B`), false, true).mul(loraScale(this.lora!)));
@@ -378,11 +414,13 @@ export class LlamaTfjs {
     if (this.lora) {
       const scale = loraScale(this.lora);
       for (const [name, { A, B }] of this.adapters) {
-        const base = this.variables.get(name)!;
-        const [out, inDim] = base.shape as [number, number];
+        const [out, inDim] = this.matrixShape(name);
+        const base = this.linear?.has(name)
+          ? this.linear.values(name)
+          : ((await this.variables.get(name)!.data()) as Float32Array);
         const pair = { A: (await A.data()) as Float32Array, B: (await B.data()) as Float32Array };
         const merged = new Float32Array(out * inDim);
-        mergeLora((await base.data()) as Float32Array, pair, scale, out, inDim, merged);
+        mergeLora(base, pair, scale, out, inDim, merged);
         this.model.setWeight(name, merged);
       }
     } else {
@@ -397,9 +435,26 @@ export class LlamaTfjs {
 
   dispose(): void {
     if (this.ownsWeights) for (const v of this.variables.values()) v.dispose();
+    if (this.ownsLinear) this.linear!.dispose();
     for (const { A, B } of this.adapters.values()) tf.dispose([A, B]);
     if (this.rope) tf.dispose([this.rope.cos, this.rope.sin]);
     for (const t of this.causal.values()) t.dispose();
     this.kvHeads.dispose();
   }
+}
+
+/**
+ * Every layer's projection matrices as the LinearKernel keeps them: the adapted weights' base values
+ * when the model holds them merged (`base`), else as the model holds them (a 16-bit matrix as its bits).
+ */
+function frozenProjections(model: LlamaModel, base?: ReadonlyMap<string, Float32Array>): LinearMatrix[] {
+  return llamaWeights(model.config)
+    .filter((s) => s.shape.length === 2 && s.name.startsWith('model.layers.'))
+    .map(({ name, shape: [rows, cols] }) => {
+      const w = base?.get(name) ?? model.stored(name);
+      const m = { name, rows: rows!, cols: cols! };
+      if (w instanceof Bfloat16Weight) return { ...m, format: 'BF16', values: w.bits };
+      if (w instanceof Float16Weight) return { ...m, format: 'F16', values: w.bits };
+      return { ...m, format: 'F32', values: w };
+    });
 }

@@ -1,0 +1,163 @@
+// AssemblyScript (not TypeScript): the matmul the Llama family's kernels share (the decode step,
+// ../llama/kernel/llama-step.as.ts, and the frozen base's linear maps, ./linear.as.ts):
+// out[s][n] = (out[s][n] +) Σ_k x[s][k]·w[n][k] (+ b[n]), w row-major [N][K].
+//
+// Every output is one dot product (four lanes over k ascending, summed (l0 + l1) + (l2 + l3), then
+// the tail in order) whatever block of rows and columns it is computed in, with no FMA: a row's
+// result does not depend on its block, its batch or the thread that computes it.
+
+import { at, hsum } from './simd.as';
+import { first } from './threads.as';
+
+// W is the weights' element type: f32, u16 for bfloat16, or i16 standing for IEEE half (each
+// instance compiled on its own, the tests on W folded away).
+
+/**
+ * Halves (in the low 16 bits of each lane) as float32, exactly: the exponent and mantissa moved to
+ * float32's places and scaled by 2^112 (the two biases' difference; a subnormal half becomes a
+ * normal float32, exactly), the sign put back; infinities and NaNs get float32's all-ones exponent.
+ */
+@inline function halves(h: v128): v128 {
+  const em = i32x4.shl(v128.and(h, i32x4.splat(0x7fff)), 13);
+  const scaled = f32x4.mul(em, f32x4.splat(reinterpret<f32>(<u32>0x77800000)));
+  const special = i32x4.eq(v128.and(h, i32x4.splat(0x7c00)), i32x4.splat(0x7c00));
+  const value = v128.bitselect(v128.or(em, i32x4.splat(0x7f800000)), scaled, special);
+  return v128.or(value, i32x4.shl(v128.and(h, i32x4.splat(0x8000)), 16));
+}
+
+/** Four weights from k on, as float32 lanes (bfloat16: the 16 bits moved to the top). */
+@inline function wv<W>(w: usize, k: i32): v128 {
+  if (isSigned<W>() && sizeof<W>() == 2) return halves(v128.load16x4_u(w + (<usize>k << 1)));
+  if (sizeof<W>() == 2) return i32x4.shl(v128.load16x4_u(w + (<usize>k << 1)), 16);
+  return v128.load(w + (<usize>k << 2));
+}
+/** One weight as float32. */
+@inline function ws<W>(w: usize, k: i32): f32 {
+  if (isSigned<W>() && sizeof<W>() == 2)
+    return f32x4.extract_lane(halves(i32x4.splat(<i32>load<u16>(w + (<usize>k << 1)))), 0);
+  if (sizeof<W>() == 2) return reinterpret<f32>(<u32>load<u16>(w + (<usize>k << 1)) << 16);
+  return load<f32>(w + (<usize>k << 2));
+}
+
+/** A dot product's chain finished: its lanes summed, then the tail of k (past the last multiple of 4) in order. */
+@inline function finish<W>(acc: v128, x: usize, w: usize, K4: i32, K: i32): f32 {
+  let s = hsum(acc);
+  for (let k = K4; k < K; k++) s += load<f32>(at(x, k)) * ws<W>(w, k);
+  return s;
+}
+
+@inline function emit(out: usize, v: f32, bias: usize, n: i32, resid: bool): void {
+  const y = bias ? v + load<f32>(at(bias, n)) : v;
+  store<f32>(out, resid ? load<f32>(out) + y : y);
+}
+
+/**
+ * x [S][xs] (K used), w [N][K], bias [N] or 0, out [S][os]; the columns n0 ≤ n < N. Blocks of 4 rows ×
+ * 2 columns (8 chains at once), else 1 row × 4 columns (a decode step of one row streams the weights
+ * once); each chain is the same arithmetic in every block, so a row's result does not depend on its block.
+ */
+export function matmul<W>(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32, bias: usize, out: usize, os: i32, resid: bool): void {
+  const K4 = K & ~3;
+  const wRow = <usize>K * sizeof<W>();
+  const xRow = <usize>xs << 2;
+  let s = 0;
+  for (; s + 4 <= S; s += 4) {
+    const x0 = at(x, s * xs);
+    const x1 = x0 + xRow;
+    const x2 = x1 + xRow;
+    const x3 = x2 + xRow;
+    const o0 = at(out, s * os);
+    const o1 = at(o0, os);
+    const o2 = at(o1, os);
+    const o3 = at(o2, os);
+    let n = n0;
+    for (; n + 2 <= N; n += 2) {
+      const w0 = w + <usize>n * wRow;
+      const w1 = w0 + wRow;
+      let a00 = f32x4.splat(0), a01 = f32x4.splat(0), a10 = f32x4.splat(0), a11 = f32x4.splat(0);
+      let a20 = f32x4.splat(0), a21 = f32x4.splat(0), a30 = f32x4.splat(0), a31 = f32x4.splat(0);
+      for (let k = 0; k < K4; k += 4) {
+        const o = <usize>k << 2;
+        const b0 = wv<W>(w0, k), b1 = wv<W>(w1, k);
+        let c = v128.load(x0 + o);
+        a00 = f32x4.add(a00, f32x4.mul(c, b0)); a01 = f32x4.add(a01, f32x4.mul(c, b1));
+        c = v128.load(x1 + o);
+        a10 = f32x4.add(a10, f32x4.mul(c, b0)); a11 = f32x4.add(a11, f32x4.mul(c, b1));
+        c = v128.load(x2 + o);
+        a20 = f32x4.add(a20, f32x4.mul(c, b0)); a21 = f32x4.add(a21, f32x4.mul(c, b1));
+        c = v128.load(x3 + o);
+        a30 = f32x4.add(a30, f32x4.mul(c, b0)); a31 = f32x4.add(a31, f32x4.mul(c, b1));
+      }
+      emit(at(o0, n), finish<W>(a00, x0, w0, K4, K), bias, n, resid);
+      emit(at(o0, n + 1), finish<W>(a01, x0, w1, K4, K), bias, n + 1, resid);
+      emit(at(o1, n), finish<W>(a10, x1, w0, K4, K), bias, n, resid);
+      emit(at(o1, n + 1), finish<W>(a11, x1, w1, K4, K), bias, n + 1, resid);
+      emit(at(o2, n), finish<W>(a20, x2, w0, K4, K), bias, n, resid);
+      emit(at(o2, n + 1), finish<W>(a21, x2, w1, K4, K), bias, n + 1, resid);
+      emit(at(o3, n), finish<W>(a30, x3, w0, K4, K), bias, n, resid);
+      emit(at(o3, n + 1), finish<W>(a31, x3, w1, K4, K), bias, n + 1, resid);
+    }
+    for (; n < N; n++) {
+      const w0 = w + <usize>n * wRow;
+      let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+      for (let k = 0; k < K4; k += 4) {
+        const o = <usize>k << 2;
+        const b0 = wv<W>(w0, k);
+        a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + o), b0));
+        a1 = f32x4.add(a1, f32x4.mul(v128.load(x1 + o), b0));
+        a2 = f32x4.add(a2, f32x4.mul(v128.load(x2 + o), b0));
+        a3 = f32x4.add(a3, f32x4.mul(v128.load(x3 + o), b0));
+      }
+      emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
+      emit(at(o1, n), finish<W>(a1, x1, w0, K4, K), bias, n, resid);
+      emit(at(o2, n), finish<W>(a2, x2, w0, K4, K), bias, n, resid);
+      emit(at(o3, n), finish<W>(a3, x3, w0, K4, K), bias, n, resid);
+    }
+  }
+  for (; s < S; s++) {
+    const x0 = at(x, s * xs);
+    const o0 = at(out, s * os);
+    let n = n0;
+    for (; n + 4 <= N; n += 4) {
+      const w0 = w + <usize>n * wRow;
+      const w1 = w0 + wRow;
+      const w2 = w1 + wRow;
+      const w3 = w2 + wRow;
+      let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+      for (let k = 0; k < K4; k += 4) {
+        const o = <usize>k << 2;
+        const c = v128.load(x0 + o);
+        a0 = f32x4.add(a0, f32x4.mul(c, wv<W>(w0, k)));
+        a1 = f32x4.add(a1, f32x4.mul(c, wv<W>(w1, k)));
+        a2 = f32x4.add(a2, f32x4.mul(c, wv<W>(w2, k)));
+        a3 = f32x4.add(a3, f32x4.mul(c, wv<W>(w3, k)));
+      }
+      emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
+      emit(at(o0, n + 1), finish<W>(a1, x0, w1, K4, K), bias, n + 1, resid);
+      emit(at(o0, n + 2), finish<W>(a2, x0, w2, K4, K), bias, n + 2, resid);
+      emit(at(o0, n + 3), finish<W>(a3, x0, w3, K4, K), bias, n + 3, resid);
+    }
+    for (; n < N; n++) {
+      const w0 = w + <usize>n * wRow;
+      let a0 = f32x4.splat(0);
+      for (let k = 0; k < K4; k += 4) {
+        const o = <usize>k << 2;
+        a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + o), wv<W>(w0, k)));
+      }
+      emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
+    }
+  }
+}
+
+/** n 16-bit values (W: bfloat16 or half) at `src` as float32 at `out` (an embedding row). */
+export function widen<W>(src: usize, n: i32, out: usize): void {
+  for (let k = 0; k < n; k++) store<f32>(at(out, k), ws<W>(src, k));
+}
+
+/** A matmul's columns for thread t of T: a multiple of 4 each, the last thread to N. */
+@inline export function colFrom(N: i32, t: i32, T: i32): i32 {
+  return t == 0 ? 0 : first(N >> 2, t, T) << 2;
+}
+@inline export function colTo(N: i32, t: i32, T: i32): i32 {
+  return t == T - 1 ? N : first(N >> 2, t + 1, T) << 2;
+}
