@@ -1,6 +1,6 @@
 import { join, resolve } from 'node:path';
 import type { LlamaModel } from '../architectures/llama/model.ts';
-import { loraScale, mergeLora, type LoraAdapters } from '../architectures/lora.ts';
+import type { LoraAdapters } from '../architectures/lora.ts';
 import type { Json } from '../core/types.ts';
 import { HfFolderError } from './errors.ts';
 import { hashModel, loadHfModel, openHfFolder, type HfFolder, type LoadDtype } from './folder.ts';
@@ -68,25 +68,24 @@ export async function openModelDir(dir: string): Promise<{ folder: HfFolder; che
 export interface LoadedModelDir {
   folder: HfFolder;
   checkpoint: HfCheckpointJson | null;
-  /** The model it computes: adapters merged into their base. */
+  /** The model it computes: with adapters, the base and the adapters over it (LlamaModel.setAdapters). */
   model: LlamaModel;
   /** Its content hash (checked against a checkpoint's). */
   hash: string;
   /** The folder's own hash: the base's, for adapters. */
   folderHash: string;
-  /** A LoRA checkpoint's adapters, and (with `keepBase`) the adapted weights' base values. */
+  /** A LoRA checkpoint's adapters (the model's). */
   adapters: LoraAdapters | null;
-  base: Map<string, Float32Array> | null;
 }
 
 /**
- * A model directory loaded: a Hugging Face folder, a full checkpoint, or LoRA adapters merged into
+ * A model directory loaded: a Hugging Face folder, a full checkpoint, or LoRA adapters over
  * their base, which must be the folder they were trained on (its hash). A checkpoint's stored hash
  * must be what its model hashes to.
  */
 export async function loadModelDir(
   dir: string,
-  options: { contextLength?: number; keepBase?: boolean; dtype?: LoadDtype } = {},
+  options: { contextLength?: number; dtype?: LoadDtype } = {},
 ): Promise<LoadedModelDir> {
   const { folder, checkpoint } = await openModelDir(dir);
   const file = join(dir, HF_CHECKPOINT_FILE);
@@ -96,7 +95,6 @@ export async function loadModelDir(
   });
   let hash = folderHash;
   let adapters: LoraAdapters | null = null;
-  let base: Map<string, Float32Array> | null = null;
   if (checkpoint?.base) {
     if (folderHash !== checkpoint.base.hash)
       throw new HfFolderError(
@@ -105,14 +103,7 @@ export async function loadModelDir(
         `the adapters were trained on a model hashing to ${checkpoint.base.hash.slice(0, 12)}; ${folder.dir} now hashes to ${folderHash.slice(0, 12)} (another model)`,
       );
     adapters = await readPeftAdapter(dir, folder.config);
-    base = options.keepBase ? new Map() : null;
-    for (const [name, pair] of adapters.pairs) {
-      const w = model.weight(name);
-      base?.set(name, w.slice());
-      const [out, inDim] = [pair.B.length / adapters.config.rank, pair.A.length / adapters.config.rank];
-      mergeLora(w, pair, loraScale(adapters.config), out, inDim, w);
-      model.setWeight(name, w);
-    }
+    model.setAdapters(adapters);
     hash = await hashModel(folder.dir, model);
   }
   if (checkpoint && checkpoint.hash !== hash)
@@ -121,5 +112,5 @@ export async function loadModelDir(
       'hash',
       `content hash mismatch (stored ${checkpoint.hash.slice(0, 12)}, computed ${hash.slice(0, 12)})`,
     );
-  return { folder, checkpoint, model, hash, folderHash, adapters, base };
+  return { folder, checkpoint, model, hash, folderHash, adapters };
 }

@@ -113,7 +113,7 @@ export class HfTrainable implements TrainablePolicy {
     const cpu = tf.getBackend() === 'wasm' || tf.getBackend() === 'cpu';
     const baseKernel = cpu && Boolean(options.lora || opened.checkpoint?.base);
     checkTfjsHeapFits(tensorParameters(opened.folder.config, baseKernel), tf.getBackend(), dir);
-    const loaded = await loadModelDir(dir, { contextLength: options.contextLength, keepBase: true });
+    const loaded = await loadModelDir(dir, { contextLength: options.contextLength });
     const { folder, model, checkpoint } = loaded;
     let net: LlamaTfjs;
     let base: { dir: string; hash: string } | null = null;
@@ -123,7 +123,7 @@ export class HfTrainable implements TrainablePolicy {
         throw new TrainingError(
           `${dir} holds rank-${c.rank} adapters (alpha ${c.alpha}); --lora ${options.lora.rank} --lora-alpha ${options.lora.alpha} asks for others`,
         );
-      net = new LlamaTfjs(model, { lora: loaded.adapters, base: loaded.base!, baseKernel });
+      net = new LlamaTfjs(model, { lora: loaded.adapters, baseKernel });
       base = checkpoint!.base!;
     } else if (options.lora) {
       const config = { ...options.lora, targets: [...LLAMA_LORA_TARGETS] };

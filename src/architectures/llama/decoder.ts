@@ -3,10 +3,13 @@ import { KERNEL_BASE, KernelHost, kernelThreads } from '../kernel/kernel-host.ts
 import { LLAMA_KERNEL_WASM } from './kernel/llama-kernel-wasm.ts';
 import type { Bfloat16Weight, Float16Weight, LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
+import { llamaWeights } from './config.ts';
+import { loraScale } from '../lora.ts';
 
 // The model table's slots (llama-step.as.ts M_* and L_*).
 const M_LAYERS = 16;
-const LAYER_SLOTS = 12;
+const LAYER_SLOTS = 20;
+const M_RANK = 14;
 const FLAG_QKV_BIAS = 1;
 const FLAG_O_BIAS = 2;
 const FLAG_MLP_BIAS = 4;
@@ -164,11 +167,16 @@ export class LlamaDecoder extends KernelHost {
       };
     // The matrices in bfloat16 or half when the model holds every one so, else all in float32.
     const half = m.matrixFormat;
+    // LoRA adapters are read beside the base (the base as held: 16 bits stay 16 bits), B times alpha/r.
+    const lora = m.adapters;
+    const r = lora?.config.rank ?? 0;
+    const scale = lora ? loraScale(lora.config) : 0;
+    const shapeOf = new Map(llamaWeights(c).map((w) => [w.name, w.shape]));
     this.writeModel(M_LAYERS + c.numLayers * LAYER_SLOTS, (table, put, put16) => {
       const matrix = (slot: number, size: number, names: string[]) =>
         half
           ? put16(slot, size, stacked(names.map((n) => (m.stored(n) as Bfloat16Weight | Float16Weight).bits)))
-          : put(slot, size, stacked(names.map((n) => m.weight(n))));
+          : put(slot, size, stacked(names.map((n) => m.baseWeight(n))));
       table.set([d, H, Hkv, dh, c.numLayers, M, V], 0);
       table[7] =
         (c.qkvBias ? FLAG_QKV_BIAS : 0) |
@@ -177,6 +185,7 @@ export class LlamaDecoder extends KernelHost {
         (c.qkNorm ? FLAG_QK_NORM : 0) |
         (half === 'BF16' ? FLAG_BF16 : half === 'F16' ? FLAG_F16 : 0);
       table[8] = new Int32Array(Float32Array.of(c.rmsNormEps).buffer)[0]!;
+      table[M_RANK] = r;
       matrix(9, V * d, ['model.embed_tokens.weight']);
       if (c.tieEmbeddings) table[10] = table[9]!;
       else matrix(10, V * d, ['lm_head.weight']);
@@ -206,6 +215,32 @@ export class LlamaDecoder extends KernelHost {
         if (c.mlpBias) put(s + 9, 2 * M, stacked([w('mlp.gate_proj.bias'), w('mlp.up_proj.bias')]));
         matrix(s + 10, d * M, [`${p}mlp.down_proj.weight`]);
         if (c.mlpBias) put(s + 11, d, plain(w('mlp.down_proj.bias')));
+        if (lora) {
+          const group = (slot: number, members: string[]) => {
+            const shapes = members.map((n) => shapeOf.get(`${p}${n}.weight`)!);
+            const inDim = shapes[0]![1]!;
+            const outs = shapes.map((sh) => sh[0]!);
+            const total = outs.reduce((a, b) => a + b, 0);
+            put(slot, members.length * r * inDim, (f) =>
+              members.forEach((n, g) => {
+                const pair = lora.pairs.get(`${p}${n}.weight`);
+                if (pair) f.set(pair.A, g * r * inDim);
+              }),
+            );
+            put(slot + 1, total * r, (f) => {
+              let row = 0;
+              members.forEach((n, g) => {
+                const pair = lora.pairs.get(`${p}${n}.weight`);
+                if (pair) for (let i = 0; i < pair.B.length; i++) f[row * r + i] = pair.B[i]! * scale;
+                row += outs[g]!;
+              });
+            });
+          };
+          group(s + 12, ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj']);
+          group(s + 14, ['self_attn.o_proj']);
+          group(s + 16, ['mlp.gate_proj', 'mlp.up_proj']);
+          group(s + 18, ['mlp.down_proj']);
+        }
       }
     });
     this.loaded = m.revision;

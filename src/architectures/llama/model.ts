@@ -1,5 +1,6 @@
 import { fromFloat32, toFloat32 } from '../../formats/dtype.ts';
 import { ModelConfigError } from '../errors.ts';
+import { loraScale, mergeLora, type LoraAdapters } from '../lora.ts';
 import { llamaWeights, type LlamaConfig } from './config.ts';
 
 /**
@@ -64,12 +65,17 @@ const halfFormatOf = (w: StoredWeight | undefined): HalfFormat | null =>
  * row-major for a projection, as the checkpoint stores them), float32 or (matrices loaded from a
  * bfloat16 checkpoint) bfloat16. `revision` counts changes to the weights, so the decode kernel
  * copies them in again only after an update.
+ *
+ * With LoRA adapters the weights held are the frozen base and the model computes W + scale·B·A:
+ * `weight` gives that (merged on the fly, for export and hashing), `stored` and `baseWeight` the
+ * base; the decode kernel reads the base as held (16 bits stay 16 bits) and the adapters beside it.
  */
 export class LlamaModel {
   revision = 0;
   /** The positions the model is run at (at most the config's max_position_embeddings). */
   readonly contextLength: number;
   private readonly stores: Map<string, StoredWeight>;
+  private lora: LoraAdapters | null = null;
 
   constructor(
     readonly config: LlamaConfig,
@@ -92,17 +98,49 @@ export class LlamaModel {
     return this.stores;
   }
 
-  /** A weight as it is held (the decode kernel reads bfloat16 matrices as they are). */
+  /** A weight as it is held, the base's with adapters (the decode kernel reads 16-bit matrices as they are). */
   stored(name: string): StoredWeight {
     const w = this.stores.get(name);
     if (!w) throw new ModelConfigError('weights', name, 'is missing');
     return w;
   }
 
-  /** A weight's float32 values: for a bfloat16 matrix, a new widened copy (writing to it changes nothing: setWeight does). */
-  weight(name: string): Float32Array {
+  /** A weight's float32 values as held (the base's with adapters): for a 16-bit matrix a new widened copy. */
+  baseWeight(name: string): Float32Array {
     const w = this.stored(name);
     return w instanceof Float32Array ? w : w.toFloat32();
+  }
+
+  /**
+   * A weight's float32 values as the model computes with them: an adapted one merged (a new array);
+   * otherwise baseWeight's (writing to it changes nothing for a 16-bit matrix: setWeight does).
+   */
+  weight(name: string): Float32Array {
+    const pair = this.lora?.pairs.get(name);
+    if (!pair) return this.baseWeight(name);
+    const base = this.baseWeight(name);
+    const r = this.lora!.config.rank;
+    const out = new Float32Array(base.length);
+    mergeLora(base, pair, loraScale(this.lora!.config), pair.B.length / r, pair.A.length / r, out);
+    return out;
+  }
+
+  /** The LoRA adapters the model computes with over its weights, or null. */
+  get adapters(): LoraAdapters | null {
+    return this.lora;
+  }
+
+  /** Sets (or with null drops) the adapters over the weights held; the caller moves `revision` on. */
+  setAdapters(adapters: LoraAdapters | null): void {
+    for (const [name, { A, B }] of adapters?.pairs ?? []) {
+      const spec = llamaWeights(this.config).find((w) => w.name === name);
+      const r = adapters!.config.rank;
+      if (spec?.shape.length !== 2) throw new ModelConfigError('adapters', name, 'is not a matrix of this model');
+      const [out, inDim] = spec.shape as [number, number];
+      if (A.length !== r * inDim || B.length !== out * r)
+        throw new ModelConfigError('adapters', name, `A must be [${r}, ${inDim}] and B [${out}, ${r}]`);
+    }
+    this.lora = adapters;
   }
 
   /** The vocabulary head's weights [V, d] as float32: the embedding when tied. */

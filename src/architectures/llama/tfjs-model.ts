@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { LinearKernel, type LinearMatrix } from '../kernel/linear-kernel.ts';
-import { loraScale, mergeLora, type LoraAdapters, type LoraConfig } from '../lora.ts';
+import { loraScale, type LoraAdapters, type LoraConfig } from '../lora.ts';
 import { llamaWeights, type LlamaConfig } from './config.ts';
 import { Bfloat16Weight, Float16Weight, type LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
@@ -50,8 +50,8 @@ function variable(values: Float32Array, shape: number[], trainable: boolean, nam
  *
  * Each weight is a tf.Variable holding the model's float32 values; `writeBack` copies them into the
  * model after an update, and the kernel notices. With LoRA adapters the weights are the frozen base
- * and only the adapters train: a projection computes x·Wᵀ + scale·(x·Aᵀ)·Bᵀ, and `writeBack` merges
- * W + scale·B·A into the model (what the kernel samples from).
+ * and only the adapters train: a projection computes x·Wᵀ + scale·(x·Aᵀ)·Bᵀ, and `writeBack` gives
+ * the model the adapters' values (it computes, and the kernel samples from, the base with them).
  *
  * With `baseKernel` (LoRA only) the frozen projections are not tensors at all: they stay in a
  * LinearKernel, in the checkpoint's dtype, outside the backend's heap, and their products, forward
@@ -80,8 +80,6 @@ export class LlamaTfjs {
       trainable?: boolean;
       /** Adapters to train over the frozen weights. */
       lora?: LoraAdapters;
-      /** The adapted weights' base values, when the model holds them merged with the adapters. */
-      base?: ReadonlyMap<string, Float32Array>;
       /** Read the weights of this instance (a frozen base) rather than copying the model's. */
       weightsOf?: LlamaTfjs;
       /** With LoRA: keep the frozen projections in a LinearKernel rather than as tensors. */
@@ -103,14 +101,19 @@ export class LlamaTfjs {
     this.linear = options.weightsOf
       ? options.weightsOf.linear
       : this.ownsLinear
-        ? new LinearKernel(frozenProjections(model, options.base))
+        ? new LinearKernel(frozenProjections(model))
         : null;
     if (this.ownsWeights)
       for (const { name, shape } of llamaWeights(this.config))
         if (!this.linear?.has(name))
           this.variables.set(
             name,
-            variable(options.base?.get(name) ?? model.weight(name), shape, trainable && !options.lora, uid + name),
+            variable(
+              options.lora ? model.baseWeight(name) : model.weight(name),
+              shape,
+              trainable && !options.lora,
+              uid + name,
+            ),
           );
     this.lora = options.lora?.config ?? null;
     for (const [name, { A, B }] of options.lora?.pairs ?? []) {
@@ -412,17 +415,8 @@ export class LlamaTfjs {
    */
   async writeBack(): Promise<void> {
     if (this.lora) {
-      const scale = loraScale(this.lora);
-      for (const [name, { A, B }] of this.adapters) {
-        const [out, inDim] = this.matrixShape(name);
-        const base = this.linear?.has(name)
-          ? this.linear.values(name)
-          : ((await this.variables.get(name)!.data()) as Float32Array);
-        const pair = { A: (await A.data()) as Float32Array, B: (await B.data()) as Float32Array };
-        const merged = new Float32Array(out * inDim);
-        mergeLora(base, pair, scale, out, inDim, merged);
-        this.model.setWeight(name, merged);
-      }
+      // The model computes base + scale·B·A itself (the decode kernel reads the adapters beside its base).
+      this.model.setAdapters(await this.adapterValues());
     } else {
       for (const [name, v] of this.variables) {
         if (!v.trainable) continue;
@@ -443,15 +437,12 @@ export class LlamaTfjs {
   }
 }
 
-/**
- * Every layer's projection matrices as the LinearKernel keeps them: the adapted weights' base values
- * when the model holds them merged (`base`), else as the model holds them (a 16-bit matrix as its bits).
- */
-function frozenProjections(model: LlamaModel, base?: ReadonlyMap<string, Float32Array>): LinearMatrix[] {
+/** Every layer's projection matrices as the LinearKernel keeps them: the base as the model holds it (16 bits as their bits). */
+function frozenProjections(model: LlamaModel): LinearMatrix[] {
   return llamaWeights(model.config)
     .filter((s) => s.shape.length === 2 && s.name.startsWith('model.layers.'))
     .map(({ name, shape: [rows, cols] }) => {
-      const w = base?.get(name) ?? model.stored(name);
+      const w = model.stored(name);
       const m = { name, rows: rows!, cols: cols! };
       if (w instanceof Bfloat16Weight) return { ...m, format: 'BF16', values: w.bits };
       if (w instanceof Float16Weight) return { ...m, format: 'F16', values: w.bits };

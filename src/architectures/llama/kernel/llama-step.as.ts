@@ -42,8 +42,9 @@ const M_HEAD: i32 = 10; // [V][d] (the embedding when tied)
 const M_NORM: i32 = 11; // [d]
 const M_COS: i32 = 12; // rotary [C][dh/2]
 const M_SIN: i32 = 13;
+const M_RANK: i32 = 14; // LoRA adapters' rank (0: none)
 const M_LAYERS: i32 = 16;
-const LAYER_SLOTS: i32 = 12;
+const LAYER_SLOTS: i32 = 20;
 // per layer: attn norm [d], wqkv [(H + 2Hkv)·dh][d], bqkv [(H + 2Hkv)·dh], wo [d][H·dh], bo [d],
 // q norm [dh], k norm [dh], mlp norm [d], wgu (gate then up) [2M][d], bgu [2M], wd [d][M], bd [d]
 const L_ATTN_NORM: i32 = 0;
@@ -58,6 +59,16 @@ const L_WGU: i32 = 8;
 const L_BGU: i32 = 9;
 const L_WD: i32 = 10;
 const L_BD: i32 = 11;
+// With LoRA (rank r), per projection group its adapters, float32: A stacked [G·r][in] (q, k, v; gate,
+// up), B stacked [out][r] already times alpha/r; a member without an adapter has zeros.
+const L_A_QKV: i32 = 12;
+const L_B_QKV: i32 = 13;
+const L_A_O: i32 = 14;
+const L_B_O: i32 = 15;
+const L_A_GU: i32 = 16;
+const L_B_GU: i32 = 17;
+const L_A_D: i32 = 18;
+const L_B_D: i32 = 19;
 
 const F_QKV_BIAS: i32 = 1;
 const F_O_BIAS: i32 = 2;
@@ -125,6 +136,34 @@ function swiglu(gu: usize, M: i32): void {
   }
 }
 
+// ---- LoRA: out += (x·Aᵀ)·B'ᵀ per group member, beside the base's product ----
+
+/**
+ * The low-rank half of a group's adapters, low [S][G·r] = x·Aᵀ (thread t's columns); a barrier
+ * follows, after which each thread adds its own columns with `loraAdd`.
+ */
+function loraLow(x: usize, xs: i32, S: i32, K: i32, A: usize, G: i32, r: i32, t: i32, T: i32, sync: usize): void {
+  const n = G * r;
+  matmul<f32>(x, xs, S, K, A, colFrom(n, t, T), colTo(n, t, T), 0, sLow, ceil8(3 * r), false);
+  barrier(sync, T);
+}
+
+/**
+ * out[s][n] += Σ_j low[s][g·r + j]·B[n][j] for the columns n0 ≤ n < n1 of this thread, member g's
+ * columns being [ends[g − 1], ends[g]) (the members' outputs side by side, as the stacked base's).
+ */
+function loraAdd(S: i32, B: usize, r: i32, n0: i32, n1: i32, out: usize, os: i32, e0: i32, e1: i32, e2: i32): void {
+  const ls = ceil8(3 * r);
+  let from = 0;
+  for (let g = 0; g < 3; g++) {
+    const to = g == 0 ? e0 : g == 1 ? e1 : e2;
+    const a = max(from, n0);
+    const b = min(to, n1);
+    if (a < b) matmul<f32>(at(sLow, g * r), ls, S, r, B, a, b, 0, out, os, true);
+    from = to;
+  }
+}
+
 // ---- scratch layout (one place: `scratchBytes` and `step` both use it) ----
 
 let sX: usize = 0; // [S][ceil8(d)] residual stream
@@ -134,6 +173,7 @@ let sCtx: usize = 0; // [S][ceil8(H·dh)]
 let sMlp: usize = 0; // [S][ceil8(2M)]
 let sLast: usize = 0; // [R][ceil8(d)]
 let sScores: usize = 0; // [threads][C + 8]: each thread's attention scores
+let sLow: usize = 0; // [S][ceil8(3r)]: x·Aᵀ of a LoRA group
 let sEnd: usize = 0;
 
 function carve(model: usize, base: usize, S: i32, R: i32, C: i32, T: i32): void {
@@ -147,6 +187,7 @@ function carve(model: usize, base: usize, S: i32, R: i32, C: i32, T: i32): void 
   sMlp = p; p += (<usize>S * <usize>ceil8(2 * slot(model, M_MLP))) << 2;
   sLast = p; p += <usize>R * d8;
   sScores = p; p += (<usize>T * (<usize>C + 8)) << 2;
+  sLow = p; p += (<usize>S * <usize>ceil8(3 * slot(model, M_RANK))) << 2;
   sEnd = p;
 }
 
@@ -209,6 +250,7 @@ function stepOf<W>(
   const V = slot(model, M_V);
   const flags = slot(model, M_FLAGS);
   const eps = reinterpret<f32>(slot(model, M_EPS));
+  const r = slot(model, M_RANK);
   const d8 = ceil8(d);
   const qw = H * dh; // query width
   const kw = Hkv * dh; // key (and value) width: the cache's
@@ -246,7 +288,9 @@ function stepOf<W>(
     const lp = at(model, M_LAYERS + l * LAYER_SLOTS);
     for (let i = s0; i < s1; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_ATTN_NORM), eps);
     barrier(sync, T);
+    if (r) loraLow(sH, d8, S, d, ptr(lp, L_A_QKV), 3, r, t, T, sync);
     matmul<W>(sH, d8, S, d, ptr(lp, L_WQKV), colFrom(nQkv, t, T), colTo(nQkv, t, T), flags & F_QKV_BIAS ? ptr(lp, L_BQKV) : 0, sQKV, qkv8, false);
+    if (r) loraAdd(S, ptr(lp, L_B_QKV), r, colFrom(nQkv, t, T), colTo(nQkv, t, T), sQKV, qkv8, qw, qw + kw, nQkv);
     barrier(sync, T);
     // The rotary and the cache writes, a token at a time: this thread's tokens.
     s = 0;
@@ -302,15 +346,21 @@ function stepOf<W>(
       s += n;
     }
     barrier(sync, T);
+    if (r) loraLow(sCtx, ctx8, S, qw, ptr(lp, L_A_O), 1, r, t, T, sync);
     matmul<W>(sCtx, ctx8, S, qw, ptr(lp, L_WO), colFrom(d, t, T), colTo(d, t, T), flags & F_O_BIAS ? ptr(lp, L_BO) : 0, sX, d8, true);
+    if (r) loraAdd(S, ptr(lp, L_B_O), r, colFrom(d, t, T), colTo(d, t, T), sX, d8, d, d, d);
     barrier(sync, T);
     for (let i = s0; i < s1; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_MLP_NORM), eps);
     barrier(sync, T);
+    if (r) loraLow(sH, d8, S, d, ptr(lp, L_A_GU), 2, r, t, T, sync);
     matmul<W>(sH, d8, S, d, ptr(lp, L_WGU), colFrom(2 * M, t, T), colTo(2 * M, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BGU) : 0, sMlp, m8, false);
+    if (r) loraAdd(S, ptr(lp, L_B_GU), r, colFrom(2 * M, t, T), colTo(2 * M, t, T), sMlp, m8, M, 2 * M, 2 * M);
     barrier(sync, T);
     for (let i = s0; i < s1; i++) swiglu(at(sMlp, i * m8), M);
     barrier(sync, T);
+    if (r) loraLow(sMlp, m8, S, M, ptr(lp, L_A_D), 1, r, t, T, sync);
     matmul<W>(sMlp, m8, S, M, ptr(lp, L_WD), colFrom(d, t, T), colTo(d, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BD) : 0, sX, d8, true);
+    if (r) loraAdd(S, ptr(lp, L_B_D), r, colFrom(d, t, T), colTo(d, t, T), sX, d8, d, d, d);
     barrier(sync, T);
   }
 
