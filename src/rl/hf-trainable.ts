@@ -357,7 +357,8 @@ export function checkTfjsHeapFits(parameters: number, backend: string, dir: stri
   throw new TrainingError(
     `training ${dir} (${(parameters / 1e6).toFixed(0)}M parameters) holds its weights in float32 in the tensor backend: ` +
       `${(bytes / 1e9).toFixed(1)} GB; the wasm backend's 4 GiB heap holds about ${Math.floor(WASM_TRAINING_WEIGHT_BYTES / 4 / 1e6)}M parameters ` +
-      'beside the activations: use a GPU backend (--backend tensorflow-gpu or webgpu) or a smaller model (generating and serving it works)',
+      'beside the activations: train LoRA adapters (--lora 8: the frozen base stays in the kernels, out of that heap), ' +
+      'use a GPU backend (--backend tensorflow-gpu or webgpu) or a smaller model (generating and serving it works)',
   );
 }
 

@@ -320,7 +320,9 @@ async function hfSftCommand(flags: SftFlags, backend: BackendInfo, lora: LoraReq
   assertWritableDir(flags.out);
   assertWritableDir(dirname(resolve(flags.out)));
   if (flags.trainThreads !== undefined && flags.trainThreads > 1)
-    process.stderr.write('train threads: 1 (a Hugging Face model computes its gradients on this thread)\n');
+    process.stderr.write(
+      'train threads: 1 (a Hugging Face model trains on this thread; its LoRA base and vocabulary head run on every core in the kernels)\n',
+    );
   const bar = new cliProgress.SingleBar(
     { stream: process.stderr, format: '{phase} {bar} {value}/{total} | {info} | ETA {eta}s', hideCursor: false },
     cliProgress.Presets.shades_classic,

@@ -260,7 +260,9 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   const hf = flags.init !== undefined && (await isHfModel(flags.init));
   loraRequest(flags, hf);
   if (hf && (flags.trainThreads ?? 1) > 1)
-    log('train threads: 1 (a Hugging Face model computes its gradients on this thread)');
+    log(
+      'train threads: 1 (a Hugging Face model trains on this thread; its LoRA base and vocabulary head run on every core in the kernels)',
+    );
   const { replicas, note } = hf
     ? { replicas: undefined, note: undefined }
     : trainReplicas(info.name, flags.trainThreads ?? availableParallelism());
