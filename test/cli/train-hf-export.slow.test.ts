@@ -8,8 +8,8 @@ import { installLlamaCpp, llamaCpp } from '../helpers/llama-cpp.ts';
 
 // The path a user takes with a model they brought, on the command line: SFT it (every weight), RL it
 // with LoRA adapters, and ship each checkpoint. The exports (Hugging Face folder, GGUF) must continue
-// a conversation exactly as `model generate --model ckpt:…` does, in the reference written from
-// Transformers' equations and in llama.cpp.
+// a conversation as `model generate --model ckpt:…` does (exactly for full fine-tuning; LoRA's merged
+// export within float32 rounding), in the reference written from Transformers' equations and in llama.cpp.
 
 let root: string;
 let base: string;
@@ -47,7 +47,7 @@ function generate(model: string, prompt: number[]): { ids: number[]; logprobs: n
   return r.lastJson();
 }
 
-test('sft --init hf:DIR and train --algo grpo --init hf:DIR --lora 8 save checkpoints whose hf and gguf exports continue exactly as the checkpoints do', async (t) => {
+test('sft --init hf:DIR and train --algo grpo --init hf:DIR --lora 8 save checkpoints whose hf and gguf exports continue as the checkpoints do', async (t) => {
   t.timeout(1_200_000);
   const sft = join(root, 'sft');
   ok(
@@ -140,7 +140,15 @@ test('sft --init hf:DIR and train --algo grpo --init hf:DIR --lora 8 save checkp
     ok(cli(['model', 'export', '--model', ckpt, '--format', 'gguf', '--out', gguf]));
     // The exported folder is the checkpoint's model: the same version, the same continuation.
     t.is(ok(cli(['model', 'info', '--model', `hf:${hf}`, '--json'])).lastJson().dtype, 'F32');
-    t.deepEqual(generate(`hf:${hf}`, prompt), ours, `${name}: hf export through this project`);
+    const exported = generate(`hf:${hf}`, prompt);
+    if (name.includes('LoRA')) {
+      // The checkpoint computes the base and its adapters' product apart (x·Wᵀ + (x·Aᵀ)·Bᵀ, the base
+      // kept as it was); the export holds W + B·A, rounded once: the same tokens, log-probs within rounding.
+      t.deepEqual(exported.ids, ours.ids, `${name}: hf export through this project`);
+      exported.logprobs.forEach((lp, i) =>
+        t.true(Math.abs(lp - ours.logprobs[i]!) < 1e-5, `${name} export token ${i}: ${lp} vs ${ours.logprobs[i]}`),
+      );
+    } else t.deepEqual(exported, ours, `${name}: hf export through this project`);
     const reference = referenceGenerate(hf, prompt, 12);
     t.deepEqual(reference.ids, ours.ids, `${name}: reference implementation`);
     reference.logprobs.forEach((lp, i) =>

@@ -11,6 +11,12 @@ let nextId = 0;
 /** Activations past this (activationBytes) are recomputed in the backward pass rather than kept. */
 export const CHECKPOINT_BYTES = 256 << 20;
 
+/**
+ * The same with the frozen base in the linear kernel: tfjs's heap then holds little but the
+ * embedding and the activations, and a layer kept is a layer not run twice.
+ */
+export const KERNEL_BASE_CHECKPOINT_BYTES = 1 << 30;
+
 /** A recomputed layer runs a chunk of sequences whose activations are about this size at a time. */
 export const CHUNK_BYTES = 64 << 20;
 
@@ -92,7 +98,8 @@ export class LlamaTfjs {
     } = {},
   ) {
     this.config = model.config;
-    this.checkpoint = options.checkpoint ?? { above: CHECKPOINT_BYTES, chunkBytes: CHUNK_BYTES };
+    const above = options.lora && options.baseKernel ? KERNEL_BASE_CHECKPOINT_BYTES : CHECKPOINT_BYTES;
+    this.checkpoint = options.checkpoint ?? { above, chunkBytes: CHUNK_BYTES };
     const trainable = options.trainable ?? true;
     const uid = `llama${nextId++}/`;
     this.ownsWeights = !options.weightsOf;
@@ -170,18 +177,20 @@ export class LlamaTfjs {
 
   /**
    * The final (normed) hidden states [B·T, d] of tokens [B, T], positions 0..T-1, causal. When the
-   * activations a backward pass would keep pass `checkpoint.above` bytes, each layer keeps only its input
-   * and is recomputed in the backward pass (activation checkpointing): a third more compute, and
-   * memory for one layer's activations instead of all of them.
+   * activations a backward pass would keep pass `checkpoint.above` bytes, the last layers keep theirs
+   * as far as `above` allows and each layer before them keeps only its input and is recomputed in the
+   * backward pass (activation checkpointing): a third more compute for those layers, and memory for
+   * one layer's activations instead of theirs.
    */
   hiddenStates(tokens: tf.Tensor2D): tf.Tensor2D {
     const [B, T] = tokens.shape;
     return tf.tidy(() => {
       const at: LayerInput = { B, T, ...this.ropeRows(B, T), mask: this.causalMask(T) };
       let x = this.embed(tokens.reshape([B * T]) as tf.Tensor1D);
-      const checkpoint = this.activationBytes(B, T) > this.checkpoint.above;
-      for (let l = 0; l < this.config.numLayers; l++)
-        x = checkpoint ? this.checkpointedLayer(l, x, at) : this.layer(l, x, at, (name) => this.param(name));
+      const L = this.config.numLayers;
+      const kept = Math.min(L, Math.floor(this.checkpoint.above / (this.activationBytes(B, T) / L)));
+      for (let l = 0; l < L; l++)
+        x = l < L - kept ? this.checkpointedLayer(l, x, at) : this.layer(l, x, at, (name) => this.param(name));
       return this.rmsNorm(x, this.w('model.norm.weight'));
     });
   }
