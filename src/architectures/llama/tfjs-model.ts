@@ -11,12 +11,6 @@ let nextId = 0;
 /** Activations past this (activationBytes) are recomputed in the backward pass rather than kept. */
 export const CHECKPOINT_BYTES = 256 << 20;
 
-/**
- * The same with the frozen base in the linear kernel: tfjs's heap then holds little but the
- * embedding and the activations, and a layer kept is a layer not run twice.
- */
-export const KERNEL_BASE_CHECKPOINT_BYTES = 1 << 30;
-
 /** A recomputed layer runs a chunk of sequences whose activations are about this size at a time. */
 export const CHUNK_BYTES = 64 << 20;
 
@@ -98,8 +92,7 @@ export class LlamaTfjs {
     } = {},
   ) {
     this.config = model.config;
-    const above = options.lora && options.baseKernel ? KERNEL_BASE_CHECKPOINT_BYTES : CHECKPOINT_BYTES;
-    this.checkpoint = options.checkpoint ?? { above, chunkBytes: CHUNK_BYTES };
+    this.checkpoint = options.checkpoint ?? { above: CHECKPOINT_BYTES, chunkBytes: CHUNK_BYTES };
     const trainable = options.trainable ?? true;
     const uid = `llama${nextId++}/`;
     this.ownsWeights = !options.weightsOf;
