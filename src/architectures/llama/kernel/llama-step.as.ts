@@ -139,27 +139,33 @@ function swiglu(gu: usize, M: i32): void {
 // ---- LoRA: out += (x·Aᵀ)·B'ᵀ per group member, beside the base's product ----
 
 /**
- * The low-rank half of a group's adapters, low [S][G·r] = x·Aᵀ (thread t's columns); a barrier
- * follows, after which each thread adds its own columns with `loraAdd`.
+ * The low-rank half of a group's adapters, low [S][G·r] = x·Aᵀ, each thread computing all of it into
+ * its own rows of scratch (a few columns against the base's thousands: cheaper than a barrier, and
+ * a barrier here, in a call of its own, desynchronized the threads while V8 moved the kernel from its
+ * baseline compiler to its optimizing one).
  */
-function loraLow(x: usize, xs: i32, S: i32, K: i32, A: usize, G: i32, r: i32, t: i32, T: i32, sync: usize): void {
-  const n = G * r;
-  matmul<f32>(x, xs, S, K, A, colFrom(n, t, T), colTo(n, t, T), 0, sLow, ceil8(3 * r), false);
-  barrier(sync, T);
+function loraLow(x: usize, xs: i32, S: i32, K: i32, A: usize, G: i32, r: i32, t: i32): void {
+  matmul<f32>(x, xs, S, K, A, 0, G * r, 0, lowOf(S, r, t), ceil8(3 * r), false);
+}
+
+/** Thread t's [S][ceil8(3r)] rows of sLow. */
+@inline function lowOf(S: i32, r: i32, t: i32): usize {
+  return sLow + ((<usize>t * <usize>S * <usize>ceil8(3 * r)) << 2);
 }
 
 /**
  * out[s][n] += Σ_j low[s][g·r + j]·B[n][j] for the columns n0 ≤ n < n1 of this thread, member g's
  * columns being [ends[g − 1], ends[g]) (the members' outputs side by side, as the stacked base's).
  */
-function loraAdd(S: i32, B: usize, r: i32, n0: i32, n1: i32, out: usize, os: i32, e0: i32, e1: i32, e2: i32): void {
+function loraAdd(S: i32, B: usize, r: i32, t: i32, n0: i32, n1: i32, out: usize, os: i32, e0: i32, e1: i32, e2: i32): void {
   const ls = ceil8(3 * r);
+  const low = lowOf(S, r, t);
   let from = 0;
   for (let g = 0; g < 3; g++) {
     const to = g == 0 ? e0 : g == 1 ? e1 : e2;
     const a = max(from, n0);
     const b = min(to, n1);
-    if (a < b) matmul<f32>(at(sLow, g * r), ls, S, r, B, a, b, 0, out, os, true);
+    if (a < b) matmul<f32>(at(low, g * r), ls, S, r, B, a, b, 0, out, os, true);
     from = to;
   }
 }
@@ -173,7 +179,7 @@ let sCtx: usize = 0; // [S][ceil8(H·dh)]
 let sMlp: usize = 0; // [S][ceil8(2M)]
 let sLast: usize = 0; // [R][ceil8(d)]
 let sScores: usize = 0; // [threads][C + 8]: each thread's attention scores
-let sLow: usize = 0; // [S][ceil8(3r)]: x·Aᵀ of a LoRA group
+let sLow: usize = 0; // [threads][S][ceil8(3r)]: x·Aᵀ of a LoRA group, each thread's own
 let sEnd: usize = 0;
 
 function carve(model: usize, base: usize, S: i32, R: i32, C: i32, T: i32): void {
@@ -187,7 +193,7 @@ function carve(model: usize, base: usize, S: i32, R: i32, C: i32, T: i32): void 
   sMlp = p; p += (<usize>S * <usize>ceil8(2 * slot(model, M_MLP))) << 2;
   sLast = p; p += <usize>R * d8;
   sScores = p; p += (<usize>T * (<usize>C + 8)) << 2;
-  sLow = p; p += (<usize>S * <usize>ceil8(3 * slot(model, M_RANK))) << 2;
+  sLow = p; p += (<usize>T * <usize>S * <usize>ceil8(3 * slot(model, M_RANK))) << 2;
   sEnd = p;
 }
 
@@ -250,7 +256,7 @@ function stepOf<W>(
   const V = slot(model, M_V);
   const flags = slot(model, M_FLAGS);
   const eps = reinterpret<f32>(slot(model, M_EPS));
-  const r = slot(model, M_RANK);
+  const rank = slot(model, M_RANK);
   const d8 = ceil8(d);
   const qw = H * dh; // query width
   const kw = Hkv * dh; // key (and value) width: the cache's
@@ -288,9 +294,9 @@ function stepOf<W>(
     const lp = at(model, M_LAYERS + l * LAYER_SLOTS);
     for (let i = s0; i < s1; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_ATTN_NORM), eps);
     barrier(sync, T);
-    if (r) loraLow(sH, d8, S, d, ptr(lp, L_A_QKV), 3, r, t, T, sync);
+    if (rank) loraLow(sH, d8, S, d, ptr(lp, L_A_QKV), 3, rank, t);
     matmul<W>(sH, d8, S, d, ptr(lp, L_WQKV), colFrom(nQkv, t, T), colTo(nQkv, t, T), flags & F_QKV_BIAS ? ptr(lp, L_BQKV) : 0, sQKV, qkv8, false);
-    if (r) loraAdd(S, ptr(lp, L_B_QKV), r, colFrom(nQkv, t, T), colTo(nQkv, t, T), sQKV, qkv8, qw, qw + kw, nQkv);
+    if (rank) loraAdd(S, ptr(lp, L_B_QKV), rank, t, colFrom(nQkv, t, T), colTo(nQkv, t, T), sQKV, qkv8, qw, qw + kw, nQkv);
     barrier(sync, T);
     // The rotary and the cache writes, a token at a time: this thread's tokens.
     s = 0;
@@ -346,21 +352,21 @@ function stepOf<W>(
       s += n;
     }
     barrier(sync, T);
-    if (r) loraLow(sCtx, ctx8, S, qw, ptr(lp, L_A_O), 1, r, t, T, sync);
+    if (rank) loraLow(sCtx, ctx8, S, qw, ptr(lp, L_A_O), 1, rank, t);
     matmul<W>(sCtx, ctx8, S, qw, ptr(lp, L_WO), colFrom(d, t, T), colTo(d, t, T), flags & F_O_BIAS ? ptr(lp, L_BO) : 0, sX, d8, true);
-    if (r) loraAdd(S, ptr(lp, L_B_O), r, colFrom(d, t, T), colTo(d, t, T), sX, d8, d, d, d);
+    if (rank) loraAdd(S, ptr(lp, L_B_O), rank, t, colFrom(d, t, T), colTo(d, t, T), sX, d8, d, d, d);
     barrier(sync, T);
     for (let i = s0; i < s1; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_MLP_NORM), eps);
     barrier(sync, T);
-    if (r) loraLow(sH, d8, S, d, ptr(lp, L_A_GU), 2, r, t, T, sync);
+    if (rank) loraLow(sH, d8, S, d, ptr(lp, L_A_GU), 2, rank, t);
     matmul<W>(sH, d8, S, d, ptr(lp, L_WGU), colFrom(2 * M, t, T), colTo(2 * M, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BGU) : 0, sMlp, m8, false);
-    if (r) loraAdd(S, ptr(lp, L_B_GU), r, colFrom(2 * M, t, T), colTo(2 * M, t, T), sMlp, m8, M, 2 * M, 2 * M);
+    if (rank) loraAdd(S, ptr(lp, L_B_GU), rank, t, colFrom(2 * M, t, T), colTo(2 * M, t, T), sMlp, m8, M, 2 * M, 2 * M);
     barrier(sync, T);
     for (let i = s0; i < s1; i++) swiglu(at(sMlp, i * m8), M);
     barrier(sync, T);
-    if (r) loraLow(sMlp, m8, S, M, ptr(lp, L_A_D), 1, r, t, T, sync);
+    if (rank) loraLow(sMlp, m8, S, M, ptr(lp, L_A_D), 1, rank, t);
     matmul<W>(sMlp, m8, S, M, ptr(lp, L_WD), colFrom(d, t, T), colTo(d, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BD) : 0, sX, d8, true);
-    if (r) loraAdd(S, ptr(lp, L_B_D), r, colFrom(d, t, T), colTo(d, t, T), sX, d8, d, d, d);
+    if (rank) loraAdd(S, ptr(lp, L_B_D), rank, t, colFrom(d, t, T), colTo(d, t, T), sX, d8, d, d, d);
     barrier(sync, T);
   }
 
