@@ -7,7 +7,8 @@ import {
   kernelWeightBytes,
   llamaConfigFromHf,
   llamaWeights,
-  MAX_KERNEL_WEIGHT_BYTES,
+  maxWeightBytes,
+  WEIGHT_COPIES,
   tokenIdList,
   type LlamaConfig,
 } from '../architectures/llama/config.ts';
@@ -61,19 +62,20 @@ export async function openHfFolder(dir: string): Promise<HfFolder> {
 }
 
 /**
- * Refuses, before a weight is read, a model whose weights would not fit the decode kernel's memory
- * as they would be held (BF16 matrices in bfloat16 unless widened), with the numbers.
+ * Refuses, before a weight is read, a model whose weights would not fit this machine's memory as
+ * they would be held (BF16 matrices in bfloat16 unless widened), with the numbers.
  */
 function checkKernelFits(dir: string, config: LlamaConfig, weights: Map<string, TensorEntry>, dtype: LoadDtype): void {
   const keep16 = (name: string) => dtype === 'auto' && isHalf(weights.get(name)?.dtype);
   const bytes = kernelWeightBytes(config, keep16);
-  if (bytes <= MAX_KERNEL_WEIGHT_BYTES) return;
+  const max = maxWeightBytes();
+  if (bytes <= max) return;
   const held = dtype === 'auto' && isHalf(matrixDtype(weights)) ? 'its matrices in 16 bits' : 'in float32';
   const gb = (n: number) => (n / 1e9).toFixed(2);
   throw new ModelConfigError(
     join(dir, 'config.json'),
     null,
-    `the weights take ${gb(bytes)} GB held ${held}; the decode kernel's WebAssembly memory (4 GiB) holds at most ${gb(MAX_KERNEL_WEIGHT_BYTES)} GB of them beside the KV caches: about 900M parameters in float32, 1.8B in 16 bits (a BF16 or F16 checkpoint loaded as it is)`,
+    `the weights take ${gb(bytes)} GB held ${held}; this machine holds at most ${gb(max)} GB of weights (${WEIGHT_COPIES} copies in 80% of its RAM)${held === 'in float32' ? ' (a BF16 or F16 checkpoint loaded as it is takes half)' : ''}`,
   );
 }
 

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { ModelConfigError } from '../../src/architectures/errors.ts';
 import {
   LLAMA_LIMITS,
-  MAX_WEIGHT_FLOATS,
+  maxWeightBytes,
   llamaConfigFromHf,
   llamaWeights,
   parameterCount,
@@ -444,27 +444,27 @@ test('sizes past the limits, and sizes that are not positive integers, are refus
   }
 });
 
-test('a config whose parameter count is over MAX_WEIGHT_FLOATS is refused before any weight (or the tokenizer) is read', async (t) => {
+test("a config whose weights would pass this machine's memory even in 16 bits is refused before any weight (or the tokenizer) is read", async (t) => {
   const dir = await withConfig((c) => {
-    c.hidden_size = 16384; // the embedding alone: 151,936 × 16,384 = 2.49 × 10⁹ floats
+    c.hidden_size = 32768; // the embedding: 151,936 × 32,768 = 4.98 × 10⁹ floats
+    c.intermediate_size = 131072; // the MLP: 3 × 32,768 × 131,072 = 12.9 × 10⁹: 35.8 GB in all in 16 bits
   });
   // Neither the weights nor the tokenizer could be read: the refusal comes first.
   await replaceFile(join(dir, 'model.safetensors'), 'not a safetensors file');
   await writeFile(join(dir, 'tokenizer.json'), 'not JSON');
   const count = parameterCount({
     ...llamaConfigFromHf(JSON.parse(await readFile(join(base, 'config.json'), 'utf8')), 'config.json'),
-    hiddenSize: 16384,
+    hiddenSize: 32768,
+    intermediateSize: 131072,
   });
-  t.true(count > MAX_WEIGHT_FLOATS);
+  t.true(count * 2 > maxWeightBytes());
   await refused(
     t,
     openHfFolder(dir),
     ModelConfigError,
     join(dir, 'config.json'),
     null,
-    new RegExp(
-      `the model has ${count} parameters; this build runs models of at most ${MAX_WEIGHT_FLOATS} \\(in bfloat16`,
-    ),
+    new RegExp(`the model has ${count} parameters, \\d+\\.\\d GB in 16 bits; this machine holds at most`),
   );
 });
 

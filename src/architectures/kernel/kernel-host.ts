@@ -83,11 +83,31 @@ export const ceil8 = (n: number) => (n + 7) & ~7;
 /** Addresses pass 2^31 in a model of a few GB: rounded in floating point, not with 32-bit bit operations. */
 export const align16 = (n: number) => Math.ceil(n / 16) * 16;
 
+/**
+ * One WebAssembly memory of a kernel and this thread's instance on it. A model too big for one
+ * memory (4 GiB) is split by layers: each part holds its layers' weights and their caches, and a
+ * step runs the parts in turn, the residual stream handed from one to the next.
+ */
+export interface KernelPart {
+  readonly exports: KernelExports;
+  /** Its layers: [firstLayer, firstLayer + layers). */
+  readonly firstLayer: number;
+  readonly layers: number;
+  /** First byte after its weights: sessions start here (0: no weights yet). */
+  sessionBase: number;
+}
+
+/** Where one part's copy of a step's rows table, tokens and scratch are. */
+export interface PartStep {
+  rows: number;
+  tokens: number;
+  scratch: number;
+}
+
 export abstract class KernelHost {
-  protected readonly exports: KernelExports;
   protected readonly modelPtr = KERNEL_BASE;
-  /** First byte after the weights: sessions start here (0: no weights yet). */
-  protected sessionBase = 0;
+  /** The memories, in layer order (one unless the model was split). */
+  protected parts: KernelPart[];
   private open = false;
 
   protected readonly module: WebAssembly.Module;
@@ -99,27 +119,46 @@ export abstract class KernelHost {
     memory?: WebAssembly.Memory,
   ) {
     this.module = kernelModule(wasm);
+    this.parts = [{ exports: this.instantiate(memory), firstLayer: 0, layers: shape.layers, sessionBase: 0 }];
+  }
+
+  /** An instance of the kernel on this thread, over `memory` (else its own). */
+  protected instantiate(memory?: WebAssembly.Memory): KernelExports {
     const imports: WebAssembly.Imports = memory ? { env: { memory } } : {};
-    this.exports = new WebAssembly.Instance(this.module, imports).exports as unknown as KernelExports;
+    return new WebAssembly.Instance(this.module, imports).exports as unknown as KernelExports;
   }
 
-  /** Bytes of scratch a step of S tokens over R rows needs. */
-  stepScratch(S: number, R: number): number {
-    return this.exports.scratchBytes(this.modelPtr, S, R, this.shape.contextLength);
+  /** The first part's instance (a model in one memory: its only one). */
+  protected get exports(): KernelExports {
+    return this.parts[0]!.exports;
   }
 
-  /** Runs one kernel step (the rows' table and tokens are written; the logits go to `out`). */
-  runStep(rows: number, R: number, tokens: number, S: number, out: number, scratch: number): void {
-    this.exports.step(this.modelPtr, rows, R, tokens, S, out, scratch, this.shape.contextLength);
+  /** The memories' parts, in layer order. */
+  get memoryParts(): readonly KernelPart[] {
+    return this.parts;
   }
 
-  /** The kernel's memory (views of it are valid until it grows). */
+  /** Bytes of scratch a step of S tokens over R rows needs in part p. */
+  stepScratch(S: number, R: number, p = 0): number {
+    return this.parts[p]!.exports.scratchBytes(this.modelPtr, S, R, this.shape.contextLength);
+  }
+
+  /**
+   * Runs one kernel step: each part's copy of the rows' table and tokens is written (its caches its
+   * own); the logits go to `out` in the last part.
+   */
+  runStep(steps: readonly PartStep[], R: number, S: number, out: number): void {
+    const [one] = steps;
+    this.exports.step(this.modelPtr, one!.rows, R, one!.tokens, S, out, one!.scratch, this.shape.contextLength);
+  }
+
+  /** The first part's memory (views of it are valid until it grows). */
   get memory(): WebAssembly.Memory {
     return this.exports.memory;
   }
 
   /**
-   * Writes the model into memory: a table of `slots` i32 at the model pointer (the kernel's M_*
+   * Writes the model into part p's memory: a table of `slots` i32 at the model pointer (the kernel's M_*
    * slots), then each array 16-byte aligned, placed by `put(slot, floats, fill)` (or, for 16-bit
    * values, `put16(slot, halves, fill)`), which notes the array's address in the table and fills it
    * once the memory has grown to hold them all.
@@ -131,7 +170,9 @@ export abstract class KernelHost {
       put: (slot: number, floats: number, fill: (f: Float32Array) => void) => void,
       put16: (slot: number, halves: number, fill: (u: Uint16Array) => void) => void,
     ) => void,
+    p = 0,
   ): void {
+    const part = this.parts[p]!;
     const table = new Int32Array(slots);
     let at = this.modelPtr + align16(slots * 4);
     const place: Array<(buf: ArrayBufferLike) => void> = [];
@@ -152,16 +193,16 @@ export abstract class KernelHost {
         place.push((buf) => fill(new Uint16Array(buf, start, halves)));
       },
     );
-    this.ensure(at);
-    const buf = this.exports.memory.buffer;
+    this.ensure(at, p);
+    const buf = part.exports.memory.buffer;
     new Int32Array(buf, this.modelPtr, slots).set(table);
     for (const fill of place) fill(buf);
-    this.sessionBase = align16(at);
+    part.sessionBase = align16(at);
   }
 
-  /** Grows the memory to hold `end` bytes. */
-  ensure(end: number): void {
-    const mem = this.exports.memory;
+  /** Grows part p's memory to hold `end` bytes. */
+  ensure(end: number, p = 0): void {
+    const mem = this.parts[p]!.exports.memory;
     if (end <= mem.buffer.byteLength) return;
     const pages = Math.ceil((end - mem.buffer.byteLength) / PAGE);
     try {
@@ -179,11 +220,12 @@ export abstract class KernelHost {
    * positions in all. One session at a time: close it (synchronously, before any await) first.
    */
   session(rows: ReadonlyArray<{ cache?: KVCache; capacity: number }>): KernelSession {
-    if (this.sessionBase === 0) throw new KernelError('the decode kernel has no weights yet: call prepare() first');
+    if (this.parts.some((p) => p.sessionBase === 0))
+      throw new KernelError('the decode kernel has no weights yet: call prepare() first');
     if (this.open) throw new KernelError('a decode kernel session is already open on this model');
     this.open = true;
     try {
-      return new KernelSession(this, this.exports, this.sessionBase, rows, () => {
+      return new KernelSession(this, this.parts, rows, () => {
         this.open = false;
       });
     } catch (error) {
@@ -193,48 +235,77 @@ export abstract class KernelHost {
   }
 }
 
-/** One batch's rows in kernel memory: their caches and the steps' scratch. */
+/**
+ * One batch's rows in kernel memory: their caches (in each part, its layers') and the steps' scratch;
+ * the logits and sampling weights in the last part.
+ */
 export class KernelSession {
-  private readonly kv: number[] = [];
+  /** kv[p][slot]: the slot's cache in part p. */
+  private readonly kv: number[][];
   private readonly caps: number[] = [];
   private readonly lengths: number[] = [];
-  /** Logits then sampling weights, [rows][ceil8(V)] each. */
+  /** Logits then sampling weights, [rows][ceil8(V)] each, in the last part. */
   private readonly outAt: number;
   private readonly weightsAt: number;
-  private readonly end: number;
+  /** Each part's first byte after the session's rows (the last part's: after the outputs). */
+  private readonly ends: number[];
+  private readonly last: KernelExports;
   private closed = false;
   /** Rows of the last step (its outputs' rows). */
   private lastRows = 0;
 
   constructor(
     private readonly host: KernelHost,
-    private readonly k: KernelExports,
-    base: number,
+    private readonly parts: readonly KernelPart[],
     rows: ReadonlyArray<{ cache?: KVCache; capacity: number }>,
     private readonly onClose: () => void,
   ) {
     const V = host.shape.vocabSize;
-    let at = base;
     for (const r of rows) {
       const cap = Math.max(1, r.capacity);
-      this.kv.push(at);
       this.caps.push(cap);
       this.lengths.push(0);
-      at += align16(this.rowFloats(cap) * 4 + cap * 4);
     }
+    this.kv = [];
+    this.ends = parts.map((part) => {
+      let at = part.sessionBase;
+      this.kv.push(
+        this.caps.map((cap) => {
+          const start = at;
+          at += align16(this.rowFloats(cap, part) * 4 + cap * 4);
+          return start;
+        }),
+      );
+      return at;
+    });
+    const lastP = parts.length - 1;
+    this.last = parts[lastP]!.exports;
     const outBytes = rows.length * ceil8(V) * 4;
-    this.outAt = align16(at);
+    this.outAt = align16(this.ends[lastP]!);
     this.weightsAt = this.outAt + align16(outBytes);
-    this.end = this.weightsAt + align16(outBytes);
-    host.ensure(this.end);
+    this.ends[lastP] = this.weightsAt + align16(outBytes);
+    parts.forEach((_, p) => host.ensure(this.ends[p]!, p));
     rows.forEach((r, i) => {
       if (r.cache) this.importCache(i, r.cache);
     });
   }
 
-  private rowFloats(cap: number): number {
-    const { layers, width, copyWidth } = this.host.shape;
-    return cap * (2 * layers * width + copyWidth);
+  /** Floats of a row's cache in a part: keys and values of its layers (and the copy keys). */
+  private rowFloats(cap: number, part: KernelPart): number {
+    const { width, copyWidth } = this.host.shape;
+    return cap * (2 * part.layers * width + copyWidth);
+  }
+
+  /** Row i's cache in part p as floats, then its ids (in every part; the last part's are kept). */
+  private cacheOf(p: number, i: number): { f: Float32Array; ids: Int32Array } {
+    const part = this.parts[p]!;
+    const cap = this.caps[i]!;
+    const floats = this.rowFloats(cap, part);
+    const buf = part.exports.memory.buffer;
+    return {
+      f: new Float32Array(buf, this.kv[p]![i]!, floats),
+      ids: new Int32Array(buf, this.kv[p]![i]! + floats * 4, cap),
+    };
   }
 
   /** The cache's positions into slot i. */
@@ -246,13 +317,16 @@ export class KernelSession {
     const cap = this.caps[i]!;
     if (c.length > cap) throw new KernelError(`row ${i}: its cache holds ${c.length} positions, more than ${cap}`);
     const n = c.length;
-    const f = new Float32Array(this.k.memory.buffer, this.kv[i]!, this.rowFloats(cap));
-    for (let l = 0; l < L; l++) {
-      f.set(c.k[l]!.subarray(0, n * w), 2 * l * cap * w);
-      f.set(c.v[l]!.subarray(0, n * w), (2 * l + 1) * cap * w);
-    }
-    if (copyWidth) f.set(c.copyKeys.subarray(0, n * copyWidth), 2 * L * cap * w);
-    new Int32Array(this.k.memory.buffer, this.kv[i]! + this.rowFloats(cap) * 4, cap).set(c.ids.subarray(0, n));
+    this.parts.forEach((part, p) => {
+      const { f, ids } = this.cacheOf(p, i);
+      for (let j = 0; j < part.layers; j++) {
+        const l = part.firstLayer + j;
+        f.set(c.k[l]!.subarray(0, n * w), 2 * j * cap * w);
+        f.set(c.v[l]!.subarray(0, n * w), (2 * j + 1) * cap * w);
+      }
+      if (copyWidth) f.set(c.copyKeys.subarray(0, n * copyWidth), 2 * part.layers * cap * w);
+      ids.set(c.ids.subarray(0, n));
+    });
     this.lengths[i] = n;
   }
 
@@ -271,18 +345,22 @@ export class KernelSession {
 
   /** Writes slot i's positions into `c` (which grows to hold them). */
   writeCache(i: number, c: KVCache): void {
-    const { layers: L, width: w, copyWidth } = this.host.shape;
+    const { width: w, copyWidth } = this.host.shape;
     const n = this.lengths[i]!;
     const cap = this.caps[i]!;
     c.length = 0;
     c.reserve(n);
-    const f = new Float32Array(this.k.memory.buffer, this.kv[i]!, this.rowFloats(cap));
-    for (let l = 0; l < L; l++) {
-      c.k[l]!.set(f.subarray(2 * l * cap * w, (2 * l * cap + n) * w));
-      c.v[l]!.set(f.subarray((2 * l + 1) * cap * w, ((2 * l + 1) * cap + n) * w));
-    }
-    if (copyWidth) c.copyKeys.set(f.subarray(2 * L * cap * w, 2 * L * cap * w + n * copyWidth));
-    c.ids.set(new Int32Array(this.k.memory.buffer, this.kv[i]! + this.rowFloats(cap) * 4, n));
+    this.parts.forEach((part, p) => {
+      const { f } = this.cacheOf(p, i);
+      for (let j = 0; j < part.layers; j++) {
+        const l = part.firstLayer + j;
+        c.k[l]!.set(f.subarray(2 * j * cap * w, (2 * j * cap + n) * w));
+        c.v[l]!.set(f.subarray((2 * j + 1) * cap * w, ((2 * j + 1) * cap + n) * w));
+      }
+      if (copyWidth && p === this.parts.length - 1)
+        c.copyKeys.set(f.subarray(2 * part.layers * cap * w, 2 * part.layers * cap * w + n * copyWidth));
+    });
+    c.ids.set(this.cacheOf(this.parts.length - 1, i).ids.subarray(0, n));
     c.length = n;
   }
 
@@ -331,40 +409,43 @@ export class KernelSession {
    */
   weights(temperature: number): Float32Array[] {
     const V = this.host.shape.vocabSize;
-    this.k.weigh(this.outAt, this.lastRows, V, ceil8(V), this.weightsAt, temperature > 0 ? 1 / temperature : 1);
+    this.last.weigh(this.outAt, this.lastRows, V, ceil8(V), this.weightsAt, temperature > 0 ? 1 / temperature : 1);
     return this.views(this.weightsAt);
   }
 
   private views(at: number): Float32Array[] {
     const V = this.host.shape.vocabSize;
     const V8 = ceil8(V);
-    const all = new Float32Array(this.k.memory.buffer, at, this.lastRows * V8);
+    const all = new Float32Array(this.last.memory.buffer, at, this.lastRows * V8);
     return Array.from({ length: this.lastRows }, (_, i) => all.subarray(i * V8, i * V8 + V));
   }
 
   private run(rows: readonly KernelRowStep[], S: number, first: number): void {
     const R = rows.length;
-    const tableAt = this.end;
-    const tokensAt = tableAt + align16(R * ROW_INTS * 4);
-    const scratchAt = tokensAt + align16(S * 4);
-    this.host.ensure(scratchAt + this.host.stepScratch(S, R));
-    const buf = this.k.memory.buffer;
-    const table = new Int32Array(buf, tableAt, R * ROW_INTS);
-    const tokens = new Int32Array(buf, tokensAt, S);
-    let off = 0;
-    rows.forEach((r, i) => {
-      const o = i * ROW_INTS;
-      table[o] = r.tokens.length;
-      table[o + 1] = this.lengths[r.slot]!;
-      table[o + 2] = r.prevToken ?? -1;
-      table[o + 3] = this.caps[r.slot]!;
-      table[o + 4] = this.kv[r.slot]!;
-      table[o + 5] = off;
-      tokens.set(r.tokens, off);
-      off += r.tokens.length;
+    const steps = this.parts.map((part, p): PartStep => {
+      const tableAt = this.ends[p]!;
+      const tokensAt = tableAt + align16(R * ROW_INTS * 4);
+      const scratchAt = tokensAt + align16(S * 4);
+      this.host.ensure(scratchAt + this.host.stepScratch(S, R, p), p);
+      const buf = part.exports.memory.buffer;
+      const table = new Int32Array(buf, tableAt, R * ROW_INTS);
+      const tokens = new Int32Array(buf, tokensAt, S);
+      let off = 0;
+      rows.forEach((r, i) => {
+        const o = i * ROW_INTS;
+        table[o] = r.tokens.length;
+        table[o + 1] = this.lengths[r.slot]!;
+        table[o + 2] = r.prevToken ?? -1;
+        table[o + 3] = this.caps[r.slot]!;
+        table[o + 4] = this.kv[p]![r.slot]!;
+        table[o + 5] = off;
+        tokens.set(r.tokens, off);
+        off += r.tokens.length;
+      });
+      return { rows: tableAt, tokens: tokensAt, scratch: scratchAt };
     });
     const out = this.outAt + first * ceil8(this.host.shape.vocabSize) * 4;
-    this.host.runStep(tableAt, R, tokensAt, S, out, scratchAt);
+    this.host.runStep(steps, R, S, out);
     for (const r of rows) this.lengths[r.slot] = this.lengths[r.slot]! + r.tokens.length;
   }
 

@@ -1,3 +1,4 @@
+import { totalmem } from 'node:os';
 import { ModelConfigError } from '../errors.ts';
 
 /**
@@ -48,7 +49,7 @@ export interface LlamaConfig {
 
 /**
  * Bounds of every size field: a config is untrusted input and decides what is allocated, so each
- * size is bounded here, and the whole model by MAX_WEIGHT_FLOATS, before a weight is read.
+ * size is bounded here, and the whole model by maxWeightBytes, before a weight is read.
  */
 export const LLAMA_LIMITS = {
   vocabSize: 1 << 21,
@@ -61,15 +62,21 @@ export const LLAMA_LIMITS = {
 } as const;
 
 /**
- * Bytes of weights the decode kernel can hold: its WebAssembly memory is at most 4 GiB, and the KV
- * caches and a step's scratch need the rest. Float32 weights take 4 bytes a parameter (about 900M
- * parameters: Qwen3-0.6B, Qwen2.5-0.5B, SmolLM2-360M), bfloat16 matrices 2 (about 1.8B: Qwen3-1.7B,
- * SmolLM2-1.7B; Llama 3.2 3B does not fit). Checked once a folder's dtypes are known (kernelWeightBytes).
+ * Copies of the weights a loaded model holds: as read (in this process's heap), and in the decode
+ * kernel's memories (a model past one 4 GiB memory is split by layers between several).
  */
-export const MAX_KERNEL_WEIGHT_BYTES = 3_600_000_000;
+export const WEIGHT_COPIES = 2;
 
-/** The most parameters a config may declare, checked before anything is read: its weights in bfloat16 within MAX_KERNEL_WEIGHT_BYTES. */
-export const MAX_WEIGHT_FLOATS = MAX_KERNEL_WEIGHT_BYTES / 2;
+/**
+ * The most bytes of weights, as held, a model may have on this machine: 80% of its RAM (os.totalmem,
+ * or AGENT_R1_MEMORY_BYTES) over WEIGHT_COPIES. Checked against the config's parameter count before
+ * anything is read (16 bits a parameter at least), then against the folder's dtypes (kernelWeightBytes).
+ */
+export function maxWeightBytes(): number {
+  const env = Number(process.env.AGENT_R1_MEMORY_BYTES);
+  const ram = Number.isFinite(env) && env > 0 ? env : totalmem();
+  return Math.floor((ram * 0.8) / WEIGHT_COPIES);
+}
 
 /** Bytes the decode kernel holds the weights in: 2 a value for the matrices `bf16` says are kept in bfloat16, else 4. */
 export function kernelWeightBytes(config: LlamaConfig, bf16: (name: string) => boolean): number {
@@ -167,10 +174,11 @@ export function llamaConfigFromHf(json: unknown, file: string): LlamaConfig {
     dtype: typeof (c.torch_dtype ?? c.dtype) === 'string' ? ((c.torch_dtype ?? c.dtype) as string) : null,
   };
   const floats = parameterCount(config);
-  if (floats > MAX_WEIGHT_FLOATS)
+  const max = maxWeightBytes();
+  if (floats * 2 > max)
     throw fail(
       null,
-      `the model has ${floats} parameters; this build runs models of at most ${MAX_WEIGHT_FLOATS} (in bfloat16, in its decode kernel's 4 GiB of WebAssembly memory)`,
+      `the model has ${floats} parameters, ${((floats * 2) / 1e9).toFixed(1)} GB in 16 bits; this machine holds at most ${(max / 1e9).toFixed(1)} GB of weights (${WEIGHT_COPIES} copies in 80% of its ${((max * 1.25 * WEIGHT_COPIES) / 1e9).toFixed(1)} GB of RAM)`,
     );
   return config;
 }

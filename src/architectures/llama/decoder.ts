@@ -1,9 +1,18 @@
 import { Worker } from 'node:worker_threads';
-import { KERNEL_BASE, KernelHost, kernelThreads } from '../kernel/kernel-host.ts';
+import { toFloat32 } from '../../formats/dtype.ts';
+import {
+  KERNEL_BASE,
+  KernelError,
+  KernelHost,
+  align16,
+  ceil8,
+  kernelThreads,
+  type PartStep,
+} from '../kernel/kernel-host.ts';
 import { LLAMA_KERNEL_WASM } from './kernel/llama-kernel-wasm.ts';
-import type { Bfloat16Weight, Float16Weight, LlamaModel } from './model.ts';
+import { Bfloat16Weight, type Float16Weight, type LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
-import { llamaWeights } from './config.ts';
+import { llamaWeights, type LlamaConfig } from './config.ts';
 import { loraScale } from '../lora.ts';
 
 // The model table's slots (llama-step.as.ts M_* and L_*).
@@ -16,31 +25,42 @@ const FLAG_MLP_BIAS = 4;
 const FLAG_QK_NORM = 8;
 const FLAG_BF16 = 16;
 const FLAG_F16 = 32;
+const FLAG_HIDDEN_IN = 64;
+const FLAG_HIDDEN_OUT = 128;
 
-// The control block, in page 0 (which the kernel leaves to the host): i32 slots 0–9 the step's
-// arguments, then the generation (moved on to start a step) and stop; the kernel's barrier after it.
+// The control block, in the first memory's page 0 (which the kernel leaves to the host): i32 slots
+// 0–9 the step's arguments, then the generation (moved on to start a step), stop, and the part the
+// step runs in; each memory's barrier after it, at the same offset.
 const CTL = KERNEL_BASE - 256;
 const SYNC = CTL + 64;
 const C_GEN = 10;
 const C_STOP = 11;
+const C_PART = 12;
 const MAX_PAGES = 65536;
 
 /**
- * A worker's part: instantiate the kernel on the shared memory, say so, and run its share of every
- * step. It parks in JS: under Node 20's optimizing compiler a `memory.atomic.wait32` parking loop
- * inside the kernel never woke on the host's notify.
+ * Bytes of weights a model may keep in one memory; a bigger one is split by layers into parts of at
+ * most SPLIT_PART_BYTES each (4 GiB a memory: the rest is its layers' KV caches and the scratch).
+ */
+export const ONE_MEMORY_WEIGHT_BYTES = 3_600_000_000;
+export const SPLIT_PART_BYTES = 3_000_000_000;
+
+/**
+ * A worker's part: instantiate the kernel on each shared memory, say so, and run its share of every
+ * step in the part the host names. It parks in JS: under Node 20's optimizing compiler a
+ * `memory.atomic.wait32` parking loop inside the kernel never woke on the host's notify.
  */
 const WORKER = `
 const { parentPort, workerData } = require('node:worker_threads');
-const { module, memory, ctl, thread, generation } = workerData;
-const kernel = new WebAssembly.Instance(module, { env: { memory } }).exports;
-const c = new Int32Array(memory.buffer, ctl, 16);
+const { module, memories, ctl, thread, generation } = workerData;
+const kernels = memories.map((memory) => new WebAssembly.Instance(module, { env: { memory } }).exports);
+const c = new Int32Array(memories[0].buffer, ctl, 16);
 parentPort.postMessage('ready');
 for (let seen = generation; ; ) {
   Atomics.wait(c, ${C_GEN}, seen);
   seen = Atomics.load(c, ${C_GEN});
   if (Atomics.load(c, ${C_STOP})) break;
-  kernel.step(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], thread, c[8], c[9]);
+  kernels[c[${C_PART}]].step(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], thread, c[8], c[9]);
 }
 `;
 
@@ -55,26 +75,87 @@ const stopWorkers = new FinalizationRegistry<{ memory: WebAssembly.Memory; worke
   },
 );
 
+/** Bytes the kernel holds a weight in: its matrices 2 a value when 16-bit, all else 4. */
+function heldBytes(size: number, matrix: boolean, half: boolean): number {
+  return align16(size * (matrix && half ? 2 : 4));
+}
+
+/** A part of a split model: its layers [first, first + layers). */
+export interface PartLayers {
+  first: number;
+  layers: number;
+}
+
+/**
+ * The layer ranges of a model's parts: one when its weights fit one memory, else as few as hold at
+ * most `partBytes` each, balanced by bytes, the last one also holding the final norm, head and
+ * embedding (`half`: the matrices are 16-bit).
+ */
+export function planParts(config: LlamaConfig, half: boolean, partBytes = SPLIT_PART_BYTES): PartLayers[] {
+  const perLayer = new Array<number>(config.numLayers).fill(0);
+  let tail = 0;
+  for (const w of llamaWeights(config)) {
+    const bytes = heldBytes(
+      w.shape.reduce((a, b) => a * b, 1),
+      w.shape.length === 2,
+      half,
+    );
+    const layer = /^model\.layers\.(\d+)\./.exec(w.name);
+    if (layer) perLayer[Number(layer[1])]! += bytes;
+    else tail += bytes;
+  }
+  const total = perLayer.reduce((a, b) => a + b, tail);
+  if (total <= ONE_MEMORY_WEIGHT_BYTES) return [{ first: 0, layers: config.numLayers }];
+  // Cut before a layer when it would pass the budget, or when its middle passes the even share.
+  const target = total / Math.ceil(total / partBytes);
+  const parts: PartLayers[] = [];
+  let first = 0;
+  let bytes = 0;
+  perLayer.forEach((b, l) => {
+    if (l > first && (bytes + b > partBytes || bytes + b / 2 > target)) {
+      parts.push({ first, layers: l - first });
+      first = l;
+      bytes = 0;
+    }
+    bytes += b;
+  });
+  if (bytes + tail > partBytes) {
+    parts.push({ first, layers: config.numLayers - first });
+    first = config.numLayers;
+  }
+  parts.push({ first, layers: config.numLayers - first });
+  return parts;
+}
+
 /**
  * The Llama family's decode kernel (kernel/llama-step.as.ts) on the shared kernel host. The weights
  * go into the kernel's memory as the checkpoint stores them ([out, in]; the matrices float32, or
- * bfloat16 when the model holds every one in bfloat16), q/k/v and gate/up
- * side by side so that each pair is one matmul; the embedding serves as the head when tied. They are
- * copied in when the model's revision changed since the last copy.
+ * 16-bit when the model holds every one so), q/k/v and gate/up side by side so that each pair is one
+ * matmul; the embedding serves as the head when tied. They are copied in when the model's revision
+ * changed since the last copy.
  *
- * The memory is shared, and a step runs on `threads` threads: this one and workers parked in the
- * kernel's `serve` loop, each doing its share of every phase (the logits are the same bits for any
- * number of them). The workers start with the first `prepare` and stop when the decoder is gone.
+ * A model past one memory is split by layers (planParts): each part's memory holds its layers and
+ * their caches, the last one the final norm and head; a step runs the parts in turn, the residual
+ * stream copied from each to the next, and the embedding rows are looked up here for the first (the
+ * same values the kernel would widen: the logits are the same bits as in one memory).
+ *
+ * The memories are shared, and a step runs on `threads` threads: this one and workers parked
+ * between steps, each doing its share of every phase (the logits are the same bits for any number
+ * of them). The workers start with the first `prepare` and stop when the decoder is gone.
  */
 export class LlamaDecoder extends KernelHost {
   private loaded = -1;
-  private readonly shared: WebAssembly.Memory;
+  private readonly memories: WebAssembly.Memory[];
   private workers: Promise<void> | null = null;
   readonly threads: number;
 
   constructor(
     readonly model: LlamaModel,
-    options: { threads?: number } = {},
+    options: {
+      threads?: number;
+      /** The layers of each memory (default planParts'; tests split small models). */
+      parts?: readonly PartLayers[];
+    } = {},
   ) {
     const c = model.config;
     const memory = new WebAssembly.Memory({ initial: 2, maximum: MAX_PAGES, shared: true });
@@ -89,21 +170,37 @@ export class LlamaDecoder extends KernelHost {
       },
       memory,
     );
-    this.shared = memory;
     this.threads = options.threads ?? kernelThreads();
+    this.memories = [memory];
+    const layout = options.parts ?? planParts(c, model.matrixFormat !== null);
+    const placed = layout.reduce((next, p) => (p.first === next && p.layers >= 0 ? next + p.layers : Number.NaN), 0);
+    if (placed !== c.numLayers || layout.length === 0)
+      throw new KernelError(
+        `the parts ${JSON.stringify(layout)} do not cover layers 0 to ${c.numLayers - 1} once each, in order`,
+      );
+    this.parts = layout.map(({ first, layers }, p) => {
+      if (p > 0) this.memories.push(new WebAssembly.Memory({ initial: 2, maximum: MAX_PAGES, shared: true }));
+      return {
+        exports: p === 0 ? this.exports : this.instantiate(this.memories[p]),
+        firstLayer: first,
+        layers,
+        sessionBase: 0,
+      };
+    });
   }
 
-  /** Starts the workers (threads − 1 of them) and waits until each is parked in the kernel. */
+  /** Starts the workers (threads − 1 of them) and waits until each is parked. */
   private startWorkers(): Promise<void> {
     this.workers ??= (async () => {
       const workers: Worker[] = [];
+      const ctl = this.memories[0]!;
       // The generation now: a step started before a worker parks still counts as new to it.
-      const generation = Atomics.load(new Int32Array(this.shared.buffer, CTL, 16), C_GEN);
+      const generation = Atomics.load(new Int32Array(ctl.buffer, CTL, 16), C_GEN);
       await Promise.all(
         Array.from({ length: this.threads - 1 }, (_, i) => {
           const worker = new Worker(WORKER, {
             eval: true,
-            workerData: { module: this.module, memory: this.shared, ctl: CTL, thread: i + 1, generation },
+            workerData: { module: this.module, memories: this.memories, ctl: CTL, thread: i + 1, generation },
           });
           workers.push(worker);
           return new Promise<void>((resolve, reject) => {
@@ -113,31 +210,53 @@ export class LlamaDecoder extends KernelHost {
         }),
       );
       for (const w of workers) w.unref();
-      stopWorkers.register(this, { memory: this.shared, workers });
+      stopWorkers.register(this, { memory: ctl, workers });
     })();
     return this.workers;
   }
 
-  override stepScratch(S: number, R: number): number {
-    return this.exports.scratchBytes(this.modelPtr, S, R, this.shape.contextLength, this.threads);
+  override stepScratch(S: number, R: number, p = 0): number {
+    return this.parts[p]!.exports.scratchBytes(this.modelPtr, S, R, this.shape.contextLength, this.threads);
   }
 
-  override runStep(rows: number, R: number, tokens: number, S: number, out: number, scratch: number): void {
+  override runStep(steps: readonly PartStep[], R: number, S: number, out: number): void {
     const C = this.shape.contextLength;
     const T = this.threads;
-    if (T > 1) {
-      const ctl = new Int32Array(this.shared.buffer, CTL, 16);
-      ctl.set([this.modelPtr, rows, R, tokens, S, out, scratch, C, T, SYNC]);
-      Atomics.add(ctl, C_GEN, 1);
-      Atomics.notify(ctl, C_GEN);
-    }
-    // This thread is thread 0; the step ends at a barrier every thread reaches.
-    this.exports.step(this.modelPtr, rows, R, tokens, S, out, scratch, C, 0, T, SYNC);
+    const d8 = ceil8(this.model.config.hiddenSize);
+    steps.forEach((step, p) => {
+      // The residual stream (the scratch's first S·d8 floats) in from the part before, or from the embedding.
+      if (this.parts.length > 1) {
+        const into = new Float32Array(this.memories[p]!.buffer, step.scratch, S * d8);
+        if (p === 0) this.embed(new Int32Array(this.memories[0]!.buffer, step.tokens, S), into, d8);
+        else into.set(new Float32Array(this.memories[p - 1]!.buffer, steps[p - 1]!.scratch, S * d8));
+      }
+      if (T > 1) {
+        const ctl = new Int32Array(this.memories[0]!.buffer, CTL, 16);
+        ctl.set([this.modelPtr, step.rows, R, step.tokens, S, out, step.scratch, C, T, SYNC]);
+        ctl[C_PART] = p;
+        Atomics.add(ctl, C_GEN, 1);
+        Atomics.notify(ctl, C_GEN);
+      }
+      // This thread is thread 0; the part's step ends at a barrier every thread reaches.
+      this.parts[p]!.exports.step(this.modelPtr, step.rows, R, step.tokens, S, out, step.scratch, C, 0, T, SYNC);
+    });
+  }
+
+  /** The tokens' embedding rows, widened to float32 as the kernel would, into rows of d8 floats. */
+  private embed(tokens: Int32Array, into: Float32Array, d8: number): void {
+    const d = this.model.config.hiddenSize;
+    const w = this.model.stored('model.embed_tokens.weight');
+    const wide = new Uint32Array(into.buffer, into.byteOffset, into.length);
+    tokens.forEach((id, s) => {
+      if (w instanceof Float32Array) into.set(w.subarray(id * d, (id + 1) * d), s * d8);
+      else if (w instanceof Bfloat16Weight) for (let i = 0; i < d; i++) wide[s * d8 + i] = w.bits[id * d + i]! << 16;
+      else into.set(toFloat32(new Uint8Array(w.bits.buffer, w.bits.byteOffset + id * d * 2, d * 2), 'F16'), s * d8);
+    });
   }
 
   private static readonly byModel = new WeakMap<LlamaModel, LlamaDecoder>();
 
-  /** The model's decoder (one per model; its memory holds that model's weights). */
+  /** The model's decoder (one per model; its memories hold that model's weights). */
   static for(model: LlamaModel): LlamaDecoder {
     let d = LlamaDecoder.byModel.get(model);
     if (!d) {
@@ -151,18 +270,30 @@ export class LlamaDecoder extends KernelHost {
   async prepare(): Promise<void> {
     if (this.threads > 1) await this.startWorkers();
     if (this.loaded === this.model.revision) return;
+    this.parts.forEach((_, p) => this.writePart(p));
+    this.loaded = this.model.revision;
+  }
+
+  /**
+   * Writes part p: its layers (the base's arrays first, then any adapters: the base's places do not
+   * move when adapters come or go), and in a model's last part the final norm and the head.
+   */
+  private writePart(p: number): void {
     const m = this.model;
     const c = m.config;
     const { hiddenSize: d, numHeads: H, numKvHeads: Hkv, headDim: dh, intermediateSize: M, vocabSize: V } = c;
+    const { firstLayer, layers } = this.parts[p]!;
+    const split = this.parts.length > 1;
+    const last = p === this.parts.length - 1;
     const rope = ropeTables(c, m.contextLength);
     const plain = (x: Float32Array) => (f: Float32Array) => f.set(x);
     const stacked =
       <A extends Float32Array | Uint16Array>(parts: A[]) =>
       (f: A) => {
         let at = 0;
-        for (const p of parts) {
-          f.set(p, at);
-          at += p.length;
+        for (const part of parts) {
+          f.set(part, at);
+          at += part.length;
         }
       };
     // The matrices in bfloat16 or half when the model holds every one so, else all in float32.
@@ -172,65 +303,74 @@ export class LlamaDecoder extends KernelHost {
     const r = lora?.config.rank ?? 0;
     const scale = lora ? loraScale(lora.config) : 0;
     const shapeOf = new Map(llamaWeights(c).map((w) => [w.name, w.shape]));
-    this.writeModel(M_LAYERS + c.numLayers * LAYER_SLOTS, (table, put, put16) => {
-      const matrix = (slot: number, size: number, names: string[]) =>
-        half
-          ? put16(slot, size, stacked(names.map((n) => (m.stored(n) as Bfloat16Weight | Float16Weight).bits)))
-          : put(slot, size, stacked(names.map((n) => m.baseWeight(n))));
-      table.set([d, H, Hkv, dh, c.numLayers, M, V], 0);
-      table[7] =
-        (c.qkvBias ? FLAG_QKV_BIAS : 0) |
-        (c.oBias ? FLAG_O_BIAS : 0) |
-        (c.mlpBias ? FLAG_MLP_BIAS : 0) |
-        (c.qkNorm ? FLAG_QK_NORM : 0) |
-        (half === 'BF16' ? FLAG_BF16 : half === 'F16' ? FLAG_F16 : 0);
-      table[8] = new Int32Array(Float32Array.of(c.rmsNormEps).buffer)[0]!;
-      table[M_RANK] = r;
-      matrix(9, V * d, ['model.embed_tokens.weight']);
-      if (c.tieEmbeddings) table[10] = table[9]!;
-      else matrix(10, V * d, ['lm_head.weight']);
-      put(11, d, plain(m.weight('model.norm.weight')));
-      put(12, rope.cos.length, plain(rope.cos));
-      put(13, rope.sin.length, plain(rope.sin));
-      const qkvRows = (H + 2 * Hkv) * dh;
-      for (let l = 0; l < c.numLayers; l++) {
-        const p = `model.layers.${l}.`;
-        const w = (name: string) => m.weight(p + name);
-        const s = M_LAYERS + l * LAYER_SLOTS;
-        put(s, d, plain(w('input_layernorm.weight')));
-        matrix(
-          s + 1,
-          qkvRows * d,
-          ['q', 'k', 'v'].map((x) => `${p}self_attn.${x}_proj.weight`),
-        );
-        if (c.qkvBias) put(s + 2, qkvRows, stacked(['q', 'k', 'v'].map((x) => w(`self_attn.${x}_proj.bias`))));
-        matrix(s + 3, d * H * dh, [`${p}self_attn.o_proj.weight`]);
-        if (c.oBias) put(s + 4, d, plain(w('self_attn.o_proj.bias')));
-        if (c.qkNorm) {
-          put(s + 5, dh, plain(w('self_attn.q_norm.weight')));
-          put(s + 6, dh, plain(w('self_attn.k_norm.weight')));
+    this.writeModel(
+      M_LAYERS + layers * LAYER_SLOTS,
+      (table, put, put16) => {
+        const matrix = (slot: number, size: number, names: string[]) =>
+          half
+            ? put16(slot, size, stacked(names.map((n) => (m.stored(n) as Bfloat16Weight | Float16Weight).bits)))
+            : put(slot, size, stacked(names.map((n) => m.baseWeight(n))));
+        table.set([d, H, Hkv, dh, layers, M, V], 0);
+        table[7] =
+          (c.qkvBias ? FLAG_QKV_BIAS : 0) |
+          (c.oBias ? FLAG_O_BIAS : 0) |
+          (c.mlpBias ? FLAG_MLP_BIAS : 0) |
+          (c.qkNorm ? FLAG_QK_NORM : 0) |
+          (half === 'BF16' ? FLAG_BF16 : half === 'F16' ? FLAG_F16 : 0) |
+          (split ? FLAG_HIDDEN_IN : 0) |
+          (last ? 0 : FLAG_HIDDEN_OUT);
+        table[8] = new Int32Array(Float32Array.of(c.rmsNormEps).buffer)[0]!;
+        table[M_RANK] = r;
+        if (last) {
+          matrix(9, V * d, ['model.embed_tokens.weight']);
+          if (c.tieEmbeddings) table[10] = table[9]!;
+          else matrix(10, V * d, ['lm_head.weight']);
+          put(11, d, plain(m.weight('model.norm.weight')));
         }
-        put(s + 7, d, plain(w('post_attention_layernorm.weight')));
-        matrix(s + 8, 2 * M * d, [`${p}mlp.gate_proj.weight`, `${p}mlp.up_proj.weight`]);
-        if (c.mlpBias) put(s + 9, 2 * M, stacked([w('mlp.gate_proj.bias'), w('mlp.up_proj.bias')]));
-        matrix(s + 10, d * M, [`${p}mlp.down_proj.weight`]);
-        if (c.mlpBias) put(s + 11, d, plain(w('mlp.down_proj.bias')));
-        if (lora) {
+        put(12, rope.cos.length, plain(rope.cos));
+        put(13, rope.sin.length, plain(rope.sin));
+        const qkvRows = (H + 2 * Hkv) * dh;
+        for (let j = 0; j < layers; j++) {
+          const pre = `model.layers.${firstLayer + j}.`;
+          const w = (name: string) => m.weight(pre + name);
+          const s = M_LAYERS + j * LAYER_SLOTS;
+          put(s, d, plain(w('input_layernorm.weight')));
+          matrix(
+            s + 1,
+            qkvRows * d,
+            ['q', 'k', 'v'].map((x) => `${pre}self_attn.${x}_proj.weight`),
+          );
+          if (c.qkvBias) put(s + 2, qkvRows, stacked(['q', 'k', 'v'].map((x) => w(`self_attn.${x}_proj.bias`))));
+          matrix(s + 3, d * H * dh, [`${pre}self_attn.o_proj.weight`]);
+          if (c.oBias) put(s + 4, d, plain(w('self_attn.o_proj.bias')));
+          if (c.qkNorm) {
+            put(s + 5, dh, plain(w('self_attn.q_norm.weight')));
+            put(s + 6, dh, plain(w('self_attn.k_norm.weight')));
+          }
+          put(s + 7, d, plain(w('post_attention_layernorm.weight')));
+          matrix(s + 8, 2 * M * d, [`${pre}mlp.gate_proj.weight`, `${pre}mlp.up_proj.weight`]);
+          if (c.mlpBias) put(s + 9, 2 * M, stacked([w('mlp.gate_proj.bias'), w('mlp.up_proj.bias')]));
+          matrix(s + 10, d * M, [`${pre}mlp.down_proj.weight`]);
+          if (c.mlpBias) put(s + 11, d, plain(w('mlp.down_proj.bias')));
+        }
+        for (let j = 0; lora && j < layers; j++) {
+          const pre = `model.layers.${firstLayer + j}.`;
+          const s = M_LAYERS + j * LAYER_SLOTS;
           const group = (slot: number, members: string[]) => {
-            const shapes = members.map((n) => shapeOf.get(`${p}${n}.weight`)!);
+            const shapes = members.map((n) => shapeOf.get(`${pre}${n}.weight`)!);
             const inDim = shapes[0]![1]!;
             const outs = shapes.map((sh) => sh[0]!);
             const total = outs.reduce((a, b) => a + b, 0);
             put(slot, members.length * r * inDim, (f) =>
               members.forEach((n, g) => {
-                const pair = lora.pairs.get(`${p}${n}.weight`);
+                const pair = lora.pairs.get(`${pre}${n}.weight`);
                 if (pair) f.set(pair.A, g * r * inDim);
               }),
             );
             put(slot + 1, total * r, (f) => {
               let row = 0;
               members.forEach((n, g) => {
-                const pair = lora.pairs.get(`${p}${n}.weight`);
+                const pair = lora.pairs.get(`${pre}${n}.weight`);
                 if (pair) for (let i = 0; i < pair.B.length; i++) f[row * r + i] = pair.B[i]! * scale;
                 row += outs[g]!;
               });
@@ -241,8 +381,8 @@ export class LlamaDecoder extends KernelHost {
           group(s + 16, ['mlp.gate_proj', 'mlp.up_proj']);
           group(s + 18, ['mlp.down_proj']);
         }
-      }
-    });
-    this.loaded = m.revision;
+      },
+      p,
+    );
   }
 }

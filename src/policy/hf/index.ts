@@ -41,8 +41,8 @@ export { HfFolderError, ChatTemplateError } from '../../hf/errors.ts';
 export {
   LLAMA_ARCHITECTURES,
   LLAMA_LORA_TARGETS,
-  MAX_KERNEL_WEIGHT_BYTES,
-  MAX_WEIGHT_FLOATS,
+  WEIGHT_COPIES,
+  maxWeightBytes,
   kernelWeightBytes,
   llamaConfigFromHf,
   llamaWeights,

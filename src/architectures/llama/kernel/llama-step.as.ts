@@ -76,6 +76,10 @@ const F_MLP_BIAS: i32 = 4;
 const F_QK_NORM: i32 = 8;
 const F_BF16: i32 = 16; // the matrices are bfloat16
 const F_F16: i32 = 32; // the matrices are IEEE half
+// A part of a model split by layers (../decoder.ts): the residual stream comes in at the scratch's
+// start instead of from the embedding, and goes out there instead of through the final norm and head.
+const F_HIDDEN_IN: i32 = 64;
+const F_HIDDEN_OUT: i32 = 128;
 
 // ---- a row of the step (i32 slots at `rows + 32·r`), as the GPT kernel's ----
 const R_NEW: i32 = 0;
@@ -274,19 +278,21 @@ function stepOf<W>(
   const s1 = first(S, t + 1, T);
 
   let s = 0;
-  for (let r = 0; r < R; r++) {
-    const row = rows + <usize>r * ROW_BYTES;
-    const n = slot(row, R_NEW);
-    const tok = at(tokens, slot(row, R_TOK));
-    for (let j = 0; j < n; j++) {
-      if (s + j < s0 || s + j >= s1) continue;
-      const id = <usize>load<i32>(at(tok, j));
-      if (sizeof<W>() == 2) widen<W>(embed + id * (<usize>d << 1), d, at(sX, (s + j) * d8));
-      else memory.copy(at(sX, (s + j) * d8), embed + id * (<usize>d << 2), <usize>d << 2);
+  if (!(flags & F_HIDDEN_IN)) {
+    for (let r = 0; r < R; r++) {
+      const row = rows + <usize>r * ROW_BYTES;
+      const n = slot(row, R_NEW);
+      const tok = at(tokens, slot(row, R_TOK));
+      for (let j = 0; j < n; j++) {
+        if (s + j < s0 || s + j >= s1) continue;
+        const id = <usize>load<i32>(at(tok, j));
+        if (sizeof<W>() == 2) widen<W>(embed + id * (<usize>d << 1), d, at(sX, (s + j) * d8));
+        else memory.copy(at(sX, (s + j) * d8), embed + id * (<usize>d << 2), <usize>d << 2);
+      }
+      s += n;
     }
-    s += n;
+    barrier(sync, T);
   }
-  barrier(sync, T);
 
   const scale: f32 = <f32>1.0 / Mathf.sqrt(<f32>dh);
   const nQkv = qw + 2 * kw;
@@ -369,6 +375,7 @@ function stepOf<W>(
     if (rank) loraAdd(S, ptr(lp, L_B_D), rank, t, colFrom(d, t, T), colTo(d, t, T), sX, d8, d, d, d);
     barrier(sync, T);
   }
+  if (flags & F_HIDDEN_OUT) return;
 
   // Each row's last new token: the final norm (and the row's ids into its cache), then the head.
   s = 0;
