@@ -48,6 +48,31 @@ export const SHAPES: { [name: string]: TinyFolder } = {
     maxPositions: 40960,
     dtype: 'BF16',
   },
+  /** Qwen2.5-3B's shape in BF16 (3.09B parameters, q/k/v biases, tied; the Agent-R1 paper's model): past one 4 GiB memory. */
+  'qwen2.5-3b-bf16': {
+    architecture: 'Qwen2ForCausalLM',
+    hidden: 2048,
+    layers: 36,
+    heads: 16,
+    kvHeads: 2,
+    intermediate: 11008,
+    seed: 1,
+    maxPositions: 32768,
+    dtype: 'BF16',
+  },
+  /** Qwen3-4B's shape in BF16 (4.02B parameters, tied). */
+  'qwen3-4b-bf16': {
+    architecture: 'Qwen3ForCausalLM',
+    hidden: 2560,
+    layers: 36,
+    heads: 32,
+    kvHeads: 8,
+    headDim: 128,
+    intermediate: 9728,
+    seed: 1,
+    maxPositions: 40960,
+    dtype: 'BF16',
+  },
   'smollm2-135m-body': {
     architecture: 'LlamaForCausalLM',
     hidden: 576,

@@ -194,6 +194,18 @@ export async function readTensorBytes(entry: TensorEntry): Promise<Uint8Array> {
   }
 }
 
+/** Reads a tensor's bytes, as stored, into `into` (exactly its length: e.g. a view of a kernel's memory). */
+export async function readTensorInto(entry: TensorEntry, into: Uint8Array): Promise<void> {
+  if (into.length !== entry.end - entry.begin)
+    throw new ModelFileError(entry.file, entry.name, `${entry.end - entry.begin} bytes read into ${into.length}`);
+  const fh = await openForReading(entry.file);
+  try {
+    await readFully(fh, into, entry.begin, entry.file);
+  } finally {
+    await fh.close();
+  }
+}
+
 /** A tensor's values as float32 (F32, F16 and BF16; other dtypes are refused by name). */
 export function tensorValues(entry: TensorEntry, bytes: Uint8Array): Float32Array {
   if (!isFloatDtype(entry.dtype))

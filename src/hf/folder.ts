@@ -12,9 +12,22 @@ import {
   tokenIdList,
   type LlamaConfig,
 } from '../architectures/llama/config.ts';
-import { Bfloat16Weight, Float16Weight, LlamaModel, type StoredWeight } from '../architectures/llama/model.ts';
-import { isFloatDtype, type FloatDtype } from '../formats/dtype.ts';
-import { readSafetensorsHeader, readTensorBytes, tensorValues, type TensorEntry } from '../formats/safetensors.ts';
+import {
+  Bfloat16Weight,
+  DEFAULT_CONTEXT,
+  Float16Weight,
+  LlamaModel,
+  type StoredWeight,
+} from '../architectures/llama/model.ts';
+import { LlamaDecoder, placeWeights } from '../architectures/llama/decoder.ts';
+import { DTYPE_BYTES, isFloatDtype, toFloat32, type FloatDtype } from '../formats/dtype.ts';
+import {
+  readSafetensorsHeader,
+  readTensorBytes,
+  readTensorInto,
+  tensorValues,
+  type TensorEntry,
+} from '../formats/safetensors.ts';
 import { ChatTemplate } from './chat-template.ts';
 import { HfFolderError } from './errors.ts';
 import { readFolderFile, readJsonFile } from './read-json.ts';
@@ -247,6 +260,18 @@ export class ModelHasher {
 
   weight(name: string, shape: readonly number[], values: Float32Array): void {
     this.h.update(canonicalJson([name, shape]));
+    this.update(values);
+  }
+
+  /** As weight(), from the stored bytes, widened a block at a time (a GB tensor is not copied whole). */
+  weightBytes(name: string, shape: readonly number[], bytes: Uint8Array, dtype: FloatDtype): void {
+    this.h.update(canonicalJson([name, shape]));
+    const block = (1 << 22) * DTYPE_BYTES[dtype];
+    for (let at = 0; at < bytes.length; at += block)
+      this.update(toFloat32(bytes.subarray(at, Math.min(bytes.length, at + block)), dtype));
+  }
+
+  private update(values: Float32Array): void {
     this.h.update(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
   }
 
@@ -275,14 +300,42 @@ export async function loadHfModel(
   folder: HfFolder,
   options: { contextLength?: number; dtype?: LoadDtype } = {},
 ): Promise<{ model: LlamaModel; hash: string }> {
-  checkKernelFits(folder.dir, folder.config, folder.weights, options.dtype ?? 'auto');
+  const dtype = options.dtype ?? 'auto';
+  checkKernelFits(folder.dir, folder.config, folder.weights, dtype);
   const h = await ModelHasher.of(folder.dir);
+  // The matrices go straight into the decode kernel's memories (the model holds views of them: one
+  // copy), unless their dtypes are mixed (the kernel then holds them widened, beside the model's).
+  const matrices = llamaWeights(folder.config).filter((w) => w.shape.length === 2);
+  const dtypes = new Set(matrices.map((w) => folder.weights.get(w.name)!.dtype));
+  const one = dtypes.size === 1 ? [...dtypes][0]! : null;
+  const half = dtype === 'auto' && (one === 'BF16' || one === 'F16') ? one : null;
+  const contextLength = Math.min(options.contextLength ?? DEFAULT_CONTEXT, folder.config.maxPositions);
+  const placement = one !== null ? placeWeights(folder.config, half, contextLength) : null;
   const weights = new Map<string, StoredWeight>();
   for (const [name, entry] of folder.weights) {
+    const view = placement?.views.get(name);
+    if (view && isFloatDtype(entry.dtype) && DTYPE_BYTES[entry.dtype] === view.BYTES_PER_ELEMENT) {
+      // Stored as held: the file's bytes are the view's.
+      const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+      await readTensorInto(entry, bytes);
+      h.weightBytes(name, entry.shape, bytes, entry.dtype);
+      weights.set(
+        name,
+        view instanceof Float32Array ? view : half === 'BF16' ? new Bfloat16Weight(view) : new Float16Weight(view),
+      );
+      continue;
+    }
     const values = tensorValues(entry, await readTensorBytes(entry));
     h.weight(name, entry.shape, values);
-    const keep16 = isHalf(entry.dtype) && entry.shape.length === 2 && (options.dtype ?? 'auto') === 'auto';
+    if (view instanceof Float32Array) {
+      view.set(values);
+      weights.set(name, view);
+      continue;
+    }
+    const keep16 = isHalf(entry.dtype) && entry.shape.length === 2 && dtype === 'auto';
     weights.set(name, !keep16 ? values : entry.dtype === 'BF16' ? Bfloat16Weight.of(values) : Float16Weight.of(values));
   }
-  return { model: new LlamaModel(folder.config, weights, options), hash: h.digest() };
+  const model = new LlamaModel(folder.config, weights, options);
+  if (placement) LlamaDecoder.adopt(model, placement);
+  return { model, hash: h.digest() };
 }

@@ -119,7 +119,13 @@ export async function writeTinyFolder(dir: string, f: TinyFolder): Promise<void>
     await copyFile(join(tokenizer.dir, file), join(dir, file));
   const parsed = llamaConfigFromHf(config, 'config.json');
   const rand = normal(f.seed);
-  const tensors = llamaWeights(parsed).map(({ name, shape }) => {
+  const specs = llamaWeights(parsed);
+  // Each tensor's values drawn from the one seeded stream, in the order of the specs: made when the
+  // writer asks for them (one at a time, so a multi-GB folder is never held whole).
+  let drawn = 0;
+  const draw = (i: number): Float32Array => {
+    if (i !== drawn++) throw new Error('writeTinyFolder: tensors are drawn in order');
+    const { name, shape } = specs[i]!;
     const size = shape.reduce((a, b) => a * b, 1);
     const norm = name.endsWith('norm.weight');
     const scale = name.endsWith('.bias')
@@ -133,9 +139,17 @@ export async function writeTinyFolder(dir: string, f: TinyFolder): Promise<void>
       const bias = name.endsWith('.bias');
       for (let i = 0; i < size; i++) values[i] = norm ? 1 : bias ? 0 : range * rand();
     } else for (let i = 0; i < size; i++) values[i] = norm ? 1 + 0.1 * rand() : scale * rand();
-    return { name, dtype: f.dtype ?? 'F32', shape, values: () => values };
-  });
+    return values;
+  };
   const shards = f.shards ?? 1;
+  // Several shards take the tensors out of order: those (small) folders are drawn first.
+  const early = shards > 1 ? specs.map((_, i) => draw(i)) : null;
+  const tensors = specs.map(({ name, shape }, i) => ({
+    name,
+    dtype: f.dtype ?? 'F32',
+    shape,
+    values: () => early?.[i] ?? draw(i),
+  }));
   if (shards === 1) {
     await writeSafetensors(join(dir, 'model.safetensors'), tensors);
     return;

@@ -84,6 +84,51 @@ export const ceil8 = (n: number) => (n + 7) & ~7;
 export const align16 = (n: number) => Math.ceil(n / 16) * 16;
 
 /**
+ * How a kernel's model is laid out: `put(slot, floats, fill)` (or, for 16-bit values,
+ * `put16(slot, halves, fill)`) places an array 16-byte aligned after the table, notes its address in
+ * the table's slot, and fills it once the memory holds them all.
+ */
+export type ModelLayout = (
+  table: Int32Array,
+  put: (slot: number, floats: number, fill: (f: Float32Array) => void) => void,
+  put16: (slot: number, halves: number, fill: (u: Uint16Array) => void) => void,
+) => void;
+
+/** A laid-out array: its address, length, element size and filler. */
+export interface LaidArray {
+  slot: number;
+  at: number;
+  count: number;
+  halves: boolean;
+  fill: ((f: Float32Array) => void) | ((u: Uint16Array) => void);
+}
+
+/**
+ * The model table (`slots` i32 at `base`) and each array's place, without touching memory: what
+ * writeModel writes, and where a loader may read weights to before the kernel exists.
+ */
+export function layModel(
+  base: number,
+  slots: number,
+  lay: ModelLayout,
+): { table: Int32Array; end: number; arrays: LaidArray[] } {
+  const table = new Int32Array(slots);
+  let at = base + align16(slots * 4);
+  const arrays: LaidArray[] = [];
+  const place = (slot: number, count: number, halves: boolean, fill: LaidArray['fill']) => {
+    table[slot] = at;
+    arrays.push({ slot, at, count, halves, fill });
+    at += align16(count * (halves ? 2 : 4));
+  };
+  lay(
+    table,
+    (slot, floats, fill) => place(slot, floats, false, fill),
+    (slot, halves, fill) => place(slot, halves, true, fill),
+  );
+  return { table, end: at, arrays };
+}
+
+/**
  * One WebAssembly memory of a kernel and this thread's instance on it. A model too big for one
  * memory (4 GiB) is split by layers: each part holds its layers' weights and their caches, and a
  * step runs the parts in turn, the residual stream handed from one to the next.
@@ -158,46 +203,20 @@ export abstract class KernelHost {
   }
 
   /**
-   * Writes the model into part p's memory: a table of `slots` i32 at the model pointer (the kernel's M_*
-   * slots), then each array 16-byte aligned, placed by `put(slot, floats, fill)` (or, for 16-bit
-   * values, `put16(slot, halves, fill)`), which notes the array's address in the table and fills it
-   * once the memory has grown to hold them all.
+   * Writes the model into part p's memory (laid out by layModel) and fills each array, except one
+   * that already holds its values in place (a weight loaded straight into this memory).
    */
-  protected writeModel(
-    slots: number,
-    lay: (
-      table: Int32Array,
-      put: (slot: number, floats: number, fill: (f: Float32Array) => void) => void,
-      put16: (slot: number, halves: number, fill: (u: Uint16Array) => void) => void,
-    ) => void,
-    p = 0,
-  ): void {
+  protected writeModel(slots: number, lay: ModelLayout, p = 0): void {
     const part = this.parts[p]!;
-    const table = new Int32Array(slots);
-    let at = this.modelPtr + align16(slots * 4);
-    const place: Array<(buf: ArrayBufferLike) => void> = [];
-    const reserve = (slot: number, bytes: number) => {
-      table[slot] = at;
-      const start = at;
-      at += align16(bytes);
-      return start;
-    };
-    lay(
-      table,
-      (slot, floats, fill) => {
-        const start = reserve(slot, floats * 4);
-        place.push((buf) => fill(new Float32Array(buf, start, floats)));
-      },
-      (slot, halves, fill) => {
-        const start = reserve(slot, halves * 2);
-        place.push((buf) => fill(new Uint16Array(buf, start, halves)));
-      },
-    );
-    this.ensure(at, p);
+    const { table, end, arrays } = layModel(this.modelPtr, slots, lay);
+    this.ensure(end, p);
     const buf = part.exports.memory.buffer;
     new Int32Array(buf, this.modelPtr, slots).set(table);
-    for (const fill of place) fill(buf);
-    part.sessionBase = align16(at);
+    for (const a of arrays) {
+      const view = a.halves ? new Uint16Array(buf, a.at, a.count) : new Float32Array(buf, a.at, a.count);
+      (a.fill as (f: Float32Array | Uint16Array) => void)(view);
+    }
+    part.sessionBase = align16(end);
   }
 
   /** Grows part p's memory to hold `end` bytes. */

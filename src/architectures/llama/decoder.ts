@@ -7,10 +7,12 @@ import {
   align16,
   ceil8,
   kernelThreads,
+  layModel,
+  type ModelLayout,
   type PartStep,
 } from '../kernel/kernel-host.ts';
 import { LLAMA_KERNEL_WASM } from './kernel/llama-kernel-wasm.ts';
-import { Bfloat16Weight, type Float16Weight, type LlamaModel } from './model.ts';
+import { Bfloat16Weight, type Float16Weight, type HalfFormat, type LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
 import { llamaWeights, type LlamaConfig } from './config.ts';
 import { loraScale } from '../lora.ts';
@@ -80,6 +82,8 @@ function heldBytes(size: number, matrix: boolean, half: boolean): number {
   return align16(size * (matrix && half ? 2 : 4));
 }
 
+const newMemory = () => new WebAssembly.Memory({ initial: 2, maximum: MAX_PAGES, shared: true });
+
 /** A part of a split model: its layers [first, first + layers). */
 export interface PartLayers {
   first: number;
@@ -146,6 +150,8 @@ export function planParts(config: LlamaConfig, half: boolean, partBytes = SPLIT_
 export class LlamaDecoder extends KernelHost {
   private loaded = -1;
   private readonly memories: WebAssembly.Memory[];
+  /** Where the model's matrices were loaded, while the model still holds them there. */
+  private placement: KernelPlacement | null;
   private workers: Promise<void> | null = null;
   readonly threads: number;
 
@@ -155,10 +161,13 @@ export class LlamaDecoder extends KernelHost {
       threads?: number;
       /** The layers of each memory (default planParts'; tests split small models). */
       parts?: readonly PartLayers[];
+      /** Memories the model's matrices were loaded into (placeWeights): the decoder runs in them. */
+      placement?: KernelPlacement;
     } = {},
   ) {
     const c = model.config;
-    const memory = new WebAssembly.Memory({ initial: 2, maximum: MAX_PAGES, shared: true });
+    const placed = options.placement;
+    const memory = placed?.memories[0] ?? newMemory();
     super(
       LLAMA_KERNEL_WASM,
       {
@@ -172,14 +181,15 @@ export class LlamaDecoder extends KernelHost {
     );
     this.threads = options.threads ?? kernelThreads();
     this.memories = [memory];
-    const layout = options.parts ?? planParts(c, model.matrixFormat !== null);
-    const placed = layout.reduce((next, p) => (p.first === next && p.layers >= 0 ? next + p.layers : Number.NaN), 0);
-    if (placed !== c.numLayers || layout.length === 0)
+    this.placement = placed ?? null;
+    const layout = placed?.parts ?? options.parts ?? planParts(c, model.matrixFormat !== null);
+    const covered = layout.reduce((next, p) => (p.first === next && p.layers >= 0 ? next + p.layers : Number.NaN), 0);
+    if (covered !== c.numLayers || layout.length === 0)
       throw new KernelError(
         `the parts ${JSON.stringify(layout)} do not cover layers 0 to ${c.numLayers - 1} once each, in order`,
       );
     this.parts = layout.map(({ first, layers }, p) => {
-      if (p > 0) this.memories.push(new WebAssembly.Memory({ initial: 2, maximum: MAX_PAGES, shared: true }));
+      if (p > 0) this.memories.push(placed?.memories[p] ?? newMemory());
       return {
         exports: p === 0 ? this.exports : this.instantiate(this.memories[p]),
         firstLayer: first,
@@ -256,6 +266,15 @@ export class LlamaDecoder extends KernelHost {
 
   private static readonly byModel = new WeakMap<LlamaModel, LlamaDecoder>();
 
+  /** Makes the decoder running in the memories `model`'s matrices were loaded into its decoder. */
+  static adopt(model: LlamaModel, placement: KernelPlacement): LlamaDecoder {
+    if (model.contextLength !== placement.contextLength || model.matrixFormat !== placement.half)
+      throw new KernelError('the model was not loaded into this placement (its context or dtype differ)');
+    const d = new LlamaDecoder(model, { placement });
+    LlamaDecoder.byModel.set(model, d);
+    return d;
+  }
+
   /** The model's decoder (one per model; its memories hold that model's weights). */
   static for(model: LlamaModel): LlamaDecoder {
     let d = LlamaDecoder.byModel.get(model);
@@ -270,119 +289,253 @@ export class LlamaDecoder extends KernelHost {
   async prepare(): Promise<void> {
     if (this.threads > 1) await this.startWorkers();
     if (this.loaded === this.model.revision) return;
+    // Weights loaded into these memories in one layout are copied out before another one overwrites them.
+    if (this.placement && this.model.matrixFormat !== this.placement.half) {
+      this.model.unshare();
+      this.placement = null;
+    }
     this.parts.forEach((_, p) => this.writePart(p));
     this.loaded = this.model.revision;
   }
 
-  /**
-   * Writes part p: its layers (the base's arrays first, then any adapters: the base's places do not
-   * move when adapters come or go), and in a model's last part the final norm and the head.
-   */
+  /** Writes part p (partLayout), its arrays filled from the model's weights. */
   private writePart(p: number): void {
     const m = this.model;
-    const c = m.config;
-    const { hiddenSize: d, numHeads: H, numKvHeads: Hkv, headDim: dh, intermediateSize: M, vocabSize: V } = c;
     const { firstLayer, layers } = this.parts[p]!;
-    const split = this.parts.length > 1;
-    const last = p === this.parts.length - 1;
-    const rope = ropeTables(c, m.contextLength);
-    const plain = (x: Float32Array) => (f: Float32Array) => f.set(x);
-    const stacked =
-      <A extends Float32Array | Uint16Array>(parts: A[]) =>
-      (f: A) => {
-        let at = 0;
-        for (const part of parts) {
-          f.set(part, at);
-          at += part.length;
-        }
-      };
-    // The matrices in bfloat16 or half when the model holds every one so, else all in float32.
-    const half = m.matrixFormat;
-    // LoRA adapters are read beside the base (the base as held: 16 bits stay 16 bits), B times alpha/r.
-    const lora = m.adapters;
-    const r = lora?.config.rank ?? 0;
-    const scale = lora ? loraScale(lora.config) : 0;
-    const shapeOf = new Map(llamaWeights(c).map((w) => [w.name, w.shape]));
-    this.writeModel(
-      M_LAYERS + layers * LAYER_SLOTS,
-      (table, put, put16) => {
-        const matrix = (slot: number, size: number, names: string[]) =>
-          half
-            ? put16(slot, size, stacked(names.map((n) => (m.stored(n) as Bfloat16Weight | Float16Weight).bits)))
-            : put(slot, size, stacked(names.map((n) => m.baseWeight(n))));
-        table.set([d, H, Hkv, dh, layers, M, V], 0);
-        table[7] =
-          (c.qkvBias ? FLAG_QKV_BIAS : 0) |
-          (c.oBias ? FLAG_O_BIAS : 0) |
-          (c.mlpBias ? FLAG_MLP_BIAS : 0) |
-          (c.qkNorm ? FLAG_QK_NORM : 0) |
-          (half === 'BF16' ? FLAG_BF16 : half === 'F16' ? FLAG_F16 : 0) |
-          (split ? FLAG_HIDDEN_IN : 0) |
-          (last ? 0 : FLAG_HIDDEN_OUT);
-        table[8] = new Int32Array(Float32Array.of(c.rmsNormEps).buffer)[0]!;
-        table[M_RANK] = r;
-        if (last) {
-          matrix(9, V * d, ['model.embed_tokens.weight']);
-          if (c.tieEmbeddings) table[10] = table[9]!;
-          else matrix(10, V * d, ['lm_head.weight']);
-          put(11, d, plain(m.weight('model.norm.weight')));
-        }
-        put(12, rope.cos.length, plain(rope.cos));
-        put(13, rope.sin.length, plain(rope.sin));
-        const qkvRows = (H + 2 * Hkv) * dh;
-        for (let j = 0; j < layers; j++) {
-          const pre = `model.layers.${firstLayer + j}.`;
-          const w = (name: string) => m.weight(pre + name);
-          const s = M_LAYERS + j * LAYER_SLOTS;
-          put(s, d, plain(w('input_layernorm.weight')));
-          matrix(
-            s + 1,
-            qkvRows * d,
-            ['q', 'k', 'v'].map((x) => `${pre}self_attn.${x}_proj.weight`),
-          );
-          if (c.qkvBias) put(s + 2, qkvRows, stacked(['q', 'k', 'v'].map((x) => w(`self_attn.${x}_proj.bias`))));
-          matrix(s + 3, d * H * dh, [`${pre}self_attn.o_proj.weight`]);
-          if (c.oBias) put(s + 4, d, plain(w('self_attn.o_proj.bias')));
-          if (c.qkNorm) {
-            put(s + 5, dh, plain(w('self_attn.q_norm.weight')));
-            put(s + 6, dh, plain(w('self_attn.k_norm.weight')));
-          }
-          put(s + 7, d, plain(w('post_attention_layernorm.weight')));
-          matrix(s + 8, 2 * M * d, [`${pre}mlp.gate_proj.weight`, `${pre}mlp.up_proj.weight`]);
-          if (c.mlpBias) put(s + 9, 2 * M, stacked([w('mlp.gate_proj.bias'), w('mlp.up_proj.bias')]));
-          matrix(s + 10, d * M, [`${pre}mlp.down_proj.weight`]);
-          if (c.mlpBias) put(s + 11, d, plain(w('mlp.down_proj.bias')));
-        }
-        for (let j = 0; lora && j < layers; j++) {
-          const pre = `model.layers.${firstLayer + j}.`;
-          const s = M_LAYERS + j * LAYER_SLOTS;
-          const group = (slot: number, members: string[]) => {
-            const shapes = members.map((n) => shapeOf.get(`${pre}${n}.weight`)!);
-            const inDim = shapes[0]![1]!;
-            const outs = shapes.map((sh) => sh[0]!);
-            const total = outs.reduce((a, b) => a + b, 0);
-            put(slot, members.length * r * inDim, (f) =>
-              members.forEach((n, g) => {
-                const pair = lora.pairs.get(`${pre}${n}.weight`);
-                if (pair) f.set(pair.A, g * r * inDim);
-              }),
-            );
-            put(slot + 1, total * r, (f) => {
-              let row = 0;
-              members.forEach((n, g) => {
-                const pair = lora.pairs.get(`${pre}${n}.weight`);
-                if (pair) for (let i = 0; i < pair.B.length; i++) f[row * r + i] = pair.B[i]! * scale;
-                row += outs[g]!;
-              });
-            });
-          };
-          group(s + 12, ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj']);
-          group(s + 14, ['self_attn.o_proj']);
-          group(s + 16, ['mlp.gate_proj', 'mlp.up_proj']);
-          group(s + 18, ['mlp.down_proj']);
-        }
-      },
-      p,
-    );
+    const facts: PartFacts = {
+      config: m.config,
+      half: m.matrixFormat,
+      rank: m.adapters?.config.rank ?? 0,
+      contextLength: m.contextLength,
+      first: firstLayer,
+      layers,
+      split: this.parts.length > 1,
+      last: p === this.parts.length - 1,
+    };
+    this.writeModel(partSlots(facts), partLayout(facts, m), p);
   }
+}
+
+/** What decides a part's layout: the model's shape and dtype, its adapters' rank, its layers. */
+export interface PartFacts {
+  config: LlamaConfig;
+  /** The matrices' 16-bit format, or null: float32. */
+  half: HalfFormat | null;
+  rank: number;
+  contextLength: number;
+  first: number;
+  layers: number;
+  /** The model is in several parts (the residual comes in and goes out through the scratch). */
+  split: boolean;
+  /** The last part: the final norm and the head (with the embedding). */
+  last: boolean;
+}
+
+const partSlots = (f: PartFacts) => M_LAYERS + f.layers * LAYER_SLOTS;
+
+/** Copies `src` to f at `at`, unless it is already there (a weight loaded into this memory). */
+function place<A extends Float32Array | Uint16Array>(f: A, src: A, at: number): void {
+  if (src.buffer === f.buffer && src.byteOffset === f.byteOffset + at * f.BYTES_PER_ELEMENT) return;
+  f.set(src, at);
+}
+
+/**
+ * Part p's memory as the kernel reads it: the table, then (in the last part) the embedding, head and
+ * final norm, the rotary tables, each layer's base arrays, then any adapters (so the base's places
+ * do not move when adapters come or go). Fills read `model` when the part is written; `onMatrix`
+ * hears which weights each matrix slot stacks (what a loader needs to read weights into place).
+ */
+function partLayout(
+  f: PartFacts,
+  model: LlamaModel | null,
+  onMatrix?: (slot: number, names: string[]) => void,
+): ModelLayout {
+  const c = f.config;
+  const { hiddenSize: d, numHeads: H, numKvHeads: Hkv, headDim: dh, intermediateSize: M, vocabSize: V } = c;
+  const m = () => {
+    if (!model) throw new KernelError('a part laid out without a model cannot be filled');
+    return model;
+  };
+  const plain = (x: () => Float32Array) => (out: Float32Array) => out.set(x());
+  const stacked =
+    <A extends Float32Array | Uint16Array>(parts: () => A[]) =>
+    (out: A) => {
+      let at = 0;
+      for (const part of parts()) {
+        place(out, part, at);
+        at += part.length;
+      }
+    };
+  return (table, put, put16) => {
+    const matrix = (slot: number, size: number, names: string[]) => {
+      onMatrix?.(slot, names);
+      if (f.half)
+        put16(
+          slot,
+          size,
+          stacked(() => names.map((n) => (m().stored(n) as Bfloat16Weight | Float16Weight).bits)),
+        );
+      else
+        put(
+          slot,
+          size,
+          stacked(() => names.map((n) => m().baseWeight(n))),
+        );
+    };
+    table.set([d, H, Hkv, dh, f.layers, M, V], 0);
+    table[7] =
+      (c.qkvBias ? FLAG_QKV_BIAS : 0) |
+      (c.oBias ? FLAG_O_BIAS : 0) |
+      (c.mlpBias ? FLAG_MLP_BIAS : 0) |
+      (c.qkNorm ? FLAG_QK_NORM : 0) |
+      (f.half === 'BF16' ? FLAG_BF16 : f.half === 'F16' ? FLAG_F16 : 0) |
+      (f.split ? FLAG_HIDDEN_IN : 0) |
+      (f.last ? 0 : FLAG_HIDDEN_OUT);
+    table[8] = new Int32Array(Float32Array.of(c.rmsNormEps).buffer)[0]!;
+    table[M_RANK] = f.rank;
+    if (f.last) {
+      matrix(9, V * d, ['model.embed_tokens.weight']);
+      if (c.tieEmbeddings) table[10] = table[9]!;
+      else matrix(10, V * d, ['lm_head.weight']);
+      put(
+        11,
+        d,
+        plain(() => m().weight('model.norm.weight')),
+      );
+    }
+    const rope = (() => {
+      let tables: { cos: Float32Array; sin: Float32Array } | null = null;
+      return () => (tables ??= ropeTables(c, f.contextLength));
+    })();
+    const half = dh / 2;
+    put(
+      12,
+      f.contextLength * half,
+      plain(() => rope().cos),
+    );
+    put(
+      13,
+      f.contextLength * half,
+      plain(() => rope().sin),
+    );
+    const qkvRows = (H + 2 * Hkv) * dh;
+    for (let j = 0; j < f.layers; j++) {
+      const pre = `model.layers.${f.first + j}.`;
+      const w = (name: string) => () => m().weight(pre + name);
+      const s = M_LAYERS + j * LAYER_SLOTS;
+      put(s, d, plain(w('input_layernorm.weight')));
+      matrix(
+        s + 1,
+        qkvRows * d,
+        ['q', 'k', 'v'].map((x) => `${pre}self_attn.${x}_proj.weight`),
+      );
+      if (c.qkvBias)
+        put(
+          s + 2,
+          qkvRows,
+          stacked(() => ['q', 'k', 'v'].map((x) => w(`self_attn.${x}_proj.bias`)())),
+        );
+      matrix(s + 3, d * H * dh, [`${pre}self_attn.o_proj.weight`]);
+      if (c.oBias) put(s + 4, d, plain(w('self_attn.o_proj.bias')));
+      if (c.qkNorm) {
+        put(s + 5, dh, plain(w('self_attn.q_norm.weight')));
+        put(s + 6, dh, plain(w('self_attn.k_norm.weight')));
+      }
+      put(s + 7, d, plain(w('post_attention_layernorm.weight')));
+      matrix(s + 8, 2 * M * d, [`${pre}mlp.gate_proj.weight`, `${pre}mlp.up_proj.weight`]);
+      if (c.mlpBias)
+        put(
+          s + 9,
+          2 * M,
+          stacked(() => [w('mlp.gate_proj.bias')(), w('mlp.up_proj.bias')()]),
+        );
+      matrix(s + 10, d * M, [`${pre}mlp.down_proj.weight`]);
+      if (c.mlpBias) put(s + 11, d, plain(w('mlp.down_proj.bias')));
+    }
+    const r = f.rank;
+    if (!r) return;
+    // LoRA adapters beside the base (the base as held: 16 bits stay 16 bits), float32, B times alpha/r.
+    const shapeOf = new Map(llamaWeights(c).map((x) => [x.name, x.shape]));
+    for (let j = 0; j < f.layers; j++) {
+      const pre = `model.layers.${f.first + j}.`;
+      const s = M_LAYERS + j * LAYER_SLOTS;
+      const group = (slot: number, members: string[]) => {
+        const shapes = members.map((n) => shapeOf.get(`${pre}${n}.weight`)!);
+        const inDim = shapes[0]![1]!;
+        const outs = shapes.map((sh) => sh[0]!);
+        const total = outs.reduce((a, b) => a + b, 0);
+        const lora = () => m().adapters!;
+        put(slot, members.length * r * inDim, (out) =>
+          members.forEach((n, g) => {
+            const pair = lora().pairs.get(`${pre}${n}.weight`);
+            if (pair) out.set(pair.A, g * r * inDim);
+          }),
+        );
+        put(slot + 1, total * r, (out) => {
+          const scale = loraScale(lora().config);
+          let row = 0;
+          members.forEach((n, g) => {
+            const pair = lora().pairs.get(`${pre}${n}.weight`);
+            if (pair) for (let i = 0; i < pair.B.length; i++) out[row * r + i] = pair.B[i]! * scale;
+            row += outs[g]!;
+          });
+        });
+      };
+      group(s + 12, ['self_attn.q_proj', 'self_attn.k_proj', 'self_attn.v_proj']);
+      group(s + 14, ['self_attn.o_proj']);
+      group(s + 16, ['mlp.gate_proj', 'mlp.up_proj']);
+      group(s + 18, ['mlp.down_proj']);
+    }
+  };
+}
+
+/**
+ * Where a model's matrices go in the decode kernel's memories, decided from its config and dtype
+ * before any weight is read, so a loader reads each matrix into its place: the model then holds
+ * views of the kernel's memory, and its weights are in memory once.
+ */
+export interface KernelPlacement {
+  parts: PartLayers[];
+  memories: WebAssembly.Memory[];
+  half: HalfFormat | null;
+  contextLength: number;
+  /** Each matrix's place: its 16-bit bits, or its float32 values. */
+  views: Map<string, Float32Array | Uint16Array>;
+}
+
+/** The memories (grown to hold the weights) and each matrix's view, for a model without adapters. */
+export function placeWeights(config: LlamaConfig, half: HalfFormat | null, contextLength: number): KernelPlacement {
+  const parts = planParts(config, half !== null);
+  const sizes = new Map(llamaWeights(config).map((w) => [w.name, w.shape.reduce((a, b) => a * b, 1)]));
+  const views = new Map<string, Float32Array | Uint16Array>();
+  const memories = parts.map((part, p) => {
+    const facts: PartFacts = {
+      config,
+      half,
+      rank: 0,
+      contextLength,
+      first: part.first,
+      layers: part.layers,
+      split: parts.length > 1,
+      last: p === parts.length - 1,
+    };
+    const stacks: Array<{ slot: number; names: string[] }> = [];
+    const { table, end } = layModel(
+      KERNEL_BASE,
+      partSlots(facts),
+      partLayout(facts, null, (slot, names) => stacks.push({ slot, names })),
+    );
+    const memory = newMemory();
+    memory.grow(Math.max(0, Math.ceil(end / 65536) - 2));
+    for (const { slot, names } of stacks) {
+      let at = table[slot]! >>> 0; // an address past 2^31 reads negative as an i32
+      for (const name of names) {
+        const n = sizes.get(name)!;
+        views.set(name, half ? new Uint16Array(memory.buffer, at, n) : new Float32Array(memory.buffer, at, n));
+        at += n * (half ? 2 : 4);
+      }
+    }
+    return memory;
+  });
+  return { parts, memories, half, contextLength, views };
 }

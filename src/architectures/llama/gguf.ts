@@ -77,14 +77,15 @@ export function ggufTensors(model: LlamaModel, dtype: FloatDtype): GgufTensor[] 
   if (c.ropeScaling)
     out.push({ name: 'rope_freqs.weight', shape: [c.headDim / 2], dtype: 'F32', values: () => ropeFreqFactors(c) });
   for (const { name, shape } of llamaWeights(c)) {
-    const values = model.weight(name);
+    // Widened to float32 one tensor at a time, as the writer asks (a multi-GB model is never copied whole).
+    const values = () => model.weight(name);
     const plain = shape.length === 1 || name.endsWith('norm.weight') || !name.endsWith('.weight');
     const heads = /\.q_proj\./.test(name) ? c.numHeads : /\.k_proj\./.test(name) ? c.numKvHeads : 0;
     out.push({
       name: ggufTensorName(name),
       shape,
       dtype: plain ? 'F32' : dtype,
-      values: () => (permuted && heads ? permuteRotaryPairs(values, heads, c.headDim) : values),
+      values: () => (permuted && heads ? permuteRotaryPairs(values(), heads, c.headDim) : values()),
     });
   }
   return out;

@@ -157,6 +157,23 @@ export class LlamaModel {
     else this.stores.set(name, values.slice());
   }
 
+  /**
+   * Holds its own copy of every weight held in shared memory (a decode kernel's, where the weights
+   * were loaded), before that memory is laid out anew.
+   */
+  unshare(): void {
+    for (const [name, w] of this.stores) {
+      const values = w instanceof Float32Array ? w : w.bits;
+      if (!(values.buffer instanceof SharedArrayBuffer)) continue;
+      if (w instanceof Float32Array) this.stores.set(name, w.slice());
+      else
+        this.stores.set(
+          name,
+          w instanceof Bfloat16Weight ? new Bfloat16Weight(w.bits.slice()) : new Float16Weight(w.bits.slice()),
+        );
+    }
+  }
+
   /** Whether every matrix is held in bfloat16 (the decode kernel then reads them so). */
   get bfloat16(): boolean {
     return this.matrixFormat === 'BF16';
