@@ -8,7 +8,7 @@ import {
   llamaConfigFromHf,
   llamaWeights,
   maxWeightBytes,
-  WEIGHT_COPIES,
+  memoryBudgetText,
   tokenIdList,
   type LlamaConfig,
 } from '../architectures/llama/config.ts';
@@ -88,7 +88,7 @@ function checkKernelFits(dir: string, config: LlamaConfig, weights: Map<string, 
   throw new ModelConfigError(
     join(dir, 'config.json'),
     null,
-    `the weights take ${gb(bytes)} GB held ${held}; this machine holds at most ${gb(max)} GB of weights (${WEIGHT_COPIES} copies in 80% of its RAM)${held === 'in float32' ? ' (a BF16 or F16 checkpoint loaded as it is takes half)' : ''}`,
+    `the weights take ${gb(bytes)} GB held ${held}; this machine holds at most ${gb(max)} GB of weights (${memoryBudgetText()})${held === 'in float32' ? ' (a BF16 or F16 checkpoint loaded as it is takes half)' : ''}`,
   );
 }
 

@@ -3,7 +3,14 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { LLAMA_LORA_TARGETS, llamaWeights, parameterCount, type LlamaConfig } from '../architectures/llama/config.ts';
+import {
+  LLAMA_LORA_TARGETS,
+  llamaWeights,
+  maxWeightBytes,
+  memoryBudgetText,
+  parameterCount,
+  type LlamaConfig,
+} from '../architectures/llama/config.ts';
 import type { LlamaModel } from '../architectures/llama/model.ts';
 import { LlamaTfjs } from '../architectures/llama/tfjs-model.ts';
 import { checkLoraConfig, initLora, type LoraAdapters, type LoraConfig } from '../architectures/lora.ts';
@@ -113,6 +120,7 @@ export class HfTrainable implements TrainablePolicy {
     const cpu = tf.getBackend() === 'wasm' || tf.getBackend() === 'cpu';
     const baseKernel = cpu && Boolean(options.lora || opened.checkpoint?.base);
     checkTfjsHeapFits(tensorParameters(opened.folder.config, baseKernel), tf.getBackend(), dir);
+    if (baseKernel) checkLoraKernelFits(opened.folder, dir);
     const loaded = await loadModelDir(dir, { contextLength: options.contextLength });
     const { folder, model, checkpoint } = loaded;
     let net: LlamaTfjs;
@@ -359,6 +367,34 @@ export function checkTfjsHeapFits(parameters: number, backend: string, dir: stri
       `${(bytes / 1e9).toFixed(1)} GB; the wasm backend's 4 GiB heap holds about ${Math.floor(WASM_TRAINING_WEIGHT_BYTES / 4 / 1e6)}M parameters ` +
       'beside the activations: train LoRA adapters (--lora 8: the frozen base stays in the kernels, out of that heap), ' +
       'use a GPU backend (--backend tensorflow-gpu or webgpu) or a smaller model (generating and serving it works)',
+  );
+}
+
+/**
+ * Refuses, before a weight is read, a LoRA run whose frozen base does not fit this machine's memory:
+ * the model holds its weights once, and the linear kernel each layer's projection twice more (W and
+ * Wᵀ, the backward pass reading rows), all in the checkpoint's dtype.
+ */
+export function checkLoraKernelFits(
+  folder: Pick<HfChat, 'config'> & { weights: ReadonlyMap<string, { dtype: string }> },
+  dir: string,
+): void {
+  const bytesOf = (name: string, shape: readonly number[]) =>
+    shape.reduce((a, b) => a * b, 1) *
+    (shape.length === 2 && ['BF16', 'F16'].includes(folder.weights.get(name)?.dtype ?? '') ? 2 : 4);
+  let model = 0;
+  let projections = 0;
+  for (const { name, shape } of llamaWeights(folder.config)) {
+    model += bytesOf(name, shape);
+    if (shape.length === 2 && name.startsWith('model.layers.')) projections += bytesOf(name, shape);
+  }
+  const bytes = model + 2 * projections;
+  const max = maxWeightBytes();
+  if (bytes <= max) return;
+  const gb = (n: number) => (n / 1e9).toFixed(1);
+  throw new TrainingError(
+    `training LoRA adapters over ${dir} holds its weights (${gb(model)} GB) and the layers' projections twice more in the linear kernel (W and Wᵀ, ${gb(2 * projections)} GB): ` +
+      `${gb(bytes)} GB; this machine holds at most ${gb(max)} GB of weights (${memoryBudgetText()}): generating and serving it works (one copy)`,
   );
 }
 

@@ -10,15 +10,15 @@ import {
   parameterCount,
 } from '../../src/architectures/llama/config.ts';
 import { loadHfModel, openHfFolder } from '../../src/hf/folder.ts';
-import { checkTfjsHeapFits } from '../../src/rl/hf-trainable.ts';
+import { checkLoraKernelFits, checkTfjsHeapFits } from '../../src/rl/hf-trainable.ts';
 import { writeTinyFolder } from '../helpers/hf-folder.ts';
 
-// How big a model may be: what this machine's RAM holds (WEIGHT_COPIES copies of the weights in 80%
-// of it), a BF16 checkpoint's matrices in bfloat16; past one WebAssembly memory (4 GiB) the decode
-// kernel splits the model between several. The folders here are sparse files (a header, then a
-// hole): what is checked is decided before a weight is read. The RAM is stated (16 GB: 6.4 GB of
-// weights), so the figures do not depend on the machine.
-process.env.AGENT_R1_MEMORY_BYTES = '16000000000';
+// How big a model may be: what this machine's RAM holds (the weights once, in 80% of it), a BF16
+// checkpoint's matrices in bfloat16; past one WebAssembly memory (4 GiB) the decode kernel splits the
+// model between several. The folders here are sparse files (a header, then a hole): what is checked
+// is decided before a weight is read. The RAM is stated (8 GB: 6.4 GB of weights), so the figures do
+// not depend on the machine.
+process.env.AGENT_R1_MEMORY_BYTES = '8000000000';
 
 let root: string;
 test.before(async () => {
@@ -80,7 +80,7 @@ const QWEN2_5_3B = {
   head_dim: undefined,
 };
 
-test('with 16 GB of RAM, Qwen3-1.7B and Qwen2.5-3B in BF16 open; 1.7B widened to float32 is refused with the numbers before a weight is read', async (t) => {
+test('with 8 GB of RAM, Qwen3-1.7B and Qwen2.5-3B in BF16 open; 1.7B widened to float32 is refused with the numbers before a weight is read', async (t) => {
   t.is(maxWeightBytes(), 6_400_000_000);
   const dir = await sparseFolder('qwen3-1.7b-bf16', QWEN3_1_7B, 'BF16');
   const folder = await openHfFolder(dir);
@@ -113,6 +113,40 @@ test('a config past what the RAM holds in 16 bits is refused before anything els
     message: /the model has 5\d{9} parameters, 1\d\.\d GB in 16 bits; this machine holds at most 6\.4 GB of weights/,
   });
 });
+
+test.serial(
+  'LoRA over a frozen base: the weights once and the projections twice more (W and Wᵀ) must fit; on 24 GB Qwen2.5-3B in BF16 does, Qwen3-4B is refused with the numbers',
+  async (t) => {
+    const qwen25 = await openHfFolder(await sparseFolder('lora-qwen2.5-3b', QWEN2_5_3B, 'BF16'));
+    t.throws(() => checkLoraKernelFits(qwen25, 'runs/qwen2.5-3b'), {
+      message: /17\.3 GB; this machine holds at most 6\.4 GB of weights \(80% of its 8\.0 GB of RAM\)/,
+    });
+    process.env.AGENT_R1_MEMORY_BYTES = '24000000000';
+    try {
+      const qwen3 = await openHfFolder(
+        await sparseFolder(
+          'lora-qwen3-4b',
+          {
+            hidden_size: 2560,
+            intermediate_size: 9728,
+            num_hidden_layers: 36,
+            num_attention_heads: 32,
+            num_key_value_heads: 8,
+            head_dim: 128,
+          },
+          'BF16',
+        ),
+      );
+      t.notThrows(() => checkLoraKernelFits(qwen25, 'runs/qwen2.5-3b'));
+      t.throws(() => checkLoraKernelFits(qwen3, 'runs/qwen3-4b'), {
+        message:
+          /training LoRA adapters over runs\/qwen3-4b holds its weights \(8\.0 GB\) and the layers' projections twice more .*: 22\.\d GB; this machine holds at most 19\.2 GB/,
+      });
+    } finally {
+      process.env.AGENT_R1_MEMORY_BYTES = '8000000000';
+    }
+  },
+);
 
 test('training a model whose float32 weights outgrow the wasm heap is refused up front; other backends are not limited here', (t) => {
   t.throws(() => checkTfjsHeapFits(1_720_574_976, 'wasm', 'runs/qwen3-1.7b'), {

@@ -62,21 +62,19 @@ export const LLAMA_LIMITS = {
 } as const;
 
 /**
- * Copies of the weights a loaded model holds: as read (in this process's heap), and in the decode
- * kernel's memories (a model past one 4 GiB memory is split by layers between several).
- */
-export const WEIGHT_COPIES = 2;
-
-/**
  * The most bytes of weights, as held, a model may have on this machine: 80% of its RAM (os.totalmem,
- * or AGENT_R1_MEMORY_BYTES) over WEIGHT_COPIES. Checked against the config's parameter count before
- * anything is read (16 bits a parameter at least), then against the folder's dtypes (kernelWeightBytes).
+ * or AGENT_R1_MEMORY_BYTES). A loaded model holds its weights once, in the decode kernel's memories
+ * (past one 4 GiB memory it is split by layers between several). Checked against the config's
+ * parameter count before anything is read (16 bits a parameter at least), then against the folder's
+ * dtypes (kernelWeightBytes).
  */
 export function maxWeightBytes(): number {
   const env = Number(process.env.AGENT_R1_MEMORY_BYTES);
-  const ram = Number.isFinite(env) && env > 0 ? env : totalmem();
-  return Math.floor((ram * 0.8) / WEIGHT_COPIES);
+  return Math.floor((Number.isFinite(env) && env > 0 ? env : totalmem()) * 0.8);
 }
+
+/** "80% of its N GB of RAM": how maxWeightBytes came about, for a refusal. */
+export const memoryBudgetText = () => `80% of its ${(maxWeightBytes() / 0.8 / 1e9).toFixed(1)} GB of RAM`;
 
 /** Bytes the decode kernel holds the weights in: 2 a value for the matrices `bf16` says are kept in bfloat16, else 4. */
 export function kernelWeightBytes(config: LlamaConfig, bf16: (name: string) => boolean): number {
@@ -178,7 +176,7 @@ export function llamaConfigFromHf(json: unknown, file: string): LlamaConfig {
   if (floats * 2 > max)
     throw fail(
       null,
-      `the model has ${floats} parameters, ${((floats * 2) / 1e9).toFixed(1)} GB in 16 bits; this machine holds at most ${(max / 1e9).toFixed(1)} GB of weights (${WEIGHT_COPIES} copies in 80% of its ${((max * 1.25 * WEIGHT_COPIES) / 1e9).toFixed(1)} GB of RAM)`,
+      `the model has ${floats} parameters, ${((floats * 2) / 1e9).toFixed(1)} GB in 16 bits; this machine holds at most ${(max / 1e9).toFixed(1)} GB of weights (${memoryBudgetText()})`,
     );
   return config;
 }

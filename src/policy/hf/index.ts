@@ -41,7 +41,6 @@ export { HfFolderError, ChatTemplateError } from '../../hf/errors.ts';
 export {
   LLAMA_ARCHITECTURES,
   LLAMA_LORA_TARGETS,
-  WEIGHT_COPIES,
   maxWeightBytes,
   kernelWeightBytes,
   llamaConfigFromHf,
