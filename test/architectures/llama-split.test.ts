@@ -181,3 +181,31 @@ test('a split model generates the same tokens, and its caches go out and back in
     b.close();
   }
 });
+
+test("a model loads straight into its decoder's memories (views, no copy); a matrix widened by training moves them out first, the logits unchanged", async (t) => {
+  const model = await tinyModel('placed', { dtype: 'BF16' });
+  const name = 'model.layers.1.mlp.down_proj.weight';
+  const held = model.stored(name) as { bits: Uint16Array };
+  t.true(held.bits.buffer instanceof SharedArrayBuffer, 'a view of the kernel memory');
+  const decoder = LlamaDecoder.for(model);
+  const logits = async () => {
+    await decoder.prepare();
+    const s = decoder.session([{ capacity: 40 }]);
+    try {
+      return s.step([{ slot: 0, tokens: ROWS[2]! }])[0]!.slice();
+    } finally {
+      s.close();
+    }
+  };
+  const before = await logits();
+  // Training writes a matrix back in float32 (the same values here): the layout becomes float32's.
+  model.setWeight(name, model.baseWeight(name));
+  model.revision++;
+  t.is(model.matrixFormat, null);
+  const after = await logits();
+  t.false(
+    (model.stored('model.layers.0.self_attn.q_proj.weight') as { bits: Uint16Array }).bits.buffer instanceof
+      SharedArrayBuffer,
+  );
+  t.deepEqual(after, before);
+});
