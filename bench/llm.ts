@@ -40,6 +40,7 @@ const PROMPT = Number(args.prompt);
 const DECODE = Number(args.decode);
 const threads = Number(args.threads);
 const batches = args.batches.split(',').map(Number);
+process.env.AGENT_R1_KERNEL_THREADS = String(threads);
 
 interface Rates {
   prefillTokensPerSecond: number;
@@ -65,7 +66,8 @@ const argmax = (l: Float32Array) => {
 async function ours(dir: string, B: number): Promise<Rates> {
   const folder = await openHfFolder(dir);
   const { model } = await loadHfModel(folder, { contextLength: PROMPT + DECODE + 8 });
-  const decoder = new LlamaDecoder(model, { threads });
+  // The decoder in the memories the weights were loaded into (AGENT_R1_KERNEL_THREADS is set to --threads).
+  const decoder = LlamaDecoder.for(model);
   await decoder.prepare();
   const rows = prompts(B);
   const session = decoder.session(rows.map(() => ({ capacity: PROMPT + DECODE + 1 })));
