@@ -2,7 +2,7 @@ import test from 'ava';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Float16Weight, type LlamaModel } from '../../src/architectures/llama/model.ts';
+import { Float16Weight } from '../../src/architectures/llama/model.ts';
 import { loadHfModel, openHfFolder } from '../../src/hf/folder.ts';
 import { writeTinyFolder } from '../helpers/hf-folder.ts';
 import { kernelLogits } from '../helpers/kernel-logits.ts';
