@@ -5,7 +5,7 @@ import { generateOnKernel, type GenerateResult } from '../architectures/generati
 import { PromptTooLongError } from '../architectures/errors.ts';
 import { parameterCount } from '../architectures/llama/config.ts';
 import { LlamaDecoder } from '../architectures/llama/decoder.ts';
-import { DEFAULT_CONTEXT, type LlamaModel } from '../architectures/llama/model.ts';
+import { contextLengthOf, type LlamaModel } from '../architectures/llama/model.ts';
 import { UsageError } from '../core/errors.ts';
 import { makeDir } from '../core/make-dir.ts';
 import type { FloatDtype } from '../formats/dtype.ts';
@@ -161,7 +161,7 @@ async function hfHandle(spec: string, dir: string, dtype?: LoadDtype): Promise<M
   };
   const eos = new Set(folder.eosTokenIds);
   // What loadModelDir's model computes over (LlamaModel's context).
-  const context = Math.min(DEFAULT_CONTEXT, c.maxPositions);
+  const context = contextLengthOf(c);
   return {
     spec,
     vocabSize: c.vocabSize,

@@ -14,7 +14,7 @@ import {
 } from '../architectures/llama/config.ts';
 import {
   Bfloat16Weight,
-  DEFAULT_CONTEXT,
+  contextLengthOf,
   Float16Weight,
   LlamaModel,
   type StoredWeight,
@@ -309,7 +309,7 @@ export async function loadHfModel(
   const dtypes = new Set(matrices.map((w) => folder.weights.get(w.name)!.dtype));
   const one = dtypes.size === 1 ? [...dtypes][0]! : null;
   const half = dtype === 'auto' && (one === 'BF16' || one === 'F16') ? one : null;
-  const contextLength = Math.min(options.contextLength ?? DEFAULT_CONTEXT, folder.config.maxPositions);
+  const contextLength = contextLengthOf(folder.config, options.contextLength);
   const placement = one !== null ? placeWeights(folder.config, half, contextLength) : null;
   const weights = new Map<string, StoredWeight>();
   for (const [name, entry] of folder.weights) {

@@ -5,6 +5,7 @@ import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import {
   LLAMA_LORA_TARGETS,
+  heldBytes,
   llamaWeights,
   maxWeightBytes,
   memoryBudgetText,
@@ -381,8 +382,7 @@ export function checkLoraKernelFits(
   dir: string,
 ): void {
   const bytesOf = (name: string, shape: readonly number[]) =>
-    shape.reduce((a, b) => a * b, 1) *
-    (shape.length === 2 && ['BF16', 'F16'].includes(folder.weights.get(name)?.dtype ?? '') ? 2 : 4);
+    heldBytes(shape, ['BF16', 'F16'].includes(folder.weights.get(name)?.dtype ?? ''));
   let model = 0;
   let projections = 0;
   for (const { name, shape } of llamaWeights(folder.config)) {

@@ -76,12 +76,14 @@ export function maxWeightBytes(): number {
 /** "80% of its N GB of RAM": how maxWeightBytes came about, for a refusal. */
 export const memoryBudgetText = () => `80% of its ${(maxWeightBytes() / 0.8 / 1e9).toFixed(1)} GB of RAM`;
 
+/** Bytes one weight is held in: 2 a value for a matrix kept in 16 bits (`half`), else 4. */
+export function heldBytes(shape: readonly number[], half: boolean): number {
+  return shape.reduce((a, b) => a * b, 1) * (shape.length === 2 && half ? 2 : 4);
+}
+
 /** Bytes the decode kernel holds the weights in: 2 a value for the matrices `bf16` says are kept in bfloat16, else 4. */
 export function kernelWeightBytes(config: LlamaConfig, bf16: (name: string) => boolean): number {
-  return llamaWeights(config).reduce((n, w) => {
-    const size = w.shape.reduce((a, b) => a * b, 1);
-    return n + size * (w.shape.length === 2 && bf16(w.name) ? 2 : 4);
-  }, 0);
+  return llamaWeights(config).reduce((n, w) => n + heldBytes(w.shape, bf16(w.name)), 0);
 }
 
 /** The keys each architecture's Transformers config defaults, where a checkpoint's config.json leaves them out. */

@@ -14,7 +14,7 @@ import {
 import { LLAMA_KERNEL_WASM } from './kernel/llama-kernel-wasm.ts';
 import { Bfloat16Weight, type Float16Weight, type HalfFormat, type LlamaModel } from './model.ts';
 import { ropeTables } from './rope.ts';
-import { llamaWeights, type LlamaConfig } from './config.ts';
+import { heldBytes, llamaWeights, type LlamaConfig } from './config.ts';
 import { loraScale } from '../lora.ts';
 
 // The model table's slots (llama-step.as.ts M_* and L_*).
@@ -77,11 +77,6 @@ const stopWorkers = new FinalizationRegistry<{ memory: WebAssembly.Memory; worke
   },
 );
 
-/** Bytes the kernel holds a weight in: its matrices 2 a value when 16-bit, all else 4. */
-function heldBytes(size: number, matrix: boolean, half: boolean): number {
-  return align16(size * (matrix && half ? 2 : 4));
-}
-
 const newMemory = () => new WebAssembly.Memory({ initial: 2, maximum: MAX_PAGES, shared: true });
 
 /** A part of a split model: its layers [first, first + layers). */
@@ -99,11 +94,7 @@ export function planParts(config: LlamaConfig, half: boolean, partBytes = SPLIT_
   const perLayer = new Array<number>(config.numLayers).fill(0);
   let tail = 0;
   for (const w of llamaWeights(config)) {
-    const bytes = heldBytes(
-      w.shape.reduce((a, b) => a * b, 1),
-      w.shape.length === 2,
-      half,
-    );
+    const bytes = align16(heldBytes(w.shape, half));
     const layer = /^model\.layers\.(\d+)\./.exec(w.name);
     if (layer) perLayer[Number(layer[1])]! += bytes;
     else tail += bytes;

@@ -90,7 +90,7 @@ export class LlamaModel {
         throw new ModelConfigError('weights', spec.name, `has ${w.length} values; [${spec.shape}] needs ${size}`);
     }
     this.stores = new Map(weights);
-    this.contextLength = Math.min(options.contextLength ?? DEFAULT_CONTEXT, config.maxPositions);
+    this.contextLength = contextLengthOf(config, options.contextLength);
   }
 
   /** Every weight as it is held, by name. */
@@ -196,3 +196,7 @@ export class LlamaModel {
 
 /** Positions a model runs at unless told otherwise (the rotary tables and the attention scratch are sized by it). */
 export const DEFAULT_CONTEXT = 32768;
+
+/** The positions a model of `config` runs at when asked for `requested` (default DEFAULT_CONTEXT), at most its max_position_embeddings. */
+export const contextLengthOf = (config: LlamaConfig, requested?: number): number =>
+  Math.min(requested ?? DEFAULT_CONTEXT, config.maxPositions);
