@@ -149,7 +149,9 @@ export async function runAgentStart(options: {
     if (!options.hf) await ws.trainable.save(warmDir);
     // The model each RL run starts from, and each checkpoint evaluated: the job's kind of model.
     const reload = (dir: string, id: string): Promise<GptTrainable | HfTrainable> =>
-      options.hf ? HfTrainable.load(dir, { id }) : GptTrainable.fromCheckpoint(dir, { id });
+      options.hf
+        ? HfTrainable.load(dir, { id, threads: options.hf.threads })
+        : GptTrainable.fromCheckpoint(dir, { id });
     lap('warm-start');
     emit({
       message: `warm start: ${ws.demonstrations} demonstrations through the gateway (${(100 * ws.demoSuccess).toFixed(0)}% correct), ${ws.steps} SFT steps, loss ${ws.finalLoss.toFixed(3)}`,
@@ -243,6 +245,7 @@ async function hfWarmStartAgent(
       batchSize: hf.batchSize,
       microbatch: hf.microbatch ?? hf.batchSize,
       lr: hf.lr,
+      threads: hf.threads,
       temperature: 0,
       meta: { demonstrations: demos.length },
       onStep: (s) => options.emit({ sft: s }),

@@ -1,5 +1,4 @@
-import type { LoraRequest } from '../rl/hf-trainable.ts';
-import type { HfWarmStart, PaperOptions } from './paper.ts';
+import type { HfModelRequest, HfWarmStart, PaperOptions } from './paper.ts';
 import { startBudget, startScenarioOptions } from './start.ts';
 
 /**
@@ -305,7 +304,7 @@ export const FAMILY_NAMES = Object.keys(FAMILIES);
 export function hfFamilyBudget(
   budget: FamilyBudget,
   quick: boolean,
-  model: { init: string; lora?: LoraRequest },
+  model: HfModelRequest,
 ): FamilyBudget & { hf: HfWarmStart } {
   const lr = model.lora ? 2e-3 : 3e-3;
   if (quick) return { ...budget, hf: { ...model, steps: 4, batchSize: 4, lr } };

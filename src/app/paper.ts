@@ -135,9 +135,15 @@ export interface PaperOptions {
 }
 
 /** A Hugging Face model's warm start: the model, LoRA or every weight, and its SFT settings. */
-export interface HfWarmStart {
+/** The Hugging Face model a job trains (`--init`, `--lora`, `--train-threads`). */
+export interface HfModelRequest {
   init: string;
   lora?: LoraRequest;
+  /** Threads of the training kernels, SFT and RL (default: every core). */
+  threads?: number;
+}
+
+export interface HfWarmStart extends HfModelRequest {
   steps: number;
   batchSize: number;
   /** Sequences per forward pass (default: all of a step's, one pass). */
@@ -329,7 +335,7 @@ async function runPaperWith(
   const scores: MethodScore[] = [];
   // The model each RL run starts from, and each checkpoint evaluated: the job's kind of model.
   const reload = (dir: string, id: string): Promise<GptTrainable | HfTrainable> =>
-    options.hf ? HfTrainable.load(dir, { id }) : GptTrainable.fromCheckpoint(dir, { id });
+    options.hf ? HfTrainable.load(dir, { id, threads: options.hf.threads }) : GptTrainable.fromCheckpoint(dir, { id });
   makeDir(options.outDir);
   let t = performance.now();
   const lap = (phase: string) => {
@@ -606,6 +612,7 @@ async function hfWarmStart(
       batchSize: hf.batchSize,
       microbatch: hf.microbatch ?? hf.batchSize,
       lr: hf.lr,
+      threads: hf.threads,
       temperature: 0,
       meta: { scenario: options.scenario.id, teacher: demoPolicy.id, episodes: records.length },
       ...(options.episode?.context === undefined ? {} : { context: options.episode.context }),

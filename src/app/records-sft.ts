@@ -68,6 +68,8 @@ export interface HfSftOptions {
   meta: { [key: string]: unknown };
   /** What each step was shown in the data (a scenario's context mode): the policy expects the same in use. */
   context?: string;
+  /** Threads of the training kernels (default: every core); the weights are the same for any number. */
+  threads?: number;
   onStep?: (stats: { step: number; steps: number; loss: number; tokensPerS: number }) => void;
 }
 
@@ -96,6 +98,7 @@ export async function hfSft(
     id: `ckpt:${options.out}`,
     lora: options.lora,
     seed: options.seed,
+    threads: options.threads,
   });
   const sequences = await build(trainable);
   if (sequences.length === 0)

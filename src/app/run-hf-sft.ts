@@ -31,6 +31,8 @@ export interface RunHfSftOptions {
   /** The temperature the checkpoint samples with (saved with it; the dev eval uses it). */
   temperature: number;
   episode?: Partial<EpisodeConfig>;
+  /** Threads of the training kernels (default: every core). */
+  threads?: number;
   onPhase?: (phase: 'collect' | 'train' | 'save' | 'eval', detail: { [key: string]: unknown }) => void;
   onStep?: (stats: { step: number; steps: number; loss: number; tokensPerS: number }) => void;
   onEvalRecord?: (done: number, total: number) => void;
@@ -76,6 +78,7 @@ export async function runHfSft(options: RunHfSftOptions): Promise<RunHfSftResult
       batchSize: options.batchSize,
       ...(options.microbatch === undefined ? {} : { microbatch: options.microbatch }),
       lr: options.lr,
+      threads: options.threads,
       temperature: options.temperature,
       meta: { scenario: options.scenario.id, teacher: options.teacher.id, episodes: options.episodes },
       ...(options.episode?.context === undefined ? {} : { context: options.episode.context }),

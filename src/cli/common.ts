@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from 'commander';
+import { availableParallelism } from 'node:os';
 import { UnknownNameError, UsageError } from '../core/errors.ts';
 import { EPISODE_LIMITS, type EpisodeBudget } from '../core/types.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
@@ -170,8 +171,14 @@ export function trainThreadCount(value: string): number {
 
 /** The help of `--train-threads` (sft, train, start). */
 export const TRAIN_THREADS_HELP =
-  'threads that compute training gradients, each on a replica of the model (default: one per core; ' +
+  'threads that compute training gradients: the built-in GPT on a replica of the model each, a Hugging Face ' +
+  "model's matrix products (its projections and vocabulary head) split between them (default: one per core; " +
   '1: this thread only); the weights are the same for any number';
+
+/** `--train-threads` for a Hugging Face model: its training kernels' threads, capped at the cores (none given: every core). */
+export function kernelTrainThreads(requested: number | undefined): { threads?: number } {
+  return requested === undefined ? {} : { threads: Math.min(requested, availableParallelism()) };
+}
 
 /** `--init` (sft, train): a model to start from, hf:DIR or ckpt:DIR. */
 export function modelInit(value: string): string {

@@ -91,17 +91,18 @@ function block(h: tf.Tensor2D, head: tf.Tensor2D, targets: tf.Tensor1D, temperat
  * head; a head that is a frozen variable (LoRA's) gets no gradient, and the head must outlive the
  * backward pass (it is read there rather than saved: saving copies it, 0.6 GB at Qwen3's vocabulary).
  * Without `entropy` (SFT, and RL losses with no entropy term) the entropies are zeros and neither pass
- * computes them: a third of the work over [rows × vocabulary].
+ * computes them: a third of the work over [rows × vocabulary]. On the CPU backends the head runs on
+ * `threads` threads (default: every core).
  */
 export function chosenLogprobs(
   hidden: tf.Tensor2D,
   head: tf.Tensor2D,
   targets: tf.Tensor1D,
   temperature = 1,
-  options: { entropy?: boolean; rows?: number } = {},
+  options: { entropy?: boolean; rows?: number; threads?: number } = {},
 ): { logprobs: tf.Tensor1D; entropy: tf.Tensor1D } {
   if (fusedHead(hidden, head) && options.rows === undefined) {
-    return fusedChosenLogprobs(hidden, head, targets, temperature, options.entropy ?? true);
+    return fusedChosenLogprobs(hidden, head, targets, temperature, options.entropy ?? true, options.threads);
   }
   const rows = options.rows ?? blockRows(head.shape[0]);
   const withEntropy = options.entropy ?? true;
@@ -200,8 +201,9 @@ function fusedChosenLogprobs(
   targets: tf.Tensor1D,
   temperature: number,
   withEntropy: boolean,
+  threads: number | undefined,
 ): { logprobs: tf.Tensor1D; entropy: tf.Tensor1D } {
-  const kernel = HeadKernel.shared();
+  const kernel = HeadKernel.shared(threads);
   const [V, d] = head.shape;
   const N = hidden.shape[0];
   const invT = 1 / temperature;

@@ -12,6 +12,7 @@ import {
   parameterCount,
   type LlamaConfig,
 } from '../architectures/llama/config.ts';
+import { kernelThreads } from '../architectures/kernel/kernel-host.ts';
 import type { LlamaModel } from '../architectures/llama/model.ts';
 import { LlamaTfjs } from '../architectures/llama/tfjs-model.ts';
 import { checkLoraConfig, initLora, type LoraAdapters, type LoraConfig } from '../architectures/lora.ts';
@@ -113,12 +114,21 @@ export class HfTrainable implements TrainablePolicy {
    */
   static async load(
     dir: string,
-    options: { id?: string; contextLength?: number; lora?: LoraRequest; seed?: number; valueHead?: boolean } = {},
+    options: {
+      id?: string;
+      contextLength?: number;
+      lora?: LoraRequest;
+      seed?: number;
+      valueHead?: boolean;
+      /** Threads of the training kernels (the projections' products, the head): default every core. */
+      threads?: number;
+    } = {},
   ): Promise<HfTrainable> {
     const opened = await openModelDir(dir);
-    // On the CPU backends a LoRA run's frozen projections stay in the linear kernel, in their own
-    // dtype, on every core; only the rest of the model is a tensor.
+    // On the CPU backends the layers' projections multiply in the linear kernel, on every core; a
+    // LoRA run's frozen ones stay only there, in their own dtype (the rest of the model is tensors).
     const cpu = tf.getBackend() === 'wasm' || tf.getBackend() === 'cpu';
+    const projectionKernel = cpu ? { threads: options.threads ?? kernelThreads() } : undefined;
     const baseKernel = cpu && Boolean(options.lora || opened.checkpoint?.base);
     checkTfjsHeapFits(tensorParameters(opened.folder.config, baseKernel), tf.getBackend(), dir);
     if (baseKernel) checkLoraKernelFits(opened.folder, dir);
@@ -132,7 +142,7 @@ export class HfTrainable implements TrainablePolicy {
         throw new TrainingError(
           `${dir} holds rank-${c.rank} adapters (alpha ${c.alpha}); --lora ${options.lora.rank} --lora-alpha ${options.lora.alpha} asks for others`,
         );
-      net = new LlamaTfjs(model, { lora: loaded.adapters, baseKernel });
+      net = new LlamaTfjs(model, { lora: loaded.adapters, projectionKernel });
       base = checkpoint!.base!;
     } else if (options.lora) {
       const config = { ...options.lora, targets: [...LLAMA_LORA_TARGETS] };
@@ -142,11 +152,11 @@ export class HfTrainable implements TrainablePolicy {
         weights.map((w) => w.shape),
         '--lora',
       );
-      net = new LlamaTfjs(model, { lora: initLora(config, weights, options.seed ?? 0), baseKernel });
+      net = new LlamaTfjs(model, { lora: initLora(config, weights, options.seed ?? 0), projectionKernel });
       base = { dir: resolve(folder.dir), hash: loaded.hash };
     } else {
       checkFullFineTuningFits(parameterCount(model.config), tf.getBackend(), dir);
-      net = new LlamaTfjs(model);
+      net = new LlamaTfjs(model, { projectionKernel });
     }
     const t = new HfTrainable(folder, model, net, { id: options.id, meta: checkpoint?.meta ?? {} }, base);
     t.hash = loaded.hash;
@@ -310,7 +320,10 @@ export class HfTrainable implements TrainablePolicy {
     // A LoRA reference shares the frozen base and copies only the adapters.
     const frozen = this.base
       ? new LlamaTfjs(this.model, { trainable: false, lora: await this.net.adapterValues(), weightsOf: this.net })
-      : new LlamaTfjs(this.model, { trainable: false });
+      : new LlamaTfjs(this.model, {
+          trainable: false,
+          ...(this.net.linear ? { projectionKernel: { threads: this.net.linear.threads } } : {}),
+        });
     return {
       maxLength: this.maxLength,
       score: (r: ScoreRequest) => scoreLlama(frozen, r),
@@ -334,22 +347,12 @@ export class HfTrainable implements TrainablePolicy {
 const WASM_FULL_FINE_TUNING_BYTES = 2 ** 30;
 
 /**
- * Full fine-tuning keeps four float32 copies of every weight (the weights, their gradients, AdamW's
- * two moments), before any activation. Past what the wasm backend's heap holds, the first step would
- * die as "memory access out of bounds", far from its cause: refused here, with what would fit.
- */
-/**
  * The wasm backend's heap (4 GiB) holds the model in float32 while it trains, LoRA or not: at most
  * this many bytes of weights, beside the activations (Qwen3-0.6B's 2.4 GB trains; measured in
  * docs/benchmarks.md).
  */
 const WASM_TRAINING_WEIGHT_BYTES = 3_200_000_000;
 
-/**
- * Training (LoRA too: the frozen base is a float32 copy in the tensor backend) refused up front
- * when the wasm heap cannot hold the weights, with the numbers: a BF16 model that the decode kernel
- * runs may still be too big to train here.
- */
 /** Parameters the tensor backend holds: all of them, or with the base in the linear kernel all but the layers' projections. */
 function tensorParameters(config: LlamaConfig, baseKernel: boolean): number {
   const inKernel = baseKernel
@@ -360,6 +363,10 @@ function tensorParameters(config: LlamaConfig, baseKernel: boolean): number {
   return parameterCount(config) - inKernel;
 }
 
+/**
+ * Training refused up front when the wasm heap cannot hold the weights it keeps as tensors, with the
+ * numbers: a BF16 model that the decode kernel runs may still be too big to train here.
+ */
 export function checkTfjsHeapFits(parameters: number, backend: string, dir: string): void {
   const bytes = 4 * parameters;
   if (backend !== 'wasm' || bytes <= WASM_TRAINING_WEIGHT_BYTES) return;
@@ -401,6 +408,11 @@ export function checkLoraKernelFits(
   );
 }
 
+/**
+ * Full fine-tuning keeps four float32 copies of every weight (the weights, their gradients, AdamW's
+ * two moments), before any activation. Past what the wasm backend's heap holds, the first step would
+ * die as "memory access out of bounds", far from its cause: refused here, with what would fit.
+ */
 export function checkFullFineTuningFits(parameters: number, backend: string, dir: string): void {
   const bytes = 16 * parameters;
   if (backend !== 'wasm' || bytes <= WASM_FULL_FINE_TUNING_BYTES) return;
@@ -448,6 +460,7 @@ export function scoreLlama(
       const targets = tf.gather(tokens.reshape([B * T]), tf.tensor1d(Int32Array.from(select), 'int32')) as tf.Tensor1D;
       const out = chosenLogprobs(rows, net.head as unknown as tf.Tensor2D, targets, req.temperature ?? 1, {
         entropy: req.entropy === true,
+        threads: net.linear?.threads,
       });
       return {
         logprobs: place(out.logprobs),

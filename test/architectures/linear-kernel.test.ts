@@ -108,3 +108,41 @@ test('matrices past one memory’s share are spread over several, each computing
     alone.dispose();
   }
 });
+
+test('a trained matrix: rewritten in place, and its gradient dyᵀ·x as in double precision, the same bits on 1 and 3 threads', (t) => {
+  const [N, K, S] = [13, 10, 7];
+  const { m } = matrix('w', N, K, 'F32');
+  const one = new LinearKernel([m], { threads: 1 });
+  const three = new LinearKernel([m], { threads: 3 });
+  try {
+    const next = randn(N * K, 0.05);
+    one.set('w', next);
+    three.set('w', next);
+    t.deepEqual(one.values('w'), next);
+    const x = randn(S * K);
+    t.true(one.apply('w', x, S).every((v, i) => Math.abs(v - reference(x, S, K, next, N, false)[i]!) < 1e-5));
+    const dy = randn(S * N);
+    // dW[n][k] = Σ_s dy[s][n]·x[s][k]: the reference over dyᵀ [N][S] and xᵀ [K][S].
+    const tr = (a: Float32Array, rows: number, cols: number) =>
+      Float32Array.from({ length: rows * cols }, (_, i) => a[(i % rows) * cols + Math.floor(i / rows)]!);
+    const dW = one.outer(dy, x, S, N, K);
+    const want = reference(tr(dy, S, N), N, S, tr(x, S, K), K, false);
+    t.true(dW.every((v, i) => Math.abs(v - want[i]!) < 1e-5));
+    t.deepEqual(three.outer(dy, x, S, N, K), dW);
+    t.throws(() => one.outer(dy, x, S + 1, N, K), { instanceOf: KernelError, message: /are not 8 rows/ });
+    t.throws(() => one.set('w', new Float32Array(3)), {
+      instanceOf: KernelError,
+      message: /3 values for a \[13, 10\]/,
+    });
+  } finally {
+    one.dispose();
+    three.dispose();
+  }
+});
+
+test('a 16-bit matrix is not rewritten (a frozen base keeps its checkpoint’s values)', (t) => {
+  const { m } = matrix('w', 4, 4, 'BF16');
+  const k = new LinearKernel([m], { threads: 1 });
+  t.throws(() => k.set('w', new Float32Array(16)), { instanceOf: KernelError, message: /kept as BF16/ });
+  k.dispose();
+});

@@ -124,8 +124,8 @@ test('LoRA over a frozen base kept in the linear kernel (its checkpoint dtype, e
       [151644, 3, 4, 5, 6, 100, 8],
     ];
     const tensors = new LlamaTfjs(model, { lora });
-    const kernel = new LlamaTfjs(model, { lora, baseKernel: true });
-    const recomputed = new LlamaTfjs(model, { lora, baseKernel: true, checkpoint: { above: 0, chunkBytes: 0 } });
+    const kernel = new LlamaTfjs(model, { lora, projectionKernel: {} });
+    const recomputed = new LlamaTfjs(model, { lora, projectionKernel: {}, checkpoint: { above: 0, chunkBytes: 0 } });
     t.truthy(kernel.linear);
     t.false(kernel.variables.has('model.layers.0.self_attn.q_proj.weight'), 'the base matrix is not a tensor');
     const want = gradients(tensors, tokens);
@@ -150,5 +150,65 @@ test('LoRA over a frozen base kept in the linear kernel (its checkpoint dtype, e
     await kernel.writeBack();
     t.deepEqual(model.weight('model.layers.1.mlp.down_proj.weight'), fromTensors);
     for (const net of [tensors, kernel, recomputed]) net.dispose();
+  }
+});
+
+test('full fine-tuning with the projections in the linear kernel: the gradients of tensors, checkpointed or not; the same bits on 1 and 2 threads; an updated weight is what the kernel multiplies by', async (t) => {
+  const dir = join(root, 'qwen2-kernel-full');
+  await writeTinyFolder(dir, {
+    architecture: 'Qwen2ForCausalLM',
+    hidden: 32,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    intermediate: 48,
+    tie: false,
+    seed: 12,
+    embedStd: 0.3,
+  });
+  const { model } = await loadHfModel(await openHfFolder(dir));
+  const tokens = [
+    [5, 9, 200, 7, 7, 31],
+    [151644, 3, 4, 5, 6, 100],
+  ];
+  const tensors = new LlamaTfjs(model);
+  const one = new LlamaTfjs(model, { projectionKernel: { threads: 1 } });
+  const two = new LlamaTfjs(model, { projectionKernel: { threads: 2 } });
+  const recomputed = new LlamaTfjs(model, {
+    projectionKernel: { threads: 2 },
+    checkpoint: { above: 0, chunkBytes: 0 },
+  });
+  try {
+    t.true(one.variables.has('model.layers.0.self_attn.q_proj.weight'), 'a trained projection stays a tensor');
+    const want = gradients(tensors, tokens);
+    const got = gradients(one, tokens);
+    t.is(got.length, want.length);
+    const close = (a: Float32Array[], label: string) =>
+      a.forEach((g, i) => {
+        const scale = want[i]!.reduce((m, x) => Math.max(m, Math.abs(x)), 0);
+        const worst = g.reduce((m, x, j) => Math.max(m, Math.abs(x - want[i]![j]!)), 0);
+        t.true(scale > 0 && worst <= 1e-4 * scale, `${label}: ${one.trainableVariables[i]!.name} differs by ${worst}`);
+      });
+    close(got, 'kernel');
+    close(gradients(recomputed, tokens), 'kernel, recomputed');
+    t.deepEqual(gradients(two, tokens), got, 'the same bits on 2 threads');
+    // An update (a new value assigned) reaches the kernel before the next product.
+    const input = tf.tensor2d(tokens, [2, 6], 'int32');
+    const before = one.hiddenStates(input);
+    const name = 'model.layers.1.mlp.down_proj.weight';
+    for (const net of [tensors, one]) {
+      const v = net.variables.get(name)!;
+      tf.tidy(() => v.assign(v.mul(1.5)));
+    }
+    const [after, reference] = [one.hiddenStates(input), tensors.hiddenStates(input)];
+    const [b, a, r] = [await before.data(), await after.data(), await reference.data()];
+    t.false(
+      a.every((x, i) => x === b[i]),
+      'the product changed',
+    );
+    t.true(a.every((x, i) => Math.abs(x - r[i]!) <= 1e-4));
+    tf.dispose([input, before, after, reference]);
+  } finally {
+    for (const net of [tensors, one, two, recomputed]) net.dispose();
   }
 });

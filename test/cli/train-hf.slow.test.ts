@@ -266,3 +266,38 @@ test.serial(
     }
   },
 );
+
+test.serial(
+  'sft and train --init hf:DIR on 1 and 2 --train-threads (every weight, and LoRA): the same checkpoints, bit for bit',
+  (t) => {
+    const hashes = (threads: number, lora: string[]) => {
+      const tag = `${threads}${lora.length ? '-lora' : ''}`;
+      const sft = join(root, `threads-sft-${tag}`);
+      const a = cli(
+        [
+          ...['sft', '--scenario', 'calculator', '--init', `hf:${dir}`, ...lora],
+          ...['--episodes', '4', '--steps', '2', '--batch-size', '4', '--eval-episodes', '0'],
+          ...['--train-threads', String(threads), '--out', sft, '--json'],
+        ],
+        { timeout: 300_000 },
+      );
+      t.is(a.code, 0, a.stderr);
+      const out = join(root, `threads-grpo-${tag}`);
+      const b = cli(
+        [
+          ...['train', '--scenario', 'calculator', '--init', `ckpt:${sft}`, '--algo', 'grpo'],
+          ...['--steps', '1', '--tasks-per-step', '2', '--group', '2', '--entropy-coef', '0.01', '--eval-every', '0'],
+          ...['--train-threads', String(threads), '--out', out, '--json'],
+        ],
+        { timeout: 300_000 },
+      );
+      t.is(b.code, 0, b.stderr);
+      return [a.lastJson().hash, JSON.parse(readFileSync(join(out, 'final', 'checkpoint.json'), 'utf8')).hash];
+    };
+    for (const lora of [[], ['--lora', '2']]) {
+      const one = hashes(1, lora);
+      t.not(one[0], one[1], 'GRPO moved the weights');
+      t.deepEqual(hashes(2, lora), one, `${lora.length ? 'LoRA' : 'every weight'}: 2 threads give 1 thread's weights`);
+    }
+  },
+);

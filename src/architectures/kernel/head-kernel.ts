@@ -67,12 +67,13 @@ export class HeadKernel {
       .exports as unknown as HeadExports;
   }
 
-  private static instance: HeadKernel | null = null;
+  private static readonly instances = new Map<number, HeadKernel>();
 
-  /** The process's kernel (one shared memory and one set of workers for every head). */
-  static shared(): HeadKernel {
-    HeadKernel.instance ??= new HeadKernel();
-    return HeadKernel.instance;
+  /** The process's kernel on `threads` threads (one shared memory and one set of workers for every head). */
+  static shared(threads: number = kernelThreads()): HeadKernel {
+    let k = HeadKernel.instances.get(threads);
+    if (!k) HeadKernel.instances.set(threads, (k = new HeadKernel({ threads })));
+    return k;
   }
 
   /** Workers start on the first call and park between calls; a call made before one parks still reaches it. */

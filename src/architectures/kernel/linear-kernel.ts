@@ -212,20 +212,42 @@ export class LinearKernel {
     const p = m.part;
     const xAt = align16(p.end);
     const outAt = align16(xAt + S * K * 4);
-    const end = outAt + S * N * 4;
-    if (end > p.memory.buffer.byteLength) {
-      const pages = Math.ceil(end / PAGE) - p.memory.buffer.byteLength / PAGE;
-      try {
-        p.memory.grow(pages);
-      } catch (error) {
-        throw new KernelError(
-          `the linear kernel needs ${(end / 2 ** 20).toFixed(0)} MiB of a WebAssembly memory: ${error instanceof Error ? error.message : String(error)} (use shorter micro-batches)`,
-        );
-      }
-    }
+    this.reserve(p, outAt + S * N * 4);
     new Float32Array(p.memory.buffer, xAt, S * K).set(x);
     this.run(p, [xAt, S, K, transposed ? m.atT : m.at, N, outAt, FORMAT_CODE[m.format]]);
     return new Float32Array(p.memory.buffer, outAt, S * N).slice();
+  }
+
+  /**
+   * Rewrites a float32 matrix (and its transpose) with new values: a trained projection mirrored
+   * here after an update.
+   */
+  set(name: string, values: Float32Array): void {
+    const m = this.matrix(name);
+    if (m.format !== 'F32') throw new KernelError(`${name} is kept as ${m.format}; only a float32 matrix is rewritten`);
+    const n = m.rows * m.cols;
+    if (values.length !== n)
+      throw new KernelError(`${name}: ${values.length} values for a [${m.rows}, ${m.cols}] matrix`);
+    new Float32Array(m.part.memory.buffer, m.at, n).set(values);
+    transpose(values, m.rows, m.cols, new Float32Array(m.part.memory.buffer, m.atT, n));
+  }
+
+  /**
+   * The gradient of x·Wᵀ with respect to W: dyᵀ·x [N][K] for dy [S][N] and x [S][K], on every core
+   * (the same dot products as apply, over the S rows, in the first memory's free space).
+   */
+  outer(dy: Float32Array, x: Float32Array, S: number, N: number, K: number): Float32Array {
+    if (!(Number.isInteger(S) && S >= 0) || dy.length !== S * N || x.length !== S * K)
+      throw new KernelError(`outer product: ${dy.length} and ${x.length} values are not ${S} rows of ${N} and of ${K}`);
+    const p = this.parts[0]!;
+    const aAt = align16(p.end);
+    const bAt = align16(aAt + N * S * 4);
+    const outAt = align16(bAt + K * S * 4);
+    this.reserve(p, outAt + N * K * 4);
+    transpose(dy, S, N, new Float32Array(p.memory.buffer, aAt, N * S));
+    transpose(x, S, K, new Float32Array(p.memory.buffer, bAt, K * S));
+    this.run(p, [aAt, N, S, bAt, K, outAt, FORMAT_CODE.F32]);
+    return new Float32Array(p.memory.buffer, outAt, N * K).slice();
   }
 
   /** Stops the workers (the kernel cannot be used after). */
@@ -233,6 +255,19 @@ export class LinearKernel {
     stop(this.parts);
     stopWorkers.unregister(this);
     this.placed.clear();
+  }
+
+  /** Grows a memory to hold `end` bytes (a call's inputs and outputs after its matrices). */
+  private reserve(p: Part, end: number): void {
+    if (end <= p.memory.buffer.byteLength) return;
+    const pages = Math.ceil(end / PAGE) - p.memory.buffer.byteLength / PAGE;
+    try {
+      p.memory.grow(pages);
+    } catch (error) {
+      throw new KernelError(
+        `the linear kernel needs ${(end / 2 ** 20).toFixed(0)} MiB of a WebAssembly memory: ${error instanceof Error ? error.message : String(error)} (use shorter micro-batches)`,
+      );
+    }
   }
 
   private matrix(name: string): Placed {

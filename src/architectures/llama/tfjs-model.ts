@@ -53,9 +53,11 @@ function variable(values: Float32Array, shape: number[], trainable: boolean, nam
  * and only the adapters train: a projection computes x·Wᵀ + scale·(x·Aᵀ)·Bᵀ, and `writeBack` gives
  * the model the adapters' values (it computes, and the kernel samples from, the base with them).
  *
- * With `baseKernel` (LoRA only) the frozen projections are not tensors at all: they stay in a
- * LinearKernel, in the checkpoint's dtype, outside the backend's heap, and their products, forward
- * and backward to the inputs, run there on every core (a custom op: x·Wᵀ, and dy·W for its gradient).
+ * With `projectionKernel` (the CPU backends) the layers' projections multiply in a LinearKernel on
+ * its threads (a custom op: x·Wᵀ; dy·W and, for a trained weight, dyᵀ·x for its gradients), the same
+ * bits for any number of threads. With LoRA the frozen projections are kept only there, in the
+ * checkpoint's dtype, outside the backend's heap; a trained projection stays a tensor (what the
+ * optimizer updates) and is copied into the kernel when its values change.
  */
 export class LlamaTfjs {
   readonly config: LlamaConfig;
@@ -69,9 +71,11 @@ export class LlamaTfjs {
   private rope: { cos: tf.Tensor2D; sin: tf.Tensor2D; positions: number } | null = null;
   private readonly causal = new Map<number, tf.Tensor4D>();
   private readonly kvHeads: tf.Tensor1D;
-  /** The frozen projections, with `baseKernel` (shared with a `weightsOf` instance's). */
+  /** The projections, with `projectionKernel` (shared with a `weightsOf` instance's). */
   readonly linear: LinearKernel | null;
   private readonly ownsLinear: boolean;
+  /** A trained projection's data identity when it was last copied into the kernel. */
+  private readonly mirrored = new Map<string, object>();
 
   constructor(
     readonly model: LlamaModel,
@@ -82,8 +86,11 @@ export class LlamaTfjs {
       lora?: LoraAdapters;
       /** Read the weights of this instance (a frozen base) rather than copying the model's. */
       weightsOf?: LlamaTfjs;
-      /** With LoRA: keep the frozen projections in a LinearKernel rather than as tensors. */
-      baseKernel?: boolean;
+      /**
+       * Multiply the projections in a LinearKernel on `threads` threads (default: every core); with
+       * LoRA the frozen projections are kept there rather than as tensors.
+       */
+      projectionKernel?: { threads?: number };
       /**
        * Activation checkpointing: recompute layers in the backward pass when a forward's activations
        * pass `above` bytes, `chunkBytes` of them at a time (defaults CHECKPOINT_BYTES, CHUNK_BYTES).
@@ -97,15 +104,15 @@ export class LlamaTfjs {
     const uid = `llama${nextId++}/`;
     this.ownsWeights = !options.weightsOf;
     this.variables = options.weightsOf?.variables ?? new Map();
-    this.ownsLinear = !options.weightsOf && Boolean(options.lora && options.baseKernel);
+    this.ownsLinear = !options.weightsOf && Boolean(options.projectionKernel);
     this.linear = options.weightsOf
       ? options.weightsOf.linear
       : this.ownsLinear
-        ? new LinearKernel(frozenProjections(model))
+        ? new LinearKernel(projections(model, Boolean(options.lora)), options.projectionKernel)
         : null;
     if (this.ownsWeights)
       for (const { name, shape } of llamaWeights(this.config))
-        if (!this.linear?.has(name))
+        if (!(options.lora && this.linear?.has(name)))
           this.variables.set(
             name,
             variable(
@@ -156,16 +163,43 @@ export class LlamaTfjs {
     return this.linear?.has(name) ? this.linear.shape(name) : (this.variables.get(name)!.shape as [number, number]);
   }
 
-  /** input · Wᵀ for a projection the LinearKernel holds; its gradient to the input is dy · W there. */
-  private kernelProduct(weight: string, input: tf.Tensor2D): tf.Tensor2D {
+  /**
+   * input · Wᵀ for a projection the LinearKernel holds; its gradient to the input is dy · W there.
+   * A trained weight `w` (the variable, or its value as a checkpointed layer passes it) is copied
+   * into the kernel when its values changed, and gets dyᵀ · input for its gradient.
+   */
+  private kernelProduct(weight: string, input: tf.Tensor2D, w: tf.Tensor | null): tf.Tensor2D {
     const linear = this.linear!;
     const [S, K] = input.shape;
     const [N] = linear.shape(weight);
-    const op = tf.customGrad((x) => ({
-      value: tf.tensor2d(linear.apply(weight, (x as tf.Tensor).dataSync() as Float32Array, S), [S, N]),
-      gradFunc: (dy: tf.Tensor) => tf.tensor2d(linear.apply(weight, dy.dataSync() as Float32Array, S, true), [S, K]),
-    }));
-    return op(input) as tf.Tensor2D;
+    if (!w) {
+      const frozen = tf.customGrad((x) => ({
+        value: tf.tensor2d(linear.apply(weight, (x as tf.Tensor).dataSync() as Float32Array, S), [S, N]),
+        gradFunc: (dy: tf.Tensor) => tf.tensor2d(linear.apply(weight, dy.dataSync() as Float32Array, S, true), [S, K]),
+      }));
+      return frozen(input) as tf.Tensor2D;
+    }
+    // An assigned variable takes new data (a new dataId): compare identities, not values.
+    const id = w.dataId;
+    if (this.mirrored.get(weight) !== id) {
+      linear.set(weight, w.dataSync() as Float32Array);
+      this.mirrored.set(weight, id);
+    }
+    const trained = tf.customGrad((x, _w, save) => {
+      const xv = (x as tf.Tensor).dataSync() as Float32Array;
+      (save as tf.GradSaveFunc)([x as tf.Tensor]);
+      return {
+        value: tf.tensor2d(linear.apply(weight, xv, S), [S, N]),
+        gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+          const g = dy.dataSync() as Float32Array;
+          return [
+            tf.tensor2d(linear.apply(weight, g, S, true), [S, K]),
+            tf.tensor2d(linear.outer(g, saved[0]!.dataSync() as Float32Array, S, N, K), [N, K]),
+          ];
+        },
+      };
+    });
+    return trained(input, w) as tf.Tensor2D;
   }
 
   /**
@@ -227,7 +261,7 @@ export class LlamaTfjs {
     const proj = (name: string, input: tf.Tensor2D, bias: boolean) => {
       const weight = `${p}${name}.weight`;
       let y = this.linear?.has(weight)
-        ? this.kernelProduct(weight, input)
+        ? this.kernelProduct(weight, input, this.lora ? null : get(weight))
         : (tf.matMul(input, get(weight), false, true) as tf.Tensor2D);
       if (this.adapters.has(weight)) {
         const low = tf.matMul(input, get(`${weight}.lora_A`), false, true);
@@ -439,13 +473,17 @@ export class LlamaTfjs {
   }
 }
 
-/** Every layer's projection matrices as the LinearKernel keeps them: the base as the model holds it (16 bits as their bits). */
-function frozenProjections(model: LlamaModel): LinearMatrix[] {
+/**
+ * Every layer's projection matrices as the LinearKernel keeps them: a frozen base as the model holds
+ * it (16 bits as their bits), trained weights as float32.
+ */
+function projections(model: LlamaModel, frozen: boolean): LinearMatrix[] {
   return llamaWeights(model.config)
     .filter((s) => s.shape.length === 2 && s.name.startsWith('model.layers.'))
     .map(({ name, shape: [rows, cols] }) => {
-      const w = model.stored(name);
       const m = { name, rows: rows!, cols: cols! };
+      if (!frozen) return { ...m, format: 'F32', values: model.weight(name) };
+      const w = model.stored(name);
       if (w instanceof Bfloat16Weight) return { ...m, format: 'BF16', values: w.bits };
       if (w instanceof Float16Weight) return { ...m, format: 'F16', values: w.bits };
       return { ...m, format: 'F32', values: w };

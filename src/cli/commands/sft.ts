@@ -44,6 +44,7 @@ import {
   scenarioFromFlags,
   TRAIN_THREADS_HELP,
   trainThreadCount,
+  kernelTrainThreads,
 } from '../common.ts';
 
 interface SftFlags {
@@ -319,10 +320,6 @@ async function hfSftCommand(flags: SftFlags, backend: BackendInfo, lora: LoraReq
   const context = contextSetting(scenario, flags.context);
   assertWritableDir(flags.out);
   assertWritableDir(dirname(resolve(flags.out)));
-  if (flags.trainThreads !== undefined && flags.trainThreads > 1)
-    process.stderr.write(
-      'train threads: 1 (a Hugging Face model trains on this thread; its LoRA base and vocabulary head run on every core in the kernels)\n',
-    );
   const bar = new cliProgress.SingleBar(
     { stream: process.stderr, format: '{phase} {bar} {value}/{total} | {info} | ETA {eta}s', hideCursor: false },
     cliProgress.Presets.shades_classic,
@@ -340,6 +337,7 @@ async function hfSftCommand(flags: SftFlags, backend: BackendInfo, lora: LoraReq
     batchSize: flags.batchSize,
     microbatch: flags.microbatch,
     lr: hfLr(flags, lora),
+    ...kernelTrainThreads(flags.trainThreads),
     evalEpisodes: flags.evalEpisodes,
     temperature: flags.temperature,
     ...(context === undefined ? {} : { episode: { context } }),
@@ -392,6 +390,7 @@ async function recordsSftCommand(flags: SftFlags, backend: BackendInfo, lora: Lo
   const common = {
     init,
     ...(lora ? { lora } : {}),
+    ...kernelTrainThreads(flags.trainThreads),
     seed: flags.seed,
     out: flags.out,
     steps: flags.steps,

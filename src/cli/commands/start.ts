@@ -21,8 +21,9 @@ import {
   positiveInt,
   TRAIN_THREADS_HELP,
   trainThreadCount,
+  kernelTrainThreads,
 } from '../common.ts';
-import type { LoraRequest } from '../../rl/hf-trainable.ts';
+import type { HfModelRequest } from '../../app/paper.ts';
 import { START_SCENARIO_OPTIONS } from '../../app/start.ts';
 import { FAMILIES, FAMILY_NAMES, hfFamilyBudget, type Family } from '../../app/families.ts';
 import { InvalidArgumentError } from 'commander';
@@ -112,7 +113,10 @@ export function register(program: Command): void {
         throw new UsageError(
           `${flags.init} is not a Hugging Face model: start --init trains one (hf:DIR, or ckpt:DIR of one)`,
         );
-      const hf = flags.init === undefined ? undefined : { init: flags.init, ...(lora ? { lora } : {}) };
+      const hf =
+        flags.init === undefined
+          ? undefined
+          : { init: flags.init, ...(lora ? { lora } : {}), ...kernelTrainThreads(flags.trainThreads) };
       if (flags.agent !== undefined) {
         if (command.getOptionValueSource('scenario') === 'cli')
           throw new UsageError('--agent and --scenario name two different jobs: give one');
@@ -224,7 +228,7 @@ export function register(program: Command): void {
 }
 
 /** `start --agent DIR`: the families' job for an agent folder, through the gateway. */
-async function startAgent(flags: StartFlags, hf: { init: string; lora?: LoraRequest } | undefined): Promise<void> {
+async function startAgent(flags: StartFlags, hf: HfModelRequest | undefined): Promise<void> {
   const t0 = performance.now();
   const say = (s: string) =>
     process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(0).padStart(4)} s] ${s}\n`);

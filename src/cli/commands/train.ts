@@ -39,6 +39,7 @@ import {
   scenarioFromFlags,
   TRAIN_THREADS_HELP,
   trainThreadCount,
+  kernelTrainThreads,
 } from '../common.ts';
 import { type QueueFlags, queueFlagOptions, queueFromFlags, queueSummary } from '../queue.ts';
 
@@ -186,7 +187,13 @@ async function modelFromInit(flags: TrainFlags, init: string, id = 'rl') {
   if (await isHfModel(init)) {
     const lora = loraRequest(flags, true);
     const valueHead = flags.algo === 'ppo';
-    const model = await HfTrainable.load(initDir(init), { id, lora, seed: flags.seed, valueHead });
+    const model = await HfTrainable.load(initDir(init), {
+      id,
+      lora,
+      seed: flags.seed,
+      valueHead,
+      ...kernelTrainThreads(flags.trainThreads),
+    });
     return { model, init };
   }
   return { model: await GptTrainable.fromCheckpoint(init.slice(5), { id }), init };
@@ -256,13 +263,9 @@ async function runTrainCommand(flags: TrainFlags): Promise<TrainResult> {
   assertWritableDir(flags.out);
   if (!flags.resume && existsSync(join(flags.out, 'config.json')))
     throw new TrainingError(`${flags.out} already holds a run; pass --resume to continue it or choose another --out`);
-  // A Hugging Face model computes its gradients on this thread (the training threads hold GPT replicas).
+  // The training threads hold GPT replicas; a Hugging Face model's split its kernels' products (modelFromInit).
   const hf = flags.init !== undefined && (await isHfModel(flags.init));
   loraRequest(flags, hf);
-  if (hf && (flags.trainThreads ?? 1) > 1)
-    log(
-      'train threads: 1 (a Hugging Face model trains on this thread; its LoRA base and vocabulary head run on every core in the kernels)',
-    );
   const { replicas, note } = hf
     ? { replicas: undefined, note: undefined }
     : trainReplicas(info.name, flags.trainThreads ?? availableParallelism());
