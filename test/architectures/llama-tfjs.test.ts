@@ -12,9 +12,23 @@ import { initBackend } from '../../src/policy/tfjs/backend.ts';
 import { writeTinyFolder } from '../helpers/hf-folder.ts';
 
 let root: string;
+/** Qwen2's biases and an untied head, so that every kind of parameter has a gradient. */
+let qwen2: string;
 test.before(async () => {
   await initBackend('wasm');
   root = await mkdtemp(join(tmpdir(), 'agent-r1-llama-tfjs-'));
+  qwen2 = join(root, 'qwen2');
+  await writeTinyFolder(qwen2, {
+    architecture: 'Qwen2ForCausalLM',
+    hidden: 32,
+    layers: 2,
+    heads: 4,
+    kvHeads: 2,
+    intermediate: 48,
+    tie: false,
+    seed: 9,
+    embedStd: 0.3,
+  });
 });
 test.after.always(async () => {
   await rm(root, { recursive: true, force: true });
@@ -33,20 +47,7 @@ function gradients(net: LlamaTfjs, tokens: number[][]): Float32Array[] {
 }
 
 test('a checkpointed forward (every layer, or the first ones as far as the budget needs, recomputed a sequence at a time in the backward pass) gives the plain gradients, for full fine-tuning and for LoRA', async (t) => {
-  const dir = join(root, 'qwen2');
-  // Qwen2's biases and an untied head, so that every kind of parameter has a gradient.
-  await writeTinyFolder(dir, {
-    architecture: 'Qwen2ForCausalLM',
-    hidden: 32,
-    layers: 2,
-    heads: 4,
-    kvHeads: 2,
-    intermediate: 48,
-    tie: false,
-    seed: 9,
-    embedStd: 0.3,
-  });
-  const { model } = await loadHfModel(await openHfFolder(dir));
+  const { model } = await loadHfModel(await openHfFolder(qwen2));
   const tokens = [
     [5, 9, 200, 7, 7, 31],
     [151644, 3, 4, 5, 6, 100],
@@ -154,19 +155,7 @@ test('LoRA over a frozen base kept in the linear kernel (its checkpoint dtype, e
 });
 
 test('full fine-tuning with the projections in the linear kernel: the gradients of tensors, checkpointed or not; the same bits on 1 and 2 threads; an updated weight is what the kernel multiplies by', async (t) => {
-  const dir = join(root, 'qwen2-kernel-full');
-  await writeTinyFolder(dir, {
-    architecture: 'Qwen2ForCausalLM',
-    hidden: 32,
-    layers: 2,
-    heads: 4,
-    kvHeads: 2,
-    intermediate: 48,
-    tie: false,
-    seed: 12,
-    embedStd: 0.3,
-  });
-  const { model } = await loadHfModel(await openHfFolder(dir));
+  const { model } = await loadHfModel(await openHfFolder(qwen2));
   const tokens = [
     [5, 9, 200, 7, 7, 31],
     [151644, 3, 4, 5, 6, 100],
