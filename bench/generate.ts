@@ -18,11 +18,11 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../src/policy/tfjs/backend.ts';
-import { forwardRows, newCache } from '../src/policy/tfjs/decode.ts';
+import { forwardRows, newCache } from '../src/architectures/gpt/decode.ts';
 import { type Decoder, defaultDecoder, generate } from '../src/policy/tfjs/generate.ts';
-import { KernelDecoder } from '../src/policy/tfjs/kernel/kernel-decoder.ts';
-import { DEFAULT_MODEL_CONFIG } from '../src/policy/tfjs/model-config.ts';
-import { GPTModel } from '../src/policy/tfjs/model.ts';
+import { KernelDecoder } from '../src/architectures/gpt/kernel/kernel-decoder.ts';
+import { DEFAULT_MODEL_CONFIG } from '../src/architectures/gpt/model-config.ts';
+import { GPTModel } from '../src/architectures/gpt/model.ts';
 
 const { values: args } = parseArgs({
   options: {

@@ -7,7 +7,7 @@
 //   node bin/build-kernel.js --check   exit 1 if a module is not what its source compiles to
 //
 // The compiler is deterministic: the same source and compiler version give the same bytes, which
-// test/policy/tfjs/kernel-build.test.ts checks against the committed modules.
+// test/architectures/kernel-build.test.ts checks against the committed modules.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -16,8 +16,8 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 /** Each kernel: its source, the module its bytes go to, and the constant that holds them. */
 export const KERNELS = [
   {
-    source: 'src/policy/tfjs/kernel/decode-step.as.ts',
-    module: 'src/policy/tfjs/kernel/decode-kernel-wasm.ts',
+    source: 'src/architectures/gpt/kernel/decode-step.as.ts',
+    module: 'src/architectures/gpt/kernel/decode-kernel-wasm.ts',
     constant: 'DECODE_KERNEL_WASM',
   },
   {

@@ -1,4 +1,4 @@
-import type { GPTModel } from '../src/policy/tfjs/model.ts';
+import type { GPTModel } from '../src/architectures/gpt/model.ts';
 import type { SftMicroJob } from '../src/policy/tfjs/sft.ts';
 import type { RlMicroJob } from '../src/rl/update/minibatch.ts';
 import type { ReplicaModelSpec, TrainTask, TrainTaskResult } from '../src/rl/train-threads.ts';
@@ -7,7 +7,7 @@ import type { ReplicaModelSpec, TrainTask, TrainTaskResult } from '../src/rl/tra
 let replica: { key: string; version: number; model: GPTModel } | undefined;
 
 async function replicaFor(spec: ReplicaModelSpec): Promise<GPTModel> {
-  const { GPTModel } = await import('../src/policy/tfjs/model.ts');
+  const { GPTModel } = await import('../src/architectures/gpt/model.ts');
   const { writeWeights } = await import('../src/policy/tfjs/data-parallel.ts');
   if (replica?.key !== spec.key) {
     replica?.model.dispose();

@@ -1,7 +1,7 @@
 /**
  * One sequence's keys and values, per layer, in plain Float32Arrays ([T, width] row-major, heads side
  * by side; width = key/value heads × head size): what an episode keeps between turns. The GPT's
- * tensors decoder (src/policy/tfjs/decode.ts) attends on them in JS (one query row in a few
+ * tensors decoder (src/architectures/gpt/decode.ts) attends on them in JS (one query row in a few
  * microseconds, while a tfjs kernel call costs tens, and a row's arithmetic then depends on that row
  * alone: bit-identical in any batch); a decode kernel copies them into its memory, in the same
  * layout, for a call. Appends grow the buffers by doubling.

@@ -2,7 +2,7 @@ import * as tf from '@tensorflow/tfjs';
 import type { Json } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import { contentHash, loadCheckpoint, saveCheckpoint } from '../policy/tfjs/checkpoint.ts';
-import { GPTModel } from '../policy/tfjs/model.ts';
+import { GPTModel } from '../architectures/gpt/model.ts';
 import { maskedIndices, padBatch, scoreSequences, scoreTokens } from '../policy/tfjs/score.ts';
 import { TfjsPolicy } from '../policy/tfjs/tfjs-policy.ts';
 import type { Tokenizer } from '../policy/tfjs/tokenizer.ts';

@@ -9,8 +9,8 @@ import {
   type GradientExecutor,
   type MicroGradient,
 } from '../policy/tfjs/data-parallel.ts';
-import type { ModelConfig } from '../policy/tfjs/model-config.ts';
-import type { GPTModel } from '../policy/tfjs/model.ts';
+import type { ModelConfig } from '../architectures/gpt/model-config.ts';
+import type { GPTModel } from '../architectures/gpt/model.ts';
 import { MAX_TRAIN_THREADS } from '../rollout/worker-count.ts';
 import { workerEntryUrl } from '../rollout/worker-entry.ts';
 

@@ -3,7 +3,7 @@ import { deriveSeed } from '../core/rng.ts';
 import type { EpisodeConfig, EpisodeRecord } from '../core/types.ts';
 import type { Policy } from '../policy/policy.ts';
 import type { GradientExecutor } from '../policy/tfjs/data-parallel.ts';
-import type { ModelConfig } from '../policy/tfjs/model-config.ts';
+import type { ModelConfig } from '../architectures/gpt/model-config.ts';
 import { type ContextCut, trainSft } from '../policy/tfjs/sft.ts';
 import type { Chunking } from '../policy/tfjs/tokenizer.ts';
 import { rollout } from '../rollout/rollout.ts';

@@ -2,7 +2,7 @@ import test from 'ava';
 import { createMultihopQaScenario } from '../../scenarios/multihop-qa/index.ts';
 import { naiveRagModel } from '../../src/app/naive-rag.ts';
 import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { GPTModel } from '../../src/policy/tfjs/model.ts';
+import { GPTModel } from '../../src/architectures/gpt/model.ts';
 import { TfjsPolicy } from '../../src/policy/tfjs/tfjs-policy.ts';
 import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
 import { rollout } from '../../src/rollout/rollout.ts';

@@ -1,7 +1,7 @@
 import test from 'ava';
 import { execFileSync } from 'node:child_process';
 import { LLAMA_KERNEL_WASM } from '../../src/architectures/llama/kernel/llama-kernel-wasm.ts';
-import { DECODE_KERNEL_WASM } from '../../src/policy/tfjs/kernel/decode-kernel-wasm.ts';
+import { DECODE_KERNEL_WASM } from '../../src/architectures/gpt/kernel/decode-kernel-wasm.ts';
 
 test('the committed decode kernels are what their sources compile to (npm run build:kernel after editing one)', (t) => {
   // A plain node child: the compiler (binaryen) loads several times slower under the test's tsx hooks.

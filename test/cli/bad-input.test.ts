@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { calculator } from '../../scenarios/calculator/index.ts';
 import { contentHash, saveCheckpoint } from '../../src/policy/tfjs/checkpoint.ts';
 import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { GPTModel } from '../../src/policy/tfjs/model.ts';
+import { GPTModel } from '../../src/architectures/gpt/model.ts';
 import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
 import { sealRecord, serializeRecord } from '../../src/record/record.ts';
 import { rollout } from '../../src/rollout/rollout.ts';

@@ -7,7 +7,7 @@ import type { EpisodeRecord, Message } from '../../src/core/types.ts';
 import { ContextModeError, contextHook, contextSetting, NoCardError } from '../../src/env/context.ts';
 import { runEpisode } from '../../src/episode/run-episode.ts';
 import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { GPTModel } from '../../src/policy/tfjs/model.ts';
+import { GPTModel } from '../../src/architectures/gpt/model.ts';
 import { TfjsPolicy } from '../../src/policy/tfjs/tfjs-policy.ts';
 import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
 import { parseRecordLine, sealRecord, serializeRecord } from '../../src/record/record.ts';

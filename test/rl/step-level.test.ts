@@ -1,6 +1,6 @@
 import test from 'ava';
 import { initBackend } from '../../src/policy/tfjs/backend.ts';
-import { GPTModel } from '../../src/policy/tfjs/model.ts';
+import { GPTModel } from '../../src/architectures/gpt/model.ts';
 import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
 import { buildStepTrajectories, buildTrajectory, type TrainingSequence } from '../../src/policy/trajectory.ts';
 import { resolveConfig, type TrainConfig } from '../../src/rl/config.ts';

@@ -4,7 +4,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadCheckpoint } from '../../src/policy/tfjs/checkpoint.ts';
-import { GPTModel } from '../../src/policy/tfjs/model.ts';
+import { GPTModel } from '../../src/architectures/gpt/model.ts';
 import { trainTokenizer } from '../../src/policy/tfjs/tokenizer.ts';
 import { AdamW } from '../../src/policy/tfjs/adamw.ts';
 import { resolveConfig } from '../../src/rl/config.ts';

@@ -12,7 +12,7 @@ import { createRng } from '../../src/core/rng.ts';
 import { AdamW } from '../../src/policy/tfjs/adamw.ts';
 import { initBackend } from '../../src/policy/tfjs/backend.ts';
 import { modelHash } from '../../src/policy/tfjs/checkpoint.ts';
-import { GPTModel } from '../../src/policy/tfjs/model.ts';
+import { GPTModel } from '../../src/architectures/gpt/model.ts';
 import { recordTexts, trainSft } from '../../src/policy/tfjs/sft.ts';
 import { trainTokenizer, type Tokenizer } from '../../src/policy/tfjs/tokenizer.ts';
 import type { TrainingSequence } from '../../src/policy/trajectory.ts';

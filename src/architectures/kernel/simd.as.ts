@@ -1,5 +1,5 @@
 // AssemblyScript (not TypeScript): the SIMD pieces the decode kernels share (the GPT's,
-// src/policy/tfjs/kernel/decode-step.as.ts, and the Llama family's, ../llama/kernel/llama-step.as.ts).
+// ../gpt/kernel/decode-step.as.ts, and the Llama family's, ../llama/kernel/llama-step.as.ts).
 // Every reduction here runs in an order fixed by its own sizes, lane by lane, with no FMA, so a row's
 // numbers do not depend on what else is in the batch.
 

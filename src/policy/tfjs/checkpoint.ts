@@ -6,8 +6,13 @@ import { AgentR1Error } from '../../core/errors.ts';
 import { makeDir } from '../../core/make-dir.ts';
 import { canonicalJson } from '../../core/canonical-json.ts';
 import type { Json } from '../../core/types.ts';
-import { parameterCount, parameterShapes, parseModelConfig, type ModelConfig } from './model-config.ts';
-import { GPTModel } from './model.ts';
+import {
+  parameterCount,
+  parameterShapes,
+  parseModelConfig,
+  type ModelConfig,
+} from '../../architectures/gpt/model-config.ts';
+import { GPTModel } from '../../architectures/gpt/model.ts';
 import { Tokenizer, type TokenizerJSON } from './tokenizer.ts';
 
 /**

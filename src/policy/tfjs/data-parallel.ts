@@ -1,6 +1,6 @@
 import * as tf from '@tensorflow/tfjs';
 import { AgentR1Error } from '../../core/errors.ts';
-import type { GPTModel } from './model.ts';
+import type { GPTModel } from '../../architectures/gpt/model.ts';
 
 /**
  * Data-parallel training, the part every trainer shares: a step's batch is cut into micro-batches

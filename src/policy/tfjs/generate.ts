@@ -10,9 +10,9 @@ import {
   type GenerateResult,
   type GenerationOptions,
 } from '../../architectures/generation.ts';
-import { forwardRows, newCache } from './decode.ts';
-import { KernelDecoder } from './kernel/kernel-decoder.ts';
-import type { GPTModel } from './model.ts';
+import { forwardRows, newCache } from '../../architectures/gpt/decode.ts';
+import { KernelDecoder } from '../../architectures/gpt/kernel/kernel-decoder.ts';
+import type { GPTModel } from '../../architectures/gpt/model.ts';
 
 /**
  * The GPT's batched incremental decoding with a KV cache (the loop and the sampling are the

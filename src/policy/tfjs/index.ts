@@ -32,9 +32,9 @@ export {
   modelConfigSchema,
   ModelError,
   type ModelConfig,
-} from './model-config.ts';
-export { GPTModel, type ForwardResult } from './model.ts';
-export { forwardRows, newCache, type RowStep } from './decode.ts';
+} from '../../architectures/gpt/model-config.ts';
+export { GPTModel, type ForwardResult } from '../../architectures/gpt/model.ts';
+export { forwardRows, newCache, type RowStep } from '../../architectures/gpt/decode.ts';
 export {
   scoreSequences,
   scoreTokens,
@@ -77,7 +77,7 @@ export {
 } from '../../architectures/generation.ts';
 export { TfjsPolicy, loadCheckpointPolicy, type TfjsPolicyOptions } from './tfjs-policy.ts';
 export { KVCache } from '../../architectures/kv-cache.ts';
-export { KernelDecoder } from './kernel/kernel-decoder.ts';
+export { KernelDecoder } from '../../architectures/gpt/kernel/kernel-decoder.ts';
 export {
   KernelSession,
   KernelError,

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import type { GPTModel } from './model.ts';
+import type { GPTModel } from '../../architectures/gpt/model.ts';
 
 /**
  * Scoring for the trainer: one batched forward pass over whole sequences.

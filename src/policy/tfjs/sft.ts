@@ -8,8 +8,8 @@ import { recordStepTokens, recordTokens, type TokenSequence } from '../trajector
 import { AdamW, type AdamWOptions, type StepStats } from './adamw.ts';
 import { chatEncoding } from './chat-template.ts';
 import { microGradient, sumMicroGradients, type GradientExecutor, type MicroGradient } from './data-parallel.ts';
-import { DEFAULT_MODEL_CONFIG, type ModelConfig } from './model-config.ts';
-import { GPTModel } from './model.ts';
+import { DEFAULT_MODEL_CONFIG, type ModelConfig } from '../../architectures/gpt/model-config.ts';
+import { GPTModel } from '../../architectures/gpt/model.ts';
 import { maskedIndices, padBatch, scoreTokens } from './score.ts';
 import { trainTokenizer, type Chunking, type Tokenizer } from './tokenizer.ts';
 

@@ -5,7 +5,7 @@ import { loadCheckpoint, saveCheckpoint } from './checkpoint.ts';
 import { chatEncoding } from './chat-template.ts';
 import type { RowCache, SamplingOptions } from '../../architectures/generation.ts';
 import { generate } from './generate.ts';
-import type { GPTModel } from './model.ts';
+import type { GPTModel } from '../../architectures/gpt/model.ts';
 import type { Tokenizer } from './tokenizer.ts';
 
 export interface TfjsPolicyOptions {

@@ -4,7 +4,7 @@ import { mkdtemp, readFile, readdir, writeFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
-import { GPTModel } from '../../../src/policy/tfjs/model.ts';
+import { GPTModel } from '../../../src/architectures/gpt/model.ts';
 import { SPECIAL_TOKENS, Tokenizer, trainTokenizer } from '../../../src/policy/tfjs/tokenizer.ts';
 import {
   CheckpointError,

@@ -1,7 +1,7 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
-import { GPTModel } from '../../../src/policy/tfjs/model.ts';
+import { GPTModel } from '../../../src/architectures/gpt/model.ts';
 import { GenerateError, sampleToken } from '../../../src/architectures/generation.ts';
 import { generate } from '../../../src/policy/tfjs/generate.ts';
 import { createRng } from '../../../src/core/rng.ts';

@@ -1,7 +1,7 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
-import { GPTModel } from '../../../src/policy/tfjs/model.ts';
+import { GPTModel } from '../../../src/architectures/gpt/model.ts';
 import { TfjsPolicy } from '../../../src/policy/tfjs/tfjs-policy.ts';
 import { trainTokenizer } from '../../../src/policy/tfjs/tokenizer.ts';
 import type { PolicyRequest } from '../../../src/policy/policy.ts';

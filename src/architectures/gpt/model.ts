@@ -2,7 +2,6 @@ import * as tf from '@tensorflow/tfjs';
 import { createRng } from '../../core/rng.ts';
 import { COPY_EPS } from './row-attention.ts';
 import { ModelError, parseModelConfig, type ModelConfig, type ModelConfigInput } from './model-config.ts';
-import { webgpuAdapter } from './webgpu.ts';
 
 /**
  * A small GPT: decoder-only, pre-LN, causal multi-head self-attention, GELU MLP, learned positions,
@@ -410,6 +409,12 @@ export function gelu(x: tf.Tensor): tf.Tensor {
  */
 export const WASM_ATTENTION_LIMIT_BYTES = 512 * 2 ** 20;
 
+/** The webgpu backend's device's largest storage-buffer binding (it requests the adapter's own). */
+function webgpuBindingLimit(): number | undefined {
+  const backend = tf.backend() as unknown as { device?: { limits?: { maxStorageBufferBindingSize?: number } } };
+  return backend.device?.limits?.maxStorageBufferBindingSize;
+}
+
 function checkAttentionSize(rows: number, heads: number, queries: number, keys: number): void {
   const bytes = rows * heads * queries * keys * 4;
   const backend = tf.getBackend();
@@ -419,7 +424,7 @@ function checkAttentionSize(rows: number, heads: number, queries: number, keys: 
     backend === 'wasm'
       ? WASM_ATTENTION_LIMIT_BYTES
       : backend === 'webgpu'
-        ? (webgpuAdapter()?.adapter.limits.maxStorageBufferBindingSize ?? Infinity)
+        ? (webgpuBindingLimit() ?? Infinity)
         : Infinity;
   if (bytes > limit) {
     throw new ModelError(

@@ -4,7 +4,7 @@ import {
   MODEL_LIMITS,
   ModelError,
   parseModelConfig,
-} from '../../../src/policy/tfjs/model-config.ts';
+} from '../../../src/architectures/gpt/model-config.ts';
 
 test('a config gets its defaults; a bad one is a clear error', (t) => {
   const c = parseModelConfig({ vocabSize: 10, dModel: 8, nLayers: 1, nHeads: 2, contextLength: 4, dMlp: 8 });

@@ -1,8 +1,8 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
-import { ModelError, parameterShapes, parseModelConfig } from '../../../src/policy/tfjs/model-config.ts';
-import { GPTModel, WASM_ATTENTION_LIMIT_BYTES } from '../../../src/policy/tfjs/model.ts';
+import { ModelError, parameterShapes, parseModelConfig } from '../../../src/architectures/gpt/model-config.ts';
+import { GPTModel, WASM_ATTENTION_LIMIT_BYTES } from '../../../src/architectures/gpt/model.ts';
 import { AdamW } from '../../../src/policy/tfjs/adamw.ts';
 import { maskedIndices, maskedNll, padBatch, scoreSequences, scoreTokens } from '../../../src/policy/tfjs/score.ts';
 import { SFT_ADAMW } from '../../../src/policy/tfjs/sft.ts';

@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { KVCache } from '../../architectures/kv-cache.ts';
+import { KVCache } from '../kv-cache.ts';
 import { attendRow, copyMixRow } from './row-attention.ts';
 import { ModelError } from './model-config.ts';
 import { gelu, layerNorm, type GPTModel } from './model.ts';

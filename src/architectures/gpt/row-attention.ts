@@ -1,4 +1,4 @@
-import type { KVCache } from '../../architectures/kv-cache.ts';
+import type { KVCache } from '../kv-cache.ts';
 
 /**
  * Causal attention of `n` new positions of one row on that row's cache, after their keys/values

@@ -1,9 +1,9 @@
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
-import { forwardRows, newCache } from '../../../src/policy/tfjs/decode.ts';
-import { ModelError } from '../../../src/policy/tfjs/model-config.ts';
-import { GPTModel } from '../../../src/policy/tfjs/model.ts';
+import { forwardRows, newCache } from '../../../src/architectures/gpt/decode.ts';
+import { ModelError } from '../../../src/architectures/gpt/model-config.ts';
+import { GPTModel } from '../../../src/architectures/gpt/model.ts';
 
 test.before(async () => {
   await initBackend('wasm');

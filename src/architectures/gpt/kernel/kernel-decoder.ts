@@ -1,5 +1,5 @@
 import * as tf from '@tensorflow/tfjs';
-import { ceil8, KernelHost } from '../../../architectures/kernel/kernel-host.ts';
+import { ceil8, KernelHost } from '../../kernel/kernel-host.ts';
 import { ModelError } from '../model-config.ts';
 import type { GPTModel } from '../model.ts';
 import { DECODE_KERNEL_WASM } from './decode-kernel-wasm.ts';

@@ -2,11 +2,11 @@ import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { initBackend } from '../../../src/policy/tfjs/backend.ts';
 import { KernelError, MAX_STEP_TOKENS } from '../../../src/architectures/kernel/kernel-host.ts';
-import { KernelDecoder } from '../../../src/policy/tfjs/kernel/kernel-decoder.ts';
-import { newCache } from '../../../src/policy/tfjs/decode.ts';
+import { KernelDecoder } from '../../../src/architectures/gpt/kernel/kernel-decoder.ts';
+import { newCache } from '../../../src/architectures/gpt/decode.ts';
 import { generate } from '../../../src/policy/tfjs/generate.ts';
-import { DEFAULT_MODEL_CONFIG, type ModelConfigInput } from '../../../src/policy/tfjs/model-config.ts';
-import { GPTModel } from '../../../src/policy/tfjs/model.ts';
+import { DEFAULT_MODEL_CONFIG, type ModelConfigInput } from '../../../src/architectures/gpt/model-config.ts';
+import { GPTModel } from '../../../src/architectures/gpt/model.ts';
 import { AdamW } from '../../../src/policy/tfjs/adamw.ts';
 import { startBudget } from '../../../src/app/start.ts';
 

@@ -11,8 +11,8 @@
 // the row falls in), every reduction (layer norm, dot products, softmax sums) is within one row in
 // an order fixed by the row's own sizes, and there is no FMA (mul then add, each rounded).
 
-import { at, attend, ceil8, dot, expv, hsum, ptr, scores, sigmoidv, slot } from '../../../architectures/kernel/simd.as';
-export { weigh } from '../../../architectures/kernel/simd.as';
+import { at, attend, ceil8, dot, expv, hsum, ptr, scores, sigmoidv, slot } from '../../kernel/simd.as';
+export { weigh } from '../../kernel/simd.as';
 
 // ---- the model table (i32 slots at `model`, written by the host) ----
 const M_D: i32 = 0;
