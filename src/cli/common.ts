@@ -175,9 +175,16 @@ export const TRAIN_THREADS_HELP =
   "model's matrix products (its projections and vocabulary head) split between them (default: one per core; " +
   '1: this thread only); the weights are the same for any number';
 
-/** `--train-threads` for a Hugging Face model: its training kernels' threads, capped at the cores (none given: every core). */
+/**
+ * `--train-threads` for a Hugging Face model: its training kernels' threads (none given: every
+ * core), capped at the cores, as the GPT's replicas are, and said once on stderr when capped.
+ */
 export function kernelTrainThreads(requested: number | undefined): { threads?: number } {
-  return requested === undefined ? {} : { threads: Math.min(requested, availableParallelism()) };
+  if (requested === undefined) return {};
+  const cores = availableParallelism();
+  if (requested > cores)
+    process.stderr.write(`training on ${cores} threads: ${requested} asked, this machine has ${cores} cores\n`);
+  return { threads: Math.min(requested, cores) };
 }
 
 /** `--init` (sft, train): a model to start from, hf:DIR or ckpt:DIR. */

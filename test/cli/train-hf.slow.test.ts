@@ -299,5 +299,15 @@ test.serial(
       t.not(one[0], one[1], 'GRPO moved the weights');
       t.deepEqual(hashes(2, lora), one, `${lora.length ? 'LoRA' : 'every weight'}: 2 threads give 1 thread's weights`);
     }
+    // More threads than cores: capped, and said.
+    const many = cli(
+      [
+        ...['sft', '--scenario', 'calculator', '--init', `hf:${dir}`, '--episodes', '2', '--steps', '1'],
+        ...['--batch-size', '2', '--eval-episodes', '0', '--train-threads', '200', '--out', join(root, 'threads-many')],
+      ],
+      { timeout: 300_000 },
+    );
+    t.is(many.code, 0, many.stderr);
+    t.regex(many.stderr, /training on \d+ threads: 200 asked, this machine has \d+ cores/);
   },
 );
