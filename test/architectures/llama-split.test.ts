@@ -46,10 +46,16 @@ const THREE = [
   { first: 5, layers: 0 },
 ];
 
-async function tinyModel(name: string, spec: Partial<TinyFolder> = {}) {
-  const dir = join(root, name);
-  await writeTinyFolder(dir, { ...SPEC, ...spec });
-  return (await loadHfModel(await openHfFolder(dir))).model;
+/** Each distinct folder is written once (tests that share a spec share it), then loaded fresh. */
+const folders = new Map<string, Promise<string>>();
+async function tinyModel(spec: Partial<TinyFolder> = {}) {
+  const key = JSON.stringify(spec);
+  let dir = folders.get(key);
+  if (!dir) {
+    const path = join(root, `m${folders.size}`);
+    folders.set(key, (dir = writeTinyFolder(path, { ...SPEC, ...spec }).then(() => path)));
+  }
+  return (await loadHfModel(await openHfFolder(await dir))).model;
 }
 
 const config = (json: object) =>
@@ -108,7 +114,7 @@ test('planParts: one memory when the weights fit; past that, balanced parts with
 });
 
 test('a layout that does not cover the layers once each, in order, is refused', async (t) => {
-  const model = await tinyModel('layout');
+  const model = await tinyModel();
   for (const parts of [
     [],
     [{ first: 0, layers: 4 }],
@@ -127,7 +133,7 @@ for (const [dtype, tie] of [
   ['F16', true],
 ] as const) {
   test(`${dtype}${tie ? ', tied' : ', untied'}: split into 2 and 3 memories, the logits are one memory's bit for bit, on 1 and 2 threads`, async (t) => {
-    const model = await tinyModel(`${dtype}-${tie}`, { dtype, tie });
+    const model = await tinyModel({ dtype, tie });
     const one = await kernelLogits(model, 1);
     for (const parts of [TWO, THREE]) {
       for (const threads of [1, 2])
@@ -137,7 +143,7 @@ for (const [dtype, tie] of [
 }
 
 test('with LoRA adapters beside a split BF16 base: the logits are those of one memory, bit for bit', async (t) => {
-  const model = await tinyModel('lora', { dtype: 'BF16' });
+  const model = await tinyModel({ dtype: 'BF16', tie: true });
   const lora = initLora(
     { rank: 3, alpha: 6, targets: [...LLAMA_LORA_TARGETS] },
     loraWeights(model.config, LLAMA_LORA_TARGETS),
@@ -151,7 +157,7 @@ test('with LoRA adapters beside a split BF16 base: the logits are those of one m
 });
 
 test('a split model generates the same tokens, and its caches go out and back in across the parts', async (t) => {
-  const model = await tinyModel('generate', { dtype: 'BF16' });
+  const model = await tinyModel({ dtype: 'BF16', tie: true });
   const split = new LlamaDecoder(model, { threads: 2, parts: THREE });
   const rows = ROWS.map((tokens, i) => ({ tokens, seed: i, maxTokens: 6 }));
   const options = { sampling: { temperature: 0.8 } };
@@ -183,7 +189,7 @@ test('a split model generates the same tokens, and its caches go out and back in
 });
 
 test("a model loads straight into its decoder's memories (views, no copy); a matrix widened by training moves them out first, the logits unchanged", async (t) => {
-  const model = await tinyModel('placed', { dtype: 'BF16' });
+  const model = await tinyModel({ dtype: 'BF16', tie: true });
   const name = 'model.layers.1.mlp.down_proj.weight';
   const held = model.stored(name) as { bits: Uint16Array };
   t.true(held.bits.buffer instanceof SharedArrayBuffer, 'a view of the kernel memory');
