@@ -1,5 +1,4 @@
 import { InvalidArgumentError } from 'commander';
-import { availableParallelism } from 'node:os';
 import { UnknownNameError, UsageError } from '../core/errors.ts';
 import { EPISODE_LIMITS, type EpisodeBudget } from '../core/types.ts';
 import { builtinScenarios } from '../../scenarios/index.ts';
@@ -7,6 +6,7 @@ import { contextSetting } from '../env/context.ts';
 import { loadScenario } from '../scenario/load.ts';
 import type { Scenario } from '../scenario/scenario.ts';
 import { MAX_TRAIN_THREADS } from '../rollout/worker-count.ts';
+import { threadsOnCores } from '../rl/train-threads.ts';
 import { terminalText } from './terminal-text.ts';
 import { readHfCheckpoint } from '../hf/checkpoint.ts';
 import type { LoadDtype } from '../hf/folder.ts';
@@ -181,10 +181,9 @@ export const TRAIN_THREADS_HELP =
  */
 export function kernelTrainThreads(requested: number | undefined): { threads?: number } {
   if (requested === undefined) return {};
-  const cores = availableParallelism();
-  if (requested > cores)
-    process.stderr.write(`training on ${cores} threads: ${requested} asked, this machine has ${cores} cores\n`);
-  return { threads: Math.min(requested, cores) };
+  const { threads, note } = threadsOnCores(requested);
+  if (note) process.stderr.write(`${note}\n`);
+  return { threads };
 }
 
 /** `--init` (sft, train): a model to start from, hf:DIR or ckpt:DIR. */

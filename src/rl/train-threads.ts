@@ -152,19 +152,28 @@ export function trainReplicas(
 ): { replicas?: TrainThreads; threads: number; note?: string } {
   if (!(Number.isInteger(requested) && requested >= 1 && requested <= MAX_TRAIN_THREADS))
     throw new ReplicaError(`training threads must be an integer from 1 to ${MAX_TRAIN_THREADS}, got ${requested}`);
-  const capped = Math.min(requested, Math.max(1, cores));
-  const byBackend = trainThreadsFor(backend, capped);
+  const onCores = threadsOnCores(requested, cores);
+  const byBackend = trainThreadsFor(backend, onCores.threads);
   const threads = byBackend.threads;
-  const note =
-    byBackend.note ??
-    (capped < requested
-      ? `training on ${capped} threads: ${requested} asked, this machine has ${cores} cores`
-      : undefined);
+  const note = byBackend.note ?? onCores.note;
   return {
     threads,
     ...(note ? { note } : {}),
     ...(threads > 1 ? { replicas: new TrainThreads({ threads, backend }) } : {}),
   };
+}
+
+/**
+ * Training threads past the cores only contend: `requested` capped at `cores`, with the note to say
+ * once when it was (the GPT's replicas and a Hugging Face model's kernels alike).
+ */
+export function threadsOnCores(
+  requested: number,
+  cores: number = availableParallelism(),
+): { threads: number; note?: string } {
+  const threads = Math.min(requested, Math.max(1, cores));
+  if (threads === requested) return { threads };
+  return { threads, note: `training on ${threads} threads: ${requested} asked, this machine has ${cores} cores` };
 }
 
 function createPool(threads: number): Piscina {
