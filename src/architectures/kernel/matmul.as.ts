@@ -51,100 +51,122 @@ import { first } from './threads.as';
   store<f32>(out, resid ? load<f32>(out) + y : y);
 }
 
+/** Rows of x a chunk takes: a chunk's rows (K floats each, ≤ 768 KB) stay in a core's L2 while its columns' weights stream past once. */
+@inline function chunkRows(K: i32): i32 {
+  const r = (196608 / K) & ~3;
+  return r < 4 ? 4 : r > 64 ? 64 : r;
+}
+
+/** Rows s..s+3 against columns n, n+1 (8 chains at once): x at x0 (rows xRow bytes apart), out at o0 (os floats apart). */
+@inline function block4x2<W>(x0: usize, xRow: usize, o0: usize, os: i32, w0: usize, w1: usize, n: i32, K4: i32, K: i32, bias: usize, resid: bool): void {
+  const x1 = x0 + xRow;
+  const x2 = x1 + xRow;
+  const x3 = x2 + xRow;
+  let a00 = f32x4.splat(0), a01 = f32x4.splat(0), a10 = f32x4.splat(0), a11 = f32x4.splat(0);
+  let a20 = f32x4.splat(0), a21 = f32x4.splat(0), a30 = f32x4.splat(0), a31 = f32x4.splat(0);
+  for (let k = 0; k < K4; k += 4) {
+    const o = <usize>k << 2;
+    const b0 = wv<W>(w0, k), b1 = wv<W>(w1, k);
+    let c = v128.load(x0 + o);
+    a00 = f32x4.add(a00, f32x4.mul(c, b0)); a01 = f32x4.add(a01, f32x4.mul(c, b1));
+    c = v128.load(x1 + o);
+    a10 = f32x4.add(a10, f32x4.mul(c, b0)); a11 = f32x4.add(a11, f32x4.mul(c, b1));
+    c = v128.load(x2 + o);
+    a20 = f32x4.add(a20, f32x4.mul(c, b0)); a21 = f32x4.add(a21, f32x4.mul(c, b1));
+    c = v128.load(x3 + o);
+    a30 = f32x4.add(a30, f32x4.mul(c, b0)); a31 = f32x4.add(a31, f32x4.mul(c, b1));
+  }
+  const o1 = at(o0, os);
+  const o2 = at(o1, os);
+  const o3 = at(o2, os);
+  emit(at(o0, n), finish<W>(a00, x0, w0, K4, K), bias, n, resid);
+  emit(at(o0, n + 1), finish<W>(a01, x0, w1, K4, K), bias, n + 1, resid);
+  emit(at(o1, n), finish<W>(a10, x1, w0, K4, K), bias, n, resid);
+  emit(at(o1, n + 1), finish<W>(a11, x1, w1, K4, K), bias, n + 1, resid);
+  emit(at(o2, n), finish<W>(a20, x2, w0, K4, K), bias, n, resid);
+  emit(at(o2, n + 1), finish<W>(a21, x2, w1, K4, K), bias, n + 1, resid);
+  emit(at(o3, n), finish<W>(a30, x3, w0, K4, K), bias, n, resid);
+  emit(at(o3, n + 1), finish<W>(a31, x3, w1, K4, K), bias, n + 1, resid);
+}
+
+/** Rows s..s+3 against column n. */
+@inline function block4x1<W>(x0: usize, xRow: usize, o0: usize, os: i32, w0: usize, n: i32, K4: i32, K: i32, bias: usize, resid: bool): void {
+  const x1 = x0 + xRow;
+  const x2 = x1 + xRow;
+  const x3 = x2 + xRow;
+  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+  for (let k = 0; k < K4; k += 4) {
+    const o = <usize>k << 2;
+    const b0 = wv<W>(w0, k);
+    a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + o), b0));
+    a1 = f32x4.add(a1, f32x4.mul(v128.load(x1 + o), b0));
+    a2 = f32x4.add(a2, f32x4.mul(v128.load(x2 + o), b0));
+    a3 = f32x4.add(a3, f32x4.mul(v128.load(x3 + o), b0));
+  }
+  const o1 = at(o0, os);
+  const o2 = at(o1, os);
+  const o3 = at(o2, os);
+  emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
+  emit(at(o1, n), finish<W>(a1, x1, w0, K4, K), bias, n, resid);
+  emit(at(o2, n), finish<W>(a2, x2, w0, K4, K), bias, n, resid);
+  emit(at(o3, n), finish<W>(a3, x3, w0, K4, K), bias, n, resid);
+}
+
+/** One row against columns n..n+3 (a decode step of one row streams the weights once). */
+@inline function block1x4<W>(x0: usize, o0: usize, w0: usize, wRow: usize, n: i32, K4: i32, K: i32, bias: usize, resid: bool): void {
+  const w1 = w0 + wRow;
+  const w2 = w1 + wRow;
+  const w3 = w2 + wRow;
+  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+  for (let k = 0; k < K4; k += 4) {
+    const c = v128.load(x0 + (<usize>k << 2));
+    a0 = f32x4.add(a0, f32x4.mul(c, wv<W>(w0, k)));
+    a1 = f32x4.add(a1, f32x4.mul(c, wv<W>(w1, k)));
+    a2 = f32x4.add(a2, f32x4.mul(c, wv<W>(w2, k)));
+    a3 = f32x4.add(a3, f32x4.mul(c, wv<W>(w3, k)));
+  }
+  emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
+  emit(at(o0, n + 1), finish<W>(a1, x0, w1, K4, K), bias, n + 1, resid);
+  emit(at(o0, n + 2), finish<W>(a2, x0, w2, K4, K), bias, n + 2, resid);
+  emit(at(o0, n + 3), finish<W>(a3, x0, w3, K4, K), bias, n + 3, resid);
+}
+
+/** One row against column n. */
+@inline function block1x1<W>(x0: usize, o0: usize, w0: usize, n: i32, K4: i32, K: i32, bias: usize, resid: bool): void {
+  let a0 = f32x4.splat(0);
+  for (let k = 0; k < K4; k += 4) a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + (<usize>k << 2)), wv<W>(w0, k)));
+  emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
+}
+
 /**
- * x [S][xs] (K used), w [N][K], bias [N] or 0, out [S][os]; the columns n0 ≤ n < N. Blocks of 4 rows ×
- * 2 columns (8 chains at once), else 1 row × 4 columns (a decode step of one row streams the weights
- * once); each chain is the same arithmetic in every block, so a row's result does not depend on its block.
+ * x [S][xs] (K used), w [N][K], bias [N] or 0, out [S][os]; the columns n0 ≤ n < N. The rows go in
+ * chunks that stay in cache; each chunk meets every column once, four at a time, in blocks of 4 rows ×
+ * 2 columns (8 chains at once), the chunk's last rows 1 row × 4 columns. So a batch of decode rows, or a
+ * prompt's chunk, streams the weights from memory once, not once per 4 rows. Each chain is the same
+ * arithmetic in every block, so a row's result does not depend on its block or chunk.
  */
 export function matmul<W>(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32, bias: usize, out: usize, os: i32, resid: bool): void {
   const K4 = K & ~3;
   const wRow = <usize>K * sizeof<W>();
   const xRow = <usize>xs << 2;
-  let s = 0;
-  for (; s + 4 <= S; s += 4) {
-    const x0 = at(x, s * xs);
-    const x1 = x0 + xRow;
-    const x2 = x1 + xRow;
-    const x3 = x2 + xRow;
-    const o0 = at(out, s * os);
-    const o1 = at(o0, os);
-    const o2 = at(o1, os);
-    const o3 = at(o2, os);
-    let n = n0;
-    for (; n + 2 <= N; n += 2) {
-      const w0 = w + <usize>n * wRow;
-      const w1 = w0 + wRow;
-      let a00 = f32x4.splat(0), a01 = f32x4.splat(0), a10 = f32x4.splat(0), a11 = f32x4.splat(0);
-      let a20 = f32x4.splat(0), a21 = f32x4.splat(0), a30 = f32x4.splat(0), a31 = f32x4.splat(0);
-      for (let k = 0; k < K4; k += 4) {
-        const o = <usize>k << 2;
-        const b0 = wv<W>(w0, k), b1 = wv<W>(w1, k);
-        let c = v128.load(x0 + o);
-        a00 = f32x4.add(a00, f32x4.mul(c, b0)); a01 = f32x4.add(a01, f32x4.mul(c, b1));
-        c = v128.load(x1 + o);
-        a10 = f32x4.add(a10, f32x4.mul(c, b0)); a11 = f32x4.add(a11, f32x4.mul(c, b1));
-        c = v128.load(x2 + o);
-        a20 = f32x4.add(a20, f32x4.mul(c, b0)); a21 = f32x4.add(a21, f32x4.mul(c, b1));
-        c = v128.load(x3 + o);
-        a30 = f32x4.add(a30, f32x4.mul(c, b0)); a31 = f32x4.add(a31, f32x4.mul(c, b1));
-      }
-      emit(at(o0, n), finish<W>(a00, x0, w0, K4, K), bias, n, resid);
-      emit(at(o0, n + 1), finish<W>(a01, x0, w1, K4, K), bias, n + 1, resid);
-      emit(at(o1, n), finish<W>(a10, x1, w0, K4, K), bias, n, resid);
-      emit(at(o1, n + 1), finish<W>(a11, x1, w1, K4, K), bias, n + 1, resid);
-      emit(at(o2, n), finish<W>(a20, x2, w0, K4, K), bias, n, resid);
-      emit(at(o2, n + 1), finish<W>(a21, x2, w1, K4, K), bias, n + 1, resid);
-      emit(at(o3, n), finish<W>(a30, x3, w0, K4, K), bias, n, resid);
-      emit(at(o3, n + 1), finish<W>(a31, x3, w1, K4, K), bias, n + 1, resid);
-    }
-    for (; n < N; n++) {
-      const w0 = w + <usize>n * wRow;
-      let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-      for (let k = 0; k < K4; k += 4) {
-        const o = <usize>k << 2;
-        const b0 = wv<W>(w0, k);
-        a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + o), b0));
-        a1 = f32x4.add(a1, f32x4.mul(v128.load(x1 + o), b0));
-        a2 = f32x4.add(a2, f32x4.mul(v128.load(x2 + o), b0));
-        a3 = f32x4.add(a3, f32x4.mul(v128.load(x3 + o), b0));
-      }
-      emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
-      emit(at(o1, n), finish<W>(a1, x1, w0, K4, K), bias, n, resid);
-      emit(at(o2, n), finish<W>(a2, x2, w0, K4, K), bias, n, resid);
-      emit(at(o3, n), finish<W>(a3, x3, w0, K4, K), bias, n, resid);
-    }
-  }
-  for (; s < S; s++) {
-    const x0 = at(x, s * xs);
-    const o0 = at(out, s * os);
+  const R = chunkRows(K);
+  for (let s0 = 0; s0 < S; s0 += R) {
+    const s1 = min(S, s0 + R);
+    const s4 = s0 + ((s1 - s0) & ~3);
     let n = n0;
     for (; n + 4 <= N; n += 4) {
       const w0 = w + <usize>n * wRow;
-      const w1 = w0 + wRow;
-      const w2 = w1 + wRow;
-      const w3 = w2 + wRow;
-      let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-      for (let k = 0; k < K4; k += 4) {
-        const o = <usize>k << 2;
-        const c = v128.load(x0 + o);
-        a0 = f32x4.add(a0, f32x4.mul(c, wv<W>(w0, k)));
-        a1 = f32x4.add(a1, f32x4.mul(c, wv<W>(w1, k)));
-        a2 = f32x4.add(a2, f32x4.mul(c, wv<W>(w2, k)));
-        a3 = f32x4.add(a3, f32x4.mul(c, wv<W>(w3, k)));
+      const w2 = w0 + 2 * wRow;
+      for (let s = s0; s < s4; s += 4) {
+        block4x2<W>(at(x, s * xs), xRow, at(out, s * os), os, w0, w0 + wRow, n, K4, K, bias, resid);
+        block4x2<W>(at(x, s * xs), xRow, at(out, s * os), os, w2, w2 + wRow, n + 2, K4, K, bias, resid);
       }
-      emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
-      emit(at(o0, n + 1), finish<W>(a1, x0, w1, K4, K), bias, n + 1, resid);
-      emit(at(o0, n + 2), finish<W>(a2, x0, w2, K4, K), bias, n + 2, resid);
-      emit(at(o0, n + 3), finish<W>(a3, x0, w3, K4, K), bias, n + 3, resid);
+      for (let s = s4; s < s1; s++) block1x4<W>(at(x, s * xs), at(out, s * os), w0, wRow, n, K4, K, bias, resid);
     }
     for (; n < N; n++) {
       const w0 = w + <usize>n * wRow;
-      let a0 = f32x4.splat(0);
-      for (let k = 0; k < K4; k += 4) {
-        const o = <usize>k << 2;
-        a0 = f32x4.add(a0, f32x4.mul(v128.load(x0 + o), wv<W>(w0, k)));
-      }
-      emit(at(o0, n), finish<W>(a0, x0, w0, K4, K), bias, n, resid);
+      for (let s = s0; s < s4; s += 4) block4x1<W>(at(x, s * xs), xRow, at(out, s * os), os, w0, n, K4, K, bias, resid);
+      for (let s = s4; s < s1; s++) block1x1<W>(at(x, s * xs), at(out, s * os), w0, n, K4, K, bias, resid);
     }
   }
 }
