@@ -11,7 +11,7 @@ import { referencePolicy } from '../../src/scenario/reference-policy.ts';
 import type { Scenario } from '../../src/scenario/scenario.ts';
 import { tmp } from '../rl/toy.ts';
 
-// The guessing game's two roles as tiny GPTs, for the co-training tests (fast and slow suites).
+// The guessing game's two roles as tiny GPTs, for the co-training tests (the slow suite).
 
 export const game = (guessingScenario as unknown as (o: { [k: string]: string }) => Scenario)({});
 // The tiny models below never win a round, so the game's reward would be 0 for every sample (no

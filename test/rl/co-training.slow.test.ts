@@ -8,8 +8,17 @@ import { train } from '../../src/rl/trainer.ts';
 import { config, load, scenario, shortClue } from '../helpers/guessing-pair.ts';
 import { readJsonl, tmp } from './toy.ts';
 
-// (slow suite) Two roles trained together resume exactly: a co-trained run stopped after one step and
-// resumed ends with the weights of both roles and the records of a run that was not stopped.
+// (slow suite) Two roles trained in one run: the user alone learns against a fixed agent; both roles
+// learn side by side; a co-trained run stopped after one step and resumed ends with the weights of
+// both roles and the records of a run that was not stopped. The refusals: co-training.test.ts.
+
+test('the user alone learns against a fixed agent', async (t) => {
+  const [model, user] = [await load('agent'), await load('user')];
+  const [agent0, user0] = [model.version(), user.version()];
+  await train({ scenario, model, user, trainAgent: false, config: { ...config, steps: 1 }, outDir: await tmp() });
+  t.is(model.version(), agent0);
+  t.not(user.version(), user0);
+});
 
 test('a co-trained run stopped and resumed ends with the weights and records of one that was not', async (t) => {
   const whole = await tmp();

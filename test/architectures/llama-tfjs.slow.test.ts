@@ -1,3 +1,7 @@
+// (slow suite) The Llama family's TensorFlow.js forward, what training differentiates: its gradients with
+// the projections in the linear kernel (every weight or LoRA over a frozen base), checkpointed or
+// not, equal tfjs's own, the same bits on 1 and 2 threads.
+
 import test from 'ava';
 import * as tf from '@tensorflow/tfjs';
 import { mkdtemp, rm } from 'node:fs/promises';
