@@ -62,17 +62,21 @@ for (const format of ['F32', 'BF16', 'F16'] as const) {
   });
 }
 
-test('a row’s outputs do not depend on the other rows of the call', (t) => {
-  const { m } = matrix('w', 16, 12, 'BF16');
-  const k = new LinearKernel([m], { threads: 2 });
-  try {
-    const x = randn(5 * 12);
-    const all = k.apply('w', x, 5);
-    t.deepEqual(k.apply('w', x.subarray(12, 24), 1), all.subarray(16, 32));
-  } finally {
-    k.dispose();
-  }
-});
+for (const format of ['BF16', 'F16'] as const)
+  test(`${format}: a row’s outputs do not depend on the other rows of the call (13 rows widen the columns once; one reads them as stored)`, (t) => {
+    const [N, K, S] = [18, 14, 13];
+    const { m } = matrix('w', N, K, format);
+    const k = new LinearKernel([m], { threads: 2 });
+    try {
+      const x = randn(S * K);
+      const all = k.apply('w', x, S);
+      for (const r of [0, 5, 12])
+        t.deepEqual(k.apply('w', x.subarray(r * K, (r + 1) * K), 1), all.subarray(r * N, (r + 1) * N));
+      t.deepEqual(k.apply('w', x.subarray(0, 5 * K), 5), all.subarray(0, 5 * N));
+    } finally {
+      k.dispose();
+    }
+  });
 
 test('bad input: an unknown matrix, inputs of the wrong size, values that do not match the shape or format, a name twice', (t) => {
   const { m } = matrix('w', 4, 4, 'F32');

@@ -29,7 +29,7 @@ const PAGE = 65536;
 const MAX_PAGES = 65536;
 /** Matrices per memory at most: the rest of its 4 GiB is left to the calls' inputs and outputs. */
 const MATRIX_BYTES_PER_MEMORY = 3.5 * 2 ** 30;
-// The control block in page 0: i32 slots 0–8 a call's arguments, then generation and stop; the barrier after it.
+// The control block in page 0: i32 slots 0–9 a call's arguments, then generation and stop; the barrier after it.
 const CTL = KERNEL_BASE - 256;
 const SYNC = CTL + 64;
 const C_GEN = 10;
@@ -44,7 +44,7 @@ for (let seen = generation; ; ) {
   Atomics.wait(c, ${C_GEN}, seen);
   seen = Atomics.load(c, ${C_GEN});
   if (Atomics.load(c, ${C_STOP})) break;
-  k.apply(c[0], c[1], c[2], c[3], c[4], c[5], c[6], thread, c[7], c[8]);
+  k.apply(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], thread, c[8], c[9]);
 }
 `;
 
@@ -57,6 +57,7 @@ interface LinearExports {
     N: number,
     out: number,
     format: number,
+    wide: number,
     t: number,
     T: number,
     sync: number,
@@ -212,9 +213,11 @@ export class LinearKernel {
     const p = m.part;
     const xAt = align16(p.end);
     const outAt = align16(xAt + S * K * 4);
-    this.reserve(p, outAt + S * N * 4);
+    // Each thread's room to widen 4 columns of a 16-bit matrix (linear.as.ts).
+    const wideAt = align16(outAt + S * N * 4);
+    this.reserve(p, wideAt + (m.format === 'F32' ? 0 : this.threads * 16 * K));
     new Float32Array(p.memory.buffer, xAt, S * K).set(x);
-    this.run(p, [xAt, S, K, transposed ? m.atT : m.at, N, outAt, FORMAT_CODE[m.format]]);
+    this.run(p, [xAt, S, K, transposed ? m.atT : m.at, N, outAt, FORMAT_CODE[m.format], wideAt]);
     return new Float32Array(p.memory.buffer, outAt, S * N).slice();
   }
 
@@ -246,7 +249,7 @@ export class LinearKernel {
     this.reserve(p, outAt + N * K * 4);
     transpose(dy, S, N, new Float32Array(p.memory.buffer, aAt, N * S));
     transpose(x, S, K, new Float32Array(p.memory.buffer, bAt, K * S));
-    this.run(p, [aAt, N, S, bAt, K, outAt, FORMAT_CODE.F32]);
+    this.run(p, [aAt, N, S, bAt, K, outAt, FORMAT_CODE.F32, 0]);
     return new Float32Array(p.memory.buffer, outAt, N * K).slice();
   }
 
@@ -295,7 +298,7 @@ export class LinearKernel {
       Atomics.add(c, C_GEN, 1);
       Atomics.notify(c, C_GEN);
     }
-    const [x, S, K, w, N, out, format] = args as [number, number, number, number, number, number, number];
-    p.exports.apply(x, S, K, w, N, out, format, 0, T, SYNC);
+    const [x, S, K, w, N, out, format, wide] = args as [number, number, number, number, number, number, number, number];
+    p.exports.apply(x, S, K, w, N, out, format, wide, 0, T, SYNC);
   }
 }

@@ -13,12 +13,16 @@ import { barrier } from './threads.as';
 const F_BF16: i32 = 1;
 const F_F16: i32 = 2;
 
-/** out [S][N] = x [S][K] · w [N][K]ᵀ, thread t of T computing its share of the columns. */
-export function apply(x: usize, S: i32, K: i32, w: usize, N: i32, out: usize, format: i32, t: i32, T: i32, sync: usize): void {
+/**
+ * out [S][N] = x [S][K] · w [N][K]ᵀ, thread t of T computing its share of the columns; `wide`: room
+ * for T·4·K float32, where 16-bit columns are widened (./matmul.as.ts).
+ */
+export function apply(x: usize, S: i32, K: i32, w: usize, N: i32, out: usize, format: i32, wide: usize, t: i32, T: i32, sync: usize): void {
   const n0 = colFrom(N, t, T);
   const n1 = colTo(N, t, T);
-  if (format == F_BF16) matmul<u16>(x, K, S, K, w, n0, n1, 0, out, N, false);
-  else if (format == F_F16) matmul<i16>(x, K, S, K, w, n0, n1, 0, out, N, false);
-  else matmul<f32>(x, K, S, K, w, n0, n1, 0, out, N, false);
+  const mine = wide + ((<usize>t * <usize>K) << 4);
+  if (format == F_BF16) matmul<u16>(x, K, S, K, w, n0, n1, 0, out, N, false, mine);
+  else if (format == F_F16) matmul<i16>(x, K, S, K, w, n0, n1, 0, out, N, false, mine);
+  else matmul<f32>(x, K, S, K, w, n0, n1, 0, out, N, false, 0);
   barrier(sync, T);
 }

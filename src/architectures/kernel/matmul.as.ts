@@ -31,6 +31,20 @@ import { first } from './threads.as';
   if (sizeof<W>() == 2) return i32x4.shl(v128.load16x4_u(w + (<usize>k << 1)), 16);
   return v128.load(w + (<usize>k << 2));
 }
+/**
+ * Weights k..k+3 (hi false) or k+4..k+7 as float32 lanes, as wv gives them; bfloat16 from one 16-byte
+ * load whose halves are interleaved with zeros (half the loads, no shifts: a one-row decode, which
+ * has little else to do, ran faster). Not in the 4-row blocks: the zeros' register made V8 spill an
+ * accumulator there.
+ */
+@inline function wv8<W>(w: usize, k: i32, hi: bool): v128 {
+  if (isSigned<W>() || sizeof<W>() != 2) return wv<W>(w, hi ? k + 4 : k);
+  const v = v128.load(w + (<usize>k << 1));
+  return hi
+    ? i8x16.shuffle(i32x4.splat(0), v, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31)
+    : i8x16.shuffle(i32x4.splat(0), v, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23);
+}
+
 /** One weight as float32. */
 @inline function ws<W>(w: usize, k: i32): f32 {
   if (isSigned<W>() && sizeof<W>() == 2)
@@ -118,7 +132,17 @@ import { first } from './threads.as';
   const w2 = w1 + wRow;
   const w3 = w2 + wRow;
   let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-  for (let k = 0; k < K4; k += 4) {
+  let k = 0;
+  // Eight k at a time, each chain still adding k..k+3 then k+4..k+7: the same sums as four at a time.
+  for (; k + 8 <= K4; k += 8) {
+    const c = v128.load(x0 + (<usize>k << 2));
+    const d = v128.load(x0 + (<usize>k << 2), 16);
+    a0 = f32x4.add(f32x4.add(a0, f32x4.mul(c, wv8<W>(w0, k, false))), f32x4.mul(d, wv8<W>(w0, k, true)));
+    a1 = f32x4.add(f32x4.add(a1, f32x4.mul(c, wv8<W>(w1, k, false))), f32x4.mul(d, wv8<W>(w1, k, true)));
+    a2 = f32x4.add(f32x4.add(a2, f32x4.mul(c, wv8<W>(w2, k, false))), f32x4.mul(d, wv8<W>(w2, k, true)));
+    a3 = f32x4.add(f32x4.add(a3, f32x4.mul(c, wv8<W>(w3, k, false))), f32x4.mul(d, wv8<W>(w3, k, true)));
+  }
+  for (; k < K4; k += 4) {
     const c = v128.load(x0 + (<usize>k << 2));
     a0 = f32x4.add(a0, f32x4.mul(c, wv<W>(w0, k)));
     a1 = f32x4.add(a1, f32x4.mul(c, wv<W>(w1, k)));
@@ -139,13 +163,31 @@ import { first } from './threads.as';
 }
 
 /**
+ * Columns n..n+3 (weights from w0, wRow bytes apart) against the chunk's rows s0..s1: blocks of 4 rows
+ * × 2 columns for rows s0..s4, then 1 row × 4 columns.
+ */
+@inline function columns4<W>(x: usize, xs: i32, s0: i32, s4: i32, s1: i32, out: usize, os: i32, w0: usize, wRow: usize, n: i32, K4: i32, K: i32, bias: usize, resid: bool): void {
+  const xRow = <usize>xs << 2;
+  const w2 = w0 + 2 * wRow;
+  for (let s = s0; s < s4; s += 4) {
+    block4x2<W>(at(x, s * xs), xRow, at(out, s * os), os, w0, w0 + wRow, n, K4, K, bias, resid);
+    block4x2<W>(at(x, s * xs), xRow, at(out, s * os), os, w2, w2 + wRow, n + 2, K4, K, bias, resid);
+  }
+  for (let s = s4; s < s1; s++) block1x4<W>(at(x, s * xs), at(out, s * os), w0, wRow, n, K4, K, bias, resid);
+}
+
+/**
  * x [S][xs] (K used), w [N][K], bias [N] or 0, out [S][os]; the columns n0 ≤ n < N. The rows go in
  * chunks that stay in cache; each chunk meets every column once, four at a time, in blocks of 4 rows ×
  * 2 columns (8 chains at once), the chunk's last rows 1 row × 4 columns. So a batch of decode rows, or a
  * prompt's chunk, streams the weights from memory once, not once per 4 rows. Each chain is the same
  * arithmetic in every block, so a row's result does not depend on its block or chunk.
+ *
+ * 16-bit weights, with `wide` (room for 4·K float32, this thread's own; 0: none): where a chunk has two
+ * or more blocks of 4 rows, its 4 columns are widened there once and every block reads float32 (the
+ * same values, so the same sums), instead of each block widening them again.
  */
-export function matmul<W>(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32, bias: usize, out: usize, os: i32, resid: bool): void {
+export function matmul<W>(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, N: i32, bias: usize, out: usize, os: i32, resid: bool, wide: usize): void {
   const K4 = K & ~3;
   const wRow = <usize>K * sizeof<W>();
   const xRow = <usize>xs << 2;
@@ -153,15 +195,16 @@ export function matmul<W>(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, 
   for (let s0 = 0; s0 < S; s0 += R) {
     const s1 = min(S, s0 + R);
     const s4 = s0 + ((s1 - s0) & ~3);
+    const widen4 = sizeof<W>() == 2 && wide != 0 && s4 - s0 >= 8;
     let n = n0;
     for (; n + 4 <= N; n += 4) {
       const w0 = w + <usize>n * wRow;
-      const w2 = w0 + 2 * wRow;
-      for (let s = s0; s < s4; s += 4) {
-        block4x2<W>(at(x, s * xs), xRow, at(out, s * os), os, w0, w0 + wRow, n, K4, K, bias, resid);
-        block4x2<W>(at(x, s * xs), xRow, at(out, s * os), os, w2, w2 + wRow, n + 2, K4, K, bias, resid);
+      if (widen4) {
+        widen<W>(w0, 4 * K, wide);
+        columns4<f32>(x, xs, s0, s4, s1, out, os, wide, <usize>K << 2, n, K4, K, bias, resid);
+      } else {
+        columns4<W>(x, xs, s0, s4, s1, out, os, w0, wRow, n, K4, K, bias, resid);
       }
-      for (let s = s4; s < s1; s++) block1x4<W>(at(x, s * xs), at(out, s * os), w0, wRow, n, K4, K, bias, resid);
     }
     for (; n < N; n++) {
       const w0 = w + <usize>n * wRow;
@@ -171,9 +214,11 @@ export function matmul<W>(x: usize, xs: i32, S: i32, K: i32, w: usize, n0: i32, 
   }
 }
 
-/** n 16-bit values (W: bfloat16 or half) at `src` as float32 at `out` (an embedding row). */
+/** n 16-bit values (W: bfloat16 or half) at `src` as float32 at `out` (an embedding row, a matmul's columns). */
 export function widen<W>(src: usize, n: i32, out: usize): void {
-  for (let k = 0; k < n; k++) store<f32>(at(out, k), ws<W>(src, k));
+  let k = 0;
+  for (; k + 4 <= n; k += 4) v128.store(at(out, k), wv<W>(src, k));
+  for (; k < n; k++) store<f32>(at(out, k), ws<W>(src, k));
 }
 
 /** A matmul's columns for thread t of T: a multiple of 4 each, the last thread to N. */

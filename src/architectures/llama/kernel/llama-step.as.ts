@@ -149,7 +149,7 @@ function swiglu(gu: usize, M: i32): void {
  * baseline compiler to its optimizing one).
  */
 function loraLow(x: usize, xs: i32, S: i32, K: i32, A: usize, G: i32, r: i32, t: i32): void {
-  matmul<f32>(x, xs, S, K, A, 0, G * r, 0, lowOf(S, r, t), ceil8(3 * r), false);
+  matmul<f32>(x, xs, S, K, A, 0, G * r, 0, lowOf(S, r, t), ceil8(3 * r), false, 0);
 }
 
 /** Thread t's [S][ceil8(3r)] rows of sLow. */
@@ -169,7 +169,7 @@ function loraAdd(S: i32, B: usize, r: i32, t: i32, n0: i32, n1: i32, out: usize,
     const to = g == 0 ? e0 : g == 1 ? e1 : e2;
     const a = max(from, n0);
     const b = min(to, n1);
-    if (a < b) matmul<f32>(at(low, g * r), ls, S, r, B, a, b, 0, out, os, true);
+    if (a < b) matmul<f32>(at(low, g * r), ls, S, r, B, a, b, 0, out, os, true, 0);
     from = to;
   }
 }
@@ -184,6 +184,7 @@ let sMlp: usize = 0; // [S][ceil8(2M)]
 let sLast: usize = 0; // [R][ceil8(d)]
 let sScores: usize = 0; // [threads][C + 8]: each thread's attention scores
 let sLow: usize = 0; // [threads][S][ceil8(3r)]: x·Aᵀ of a LoRA group, each thread's own
+let sWide: usize = 0; // [threads][4·max(d, H·dh, M)]: a 16-bit matmul's 4 columns widened, each thread's own
 let sEnd: usize = 0;
 
 function carve(model: usize, base: usize, S: i32, R: i32, C: i32, T: i32): void {
@@ -198,7 +199,14 @@ function carve(model: usize, base: usize, S: i32, R: i32, C: i32, T: i32): void 
   sLast = p; p += <usize>R * d8;
   sScores = p; p += (<usize>T * (<usize>C + 8)) << 2;
   sLow = p; p += (<usize>T * <usize>S * <usize>ceil8(3 * slot(model, M_RANK))) << 2;
+  sWide = p; p += (<usize>T * <usize>wideFloats(model)) << 2;
   sEnd = p;
+}
+
+/** Floats of a thread's room to widen 4 columns of a 16-bit matmul: 4 × its longest k (0 for float32). */
+function wideFloats(model: usize): i32 {
+  if (!(slot(model, M_FLAGS) & (F_BF16 | F_F16))) return 0;
+  return 4 * max(max(slot(model, M_D), slot(model, M_H) * slot(model, M_DH)), slot(model, M_MLP));
 }
 
 /** Bytes of scratch a step of S tokens over R rows needs (context C, T threads). */
@@ -276,6 +284,7 @@ function stepOf<W>(
   const scores = at(sScores, t * (C + 8));
   const s0 = first(S, t, T);
   const s1 = first(S, t + 1, T);
+  const wide = sizeof<W>() == 2 ? sWide + ((<usize>t * <usize>wideFloats(model)) << 2) : 0;
 
   let s = 0;
   if (!(flags & F_HIDDEN_IN)) {
@@ -301,7 +310,7 @@ function stepOf<W>(
     for (let i = s0; i < s1; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_ATTN_NORM), eps);
     barrier(sync, T);
     if (rank) loraLow(sH, d8, S, d, ptr(lp, L_A_QKV), 3, rank, t);
-    matmul<W>(sH, d8, S, d, ptr(lp, L_WQKV), colFrom(nQkv, t, T), colTo(nQkv, t, T), flags & F_QKV_BIAS ? ptr(lp, L_BQKV) : 0, sQKV, qkv8, false);
+    matmul<W>(sH, d8, S, d, ptr(lp, L_WQKV), colFrom(nQkv, t, T), colTo(nQkv, t, T), flags & F_QKV_BIAS ? ptr(lp, L_BQKV) : 0, sQKV, qkv8, false, wide);
     if (rank) loraAdd(S, ptr(lp, L_B_QKV), rank, t, colFrom(nQkv, t, T), colTo(nQkv, t, T), sQKV, qkv8, qw, qw + kw, nQkv);
     barrier(sync, T);
     // The rotary and the cache writes, a token at a time: this thread's tokens.
@@ -359,19 +368,19 @@ function stepOf<W>(
     }
     barrier(sync, T);
     if (rank) loraLow(sCtx, ctx8, S, qw, ptr(lp, L_A_O), 1, rank, t);
-    matmul<W>(sCtx, ctx8, S, qw, ptr(lp, L_WO), colFrom(d, t, T), colTo(d, t, T), flags & F_O_BIAS ? ptr(lp, L_BO) : 0, sX, d8, true);
+    matmul<W>(sCtx, ctx8, S, qw, ptr(lp, L_WO), colFrom(d, t, T), colTo(d, t, T), flags & F_O_BIAS ? ptr(lp, L_BO) : 0, sX, d8, true, wide);
     if (rank) loraAdd(S, ptr(lp, L_B_O), rank, t, colFrom(d, t, T), colTo(d, t, T), sX, d8, d, d, d);
     barrier(sync, T);
     for (let i = s0; i < s1; i++) rmsNorm(at(sX, i * d8), at(sH, i * d8), d, ptr(lp, L_MLP_NORM), eps);
     barrier(sync, T);
     if (rank) loraLow(sH, d8, S, d, ptr(lp, L_A_GU), 2, rank, t);
-    matmul<W>(sH, d8, S, d, ptr(lp, L_WGU), colFrom(2 * M, t, T), colTo(2 * M, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BGU) : 0, sMlp, m8, false);
+    matmul<W>(sH, d8, S, d, ptr(lp, L_WGU), colFrom(2 * M, t, T), colTo(2 * M, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BGU) : 0, sMlp, m8, false, wide);
     if (rank) loraAdd(S, ptr(lp, L_B_GU), rank, t, colFrom(2 * M, t, T), colTo(2 * M, t, T), sMlp, m8, M, 2 * M, 2 * M);
     barrier(sync, T);
     for (let i = s0; i < s1; i++) swiglu(at(sMlp, i * m8), M);
     barrier(sync, T);
     if (rank) loraLow(sMlp, m8, S, M, ptr(lp, L_A_D), 1, rank, t);
-    matmul<W>(sMlp, m8, S, M, ptr(lp, L_WD), colFrom(d, t, T), colTo(d, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BD) : 0, sX, d8, true);
+    matmul<W>(sMlp, m8, S, M, ptr(lp, L_WD), colFrom(d, t, T), colTo(d, t, T), flags & F_MLP_BIAS ? ptr(lp, L_BD) : 0, sX, d8, true, wide);
     if (rank) loraAdd(S, ptr(lp, L_B_D), rank, t, colFrom(d, t, T), colTo(d, t, T), sX, d8, d, d, d);
     barrier(sync, T);
   }
@@ -395,6 +404,6 @@ function stepOf<W>(
     s += n;
   }
   barrier(sync, T);
-  matmul<W>(sLast, d8, R, d, ptr(model, M_HEAD), colFrom(V, t, T), colTo(V, t, T), 0, out, ceil8(V), false);
+  matmul<W>(sLast, d8, R, d, ptr(model, M_HEAD), colFrom(V, t, T), colTo(V, t, T), 0, out, ceil8(V), false, wide);
   barrier(sync, T);
 }
