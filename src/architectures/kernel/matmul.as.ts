@@ -133,8 +133,9 @@ import { first } from './threads.as';
   const w3 = w2 + wRow;
   let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
   let k = 0;
-  // Eight k at a time, each chain still adding k..k+3 then k+4..k+7: the same sums as four at a time.
-  for (; k + 8 <= K4; k += 8) {
+  // bfloat16: eight k at a time, each chain still adding k..k+3 then k+4..k+7 (the same sums as four
+  // at a time). Not float32: unrolled, its one-row decode ran slower.
+  if (!isSigned<W>() && sizeof<W>() == 2) for (; k + 8 <= K4; k += 8) {
     const c = v128.load(x0 + (<usize>k << 2));
     const d = v128.load(x0 + (<usize>k << 2), 16);
     a0 = f32x4.add(f32x4.add(a0, f32x4.mul(c, wv8<W>(w0, k, false))), f32x4.mul(d, wv8<W>(w0, k, true)));

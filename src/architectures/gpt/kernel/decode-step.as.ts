@@ -11,7 +11,8 @@
 // the row falls in), every reduction (layer norm, dot products, softmax sums) is within one row in
 // an order fixed by the row's own sizes, and there is no FMA (mul then add, each rounded).
 
-import { at, attend, ceil8, dot, expv, hsum, ptr, scores, sigmoidv, slot } from '../../kernel/simd.as';
+import { R_NEW, R_PREV, R_START, R_TOK, attendHeads, keysAt, rowAt, valuesAt } from '../../kernel/rows.as';
+import { at, ceil8, dot, expv, hsum, ptr, scores, sigmoidv, slot } from '../../kernel/simd.as';
 export { weigh } from '../../kernel/simd.as';
 
 // ---- the model table (i32 slots at `model`, written by the host) ----
@@ -42,14 +43,8 @@ const F_SHIFT: i32 = 2;
 const F_LEARNED: i32 = 4;
 const F_COPY: i32 = 8;
 
-// ---- a row of the step (i32 slots at `rows + 32·r`) ----
-const R_NEW: i32 = 0; // new tokens
-const R_START: i32 = 1; // tokens already in the cache
-const R_PREV: i32 = 2; // the token before the new ones (-1: none)
-const R_CAP: i32 = 3; // cache capacity (positions)
-const R_KV: i32 = 4; // the cache: per layer K [cap][d] then V [cap][d]; copy keys [cap][d]; ids [cap]
-const R_TOK: i32 = 5; // offset of the row's tokens in `tokens`
-const ROW_BYTES: i32 = 32;
+// Each row's cache (../../kernel/rows.as.ts): per layer K [cap][d] then V [cap][d]; then, with a copy
+// head, copy keys [cap][d]; then ids [cap].
 
 const MODE_NONE: i32 = 0; // out = acc
 const MODE_BIAS: i32 = 1; // out = acc + b
@@ -284,7 +279,7 @@ export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, o
   memory.fill(sX, 0, (<usize>S * <usize>d8) << 2);
   let s = 0;
   for (let r = 0; r < R; r++) {
-    const row = rows + <usize>r * ROW_BYTES;
+    const row = rowAt(rows, r);
     const n = slot(row, R_NEW);
     const start = slot(row, R_START);
     const tok = at(tokens, slot(row, R_TOK));
@@ -315,12 +310,11 @@ export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, o
     matmul(sH, d8, S, d, ptr(lp, 2), q8 >> 3, ptr(lp, 3), sQKV, q8, MODE_BIAS);
     s = 0;
     for (let r = 0; r < R; r++) {
-      const row = rows + <usize>r * ROW_BYTES;
+      const row = rowAt(rows, r);
       const n = slot(row, R_NEW);
       const start = slot(row, R_START);
-      const cap = slot(row, R_CAP);
-      const kc = ptr(row, R_KV) + ((<usize>(2 * l) * <usize>cap * <usize>d) << 2);
-      const vc = kc + ((<usize>cap * <usize>d) << 2);
+      const kc = keysAt(row, l, d);
+      const vc = valuesAt(row, kc, d);
       for (let j = 0; j < n; j++) {
         const qkv = at(sQKV, (s + j) * q8);
         const p = start + j;
@@ -338,9 +332,7 @@ export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, o
       for (let j = 0; j < n; j++) {
         const qkv = at(sQKV, (s + j) * q8);
         const ctx = at(sCtx, (s + j) * d8);
-        for (let h = 0; h < d; h += dh) {
-          attend(at(qkv, h), at(kc, h), at(vc, h), d, dh, start + j + 1, sScores, at(ctx, h));
-        }
+        attendHeads(qkv, kc, vc, d, H, 1, dh, start + j + 1, sScores, ctx, 0, 0, 1);
       }
       s += n;
     }
@@ -360,12 +352,11 @@ export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, o
   }
   s = 0;
   for (let r = 0; r < R; r++) {
-    const row = rows + <usize>r * ROW_BYTES;
+    const row = rowAt(rows, r);
     const n = slot(row, R_NEW);
     const start = slot(row, R_START);
-    const cap = slot(row, R_CAP);
-    const ck = ptr(row, R_KV) + ((<usize>(2 * L) * <usize>cap * <usize>d) << 2);
-    const ids = ck + (copy ? (<usize>cap * <usize>d) << 2 : 0);
+    const ck = keysAt(row, L, d);
+    const ids = copy ? valuesAt(row, ck, d) : ck;
     const tok = at(tokens, slot(row, R_TOK));
     for (let j = 0; j < n; j++) {
       const p = start + j;
@@ -389,11 +380,10 @@ export function step(model: usize, rows: usize, R: i32, tokens: usize, S: i32, o
   const gw = ptr(model, M_CGATEW);
   const gb = load<f32>(ptr(model, M_CGATEB));
   for (let r = 0; r < R; r++) {
-    const row = rows + <usize>r * ROW_BYTES;
+    const row = rowAt(rows, r);
     const n = slot(row, R_START) + slot(row, R_NEW);
-    const cap = slot(row, R_CAP);
-    const ck = ptr(row, R_KV) + ((<usize>(2 * L) * <usize>cap * <usize>d) << 2);
-    const ids = ck + ((<usize>cap * <usize>d) << 2);
+    const ck = keysAt(row, L, d);
+    const ids = valuesAt(row, ck, d);
     const q = at(sCQ, r * d8);
     if (flags & F_ROPE) rotate(q, d, dh, at(cosT, (n - 1) * d), at(sinT, (n - 1) * d), cscale, sTmp);
     else scaleRow(q, d, cscale);

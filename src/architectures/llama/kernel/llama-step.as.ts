@@ -23,7 +23,8 @@
 // phases. Who computes an output never changes how: the bits are the same for any thread count.
 
 import { colFrom, colTo, matmul, widen } from '../../kernel/matmul.as';
-import { at, attend, ceil8, expv, hsum, ptr, slot } from '../../kernel/simd.as';
+import { R_NEW, R_START, R_TOK, attendHeads, keysAt, rowAt, valuesAt } from '../../kernel/rows.as';
+import { at, ceil8, expv, hsum, ptr, slot } from '../../kernel/simd.as';
 import { barrier, first } from '../../kernel/threads.as';
 export { weigh } from '../../kernel/simd.as';
 
@@ -81,13 +82,7 @@ const F_F16: i32 = 32; // the matrices are IEEE half
 const F_HIDDEN_IN: i32 = 64;
 const F_HIDDEN_OUT: i32 = 128;
 
-// ---- a row of the step (i32 slots at `rows + 32·r`), as the GPT kernel's ----
-const R_NEW: i32 = 0;
-const R_START: i32 = 1;
-const R_CAP: i32 = 3;
-const R_KV: i32 = 4; // the cache: per layer K [cap][Hkv·dh] then V [cap][Hkv·dh]; ids [cap]
-const R_TOK: i32 = 5;
-const ROW_BYTES: i32 = 32;
+// Each row's cache (../../kernel/rows.as.ts): per layer K [cap][Hkv·dh] then V [cap][Hkv·dh]; then ids [cap].
 
 // ---- row-wise pieces ----
 
@@ -289,7 +284,7 @@ function stepOf<W>(
   let s = 0;
   if (!(flags & F_HIDDEN_IN)) {
     for (let r = 0; r < R; r++) {
-      const row = rows + <usize>r * ROW_BYTES;
+      const row = rowAt(rows, r);
       const n = slot(row, R_NEW);
       const tok = at(tokens, slot(row, R_TOK));
       for (let j = 0; j < n; j++) {
@@ -316,12 +311,11 @@ function stepOf<W>(
     // The rotary and the cache writes, a token at a time: this thread's tokens.
     s = 0;
     for (let r = 0; r < R; r++) {
-      const row = rows + <usize>r * ROW_BYTES;
+      const row = rowAt(rows, r);
       const n = slot(row, R_NEW);
       const start = slot(row, R_START);
-      const cap = slot(row, R_CAP);
-      const kc = ptr(row, R_KV) + ((<usize>(2 * l) * <usize>cap * <usize>kw) << 2);
-      const vc = kc + ((<usize>cap * <usize>kw) << 2);
+      const kc = keysAt(row, l, kw);
+      const vc = valuesAt(row, kc, kw);
       for (let j = 0; j < n; j++) {
         if (s + j < s0 || s + j >= s1) continue;
         const q = at(sQKV, (s + j) * qkv8);
@@ -349,20 +343,15 @@ function stepOf<W>(
     s = 0;
     let pair = 0;
     for (let r = 0; r < R; r++) {
-      const row = rows + <usize>r * ROW_BYTES;
+      const row = rowAt(rows, r);
       const n = slot(row, R_NEW);
       const start = slot(row, R_START);
-      const cap = slot(row, R_CAP);
-      const kc = ptr(row, R_KV) + ((<usize>(2 * l) * <usize>cap * <usize>kw) << 2);
-      const vc = kc + ((<usize>cap * <usize>kw) << 2);
+      const kc = keysAt(row, l, kw);
+      const vc = valuesAt(row, kc, kw);
       for (let j = 0; j < n; j++) {
         const q = at(sQKV, (s + j) * qkv8);
         const ctx = at(sCtx, (s + j) * ctx8);
-        for (let h = 0; h < H; h++) {
-          if (pair++ % T != t) continue;
-          const g = h / group;
-          attend(at(q, h * dh), at(kc, g * dh), at(vc, g * dh), kw, dh, start + j + 1, scores, at(ctx, h * dh));
-        }
+        pair = attendHeads(q, kc, vc, kw, H, group, dh, start + j + 1, scores, ctx, pair, t, T);
       }
       s += n;
     }
@@ -391,12 +380,11 @@ function stepOf<W>(
   const r0 = first(R, t, T);
   const r1 = first(R, t + 1, T);
   for (let r = 0; r < R; r++) {
-    const row = rows + <usize>r * ROW_BYTES;
+    const row = rowAt(rows, r);
     const n = slot(row, R_NEW);
     if (r >= r0 && r < r1) {
       const start = slot(row, R_START);
-      const cap = slot(row, R_CAP);
-      const ids = ptr(row, R_KV) + ((<usize>(2 * L) * <usize>cap * <usize>kw) << 2);
+      const ids = keysAt(row, L, kw);
       const tok = at(tokens, slot(row, R_TOK));
       for (let j = 0; j < n; j++) store<i32>(at(ids, start + j), load<i32>(at(tok, j)));
       rmsNorm(at(sX, (s + n - 1) * d8), at(sLast, r * d8), d, ptr(model, M_NORM), eps);
