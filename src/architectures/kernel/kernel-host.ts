@@ -19,6 +19,7 @@ const PAGE = 65536;
 export const KERNEL_BASE = PAGE;
 /** A step with more new tokens runs as several kernel calls over consecutive rows (bounds the scratch). */
 export const MAX_STEP_TOKENS = 4096;
+/** i32 slots a row of the step's table takes (kernel/rows.as.ts reads them). */
 const ROW_INTS = 8;
 
 /** A kernel's refusal or failure: a bad step, a shape that does not match, memory it cannot have. */
